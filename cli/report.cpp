@@ -1,0 +1,107 @@
+// Plan and image reports.
+#include "report.hpp"
+
+#include <iomanip>
+#include <sstream>
+
+namespace kernelop::cli {
+namespace {
+
+std::string size_text(std::size_t bytes) {
+  std::ostringstream s;
+  if (bytes < 1024) {
+    s << bytes << " B";
+  } else {
+    s << std::fixed << std::setprecision(1) << bytes / 1024.0 << " KiB";
+  }
+  return s.str();
+}
+
+std::string exprs_text(const std::array<Expr, 3>& exprs) {
+  return "[" + exprs[0].to_string() + ", " + exprs[1].to_string() + ", " + exprs[2].to_string() +
+         "]";
+}
+
+std::string arg_kind(ArgSlot::Kind kind) {
+  switch (kind) {
+    case ArgSlot::Kind::TensorInput: return "tensor input";
+    case ArgSlot::Kind::ScalarInput: return "scalar input";
+    case ArgSlot::Kind::ExtraValue: return "extra";
+    case ArgSlot::Kind::Output: return "output";
+  }
+  return "";
+}
+
+}  // namespace
+
+void print_plan(std::ostream& out, const OpPlan& plan) {
+  out << "  schema    " << plan.qualified_schema() << "\n";
+  out << "  kernel    ";
+  for (std::size_t i = 0; i < plan.instances.size(); ++i) {
+    out << (i ? ", " : "") << plan.instances[i].name_expression;
+  }
+  out << "\n";
+  for (const auto& slot : plan.tensors) {
+    if (slot.is_output || !slot.mutated) continue;
+    out << "  mutates   " << slot.name << "\n";
+  }
+  for (const auto& o : plan.outputs) {
+    const TensorSlot& t = plan.tensors[static_cast<std::size_t>(o.slot)];
+    out << "  output    " << t.name << ": " << shape_rule_text(plan, o.shape) << "  dtype "
+        << (o.dtype ? dtype_decl_text(*o.dtype) : "?");
+    if (o.dtype_from >= 0) out << " (from " << plan.tensors[static_cast<std::size_t>(o.dtype_from)].name << ")";
+    out << "\n";
+  }
+  if (plan.geometry) {
+    const LaunchGeometry& g = *plan.geometry;
+    out << "  geometry  " << g.description << "\n";
+    out << "            grid  = " << exprs_text(g.grid) << "\n";
+    out << "            block = " << exprs_text(g.block)
+        << "  shared_mem = " << g.shared_mem.to_string() << "\n";
+  }
+  for (const auto& r : plan.rank_requirements) {
+    out << "  requires  rank(" << plan.tensors[static_cast<std::size_t>(r.slot)].name
+        << ") >= " << r.min_rank << " (" << r.reason << ")\n";
+  }
+  out << "  arguments";
+  for (std::size_t i = 0; i < plan.args.size(); ++i) {
+    const ArgSlot& a = plan.args[i];
+    std::string decl = a.c_type() + " " + a.name;
+    out << (i ? "           " : "") << " " << std::setw(2) << i << "  " << std::left
+        << std::setw(28) << decl << std::right << " " << arg_kind(a.kind) << "\n";
+  }
+}
+
+void print_images(std::ostream& out, const CompiledImage& image) {
+  out << "  images    " << std::left << std::setw(12) << "arch" << std::setw(7) << "kind"
+      << std::setw(6) << "regs" << std::setw(13) << "spill st/ld" << std::setw(7) << "smem"
+      << std::setw(11) << "size" << "source" << std::right << "\n";
+  int hits = 0;
+  for (const ArchImage& a : image.images) {
+    hits += a.cache_hit ? 1 : 0;
+    for (std::size_t inst = 0; inst < std::max<std::size_t>(1, a.usage.size()); ++inst) {
+      out << "            " << std::left << std::setw(12) << a.arch << std::setw(7)
+          << (a.is_ptx() ? "ptx" : "cubin");
+      if (inst < a.usage.size()) {
+        const ResourceUsage& u = a.usage[inst];
+        out << std::setw(6) << u.registers << std::setw(13)
+            << (std::to_string(u.spill_stores) + "/" + std::to_string(u.spill_loads))
+            << std::setw(7) << u.static_shared;
+      } else {
+        out << std::setw(6) << "-" << std::setw(13) << "-" << std::setw(7) << "-";
+      }
+      std::ostringstream src;
+      src << (a.cache_hit ? "cache hit " : "compiled  ") << std::fixed << std::setprecision(1)
+          << a.compile_ms << " ms";
+      out << std::setw(11) << size_text(a.data.size()) << src.str();
+      if (a.usage.size() > 1) out << "  " << image.plan.instances[inst].name_expression;
+      out << std::right << "\n";
+    }
+  }
+  out << "  total     " << std::fixed << std::setprecision(1) << image.total_ms << " ms, "
+      << image.images.size() << " images, " << hits << " from the cache"
+      << (image.cache_bypassed ? " (persistent cache bypassed: computed #include)" : "") << "\n";
+  if (!image.log.empty()) out << "  warnings\n" << image.log << "\n";
+}
+
+}  // namespace kernelop::cli

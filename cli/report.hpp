@@ -1,0 +1,16 @@
+// Human-readable reports of plans and compiled images for the CLI.
+#pragma once
+
+#include <ostream>
+
+#include "kernelop/compile.hpp"
+
+namespace kernelop::cli {
+
+/// Schema, symbolic output shapes and dtypes, launch geometry and the argument layout.
+void print_plan(std::ostream& out, const OpPlan& plan);
+
+/// Per-architecture registers, spills, shared memory, image size, cache hit or miss and time.
+void print_images(std::ostream& out, const CompiledImage& image);
+
+}  // namespace kernelop::cli

@@ -1,0 +1,68 @@
+// A persistent, content-addressed store of compiled code, with an in-memory layer on top.
+//
+// Note [cache safety]: entries are written to a temporary file and renamed into place, so a
+// reader never sees a partial entry and concurrent writers of one key are safe (last rename
+// wins, both contents are identical). Every read verifies a magic, a format version, the
+// length and a checksum; a damaged entry is reported through the warning handler, removed and
+// recompiled, never trusted. The directory is created with mode 0700 and refused when another
+// user owns it or it is writable by group or others: loading machine code from a directory
+// others can write is a code-injection hole.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace kernelop {
+
+/// Where warnings go (default: stderr, prefixed "kernelop: warning: ").
+void set_warning_handler(std::function<void(std::string_view)> handler);
+void warn(std::string_view message);
+
+class CompileCache {
+ public:
+  /// Bump when the entry layout or the meaning of its payload changes (golden tests pin it).
+  static constexpr std::uint32_t kFormatVersion = 1;
+
+  /// A cache in `dir`; an empty path gives a memory-only cache. The directory is created and
+  /// checked on first use.
+  explicit CompileCache(std::filesystem::path dir);
+
+  /// The process-wide cache: $KERNELOP_CACHE_DIR, else $XDG_CACHE_HOME/kernelop, else
+  /// ~/.cache/kernelop; memory-only when KERNELOP_DISABLE_CACHE=1.
+  static CompileCache& global();
+  static std::filesystem::path default_dir();
+
+  const std::filesystem::path& dir() const { return dir_; }
+
+  /// Creates the directory if needed and checks that it is safe; throws Error(Cache) if not.
+  void prepare();
+
+  /// The payload stored under `key`, or nullptr. Throws Error(Cache) if the directory is unsafe.
+  std::shared_ptr<const std::string> load(const std::string& key);
+  void store(const std::string& key, std::string payload);
+
+  /// The path of the entry for `key` (whether or not it exists).
+  std::filesystem::path entry_path(const std::string& key) const;
+
+  struct Stats {
+    std::uint64_t memory_hits = 0, disk_hits = 0, misses = 0, corrupt = 0, stores = 0;
+  };
+  Stats stats() const;
+  void clear_memory();
+
+ private:
+  std::filesystem::path dir_;
+  mutable std::mutex mutex_;
+  bool dir_checked_ = false;
+  std::map<std::string, std::shared_ptr<const std::string>> memory_;
+  Stats stats_;
+};
+
+}  // namespace kernelop

@@ -1,0 +1,83 @@
+// The one error model of kernelop: an error kind plus a message and the context it arose in.
+#pragma once
+
+#include <exception>
+#include <sstream>
+#include <string>
+#include <string_view>
+
+namespace kernelop {
+
+/// What went wrong, coarsely. Each kind maps to one Python exception type:
+/// Spec -> ValueError, Type -> TypeError, every other kind -> RuntimeError.
+enum class ErrorKind {
+  Spec,      ///< the kernel spec is invalid (detected before anything is compiled or registered)
+  Type,      ///< an argument has the wrong type (e.g. a shape relation indexed by a float)
+  Compile,   ///< NVRTC failed, or the kernel's signature does not match the calling convention
+  Cache,     ///< the compile cache is unusable (e.g. its directory is writable by others)
+  Launch,    ///< a launch-time check or a driver call failed
+  Io,        ///< a file could not be read or written
+  Internal,  ///< a bug in kernelop
+};
+
+std::string_view error_kind_name(ErrorKind kind);
+
+/// Where an error arose. Empty fields are unknown or irrelevant.
+struct ErrorContext {
+  std::string op;      ///< "namespace::name"
+  std::string kernel;  ///< the kernel's name in the source
+  std::string arch;    ///< e.g. "sm_90"
+  std::string stage;   ///< "validate", "derive", "compile", "cache", ...
+  std::string log;     ///< full compiler log, when there is one
+};
+
+/// The exception thrown by every kernelop API. what() is the complete, human-readable message.
+class Error : public std::exception {
+ public:
+  Error(ErrorKind kind, std::string message, ErrorContext context = {});
+
+  ErrorKind kind() const noexcept { return kind_; }
+  const std::string& message() const noexcept { return message_; }
+  const ErrorContext& context() const noexcept { return context_; }
+  const char* what() const noexcept override { return message_.c_str(); }
+
+ private:
+  ErrorKind kind_;
+  std::string message_;
+  ErrorContext context_;
+};
+
+namespace detail {
+
+// Builds an Error with operator<<; see KERNELOP_FAIL.
+class ErrorStream {
+ public:
+  explicit ErrorStream(ErrorKind kind) : kind_(kind) {}
+  template <class T>
+  ErrorStream& operator<<(const T& value) {
+    out_ << value;
+    return *this;
+  }
+  ErrorStream& context(ErrorContext context) {
+    context_ = std::move(context);
+    return *this;
+  }
+  Error build() const { return Error(kind_, out_.str(), context_); }
+
+ private:
+  ErrorKind kind_;
+  std::ostringstream out_;
+  ErrorContext context_;
+};
+
+struct ErrorThrower {
+  // operator& binds looser than <<, so the whole message is streamed before this runs.
+  [[noreturn]] void operator&(const ErrorStream& stream) const { throw stream.build(); }
+};
+
+}  // namespace detail
+}  // namespace kernelop
+
+/// Throws kernelop::Error of the given kind: `KERNELOP_FAIL(Spec) << "op " << name << ": ...";`
+#define KERNELOP_FAIL(kind) \
+  ::kernelop::detail::ErrorThrower() & ::kernelop::detail::ErrorStream(::kernelop::ErrorKind::kind)

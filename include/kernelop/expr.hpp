@@ -1,0 +1,162 @@
+// Symbolic integer expressions: the one type that carries every shape-dependent number
+// (output dims, launch geometry, extra kernel arguments).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernelop/error.hpp"
+
+namespace kernelop {
+
+enum class ExprOp : std::uint8_t {
+  // leaves
+  Const,        ///< an integer literal
+  Dim,          ///< dim(t, axis): size of axis `axis` (negative counts from the end) of tensor t
+  Numel,        ///< numel(t): number of elements of t
+  NumelExcept,  ///< numel_except(t, a, ...): product of t's sizes over all axes but the listed
+  Scalar,       ///< n: the value of integer scalar input n
+  // binary operators (Python semantics: // floors, % takes the divisor's sign)
+  Add,
+  Sub,
+  Mul,
+  FloorDiv,
+  CeilDiv,  ///< cdiv(a, b)
+  Mod,
+  Min,  ///< min(a, b)
+  Max,  ///< max(a, b)
+};
+
+bool is_leaf(ExprOp op);
+
+class Expr;
+
+/// Immutable expression node. Leaves name a tensor or scalar input; `slot` is the index the
+/// plan assigned to that name (-1 until the expression is resolved against a plan).
+struct ExprNode {
+  ExprOp op = ExprOp::Const;
+  std::int64_t value = 0;          // Const: the literal; Dim: the axis
+  std::string name;                // Dim, Numel, NumelExcept, Scalar
+  std::vector<std::int64_t> axes;  // NumelExcept
+  int slot = -1;
+  std::shared_ptr<const ExprNode> lhs, rhs;
+};
+
+/// A value-semantic handle to an immutable expression tree; copies share nodes.
+///
+/// Note [expression text]: the text form is canonical: binary operators surrounded by single
+/// spaces, function arguments separated by ", ", parentheses only where precedence needs them.
+/// parse(text).to_string() == text for every canonical text, and
+/// parse(e.to_string()) == e for every expression e.
+class Expr {
+ public:
+  Expr(std::int64_t value);  // NOLINT(google-explicit-constructor): literals read naturally
+  Expr(int value) : Expr(static_cast<std::int64_t>(value)) {}  // NOLINT
+
+  static Expr dim(std::string tensor, std::int64_t axis);
+  static Expr numel(std::string tensor);
+  static Expr numel_except(std::string tensor, std::vector<std::int64_t> axes);
+  static Expr scalar(std::string name);
+  static Expr binary(ExprOp op, Expr lhs, Expr rhs);
+
+  /// Parses the text form; throws Error(Spec) naming the column on malformed input.
+  static Expr parse(std::string_view text);
+
+  ExprOp op() const { return node_->op; }
+  const ExprNode& node() const { return *node_; }
+  bool is_const() const { return node_->op == ExprOp::Const; }
+  std::int64_t const_value() const { return node_->value; }
+  const std::string& name() const { return node_->name; }
+  std::int64_t axis() const { return node_->value; }
+  const std::vector<std::int64_t>& axes() const { return node_->axes; }
+  int slot() const { return node_->slot; }
+  Expr lhs() const { return Expr(node_->lhs); }
+  Expr rhs() const { return Expr(node_->rhs); }
+
+  std::string to_string() const;
+
+  /// Folds constants and removes identities (x * 1, x + 0, cdiv(x, 1), ...), for readability.
+  Expr simplified() const;
+
+  /// A copy whose leaves carry the slot `slot_of(leaf)` returns.
+  Expr resolved(const std::function<int(const Expr& leaf)>& slot_of) const;
+
+  /// Calls fn on every leaf other than constants, left to right.
+  void for_each_leaf(const std::function<void(const Expr& leaf)>& fn) const;
+
+  friend bool operator==(const Expr& a, const Expr& b);
+
+ private:
+  explicit Expr(std::shared_ptr<const ExprNode> node) : node_(std::move(node)) {}
+  std::shared_ptr<const ExprNode> node_;
+};
+
+Expr operator+(Expr a, Expr b);
+Expr operator-(Expr a, Expr b);
+Expr operator*(Expr a, Expr b);
+Expr floordiv(Expr a, Expr b);
+Expr cdiv(Expr a, Expr b);
+Expr mod(Expr a, Expr b);
+Expr min(Expr a, Expr b);
+Expr max(Expr a, Expr b);
+
+/// Arithmetic used by evaluate<Int>. The primary template uses Int's own operators, with `/`
+/// and `%` taken to be floor division and Python modulo (as c10::SymInt's are for sizes);
+/// specialise it for integer types with other semantics. The int64_t specialisation checks
+/// overflow and division by zero and throws Error naming the expression.
+template <class Int>
+struct ExprArith {
+  static Int constant(std::int64_t value) { return Int(value); }
+  static Int apply(ExprOp op, const Int& a, const Int& b, const Expr& /*where*/) {
+    switch (op) {
+      case ExprOp::Add: return a + b;
+      case ExprOp::Sub: return a - b;
+      case ExprOp::Mul: return a * b;
+      case ExprOp::FloorDiv: return a / b;
+      case ExprOp::CeilDiv: return (a + b - Int(1)) / b;
+      case ExprOp::Mod: return a % b;
+      case ExprOp::Min: return b < a ? b : a;
+      case ExprOp::Max: return a < b ? b : a;
+      default: break;
+    }
+    KERNELOP_FAIL(Internal) << "ExprArith::apply: not a binary operator";
+  }
+};
+
+template <>
+struct ExprArith<std::int64_t> {
+  static std::int64_t constant(std::int64_t value) { return value; }
+  static std::int64_t apply(ExprOp op, std::int64_t a, std::int64_t b, const Expr& where);
+};
+
+/// Evaluates `expr` with integers of type Int. `env.leaf(const Expr& leaf) -> Int` supplies the
+/// value of every Dim, Numel, NumelExcept and Scalar leaf.
+template <class Int, class Env>
+Int evaluate(const Expr& expr, const Env& env) {
+  const ExprNode& node = expr.node();
+  switch (node.op) {
+    case ExprOp::Const: return ExprArith<Int>::constant(node.value);
+    case ExprOp::Dim:
+    case ExprOp::Numel:
+    case ExprOp::NumelExcept:
+    case ExprOp::Scalar: return env.leaf(expr);
+    default: break;
+  }
+  Int a = evaluate<Int>(expr.lhs(), env);
+  Int b = evaluate<Int>(expr.rhs(), env);
+  return ExprArith<Int>::apply(node.op, a, b, expr);
+}
+
+/// Normalises a possibly negative axis against a rank into *out; false when out of range.
+inline bool normalize_axis(std::int64_t axis, std::int64_t rank, std::int64_t* out) {
+  std::int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= rank) return false;
+  *out = a;
+  return true;
+}
+
+}  // namespace kernelop

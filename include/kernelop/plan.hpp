@@ -1,0 +1,133 @@
+// OpPlan: everything a validated spec implies, derived once: the schema, output shape and dtype
+// rules, launch geometry as expressions, and the kernel's argument list.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernelop/spec.hpp"
+
+namespace kernelop {
+
+/// A tensor the kernel sees: tensor inputs first (declared order, scalars skipped), then
+/// outputs. Expression leaves naming a tensor resolve to its index in OpPlan::tensors.
+struct TensorSlot {
+  std::string name;
+  bool is_output = false;
+  bool mutated = false;
+  /// Inputs: declared (or, after compile(), inferred) dtype. Outputs: see OutputPlan.
+  std::optional<DTypeDecl> dtype;
+  bool operator==(const TensorSlot&) const = default;
+};
+
+struct ScalarSlot {
+  std::string name;
+  ScalarType type = ScalarType::Float;
+  bool operator==(const ScalarSlot&) const = default;
+};
+
+/// How an output's shape follows from the inputs. Rank-polymorphic relations (like, reduce)
+/// stay relations; fixed-rank shapes are expressions.
+struct ShapeRule {
+  enum class Kind : std::uint8_t { Like, Reduce, Exprs };
+  Kind kind = Kind::Like;
+  int source = 0;                  ///< Like, Reduce: tensor slot of the source input
+  std::vector<std::int64_t> axes;  ///< Reduce: axes as declared (possibly negative)
+  bool keepdim = false;            ///< Reduce
+  std::vector<Expr> dims;          ///< Exprs: resolved expressions
+  bool operator==(const ShapeRule&) const = default;
+};
+
+struct OutputPlan {
+  int slot = 0;  ///< index in OpPlan::tensors
+  ShapeRule shape;
+  /// The output takes the dtype of this tensor slot at run time (-1: use `dtype`).
+  int dtype_from = -1;
+  /// The static dtype when known: a DType, a type parameter's name, or unknown until the
+  /// source input's dtype is inferred.
+  std::optional<DTypeDecl> dtype;
+  bool operator==(const OutputPlan&) const = default;
+};
+
+/// One kernel argument in calling-convention order, with the C type the kernel must declare.
+struct ArgSlot {
+  enum class Kind : std::uint8_t { TensorInput, ScalarInput, ExtraValue, Output };
+  Kind kind = Kind::TensorInput;
+  std::string name;  ///< tensor/scalar name; for extras the expression text
+  int index = 0;     ///< tensor slot, scalar slot, or extra position
+  /// Tensors: pointer to `element` (const for inputs the kernel does not write).
+  bool is_const = false;
+  std::optional<DTypeDecl> element;
+  /// Scalars and extras: the by-value type (extras are Int or Int64).
+  ScalarType value_type = ScalarType::Int;
+  std::optional<Expr> value;  ///< extras: the resolved expression
+  bool is_pointer() const { return kind == Kind::TensorInput || kind == Kind::Output; }
+  /// "const float*", "T*", "int", "long long", "?*" when the element type is not yet known.
+  std::string c_type() const;
+  bool operator==(const ArgSlot&) const = default;
+};
+
+/// A requirement on a tensor's rank, with the reason (for the error message at launch).
+struct RankRequirement {
+  int slot = 0;
+  std::int64_t min_rank = 0;
+  std::string reason;
+  bool operator==(const RankRequirement&) const = default;
+};
+
+/// Launch geometry as resolved expressions over input and output shapes.
+struct LaunchGeometry {
+  std::array<Expr, 3> grid = {1, 1, 1};
+  std::array<Expr, 3> block = {1, 1, 1};
+  Expr shared_mem = 0;
+  std::string description;  ///< e.g. "Elementwise(block=(16, 16), layout=nd, over=y)"
+  bool operator==(const LaunchGeometry&) const = default;
+};
+
+/// One instantiation of the kernel: the name expression given to NVRTC and, for dtype-generic
+/// kernels, the dtype bound to each type parameter.
+struct KernelInstance {
+  std::string name_expression;
+  std::vector<DType> bindings;  ///< parallel to OpPlan::type_params
+  bool operator==(const KernelInstance&) const = default;
+};
+
+struct OpPlan {
+  std::string op_name;    ///< "namespace::name"
+  std::string ns, name;   ///< the two parts
+  std::string schema;     ///< PyTorch schema without the name: "(Tensor x, float alpha) -> Tensor"
+  std::vector<TensorSlot> tensors;
+  std::vector<ScalarSlot> scalars;
+  int num_tensor_inputs = 0;
+  /// The declared inputs in order: (is_tensor, slot index).
+  std::vector<std::pair<bool, int>> input_order;
+  std::vector<OutputPlan> outputs;
+  std::vector<ArgSlot> args;
+  std::optional<LaunchGeometry> geometry;  ///< absent only when a caller supplies the launch
+  std::vector<RankRequirement> rank_requirements;
+  std::vector<TypeParam> type_params;
+  std::vector<KernelInstance> instances;
+  KernelSpec spec;  ///< the validated spec this plan was derived from
+  std::string base_dir;
+  bool operator==(const OpPlan&) const = default;
+
+  /// "ns::name(Tensor x, float alpha) -> Tensor"
+  std::string qualified_schema() const { return op_name + schema; }
+  int tensor_slot(std::string_view name) const;  ///< -1 when absent
+  int scalar_slot(std::string_view name) const;  ///< -1 when absent
+};
+
+/// Validates the declaration (see validate.hpp) and derives its plan. Throws Error(Spec) or
+/// Error(Type) naming the field.
+OpPlan derive_plan(const OpDecl& decl);
+
+/// Human-readable text of a dtype declaration: "float32" or a type parameter's name.
+std::string dtype_decl_text(const DTypeDecl& dtype);
+
+/// Text of a shape rule: "like(x)", "reduce(x, dims=[-1], keepdim=false)", "[dim(x, 0), 4]".
+std::string shape_rule_text(const OpPlan& plan, const ShapeRule& rule);
+
+}  // namespace kernelop

@@ -1,0 +1,180 @@
+// The kernel spec: a declarative description of a kernel's inputs, outputs, extra arguments
+// and launch geometry, with the names and semantics of torch_tensorrt.kernels plus kernelop's
+// additions (expression shapes and geometry, explicit dtypes, 64-bit extras, mutated inputs,
+// dtype-generic kernels).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "kernelop/dtype.hpp"
+#include "kernelop/expr.hpp"
+
+namespace kernelop {
+
+/// A tensor's element type as declared: a concrete dtype, or the name of a type parameter of a
+/// dtype-generic kernel ("T"), bound per instantiation.
+using DTypeDecl = std::variant<DType, std::string>;
+
+/// A tensor input; the kernel receives `const T*` (or `T*` when it writes the tensor).
+struct InputDecl {
+  std::string name;
+  /// Checked against every call; when absent it is inferred from the kernel's signature.
+  std::optional<DTypeDecl> dtype;
+  /// The kernel writes this tensor in place (schema `Tensor(a!)`), e.g. a cache scatter.
+  bool mutated = false;
+  bool operator==(const InputDecl&) const = default;
+};
+
+/// Scalar kinds as the kernel receives them by value.
+enum class ScalarType : std::uint8_t {
+  Float,    ///< Python float -> `float`
+  Float64,  ///< -> `double` (opt-in)
+  Int,      ///< Python int -> `int` (32-bit; a value that does not fit is an error)
+  Int64,    ///< -> `long long` (opt-in)
+  Bool,     ///< Python bool -> `bool`
+};
+std::string_view scalar_type_name(ScalarType type);          // "float", "float64", ...
+std::optional<ScalarType> parse_scalar_type(std::string_view name);
+std::string_view scalar_schema_type(ScalarType type);        // "float" | "int" | "bool"
+std::string_view scalar_cuda_type(ScalarType type);          // "float", "double", "int", ...
+
+/// A scalar input, passed by value at its declared position.
+struct ScalarInput {
+  std::string name;
+  ScalarType type = ScalarType::Float;
+  bool operator==(const ScalarInput&) const = default;
+};
+
+using Input = std::variant<InputDecl, ScalarInput>;
+
+/// Refers to a tensor input by its position among the tensor inputs (scalars skipped) or, the
+/// preferred form, by its name.
+using InputRef = std::variant<std::int64_t, std::string>;
+
+/// The output has the shape of a tensor input.
+struct SameAs {
+  InputRef input = std::int64_t{0};
+  bool operator==(const SameAs&) const = default;
+};
+
+/// The output has the shape of a tensor input with `dims` removed (or kept as 1 with keepdim).
+struct ReduceDims {
+  InputRef input = std::int64_t{0};
+  std::vector<std::int64_t> dims;
+  bool keepdim = false;
+  bool operator==(const ReduceDims&) const = default;
+};
+
+/// The output's shape is a list of expressions over the inputs, e.g. [dim(x, 0), dim(x, 1) * 2].
+struct ShapeExprs {
+  std::vector<Expr> dims;
+  bool operator==(const ShapeExprs&) const = default;
+};
+
+using ShapeRel = std::variant<SameAs, ReduceDims, ShapeExprs>;
+
+struct OutputDecl {
+  std::string name;
+  ShapeRel shape;
+  /// The output's dtype is that of this tensor input; else `dtype`; else that of the shape
+  /// relation's source input (the first tensor input for expression shapes).
+  std::optional<std::string> dtype_from;
+  std::optional<DTypeDecl> dtype;
+  bool operator==(const OutputDecl&) const = default;
+};
+
+/// Extras are passed after the inputs and before the outputs, as `int` unless `int64`.
+struct Numel {
+  std::string input;
+  bool int64 = false;
+  bool operator==(const Numel&) const = default;
+};
+struct DimSize {
+  std::string input;
+  std::int64_t axis = 0;
+  bool int64 = false;
+  bool operator==(const DimSize&) const = default;
+};
+struct ExtraExpr {
+  Expr value;
+  bool int64 = false;
+  bool operator==(const ExtraExpr&) const = default;
+};
+using Extra = std::variant<Numel, DimSize, ExtraExpr>;
+
+enum class Layout : std::uint8_t { Flat, Nd };
+
+/// One thread per element of `over` (default: output 0). Flat: a 1-D launch over its numel.
+/// Nd: the trailing len(block) axes are block-parallelised (block[0] -> innermost axis and grid
+/// x); the product of the leading axes is folded into grid z.
+struct Elementwise {
+  std::vector<std::int64_t> block = {256};
+  Layout layout = Layout::Flat;
+  std::optional<std::string> over;  ///< kernelop addition: any tensor input or output by name
+  bool operator==(const Elementwise&) const = default;
+};
+
+/// grid.x = product of the non-reduced dims of the first tensor input; block.x = block_size.
+struct Reduction {
+  std::vector<std::int64_t> reduce_dims;
+  std::int64_t block_size = 256;
+  std::optional<Expr> shared_mem;  ///< kernelop addition: dynamic shared memory in bytes
+  bool operator==(const Reduction&) const = default;
+};
+
+/// Declarative launch geometry: up to 3 grid and block expressions plus dynamic shared memory.
+/// Missing trailing dimensions are 1.
+struct Custom {
+  std::vector<Expr> grid;
+  std::vector<Expr> block;
+  Expr shared_mem = 0;
+  bool operator==(const Custom&) const = default;
+};
+
+using Geometry = std::variant<Elementwise, Reduction, Custom>;
+
+/// A template type parameter of a dtype-generic kernel: the kernel is instantiated once per
+/// combination of the parameters' dtypes (their cartesian product).
+struct TypeParam {
+  std::string name;
+  std::vector<DType> dtypes;
+  bool operator==(const TypeParam&) const = default;
+};
+
+struct KernelSpec {
+  /// CUDA C++ source text. When it was read from a file, `source_file` keeps that path
+  /// (relative to the spec file) so the spec's JSON form can refer to it again.
+  std::string kernel_source;
+  std::optional<std::string> source_file;
+  /// The __global__ function; for templated kernels the instantiation, e.g. "relu<T>" (with a
+  /// type parameter) or "rowsum<256>".
+  std::string kernel_name;
+  std::optional<std::vector<Input>> inputs;
+  std::optional<std::vector<OutputDecl>> outputs;
+  std::vector<Extra> extras;
+  std::optional<Geometry> geometry;
+  std::vector<std::string> include_paths;  ///< relative paths are relative to the spec file
+  std::string compile_std = "c++17";
+  /// Architectures to build ("sm_90" -> CUBIN, "compute_90" -> PTX); empty: the default list.
+  std::vector<std::string> arch_override;
+  std::vector<std::string> defines;  ///< "NAME" or "NAME=VALUE"
+  bool fast_math = false;
+  bool line_info = false;
+  std::vector<TypeParam> type_params;
+  bool operator==(const KernelSpec&) const = default;
+};
+
+/// A named operator: "namespace::name" plus its spec. What a JSON spec file holds.
+struct OpDecl {
+  std::string op_name;
+  KernelSpec spec;
+  /// Directory relative paths in the spec resolve against (the spec file's folder).
+  std::string base_dir;
+  bool operator==(const OpDecl&) const = default;
+};
+
+}  // namespace kernelop

@@ -1,0 +1,18 @@
+// Per-kernel resource usage (registers, spills, shared memory) from ptxas' verbose report.
+#pragma once
+
+#include <string>
+
+#include "kernelop/compile.hpp"
+
+namespace kernelop::detail {
+
+/// Reads the `ptxas info` lines of an NVRTC log (compiled with -Xptxas=-v) for one function.
+/// Returns nullopt when the log has no report for it.
+std::optional<ResourceUsage> parse_resource_usage(const std::string& log,
+                                                  const std::string& lowered_name);
+
+/// The log without ptxas' verbose report: what the user should see as warnings.
+std::string strip_ptxas_report(const std::string& log);
+
+}  // namespace kernelop::detail

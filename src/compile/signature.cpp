@@ -1,0 +1,314 @@
+// Parameter-type probe generation, decoding and calling-convention verification.
+#include "compile/signature.hpp"
+
+#include <array>
+#include <regex>
+#include <sstream>
+
+#include "kernelop/error.hpp"
+
+namespace kernelop::detail {
+namespace {
+
+// Type codes shared by the generated classifier and the decoder below.
+constexpr int kUnknown = 0, kVoid = 1, kReference = 98;
+constexpr int kPointer = 1000, kConstPointer = 1100;
+
+struct BaseType {
+  int code;
+  std::string_view text;
+  std::optional<DType> dtype;
+};
+constexpr std::array<BaseType, 18> kBases = {{
+    {kUnknown, "<unknown type>", std::nullopt},
+    {kVoid, "void", std::nullopt},
+    {2, "float", DType::Float32},
+    {3, "__half", DType::Float16},
+    {4, "__nv_bfloat16", DType::BFloat16},
+    {5, "double", DType::Float64},
+    {6, "__nv_fp8_e4m3", DType::Float8E4M3},
+    {7, "__nv_fp8_e5m2", DType::Float8E5M2},
+    {8, "signed char", DType::Int8},
+    {9, "unsigned char", DType::UInt8},
+    {10, "short", DType::Int16},
+    {11, "int", DType::Int32},
+    {12, "long long", DType::Int64},
+    {13, "bool", DType::Bool},
+    {14, "unsigned int", std::nullopt},
+    {15, "unsigned long long", std::nullopt},
+    {16, "char", DType::Int8},
+    {17, "unsigned short", std::nullopt},
+}};
+constexpr int kInt = 11, kLongLong = 12, kBool = 13, kUnsigned = 14, kUnsignedLongLong = 15;
+constexpr int kFloat = 2, kDouble = 5;
+
+const BaseType* find_base(int code) {
+  for (const auto& b : kBases) {
+    if (b.code == code) return &b;
+  }
+  return nullptr;
+}
+
+std::string arg_text(const ArgSlot& arg) {
+  switch (arg.kind) {
+    case ArgSlot::Kind::TensorInput: return "tensor input '" + arg.name + "'";
+    case ArgSlot::Kind::ScalarInput: return "scalar input '" + arg.name + "'";
+    case ArgSlot::Kind::ExtraValue: return "extra '" + arg.name + "'";
+    case ArgSlot::Kind::Output: return "output '" + arg.name + "'";
+  }
+  return arg.name;
+}
+
+std::string convention_text(const OpPlan& plan) {
+  std::string out = "(";
+  for (std::size_t i = 0; i < plan.args.size(); ++i) {
+    out += (i ? ", " : "") + plan.args[i].c_type() + " " + plan.args[i].name;
+  }
+  return out + ")";
+}
+
+class Verifier {
+ public:
+  Verifier(OpPlan& plan, const std::vector<std::vector<std::int64_t>>& codes)
+      : plan_(plan), codes_(codes) {}
+
+  void run() {
+    for (std::size_t inst = 0; inst < plan_.instances.size(); ++inst) check_arity(inst);
+    infer_tensor_dtypes();
+    for (std::size_t inst = 0; inst < plan_.instances.size(); ++inst) {
+      for (std::size_t i = 0; i < plan_.args.size(); ++i) check_arg(inst, i);
+    }
+  }
+
+ private:
+  detail::ErrorStream fail(std::size_t inst) const {
+    detail::ErrorStream s(ErrorKind::Compile);
+    s.context(ErrorContext{plan_.op_name, plan_.instances[inst].name_expression, {}, "verify", {}});
+    s << "op " << plan_.op_name << ": kernel " << plan_.instances[inst].name_expression << ": ";
+    return s;
+  }
+
+  void check_arity(std::size_t inst) {
+    const auto& c = codes_[inst];
+    auto expected = plan_.args.size();
+    auto found = static_cast<std::size_t>(c.at(0));
+    if (found == expected) return;
+    std::string declared = "(";
+    for (std::size_t i = 0; i < found; ++i) {
+      declared += (i ? ", " : "") + decode_param(c[i + 1]).text();
+    }
+    declared += ")";
+    ErrorThrower() & fail(inst) << "takes " << found << " parameter(s) " << declared
+                                << " but the calling convention passes " << expected << " "
+                                << convention_text(plan_)
+                                << " (inputs in declared order, then extras, then outputs)";
+  }
+
+  // DType the instance binds a declaration to; nullopt when still unknown.
+  std::optional<DType> bound(std::size_t inst, const std::optional<DTypeDecl>& decl) const {
+    if (!decl) return std::nullopt;
+    if (const auto* d = std::get_if<DType>(&*decl)) return *d;
+    const auto& name = std::get<std::string>(*decl);
+    for (std::size_t p = 0; p < plan_.type_params.size(); ++p) {
+      if (plan_.type_params[p].name == name) return plan_.instances[inst].bindings[p];
+    }
+    return std::nullopt;
+  }
+
+  void infer_tensor_dtypes() {
+    for (std::size_t i = 0; i < plan_.args.size(); ++i) {
+      ArgSlot& arg = plan_.args[i];
+      if (arg.kind != ArgSlot::Kind::TensorInput || arg.element) continue;
+      std::optional<DType> inferred;
+      for (std::size_t inst = 0; inst < plan_.instances.size(); ++inst) {
+        ParamType p = decode_param(codes_[inst][i + 1]);
+        if (!p.pointer) continue;  // reported by check_arg
+        auto d = p.dtype();
+        if (!d) {
+          ErrorThrower() & fail(inst)
+              << "parameter " << i << " is '" << p.text() << "'; cannot infer the dtype of "
+              << arg_text(arg) << " from it: declare the input's dtype";
+        }
+        if (inferred && *inferred != *d) {
+          ErrorThrower() & fail(inst)
+              << "parameter " << i << " is '" << p.text() << "' here but '"
+              << dtype_cuda_type(*inferred) << "*' in another instantiation; declare the dtype "
+              << "of " << arg_text(arg) << " (e.g. a type parameter)";
+        }
+        inferred = d;
+      }
+      if (!inferred) continue;
+      arg.element = *inferred;
+      plan_.tensors[static_cast<std::size_t>(arg.index)].dtype = *inferred;
+    }
+    // Outputs whose dtype follows an input that was just inferred.
+    for (OutputPlan& out : plan_.outputs) {
+      if (out.dtype || out.dtype_from < 0) continue;
+      out.dtype = plan_.tensors[static_cast<std::size_t>(out.dtype_from)].dtype;
+      plan_.tensors[static_cast<std::size_t>(out.slot)].dtype = out.dtype;
+      for (ArgSlot& arg : plan_.args) {
+        if (arg.kind == ArgSlot::Kind::Output && arg.index == out.slot) arg.element = out.dtype;
+      }
+    }
+  }
+
+  void check_arg(std::size_t inst, std::size_t i) {
+    const ArgSlot& arg = plan_.args[i];
+    ParamType p = decode_param(codes_[inst][i + 1]);
+    auto mismatch = [&]() -> detail::ErrorStream {
+      detail::ErrorStream s = fail(inst);
+      s << "parameter " << i << " is '" << p.text() << "' but the calling convention passes "
+        << arg_text(arg) << " as ";
+      return s;
+    };
+    if (arg.is_pointer()) {
+      std::optional<DType> want = bound(inst, arg.element);
+      std::string want_text = (arg.is_const ? "const " : "") +
+                              std::string(want ? dtype_cuda_type(*want) : "?") + "*";
+      if (!p.pointer) {
+        ErrorThrower() & mismatch() << "a pointer ('" << want_text << "')";
+      }
+      if (p.is_const && !arg.is_const) {
+        ErrorThrower() & mismatch() << "a pointer the kernel writes ('" << want_text
+                                    << "'); drop the const"
+                                    << (arg.kind == ArgSlot::Kind::TensorInput
+                                            ? " or declare the input not mutated"
+                                            : "");
+      }
+      if (want && p.dtype() != want) {
+        ErrorThrower() & mismatch() << "'" << want_text << "' (" << dtype_name(*want) << ")";
+      }
+      return;
+    }
+    int expected = kUnknown;
+    bool ok = false;
+    switch (arg.value_type) {
+      case ScalarType::Float: expected = kFloat; ok = p.base == kFloat; break;
+      case ScalarType::Float64: expected = kDouble; ok = p.base == kDouble; break;
+      case ScalarType::Bool: expected = kBool; ok = p.base == kBool; break;
+      case ScalarType::Int:
+        expected = kInt;
+        ok = p.base == kInt || (arg.kind == ArgSlot::Kind::ExtraValue && p.base == kUnsigned);
+        break;
+      case ScalarType::Int64:
+        expected = kLongLong;
+        ok = p.base == kLongLong ||
+             (arg.kind == ArgSlot::Kind::ExtraValue && p.base == kUnsignedLongLong);
+        break;
+    }
+    ok = ok && !p.pointer;
+    if (ok) return;
+    auto s = mismatch();
+    s << "'" << find_base(expected)->text << "'";
+    if (arg.kind == ArgSlot::Kind::ExtraValue && !p.pointer &&
+        (p.base == kLongLong || p.base == kUnsignedLongLong) && expected == kInt) {
+      s << " (32-bit); declare the extra int64 or take an int";
+    } else if (arg.kind == ArgSlot::Kind::ExtraValue && !p.pointer &&
+               (p.base == kInt || p.base == kUnsigned) && expected == kLongLong) {
+      s << " (declared int64); take a long long";
+    }
+    ErrorThrower() & s;
+  }
+
+  OpPlan& plan_;
+  const std::vector<std::vector<std::int64_t>>& codes_;
+};
+
+}  // namespace
+
+std::string signature_probe_source() {
+  std::ostringstream s;
+  s << "\n// ---- kernelop: calling-convention probe (generated) ----\n"
+       "struct __half; struct __nv_bfloat16; struct __nv_fp8_e4m3; struct __nv_fp8_e5m2;\n"
+       "namespace __kop_sig {\n"
+       "template <class T> struct base { static constexpr long long code = "
+    << kUnknown << "; };\n"
+    << "template <class T> struct base<const T> : base<T> {};\n"
+       "template <class T> struct base<volatile T> : base<T> {};\n"
+       "template <class T> struct base<const volatile T> : base<T> {};\n";
+  auto spec = [&](std::string_view type, std::string_view code) {
+    s << "template <> struct base<" << type << "> { static constexpr long long code = " << code
+      << "; };\n";
+  };
+  for (const auto& b : kBases) {
+    if (b.code == kUnknown) continue;
+    std::string type(b.text);
+    if (type == "__half" || type == "__nv_bfloat16" || type.rfind("__nv_fp8", 0) == 0) {
+      type = "::" + type;
+    }
+    spec(type, std::to_string(b.code));
+  }
+  // `long` is int64 on LP64 and int32 elsewhere.
+  spec("long", "(sizeof(long) == 8 ? " + std::to_string(kLongLong) + " : " +
+                   std::to_string(kInt) + ")");
+  spec("unsigned long", "(sizeof(long) == 8 ? " + std::to_string(kUnsignedLongLong) + " : " +
+                            std::to_string(kUnsigned) + ")");
+  s << "template <class T> struct param { static constexpr long long code = base<T>::code; };\n"
+       "template <class T> struct param<T*> { static constexpr long long code = "
+    << kPointer << " + base<T>::code; };\n"
+    << "template <class T> struct param<const T*> { static constexpr long long code = "
+    << kConstPointer << " + base<T>::code; };\n"
+    << "template <class T> struct param<const volatile T*> : param<const T*> {};\n"
+       "template <class T> struct param<T&> { static constexpr long long code = "
+    << kReference << "; };\n"
+    << "template <long long... C> struct codes {};\n"
+       "template <class F> struct sig;\n"
+       "template <class... A> struct sig<void (*)(A...)> {\n"
+       "  using type = codes<sizeof...(A), param<A>::code...>;\n"
+       "};\n"
+       "template <class... A> struct sig<void (*)(A...) noexcept> : sig<void (*)(A...)> {};\n"
+       "template <class T> __device__ int probe = 0;\n"
+       "}  // namespace __kop_sig\n";
+  return s.str();
+}
+
+std::string signature_probe_expression(const std::string& kernel_expression) {
+  return "&__kop_sig::probe<__kop_sig::sig<decltype(&" + kernel_expression + ")>::type>";
+}
+
+std::vector<std::int64_t> parse_signature_codes(const std::string& lowered_name) {
+  // Itanium mangling of a long long template argument: L x <number> E, negatives as n<number>.
+  static const std::regex kArg("Lx(n?)([0-9]+)E");
+  std::vector<std::int64_t> codes;
+  for (auto it = std::sregex_iterator(lowered_name.begin(), lowered_name.end(), kArg);
+       it != std::sregex_iterator(); ++it) {
+    std::int64_t v = std::stoll((*it)[2].str());
+    codes.push_back((*it)[1].length() ? -v : v);
+  }
+  if (codes.empty() || codes[0] < 0 || static_cast<std::size_t>(codes[0]) + 1 != codes.size()) {
+    KERNELOP_FAIL(Internal) << "cannot decode the signature probe '" << lowered_name << "'";
+  }
+  return codes;
+}
+
+ParamType decode_param(std::int64_t code) {
+  ParamType p;
+  if (code >= kConstPointer) {
+    p.pointer = p.is_const = true;
+    p.base = static_cast<int>(code - kConstPointer);
+  } else if (code >= kPointer) {
+    p.pointer = true;
+    p.base = static_cast<int>(code - kPointer);
+  } else {
+    p.base = static_cast<int>(code);
+  }
+  return p;
+}
+
+std::string ParamType::text() const {
+  const BaseType* b = find_base(base);
+  std::string t = base == kReference ? "<reference>" : b ? std::string(b->text) : "<unknown type>";
+  if (!pointer) return t;
+  return (is_const ? "const " : "") + t + "*";
+}
+
+std::optional<DType> ParamType::dtype() const {
+  const BaseType* b = find_base(base);
+  return b ? b->dtype : std::nullopt;
+}
+
+void verify_signature(OpPlan& plan, const std::vector<std::vector<std::int64_t>>& codes) {
+  Verifier(plan, codes).run();
+}
+
+}  // namespace kernelop::detail

@@ -1,0 +1,415 @@
+// Expression construction, parsing, printing, simplification and checked int64 arithmetic.
+#include "kernelop/expr.hpp"
+
+#include <cctype>
+#include <limits>
+#include <sstream>
+
+namespace kernelop {
+namespace {
+
+using NodePtr = std::shared_ptr<const ExprNode>;
+
+int precedence(ExprOp op) {
+  switch (op) {
+    case ExprOp::Add:
+    case ExprOp::Sub: return 1;
+    case ExprOp::Mul:
+    case ExprOp::FloorDiv:
+    case ExprOp::Mod: return 2;
+    default: return 3;  // leaves and function calls
+  }
+}
+
+std::string_view infix_symbol(ExprOp op) {
+  switch (op) {
+    case ExprOp::Add: return " + ";
+    case ExprOp::Sub: return " - ";
+    case ExprOp::Mul: return " * ";
+    case ExprOp::FloorDiv: return " // ";
+    case ExprOp::Mod: return " % ";
+    default: return {};
+  }
+}
+
+std::string_view function_name(ExprOp op) {
+  switch (op) {
+    case ExprOp::CeilDiv: return "cdiv";
+    case ExprOp::Min: return "min";
+    case ExprOp::Max: return "max";
+    default: return {};
+  }
+}
+
+void print(const Expr& e, std::ostream& out) {
+  const ExprNode& n = e.node();
+  switch (n.op) {
+    case ExprOp::Const: out << n.value; return;
+    case ExprOp::Dim: out << "dim(" << n.name << ", " << n.value << ")"; return;
+    case ExprOp::Numel: out << "numel(" << n.name << ")"; return;
+    case ExprOp::NumelExcept:
+      out << "numel_except(" << n.name;
+      for (auto a : n.axes) out << ", " << a;
+      out << ")";
+      return;
+    case ExprOp::Scalar: out << n.name; return;
+    default: break;
+  }
+  if (auto fn = function_name(n.op); !fn.empty()) {
+    out << fn << "(";
+    print(e.lhs(), out);
+    out << ", ";
+    print(e.rhs(), out);
+    out << ")";
+    return;
+  }
+  int p = precedence(n.op);
+  bool lhs_parens = precedence(e.lhs().op()) < p;
+  bool rhs_parens = precedence(e.rhs().op()) <= p;
+  if (lhs_parens) out << "(";
+  print(e.lhs(), out);
+  if (lhs_parens) out << ")";
+  out << infix_symbol(n.op);
+  if (rhs_parens) out << "(";
+  print(e.rhs(), out);
+  if (rhs_parens) out << ")";
+}
+
+// Recursive-descent parser over the canonical grammar (whitespace is free):
+//   expr := term (("+" | "-") term)*
+//   term := atom (("*" | "//" | "%") atom)*
+//   atom := INT | "-" INT | IDENT | IDENT "(" args ")" | "(" expr ")"
+class Parser {
+ public:
+  explicit Parser(std::string_view text) : text_(text) {}
+
+  Expr parse_all() {
+    Expr e = parse_expr();
+    skip_space();
+    if (pos_ != text_.size()) fail("unexpected '" + std::string(1, text_[pos_]) + "'");
+    return e;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    KERNELOP_FAIL(Spec) << "invalid expression '" << text_ << "': " << what << " at column "
+                        << (pos_ + 1);
+  }
+
+  void skip_space() {
+    while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
+  }
+
+  bool accept(std::string_view token) {
+    skip_space();
+    if (text_.substr(pos_, token.size()) == token) {
+      pos_ += token.size();
+      return true;
+    }
+    return false;
+  }
+
+  void expect(std::string_view token) {
+    if (!accept(token)) {
+      fail("expected '" + std::string(token) + "'" +
+           (pos_ < text_.size() ? ", found '" + std::string(1, text_[pos_]) + "'"
+                                : ", found the end"));
+    }
+  }
+
+  Expr parse_expr() {
+    Expr e = parse_term();
+    while (true) {
+      if (accept("+")) {
+        e = Expr::binary(ExprOp::Add, e, parse_term());
+      } else if (accept("-")) {
+        e = Expr::binary(ExprOp::Sub, e, parse_term());
+      } else {
+        return e;
+      }
+    }
+  }
+
+  Expr parse_term() {
+    Expr e = parse_atom();
+    while (true) {
+      if (accept("//")) {
+        e = Expr::binary(ExprOp::FloorDiv, e, parse_atom());
+      } else if (accept("*")) {
+        e = Expr::binary(ExprOp::Mul, e, parse_atom());
+      } else if (accept("%")) {
+        e = Expr::binary(ExprOp::Mod, e, parse_atom());
+      } else {
+        return e;
+      }
+    }
+  }
+
+  std::int64_t parse_int() {
+    skip_space();
+    bool negative = accept("-");
+    skip_space();
+    if (pos_ >= text_.size() || !std::isdigit(static_cast<unsigned char>(text_[pos_]))) {
+      fail(negative ? "'-' must be followed by an integer literal" : "expected an integer");
+    }
+    // Accumulate negatively so that INT64_MIN parses.
+    std::int64_t value = 0;
+    while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) {
+      int digit = text_[pos_] - '0';
+      if (value < (std::numeric_limits<std::int64_t>::min() + digit) / 10) {
+        fail("integer literal out of int64 range");
+      }
+      value = value * 10 - digit;
+      ++pos_;
+    }
+    if (!negative) {
+      if (value == std::numeric_limits<std::int64_t>::min()) fail("integer literal out of range");
+      value = -value;
+    }
+    return value;
+  }
+
+  std::string parse_ident() {
+    skip_space();
+    std::size_t start = pos_;
+    if (pos_ < text_.size() &&
+        (std::isalpha(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_')) {
+      ++pos_;
+      while (pos_ < text_.size() &&
+             (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_')) {
+        ++pos_;
+      }
+    }
+    if (start == pos_) fail("expected a name");
+    return std::string(text_.substr(start, pos_ - start));
+  }
+
+  Expr parse_atom() {
+    skip_space();
+    if (pos_ >= text_.size()) fail("unexpected end");
+    char c = text_[pos_];
+    if (c == '(') {
+      ++pos_;
+      Expr e = parse_expr();
+      expect(")");
+      return e;
+    }
+    if (c == '-' || std::isdigit(static_cast<unsigned char>(c))) return Expr(parse_int());
+    std::string name = parse_ident();
+    if (!accept("(")) return Expr::scalar(name);
+    if (name == "dim") {
+      std::string tensor = parse_ident();
+      expect(",");
+      std::int64_t axis = parse_int();
+      expect(")");
+      return Expr::dim(tensor, axis);
+    }
+    if (name == "numel") {
+      std::string tensor = parse_ident();
+      expect(")");
+      return Expr::numel(tensor);
+    }
+    if (name == "numel_except") {
+      std::string tensor = parse_ident();
+      std::vector<std::int64_t> axes;
+      while (accept(",")) axes.push_back(parse_int());
+      expect(")");
+      if (axes.empty()) fail("numel_except() needs at least one axis");
+      return Expr::numel_except(tensor, axes);
+    }
+    ExprOp op;
+    if (name == "cdiv") {
+      op = ExprOp::CeilDiv;
+    } else if (name == "min") {
+      op = ExprOp::Min;
+    } else if (name == "max") {
+      op = ExprOp::Max;
+    } else {
+      fail("unknown function '" + name +
+           "' (known: dim, numel, numel_except, cdiv, min, max)");
+    }
+    Expr a = parse_expr();
+    expect(",");
+    Expr b = parse_expr();
+    expect(")");
+    return Expr::binary(op, a, b);
+  }
+
+  std::string_view text_;
+  std::size_t pos_ = 0;
+};
+
+NodePtr make_leaf(ExprOp op, std::string name, std::int64_t value,
+                  std::vector<std::int64_t> axes = {}) {
+  auto n = std::make_shared<ExprNode>();
+  n->op = op;
+  n->name = std::move(name);
+  n->value = value;
+  n->axes = std::move(axes);
+  return n;
+}
+
+bool nodes_equal(const ExprNode& a, const ExprNode& b) {
+  if (a.op != b.op || a.value != b.value || a.name != b.name || a.axes != b.axes) return false;
+  if (is_leaf(a.op)) return true;
+  return nodes_equal(*a.lhs, *b.lhs) && nodes_equal(*a.rhs, *b.rhs);
+}
+
+[[noreturn]] void arith_fail(const Expr& where, std::string_view what) {
+  KERNELOP_FAIL(Launch) << "expression '" << where.to_string() << "' " << what;
+}
+
+}  // namespace
+
+bool is_leaf(ExprOp op) {
+  return op == ExprOp::Const || op == ExprOp::Dim || op == ExprOp::Numel ||
+         op == ExprOp::NumelExcept || op == ExprOp::Scalar;
+}
+
+Expr::Expr(std::int64_t value) : node_(make_leaf(ExprOp::Const, {}, value)) {}
+Expr Expr::dim(std::string tensor, std::int64_t axis) {
+  return Expr(make_leaf(ExprOp::Dim, std::move(tensor), axis));
+}
+Expr Expr::numel(std::string tensor) { return Expr(make_leaf(ExprOp::Numel, std::move(tensor), 0)); }
+Expr Expr::numel_except(std::string tensor, std::vector<std::int64_t> axes) {
+  return Expr(make_leaf(ExprOp::NumelExcept, std::move(tensor), 0, std::move(axes)));
+}
+Expr Expr::scalar(std::string name) { return Expr(make_leaf(ExprOp::Scalar, std::move(name), 0)); }
+
+Expr Expr::binary(ExprOp op, Expr lhs, Expr rhs) {
+  if (is_leaf(op)) KERNELOP_FAIL(Internal) << "Expr::binary called with a leaf operator";
+  auto n = std::make_shared<ExprNode>();
+  n->op = op;
+  n->lhs = std::move(lhs.node_);
+  n->rhs = std::move(rhs.node_);
+  return Expr(std::move(n));
+}
+
+Expr Expr::parse(std::string_view text) { return Parser(text).parse_all(); }
+
+std::string Expr::to_string() const {
+  std::ostringstream out;
+  print(*this, out);
+  return out.str();
+}
+
+bool operator==(const Expr& a, const Expr& b) {
+  return a.node_ == b.node_ || nodes_equal(*a.node_, *b.node_);
+}
+
+Expr Expr::simplified() const {
+  if (is_leaf(op())) {
+    if (op() == ExprOp::NumelExcept && axes().empty()) return Expr::numel(name());
+    return *this;
+  }
+  Expr a = lhs().simplified();
+  Expr b = rhs().simplified();
+  ExprOp o = op();
+  if (a.is_const() && b.is_const()) {
+    try {
+      return Expr(ExprArith<std::int64_t>::apply(o, a.const_value(), b.const_value(), *this));
+    } catch (const Error&) {
+      // Overflow or division by zero: keep the expression; evaluation will report it.
+    }
+  }
+  auto is = [](const Expr& e, std::int64_t v) { return e.is_const() && e.const_value() == v; };
+  switch (o) {
+    case ExprOp::Add:
+      if (is(a, 0)) return b;
+      if (is(b, 0)) return a;
+      // (e + c1) + c2 -> e + (c1 + c2)
+      if (b.is_const() && a.op() == ExprOp::Add && a.rhs().is_const()) {
+        return (a.lhs() + (a.rhs() + b)).simplified();
+      }
+      break;
+    case ExprOp::Sub:
+      if (is(b, 0)) return a;
+      break;
+    case ExprOp::Mul:
+      if (is(a, 1)) return b;
+      if (is(b, 1)) return a;
+      if (is(a, 0) || is(b, 0)) return Expr(0);
+      // (e * c1) * c2 -> e * (c1 * c2)
+      if (b.is_const() && a.op() == ExprOp::Mul && a.rhs().is_const()) {
+        return (a.lhs() * (a.rhs() * b)).simplified();
+      }
+      break;
+    case ExprOp::FloorDiv:
+    case ExprOp::CeilDiv:
+      if (is(b, 1)) return a;
+      break;
+    case ExprOp::Min:
+    case ExprOp::Max:
+      if (a == b) return a;
+      break;
+    default: break;
+  }
+  return Expr::binary(o, a, b);
+}
+
+Expr Expr::resolved(const std::function<int(const Expr& leaf)>& slot_of) const {
+  if (op() == ExprOp::Const) return *this;
+  if (is_leaf(op())) {
+    auto n = std::make_shared<ExprNode>(*node_);
+    n->slot = slot_of(*this);
+    return Expr(std::move(n));
+  }
+  return Expr::binary(op(), lhs().resolved(slot_of), rhs().resolved(slot_of));
+}
+
+void Expr::for_each_leaf(const std::function<void(const Expr& leaf)>& fn) const {
+  if (op() == ExprOp::Const) return;
+  if (is_leaf(op())) {
+    fn(*this);
+    return;
+  }
+  lhs().for_each_leaf(fn);
+  rhs().for_each_leaf(fn);
+}
+
+Expr operator+(Expr a, Expr b) { return Expr::binary(ExprOp::Add, std::move(a), std::move(b)); }
+Expr operator-(Expr a, Expr b) { return Expr::binary(ExprOp::Sub, std::move(a), std::move(b)); }
+Expr operator*(Expr a, Expr b) { return Expr::binary(ExprOp::Mul, std::move(a), std::move(b)); }
+Expr floordiv(Expr a, Expr b) { return Expr::binary(ExprOp::FloorDiv, std::move(a), std::move(b)); }
+Expr cdiv(Expr a, Expr b) { return Expr::binary(ExprOp::CeilDiv, std::move(a), std::move(b)); }
+Expr mod(Expr a, Expr b) { return Expr::binary(ExprOp::Mod, std::move(a), std::move(b)); }
+Expr min(Expr a, Expr b) { return Expr::binary(ExprOp::Min, std::move(a), std::move(b)); }
+Expr max(Expr a, Expr b) { return Expr::binary(ExprOp::Max, std::move(a), std::move(b)); }
+
+std::int64_t ExprArith<std::int64_t>::apply(ExprOp op, std::int64_t a, std::int64_t b,
+                                            const Expr& where) {
+  std::int64_t r = 0;
+  switch (op) {
+    case ExprOp::Add:
+      if (__builtin_add_overflow(a, b, &r)) arith_fail(where, "overflows int64");
+      return r;
+    case ExprOp::Sub:
+      if (__builtin_sub_overflow(a, b, &r)) arith_fail(where, "overflows int64");
+      return r;
+    case ExprOp::Mul:
+      if (__builtin_mul_overflow(a, b, &r)) arith_fail(where, "overflows int64");
+      return r;
+    case ExprOp::FloorDiv:
+    case ExprOp::CeilDiv:
+    case ExprOp::Mod: {
+      if (b == 0) arith_fail(where, "divides by zero");
+      if (a == std::numeric_limits<std::int64_t>::min() && b == -1) {
+        if (op == ExprOp::Mod) return 0;
+        arith_fail(where, "overflows int64");
+      }
+      std::int64_t q = a / b;
+      std::int64_t m = a % b;
+      bool inexact = m != 0;
+      bool negative = (a < 0) != (b < 0);
+      if (op == ExprOp::Mod) return (inexact && negative) ? m + b : m;
+      if (op == ExprOp::FloorDiv) return (inexact && negative) ? q - 1 : q;
+      return (inexact && !negative) ? q + 1 : q;
+    }
+    case ExprOp::Min: return a < b ? a : b;
+    case ExprOp::Max: return a < b ? b : a;
+    default: break;
+  }
+  KERNELOP_FAIL(Internal) << "ExprArith<int64_t>::apply: not a binary operator";
+}
+
+}  // namespace kernelop

@@ -1,0 +1,358 @@
+// Derivation of an OpPlan from a validated spec: schema, shapes, dtypes, geometry, arguments.
+#include "kernelop/plan.hpp"
+
+#include <algorithm>
+#include <regex>
+#include <sstream>
+
+#include "kernelop/validate.hpp"
+
+namespace kernelop {
+namespace {
+
+std::string trim(std::string s) {
+  auto b = s.find_first_not_of(" \t\r\n");
+  auto e = s.find_last_not_of(" \t\r\n");
+  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+}
+
+std::string axes_text(const std::vector<std::int64_t>& axes) {
+  std::ostringstream out;
+  out << "[";
+  for (std::size_t i = 0; i < axes.size(); ++i) out << (i ? ", " : "") << axes[i];
+  out << "]";
+  return out.str();
+}
+
+// Smallest rank for which `axis` (possibly negative) is in range.
+std::int64_t rank_needed(std::int64_t axis) { return axis >= 0 ? axis + 1 : -axis; }
+
+class Deriver {
+ public:
+  explicit Deriver(const OpDecl& decl) : decl_(decl), spec_(decl.spec) {}
+
+  OpPlan run() {
+    plan_.op_name = decl_.op_name;
+    auto pos = decl_.op_name.find("::");
+    plan_.ns = decl_.op_name.substr(0, pos);
+    plan_.name = decl_.op_name.substr(pos + 2);
+    plan_.spec = spec_;
+    plan_.base_dir = decl_.base_dir;
+    plan_.type_params = spec_.type_params;
+    derive_slots();
+    derive_outputs();
+    derive_args();
+    derive_geometry();
+    derive_instances();
+    derive_schema();
+    return std::move(plan_);
+  }
+
+ private:
+  void derive_slots() {
+    for (const Input& input : *spec_.inputs) {
+      if (const auto* t = std::get_if<InputDecl>(&input)) {
+        plan_.input_order.emplace_back(true, static_cast<int>(plan_.tensors.size()));
+        plan_.tensors.push_back(TensorSlot{t->name, false, t->mutated, t->dtype});
+      } else {
+        const auto& s = std::get<ScalarInput>(input);
+        plan_.input_order.emplace_back(false, static_cast<int>(plan_.scalars.size()));
+        plan_.scalars.push_back(ScalarSlot{s.name, s.type});
+      }
+    }
+    plan_.num_tensor_inputs = static_cast<int>(plan_.tensors.size());
+    for (const auto& out : *spec_.outputs) {
+      plan_.tensors.push_back(TensorSlot{out.name, true, false, std::nullopt});
+    }
+  }
+
+  Expr resolve(const Expr& e) const {
+    return e.resolved([this](const Expr& leaf) {
+      return leaf.op() == ExprOp::Scalar ? plan_.scalar_slot(leaf.name())
+                                         : plan_.tensor_slot(leaf.name());
+    });
+  }
+
+  int input_ref_slot(const InputRef& ref) const {
+    if (const auto* index = std::get_if<std::int64_t>(&ref)) return static_cast<int>(*index);
+    return plan_.tensor_slot(std::get<std::string>(ref));
+  }
+
+  void require_rank(int slot, std::int64_t rank, std::string reason) {
+    for (auto& r : plan_.rank_requirements) {
+      if (r.slot != slot) continue;
+      if (rank > r.min_rank) {
+        r.min_rank = rank;
+        r.reason = std::move(reason);
+      }
+      return;
+    }
+    plan_.rank_requirements.push_back(RankRequirement{slot, rank, std::move(reason)});
+  }
+
+  void require_ranks_of(const Expr& e, const std::string& reason) {
+    e.for_each_leaf([&](const Expr& leaf) {
+      if (leaf.op() == ExprOp::Dim) {
+        require_rank(leaf.slot(), rank_needed(leaf.axis()), reason);
+      } else if (leaf.op() == ExprOp::NumelExcept) {
+        for (auto a : leaf.axes()) require_rank(leaf.slot(), rank_needed(a), reason);
+      }
+    });
+  }
+
+  void derive_outputs() {
+    for (std::size_t i = 0; i < spec_.outputs->size(); ++i) {
+      const OutputDecl& decl = (*spec_.outputs)[i];
+      OutputPlan out;
+      out.slot = plan_.num_tensor_inputs + static_cast<int>(i);
+      std::string where = "output '" + decl.name + "' shape";
+      int source = 0;
+      if (const auto* same = std::get_if<SameAs>(&decl.shape)) {
+        out.shape.kind = ShapeRule::Kind::Like;
+        source = input_ref_slot(same->input);
+      } else if (const auto* reduce = std::get_if<ReduceDims>(&decl.shape)) {
+        out.shape.kind = ShapeRule::Kind::Reduce;
+        source = input_ref_slot(reduce->input);
+        out.shape.axes = reduce->dims;
+        out.shape.keepdim = reduce->keepdim;
+        for (auto a : reduce->dims) require_rank(source, rank_needed(a), where);
+      } else {
+        out.shape.kind = ShapeRule::Kind::Exprs;
+        for (const Expr& d : std::get<ShapeExprs>(decl.shape).dims) {
+          out.shape.dims.push_back(resolve(d));
+          require_ranks_of(out.shape.dims.back(), where);
+        }
+      }
+      out.shape.source = source;
+      if (decl.dtype) {
+        out.dtype = decl.dtype;
+      } else {
+        out.dtype_from = decl.dtype_from ? plan_.tensor_slot(*decl.dtype_from) : source;
+        out.dtype = plan_.tensors[static_cast<std::size_t>(out.dtype_from)].dtype;
+      }
+      plan_.tensors[static_cast<std::size_t>(out.slot)].dtype = out.dtype;
+      plan_.outputs.push_back(std::move(out));
+    }
+  }
+
+  void derive_args() {
+    for (auto [is_tensor, slot] : plan_.input_order) {
+      ArgSlot arg;
+      if (is_tensor) {
+        const TensorSlot& t = plan_.tensors[static_cast<std::size_t>(slot)];
+        arg.kind = ArgSlot::Kind::TensorInput;
+        arg.name = t.name;
+        arg.is_const = !t.mutated;
+        arg.element = t.dtype;
+      } else {
+        const ScalarSlot& s = plan_.scalars[static_cast<std::size_t>(slot)];
+        arg.kind = ArgSlot::Kind::ScalarInput;
+        arg.name = s.name;
+        arg.value_type = s.type;
+      }
+      arg.index = slot;
+      plan_.args.push_back(std::move(arg));
+    }
+    for (std::size_t i = 0; i < spec_.extras.size(); ++i) {
+      ArgSlot arg;
+      arg.kind = ArgSlot::Kind::ExtraValue;
+      arg.index = static_cast<int>(i);
+      Expr value = 0;
+      bool int64 = false;
+      std::visit(
+          [&](const auto& extra) {
+            using T = std::decay_t<decltype(extra)>;
+            if constexpr (std::is_same_v<T, Numel>) {
+              value = Expr::numel(extra.input);
+            } else if constexpr (std::is_same_v<T, DimSize>) {
+              value = Expr::dim(extra.input, extra.axis);
+            } else {
+              value = extra.value;
+            }
+            int64 = extra.int64;
+          },
+          spec_.extras[i]);
+      arg.value = resolve(value);
+      arg.name = value.to_string();
+      arg.value_type = int64 ? ScalarType::Int64 : ScalarType::Int;
+      require_ranks_of(*arg.value, "extra " + std::to_string(i) + " '" + arg.name + "'");
+      plan_.args.push_back(std::move(arg));
+    }
+    for (const auto& out : plan_.outputs) {
+      ArgSlot arg;
+      arg.kind = ArgSlot::Kind::Output;
+      arg.index = out.slot;
+      arg.name = plan_.tensors[static_cast<std::size_t>(out.slot)].name;
+      arg.element = out.dtype;
+      plan_.args.push_back(std::move(arg));
+    }
+  }
+
+  void derive_geometry() {
+    if (!spec_.geometry) return;
+    LaunchGeometry g;
+    std::ostringstream desc;
+    if (const auto* e = std::get_if<Elementwise>(&*spec_.geometry)) {
+      std::string over = e->over ? *e->over : spec_.outputs->front().name;
+      auto k = e->block.size();
+      desc << "Elementwise(block=(";
+      for (std::size_t i = 0; i < k; ++i) desc << (i ? ", " : "") << e->block[i];
+      desc << (k == 1 ? ",)" : ")") << ", layout=" << (e->layout == Layout::Flat ? "flat" : "nd")
+           << ", over=" << over << ")";
+      for (std::size_t i = 0; i < k; ++i) g.block[i] = e->block[i];
+      if (e->layout == Layout::Flat) {
+        g.grid[0] = cdiv(Expr::numel(over), e->block[0]);
+      } else {
+        for (std::size_t i = 0; i < k; ++i) {
+          g.grid[i] = cdiv(Expr::dim(over, -static_cast<std::int64_t>(i) - 1), e->block[i]);
+        }
+        std::vector<std::int64_t> trailing;
+        for (std::size_t i = 0; i < k; ++i) trailing.push_back(-static_cast<std::int64_t>(i) - 1);
+        Expr leading = Expr::numel_except(over, trailing);
+        g.grid[2] = k == 3 ? g.grid[2] * leading : leading;
+      }
+    } else if (const auto* r = std::get_if<Reduction>(&*spec_.geometry)) {
+      const std::string& first = plan_.tensors.front().name;
+      desc << "Reduction(reduce_dims=" << axes_text(r->reduce_dims)
+           << ", block_size=" << r->block_size << ", over=" << first << ")";
+      g.grid[0] = Expr::numel_except(first, r->reduce_dims);
+      g.block[0] = r->block_size;
+      if (r->shared_mem) g.shared_mem = *r->shared_mem;
+    } else {
+      const auto& c = std::get<Custom>(*spec_.geometry);
+      desc << "Custom";
+      for (std::size_t i = 0; i < c.grid.size(); ++i) g.grid[i] = c.grid[i];
+      for (std::size_t i = 0; i < c.block.size(); ++i) g.block[i] = c.block[i];
+      g.shared_mem = c.shared_mem;
+    }
+    g.description = desc.str();
+    for (auto* part : {&g.grid, &g.block}) {
+      for (Expr& x : *part) {
+        x = resolve(x.simplified());
+        require_ranks_of(x, "geometry " + g.description);
+      }
+    }
+    g.shared_mem = resolve(g.shared_mem.simplified());
+    require_ranks_of(g.shared_mem, "geometry " + g.description);
+    plan_.geometry = std::move(g);
+  }
+
+  void derive_instances() {
+    std::string name = trim(spec_.kernel_name);
+    if (spec_.type_params.empty()) {
+      plan_.instances.push_back(KernelInstance{name, {}});
+      return;
+    }
+    // Cartesian product of the type parameters' dtypes, first parameter varying slowest.
+    std::vector<std::vector<DType>> combos = {{}};
+    for (const auto& tp : spec_.type_params) {
+      std::vector<std::vector<DType>> next;
+      for (const auto& combo : combos) {
+        for (DType d : tp.dtypes) {
+          next.push_back(combo);
+          next.back().push_back(d);
+        }
+      }
+      combos = std::move(next);
+    }
+    auto lt = name.find('<');
+    for (const auto& combo : combos) {
+      std::string args = name.substr(lt);
+      for (std::size_t i = 0; i < combo.size(); ++i) {
+        std::regex word("(^|[^A-Za-z0-9_])" + spec_.type_params[i].name + "(?=[^A-Za-z0-9_]|$)");
+        args = std::regex_replace(args, word, "$1" + std::string(dtype_cuda_type(combo[i])));
+      }
+      plan_.instances.push_back(KernelInstance{name.substr(0, lt) + args, combo});
+    }
+  }
+
+  void derive_schema() {
+    std::ostringstream s;
+    s << "(";
+    char alias = 'a';
+    for (std::size_t i = 0; i < plan_.input_order.size(); ++i) {
+      auto [is_tensor, slot] = plan_.input_order[i];
+      if (i) s << ", ";
+      if (is_tensor) {
+        const TensorSlot& t = plan_.tensors[static_cast<std::size_t>(slot)];
+        s << "Tensor";
+        if (t.mutated) s << "(" << alias++ << "!)";
+        s << " " << t.name;
+      } else {
+        const ScalarSlot& sc = plan_.scalars[static_cast<std::size_t>(slot)];
+        s << scalar_schema_type(sc.type) << " " << sc.name;
+      }
+    }
+    s << ") -> ";
+    if (plan_.outputs.size() == 1) {
+      s << "Tensor";
+    } else {
+      s << "(";
+      for (std::size_t i = 0; i < plan_.outputs.size(); ++i) s << (i ? ", " : "") << "Tensor";
+      s << ")";
+    }
+    plan_.schema = s.str();
+  }
+
+  const OpDecl& decl_;
+  const KernelSpec& spec_;
+  OpPlan plan_;
+};
+
+}  // namespace
+
+int OpPlan::tensor_slot(std::string_view n) const {
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].name == n) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+int OpPlan::scalar_slot(std::string_view n) const {
+  for (std::size_t i = 0; i < scalars.size(); ++i) {
+    if (scalars[i].name == n) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+std::string dtype_decl_text(const DTypeDecl& dtype) {
+  if (const auto* d = std::get_if<DType>(&dtype)) return std::string(dtype_name(*d));
+  return std::get<std::string>(dtype);
+}
+
+std::string ArgSlot::c_type() const {
+  if (!is_pointer()) return std::string(scalar_cuda_type(value_type));
+  std::string type = "?";
+  if (element) {
+    type = std::holds_alternative<DType>(*element) ? std::string(dtype_cuda_type(std::get<DType>(*element)))
+                                                   : std::get<std::string>(*element);
+  }
+  return (is_const ? "const " : "") + type + "*";
+}
+
+std::string shape_rule_text(const OpPlan& plan, const ShapeRule& rule) {
+  const std::string& source = plan.tensors[static_cast<std::size_t>(rule.source)].name;
+  std::ostringstream out;
+  switch (rule.kind) {
+    case ShapeRule::Kind::Like: out << "like(" << source << ")"; break;
+    case ShapeRule::Kind::Reduce:
+      out << "reduce(" << source << ", dims=" << axes_text(rule.axes)
+          << ", keepdim=" << (rule.keepdim ? "true" : "false") << ")";
+      break;
+    case ShapeRule::Kind::Exprs:
+      out << "[";
+      for (std::size_t i = 0; i < rule.dims.size(); ++i) {
+        out << (i ? ", " : "") << rule.dims[i].to_string();
+      }
+      out << "]";
+      break;
+  }
+  return out.str();
+}
+
+OpPlan derive_plan(const OpDecl& decl) {
+  validate(decl);
+  return Deriver(decl).run();
+}
+
+}  // namespace kernelop

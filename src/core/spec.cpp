@@ -1,0 +1,39 @@
+// Names and C types of scalar kinds.
+#include "kernelop/spec.hpp"
+
+#include <array>
+
+namespace kernelop {
+namespace {
+
+struct ScalarInfo {
+  ScalarType type;
+  std::string_view name, schema, cuda;
+};
+constexpr std::array<ScalarInfo, 5> kScalars = {{
+    {ScalarType::Float, "float", "float", "float"},
+    {ScalarType::Float64, "float64", "float", "double"},
+    {ScalarType::Int, "int", "int", "int"},
+    {ScalarType::Int64, "int64", "int", "long long"},
+    {ScalarType::Bool, "bool", "bool", "bool"},
+}};
+
+}  // namespace
+
+std::string_view scalar_type_name(ScalarType type) {
+  return kScalars[static_cast<std::size_t>(type)].name;
+}
+std::string_view scalar_schema_type(ScalarType type) {
+  return kScalars[static_cast<std::size_t>(type)].schema;
+}
+std::string_view scalar_cuda_type(ScalarType type) {
+  return kScalars[static_cast<std::size_t>(type)].cuda;
+}
+std::optional<ScalarType> parse_scalar_type(std::string_view name) {
+  for (const auto& s : kScalars) {
+    if (s.name == name) return s.type;
+  }
+  return std::nullopt;
+}
+
+}  // namespace kernelop

@@ -1,0 +1,467 @@
+// JSON spec files <-> OpDecl, strict: unknown keys and wrong types are errors naming the field.
+#include "kernelop/spec_json.hpp"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+namespace kernelop {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+class Reader {
+ public:
+  explicit Reader(std::string origin) : origin_(std::move(origin)) {}
+
+  [[noreturn]] void fail(const std::string& path, const std::string& what) const {
+    KERNELOP_FAIL(Spec) << origin_ << ": " << (path.empty() ? "" : path + ": ") << what;
+  }
+
+  static std::string type_name(const Json& j) { return j.type_name(); }
+
+  void expect_keys(const Json& obj, const std::string& path,
+                   std::initializer_list<std::string_view> allowed) const {
+    if (!obj.is_object()) fail(path, "expected an object, found " + type_name(obj));
+    for (const auto& item : obj.items()) {
+      bool known = false;
+      for (auto a : allowed) known = known || a == item.key();
+      if (!known) {
+        std::string list;
+        for (auto a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+        fail(join(path, item.key()), "unknown field (known fields: " + list + ")");
+      }
+    }
+  }
+
+  static std::string join(const std::string& path, const std::string& key) {
+    return path.empty() ? key : path + "." + key;
+  }
+  static std::string index(const std::string& path, std::size_t i) {
+    return path + "[" + std::to_string(i) + "]";
+  }
+
+  std::string get_string(const Json& j, const std::string& path) const {
+    if (!j.is_string()) fail(path, "expected a string, found " + type_name(j));
+    return j.get<std::string>();
+  }
+  std::int64_t get_int(const Json& j, const std::string& path) const {
+    if (!j.is_number_integer()) fail(path, "expected an integer, found " + type_name(j));
+    if (j.is_number_unsigned() && j.get<std::uint64_t>() > INT64_MAX) fail(path, "out of range");
+    return j.get<std::int64_t>();
+  }
+  bool get_bool(const Json& j, const std::string& path) const {
+    if (!j.is_boolean()) fail(path, "expected true or false, found " + type_name(j));
+    return j.get<bool>();
+  }
+  const Json& get_array(const Json& j, const std::string& path) const {
+    if (!j.is_array()) fail(path, "expected an array, found " + type_name(j));
+    return j;
+  }
+  std::vector<std::string> get_strings(const Json& j, const std::string& path) const {
+    std::vector<std::string> out;
+    if (j.is_string()) return {j.get<std::string>()};
+    const Json& arr = get_array(j, path);
+    for (std::size_t i = 0; i < arr.size(); ++i) out.push_back(get_string(arr[i], index(path, i)));
+    return out;
+  }
+  std::vector<std::int64_t> get_ints(const Json& j, const std::string& path) const {
+    std::vector<std::int64_t> out;
+    const Json& arr = get_array(j, path);
+    for (std::size_t i = 0; i < arr.size(); ++i) out.push_back(get_int(arr[i], index(path, i)));
+    return out;
+  }
+  Expr get_expr(const Json& j, const std::string& path) const {
+    if (j.is_number_integer()) return Expr(get_int(j, path));
+    if (!j.is_string()) fail(path, "expected an expression (string or integer), found " + type_name(j));
+    try {
+      return Expr::parse(j.get<std::string>());
+    } catch (const Error& e) {
+      fail(path, e.message());
+    }
+  }
+  std::vector<Expr> get_exprs(const Json& j, const std::string& path) const {
+    std::vector<Expr> out;
+    const Json& arr = get_array(j, path);
+    for (std::size_t i = 0; i < arr.size(); ++i) out.push_back(get_expr(arr[i], index(path, i)));
+    return out;
+  }
+  DType get_dtype(const Json& j, const std::string& path) const {
+    std::string name = get_string(j, path);
+    if (auto d = parse_dtype(name)) return *d;
+    std::string known;
+    for (DType d : kAllDTypes) known += (known.empty() ? "" : ", ") + std::string(dtype_name(d));
+    fail(path, "'" + name + "' is not a dtype (dtypes: " + known + ")");
+  }
+  // A dtype name, or else the name of a type parameter (checked later by validate()).
+  DTypeDecl get_dtype_decl(const Json& j, const std::string& path) const {
+    std::string name = get_string(j, path);
+    if (auto d = parse_dtype(name)) return *d;
+    return name;
+  }
+  InputRef get_input_ref(const Json& j, const std::string& path) const {
+    if (j.is_number_integer()) return get_int(j, path);
+    if (j.is_string()) return j.get<std::string>();
+    KERNELOP_FAIL(Type) << origin_ << ": " << path
+                        << ": expected a tensor input's name or its index among the tensor "
+                           "inputs, found "
+                        << type_name(j);
+  }
+
+  Input read_input(const Json& j, const std::string& path) const {
+    if (j.is_object() && j.contains("scalar")) {
+      expect_keys(j, path, {"name", "scalar"});
+      ScalarInput s;
+      s.name = get_string(j.value("name", Json()), join(path, "name"));
+      std::string type = get_string(j["scalar"], join(path, "scalar"));
+      auto t = parse_scalar_type(type);
+      if (!t) {
+        fail(join(path, "scalar"),
+             "'" + type + "' is not a scalar type; expected float, int or bool (or the 64-bit "
+                          "float64, int64)");
+      }
+      s.type = *t;
+      return s;
+    }
+    expect_keys(j, path, {"name", "dtype", "mutated", "scalar"});
+    InputDecl t;
+    t.name = get_string(j.value("name", Json()), join(path, "name"));
+    if (j.contains("dtype")) t.dtype = get_dtype_decl(j["dtype"], join(path, "dtype"));
+    if (j.contains("mutated")) t.mutated = get_bool(j["mutated"], join(path, "mutated"));
+    return t;
+  }
+
+  ShapeRel read_shape(const Json& j, const std::string& path) const {
+    if (j.is_array()) return ShapeExprs{get_exprs(j, path)};
+    if (j.is_object() && j.contains("same_as")) {
+      expect_keys(j, path, {"same_as"});
+      return SameAs{get_input_ref(j["same_as"], join(path, "same_as"))};
+    }
+    if (j.is_object() && j.contains("reduce_dims")) {
+      expect_keys(j, path, {"reduce_dims"});
+      std::string p = join(path, "reduce_dims");
+      const Json& r = j["reduce_dims"];
+      expect_keys(r, p, {"input", "dims", "keepdim"});
+      ReduceDims rd;
+      rd.input = r.contains("input") ? get_input_ref(r["input"], join(p, "input")) : InputRef{std::int64_t{0}};
+      if (!r.contains("dims")) fail(join(p, "dims"), "missing; expected the axes to reduce");
+      rd.dims = get_ints(r["dims"], join(p, "dims"));
+      if (r.contains("keepdim")) rd.keepdim = get_bool(r["keepdim"], join(p, "keepdim"));
+      return rd;
+    }
+    fail(path,
+         "expected {\"same_as\": ...}, {\"reduce_dims\": {...}} or a list of expressions, "
+         "found " + j.dump());
+  }
+
+  OutputDecl read_output(const Json& j, const std::string& path) const {
+    expect_keys(j, path, {"name", "shape", "dtype_from", "dtype"});
+    OutputDecl o;
+    o.name = get_string(j.value("name", Json()), join(path, "name"));
+    if (!j.contains("shape")) fail(join(path, "shape"), "missing");
+    o.shape = read_shape(j["shape"], join(path, "shape"));
+    if (j.contains("dtype_from")) o.dtype_from = get_string(j["dtype_from"], join(path, "dtype_from"));
+    if (j.contains("dtype")) o.dtype = get_dtype_decl(j["dtype"], join(path, "dtype"));
+    return o;
+  }
+
+  Extra read_extra(const Json& j, const std::string& path) const {
+    bool int64 = false;
+    if (j.is_object() && j.contains("int64")) int64 = get_bool(j["int64"], join(path, "int64"));
+    if (j.is_object() && j.contains("numel")) {
+      expect_keys(j, path, {"numel", "int64"});
+      return Numel{get_string(j["numel"], join(path, "numel")), int64};
+    }
+    if (j.is_object() && j.contains("dim_size")) {
+      expect_keys(j, path, {"dim_size", "axis", "int64"});
+      if (!j.contains("axis")) fail(join(path, "axis"), "missing");
+      return DimSize{get_string(j["dim_size"], join(path, "dim_size")),
+                     get_int(j["axis"], join(path, "axis")), int64};
+    }
+    if (j.is_object() && j.contains("expr")) {
+      expect_keys(j, path, {"expr", "int64"});
+      return ExtraExpr{get_expr(j["expr"], join(path, "expr")), int64};
+    }
+    fail(path, "expected {\"numel\": ...}, {\"dim_size\": ..., \"axis\": ...} or {\"expr\": ...}, found " +
+                   j.dump());
+  }
+
+  Geometry read_geometry(const Json& j, const std::string& path) const {
+    if (j.is_object() && j.size() == 1 && j.contains("elementwise")) {
+      std::string p = join(path, "elementwise");
+      const Json& e = j["elementwise"];
+      expect_keys(e, p, {"block", "layout", "over"});
+      Elementwise g;
+      if (e.contains("block")) g.block = get_ints(e["block"], join(p, "block"));
+      if (e.contains("layout")) {
+        std::string layout = get_string(e["layout"], join(p, "layout"));
+        if (layout == "flat") {
+          g.layout = Layout::Flat;
+        } else if (layout == "nd") {
+          g.layout = Layout::Nd;
+        } else {
+          fail(join(p, "layout"), "'" + layout + "' is not a layout; expected 'flat' or 'nd'");
+        }
+      }
+      if (e.contains("over")) g.over = get_string(e["over"], join(p, "over"));
+      return g;
+    }
+    if (j.is_object() && j.size() == 1 && j.contains("reduction")) {
+      std::string p = join(path, "reduction");
+      const Json& r = j["reduction"];
+      expect_keys(r, p, {"reduce_dims", "block_size", "shared_mem"});
+      Reduction g;
+      if (!r.contains("reduce_dims")) fail(join(p, "reduce_dims"), "missing");
+      g.reduce_dims = get_ints(r["reduce_dims"], join(p, "reduce_dims"));
+      if (r.contains("block_size")) g.block_size = get_int(r["block_size"], join(p, "block_size"));
+      if (r.contains("shared_mem")) g.shared_mem = get_expr(r["shared_mem"], join(p, "shared_mem"));
+      return g;
+    }
+    if (j.is_object() && j.size() == 1 && j.contains("custom")) {
+      std::string p = join(path, "custom");
+      const Json& c = j["custom"];
+      expect_keys(c, p, {"grid", "block", "shared_mem"});
+      Custom g;
+      if (!c.contains("grid")) fail(join(p, "grid"), "missing");
+      if (!c.contains("block")) fail(join(p, "block"), "missing");
+      g.grid = get_exprs(c["grid"], join(p, "grid"));
+      g.block = get_exprs(c["block"], join(p, "block"));
+      if (c.contains("shared_mem")) g.shared_mem = get_expr(c["shared_mem"], join(p, "shared_mem"));
+      return g;
+    }
+    KERNELOP_FAIL(Type) << origin_ << ": " << path
+                        << ": expected exactly one of {\"elementwise\": ...}, "
+                           "{\"reduction\": ...}, {\"custom\": ...}, found "
+                        << j.dump();
+  }
+
+  OpDecl read(const Json& root, const std::string& base_dir) const {
+    expect_keys(root, "",
+                {"op", "kernel_name", "kernel_source", "source_file", "inputs", "outputs",
+                 "extras", "geometry", "include_paths", "compile_std", "arch_override", "defines",
+                 "fast_math", "line_info", "type_params"});
+    OpDecl decl;
+    decl.base_dir = base_dir;
+    if (!root.contains("op")) fail("op", "missing; expected \"namespace::name\"");
+    decl.op_name = get_string(root["op"], "op");
+    KernelSpec& s = decl.spec;
+    if (!root.contains("kernel_name")) fail("kernel_name", "missing");
+    s.kernel_name = get_string(root["kernel_name"], "kernel_name");
+    bool inline_src = root.contains("kernel_source"), file_src = root.contains("source_file");
+    if (inline_src == file_src) {
+      fail("", "expected exactly one of kernel_source (inline text) and source_file (a path)");
+    }
+    if (inline_src) {
+      s.kernel_source = get_string(root["kernel_source"], "kernel_source");
+    } else {
+      s.source_file = get_string(root["source_file"], "source_file");
+      std::filesystem::path p = std::filesystem::path(base_dir) / *s.source_file;
+      std::ifstream in(p, std::ios::binary);
+      if (!in) fail("source_file", "cannot read '" + p.string() + "'");
+      std::ostringstream text;
+      text << in.rdbuf();
+      s.kernel_source = text.str();
+    }
+    if (root.contains("inputs")) {
+      const Json& arr = get_array(root["inputs"], "inputs");
+      s.inputs.emplace();
+      for (std::size_t i = 0; i < arr.size(); ++i) s.inputs->push_back(read_input(arr[i], index("inputs", i)));
+    }
+    if (root.contains("outputs")) {
+      const Json& arr = get_array(root["outputs"], "outputs");
+      s.outputs.emplace();
+      for (std::size_t i = 0; i < arr.size(); ++i) s.outputs->push_back(read_output(arr[i], index("outputs", i)));
+    }
+    if (root.contains("extras")) {
+      const Json& arr = get_array(root["extras"], "extras");
+      for (std::size_t i = 0; i < arr.size(); ++i) s.extras.push_back(read_extra(arr[i], index("extras", i)));
+    }
+    if (root.contains("geometry")) s.geometry = read_geometry(root["geometry"], "geometry");
+    if (root.contains("include_paths")) s.include_paths = get_strings(root["include_paths"], "include_paths");
+    if (root.contains("compile_std")) s.compile_std = get_string(root["compile_std"], "compile_std");
+    if (root.contains("arch_override")) s.arch_override = get_strings(root["arch_override"], "arch_override");
+    if (root.contains("defines")) s.defines = get_strings(root["defines"], "defines");
+    if (root.contains("fast_math")) s.fast_math = get_bool(root["fast_math"], "fast_math");
+    if (root.contains("line_info")) s.line_info = get_bool(root["line_info"], "line_info");
+    if (root.contains("type_params")) {
+      const Json& arr = get_array(root["type_params"], "type_params");
+      for (std::size_t i = 0; i < arr.size(); ++i) {
+        std::string p = index("type_params", i);
+        expect_keys(arr[i], p, {"name", "dtypes"});
+        TypeParam tp;
+        tp.name = get_string(arr[i].value("name", Json()), join(p, "name"));
+        if (!arr[i].contains("dtypes")) fail(join(p, "dtypes"), "missing");
+        const Json& ds = get_array(arr[i]["dtypes"], join(p, "dtypes"));
+        for (std::size_t k = 0; k < ds.size(); ++k) tp.dtypes.push_back(get_dtype(ds[k], index(join(p, "dtypes"), k)));
+        s.type_params.push_back(std::move(tp));
+      }
+    }
+    return decl;
+  }
+
+ private:
+  std::string origin_;
+};
+
+Json expr_json(const Expr& e) {
+  if (e.is_const()) return e.const_value();
+  return e.to_string();
+}
+
+Json dtype_json(const DTypeDecl& d) {
+  if (const auto* dt = std::get_if<DType>(&d)) return std::string(dtype_name(*dt));
+  return std::get<std::string>(d);
+}
+
+Json input_ref_json(const InputRef& r) {
+  if (const auto* i = std::get_if<std::int64_t>(&r)) return *i;
+  return std::get<std::string>(r);
+}
+
+Json write(const OpDecl& decl, const JsonWriteOptions& options) {
+  const KernelSpec& s = decl.spec;
+  Json root = Json::object();
+  root["op"] = decl.op_name;
+  root["kernel_name"] = s.kernel_name;
+  if (s.source_file && !options.inline_source) {
+    root["source_file"] = *s.source_file;
+  } else {
+    root["kernel_source"] = s.kernel_source;
+  }
+  if (s.inputs) {
+    Json arr = Json::array();
+    for (const Input& input : *s.inputs) {
+      Json j = Json::object();
+      if (const auto* t = std::get_if<InputDecl>(&input)) {
+        j["name"] = t->name;
+        if (t->dtype) j["dtype"] = dtype_json(*t->dtype);
+        if (t->mutated) j["mutated"] = true;
+      } else {
+        const auto& sc = std::get<ScalarInput>(input);
+        j["name"] = sc.name;
+        j["scalar"] = std::string(scalar_type_name(sc.type));
+      }
+      arr.push_back(std::move(j));
+    }
+    root["inputs"] = std::move(arr);
+  }
+  if (s.outputs) {
+    Json arr = Json::array();
+    for (const OutputDecl& o : *s.outputs) {
+      Json j = Json::object();
+      j["name"] = o.name;
+      if (const auto* same = std::get_if<SameAs>(&o.shape)) {
+        j["shape"] = Json{{"same_as", input_ref_json(same->input)}};
+      } else if (const auto* r = std::get_if<ReduceDims>(&o.shape)) {
+        Json rd = Json::object();
+        rd["input"] = input_ref_json(r->input);
+        rd["dims"] = r->dims;
+        if (r->keepdim) rd["keepdim"] = true;
+        j["shape"] = Json{{"reduce_dims", std::move(rd)}};
+      } else {
+        Json dims = Json::array();
+        for (const Expr& e : std::get<ShapeExprs>(o.shape).dims) dims.push_back(expr_json(e));
+        j["shape"] = std::move(dims);
+      }
+      if (o.dtype_from) j["dtype_from"] = *o.dtype_from;
+      if (o.dtype) j["dtype"] = dtype_json(*o.dtype);
+      arr.push_back(std::move(j));
+    }
+    root["outputs"] = std::move(arr);
+  }
+  if (!s.extras.empty()) {
+    Json arr = Json::array();
+    for (const Extra& extra : s.extras) {
+      Json j = Json::object();
+      std::visit(
+          [&](const auto& x) {
+            using T = std::decay_t<decltype(x)>;
+            if constexpr (std::is_same_v<T, Numel>) {
+              j["numel"] = x.input;
+            } else if constexpr (std::is_same_v<T, DimSize>) {
+              j["dim_size"] = x.input;
+              j["axis"] = x.axis;
+            } else {
+              j["expr"] = expr_json(x.value);
+            }
+            if (x.int64) j["int64"] = true;
+          },
+          extra);
+      arr.push_back(std::move(j));
+    }
+    root["extras"] = std::move(arr);
+  }
+  if (s.geometry) {
+    Json g = Json::object();
+    if (const auto* e = std::get_if<Elementwise>(&*s.geometry)) {
+      Json j = Json::object();
+      j["block"] = e->block;
+      j["layout"] = e->layout == Layout::Flat ? "flat" : "nd";
+      if (e->over) j["over"] = *e->over;
+      g["elementwise"] = std::move(j);
+    } else if (const auto* r = std::get_if<Reduction>(&*s.geometry)) {
+      Json j = Json::object();
+      j["reduce_dims"] = r->reduce_dims;
+      j["block_size"] = r->block_size;
+      if (r->shared_mem) j["shared_mem"] = expr_json(*r->shared_mem);
+      g["reduction"] = std::move(j);
+    } else {
+      const auto& c = std::get<Custom>(*s.geometry);
+      Json j = Json::object();
+      Json grid = Json::array(), block = Json::array();
+      for (const Expr& x : c.grid) grid.push_back(expr_json(x));
+      for (const Expr& x : c.block) block.push_back(expr_json(x));
+      j["grid"] = std::move(grid);
+      j["block"] = std::move(block);
+      j["shared_mem"] = expr_json(c.shared_mem);
+      g["custom"] = std::move(j);
+    }
+    root["geometry"] = std::move(g);
+  }
+  if (!s.include_paths.empty()) root["include_paths"] = s.include_paths;
+  if (s.compile_std != "c++17") root["compile_std"] = s.compile_std;
+  if (!s.arch_override.empty()) root["arch_override"] = s.arch_override;
+  if (!s.defines.empty()) root["defines"] = s.defines;
+  if (s.fast_math) root["fast_math"] = true;
+  if (s.line_info) root["line_info"] = true;
+  if (!s.type_params.empty()) {
+    Json arr = Json::array();
+    for (const TypeParam& tp : s.type_params) {
+      Json dtypes = Json::array();
+      for (DType d : tp.dtypes) dtypes.push_back(std::string(dtype_name(d)));
+      arr.push_back(Json{{"name", tp.name}, {"dtypes", std::move(dtypes)}});
+    }
+    root["type_params"] = std::move(arr);
+  }
+  return root;
+}
+
+}  // namespace
+
+OpDecl parse_op_json(std::string_view text, const std::string& base_dir, std::string_view origin) {
+  Json root;
+  try {
+    root = Json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::parse_error& e) {
+    KERNELOP_FAIL(Spec) << origin << ": not valid JSON: " << e.what();
+  }
+  OpDecl decl = Reader(std::string(origin)).read(root, base_dir);
+  return decl;
+}
+
+OpDecl load_op_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) KERNELOP_FAIL(Io) << "cannot read spec file '" << path.string() << "'";
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::string base = path.parent_path().string();
+  if (base.empty()) base = ".";
+  return parse_op_json(text.str(), base, path.string());
+}
+
+std::string print_op_json(const OpDecl& decl, const JsonWriteOptions& options) {
+  return write(decl, options).dump(options.indent) + "\n";
+}
+
+}  // namespace kernelop

@@ -1,0 +1,453 @@
+// Spec validation: every error names the op, the field path, what was expected and what was found.
+#include "kernelop/validate.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <regex>
+#include <set>
+#include <sstream>
+
+namespace kernelop {
+namespace {
+
+bool is_identifier(std::string_view s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+}
+
+std::string join(const std::vector<std::string>& items) {
+  if (items.empty()) return "none";
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+class Validator {
+ public:
+  Validator(const OpDecl& decl, const ValidateOptions& options)
+      : decl_(decl), spec_(decl.spec), options_(options) {}
+
+  void run() {
+    check_op_name();
+    check_kernel();
+    check_type_params();
+    check_inputs();
+    check_outputs();
+    check_extras();
+    check_geometry();
+    check_compile_options();
+  }
+
+ private:
+  // Starts an error for the field at `path`; the caller streams the rest of the message.
+  detail::ErrorStream fail_at(std::string_view path, ErrorKind kind = ErrorKind::Spec) const {
+    detail::ErrorStream s(kind);
+    s.context(ErrorContext{decl_.op_name, spec_.kernel_name, {}, "validate", {}});
+    s << "op " << decl_.op_name << ": " << path << ": ";
+    return s;
+  }
+#define KOP_FIELD_FAIL(path) ::kernelop::detail::ErrorThrower() & fail_at(path)
+
+  void check_op_name() {
+    if (!is_valid_op_name(decl_.op_name)) {
+      KERNELOP_FAIL(Spec) << "op name '" << decl_.op_name
+                          << "' is invalid: expected 'namespace::name' where both parts are "
+                             "identifiers (letters, digits, '_', not starting with a digit)";
+    }
+    auto pos = decl_.op_name.find("::");
+    for (auto part : {decl_.op_name.substr(0, pos), decl_.op_name.substr(pos + 2)}) {
+      if (is_reserved_name(part)) {
+        KERNELOP_FAIL(Spec) << "op name '" << decl_.op_name << "': '" << part
+                            << "' is a reserved name";
+      }
+    }
+  }
+
+  void check_kernel() {
+    if (spec_.kernel_source.find_first_not_of(" \t\r\n") == std::string::npos) {
+      KOP_FIELD_FAIL("kernel_source") << "is empty; expected CUDA C++ source text";
+    }
+    static const std::regex kKernelName(R"(\s*[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*\s*(<.*>)?\s*)");
+    if (!std::regex_match(spec_.kernel_name, kKernelName)) {
+      KOP_FIELD_FAIL("kernel_name")
+          << "'" << spec_.kernel_name
+          << "' is not a kernel name; expected an identifier, optionally qualified and with "
+             "template arguments (e.g. 'relu', 'relu<T>', 'rowsum<256>')";
+    }
+  }
+
+  void check_type_params() {
+    std::set<std::string> seen;
+    for (std::size_t i = 0; i < spec_.type_params.size(); ++i) {
+      const auto& tp = spec_.type_params[i];
+      std::string path = "type_params[" + std::to_string(i) + "]";
+      check_name(tp.name, path + ".name");
+      if (!seen.insert(tp.name).second) {
+        KOP_FIELD_FAIL(path + ".name") << "duplicate type parameter '" << tp.name << "'";
+      }
+      if (tp.dtypes.empty()) {
+        KOP_FIELD_FAIL(path + ".dtypes") << "is empty; expected at least one dtype for '"
+                                         << tp.name << "'";
+      }
+      std::set<DType> unique(tp.dtypes.begin(), tp.dtypes.end());
+      if (unique.size() != tp.dtypes.size()) {
+        KOP_FIELD_FAIL(path + ".dtypes") << "lists a dtype twice";
+      }
+      std::regex word("(^|[^A-Za-z0-9_])" + tp.name + "([^A-Za-z0-9_]|$)");
+      auto lt = spec_.kernel_name.find('<');
+      if (lt == std::string::npos ||
+          !std::regex_search(spec_.kernel_name.substr(lt), word)) {
+        KOP_FIELD_FAIL("kernel_name")
+            << "'" << spec_.kernel_name << "' does not use type parameter '" << tp.name
+            << "'; expected it among the template arguments, e.g. '"
+            << spec_.kernel_name.substr(0, lt) << "<" << tp.name << ">'";
+      }
+    }
+  }
+
+  void check_dtype_decl(const std::optional<DTypeDecl>& dtype, const std::string& path) {
+    if (!dtype || std::holds_alternative<DType>(*dtype)) return;
+    const auto& name = std::get<std::string>(*dtype);
+    for (const auto& tp : spec_.type_params) {
+      if (tp.name == name) return;
+    }
+    std::vector<std::string> params;
+    for (const auto& tp : spec_.type_params) params.push_back(tp.name);
+    KOP_FIELD_FAIL(path) << "'" << name
+                         << "' is neither a dtype nor a type parameter (type parameters: "
+                         << join(params) << ")";
+  }
+
+  void check_name(const std::string& name, const std::string& path) {
+    if (!is_identifier(name)) {
+      KOP_FIELD_FAIL(path) << "'" << name
+                           << "' is not an identifier (letters, digits, '_', not starting "
+                              "with a digit)";
+    }
+    if (is_reserved_name(name)) KOP_FIELD_FAIL(path) << "'" << name << "' is a reserved name";
+  }
+
+  void check_inputs() {
+    if (!spec_.inputs) {
+      if (options_.has_meta_fn && options_.has_eager_fn) return;
+      KOP_FIELD_FAIL("inputs") << "missing; required unless both meta_fn and eager_fn are given";
+    }
+    std::set<std::string> type_param_names;
+    for (const auto& tp : spec_.type_params) type_param_names.insert(tp.name);
+    for (std::size_t i = 0; i < spec_.inputs->size(); ++i) {
+      const Input& input = (*spec_.inputs)[i];
+      std::string path = "inputs[" + std::to_string(i) + "]";
+      const std::string& name = std::visit([](const auto& d) -> const std::string& { return d.name; }, input);
+      check_name(name, path + ".name");
+      if (!names_.insert(name).second) {
+        KOP_FIELD_FAIL(path + ".name") << "duplicate input name '" << name << "'";
+      }
+      if (type_param_names.count(name)) {
+        KOP_FIELD_FAIL(path + ".name") << "'" << name << "' is also a type parameter's name";
+      }
+      if (const auto* t = std::get_if<InputDecl>(&input)) {
+        check_dtype_decl(t->dtype, path + ".dtype");
+        tensor_inputs_.push_back(name);
+      } else {
+        const auto& s = std::get<ScalarInput>(input);
+        scalar_inputs_.push_back(name);
+        if (s.type == ScalarType::Int || s.type == ScalarType::Int64) int_scalars_.insert(name);
+      }
+    }
+    if (tensor_inputs_.empty()) {
+      KOP_FIELD_FAIL("inputs") << "has no tensor input (found " << scalar_inputs_.size()
+                               << " scalar input(s)); a kernel op needs at least one tensor input";
+    }
+  }
+
+  // Resolves a SameAs/ReduceDims input reference to a tensor input's name.
+  std::string check_input_ref(const InputRef& ref, const std::string& path) {
+    if (const auto* index = std::get_if<std::int64_t>(&ref)) {
+      auto n = static_cast<std::int64_t>(tensor_inputs_.size());
+      if (*index < 0 || *index >= n) {
+        KOP_FIELD_FAIL(path) << "index " << *index << " is out of range; expected 0 <= index < "
+                             << n << " (tensor inputs: " << join(tensor_inputs_) << ")";
+      }
+      return tensor_inputs_[static_cast<std::size_t>(*index)];
+    }
+    const auto& name = std::get<std::string>(ref);
+    check_tensor_input_name(name, path);
+    return name;
+  }
+
+  void check_tensor_input_name(const std::string& name, const std::string& path) {
+    if (std::find(tensor_inputs_.begin(), tensor_inputs_.end(), name) != tensor_inputs_.end()) {
+      return;
+    }
+    if (std::find(scalar_inputs_.begin(), scalar_inputs_.end(), name) != scalar_inputs_.end()) {
+      KOP_FIELD_FAIL(path) << "'" << name << "' is a scalar input; expected a tensor input ("
+                           << join(tensor_inputs_) << ")";
+    }
+    KOP_FIELD_FAIL(path) << "'" << name << "' is not a tensor input (tensor inputs: "
+                         << join(tensor_inputs_) << ")";
+  }
+
+  // Checks every leaf of an expression: tensors must be known (inputs, and outputs when
+  // allowed), scalars must be integer scalar inputs.
+  void check_expr(const Expr& expr, const std::string& path, bool outputs_allowed) {
+    expr.for_each_leaf([&](const Expr& leaf) {
+      const std::string& name = leaf.name();
+      if (leaf.op() == ExprOp::Scalar) {
+        if (int_scalars_.count(name)) return;
+        if (std::find(scalar_inputs_.begin(), scalar_inputs_.end(), name) !=
+            scalar_inputs_.end()) {
+          KOP_FIELD_FAIL(path) << "'" << expr.to_string() << "': scalar input '" << name
+                               << "' is not an integer; expressions take int scalars only";
+        }
+        KOP_FIELD_FAIL(path) << "'" << expr.to_string() << "': '" << name
+                             << "' is not an integer scalar input (integer scalars: "
+                             << join({int_scalars_.begin(), int_scalars_.end()}) << ")";
+      }
+      bool is_input = std::find(tensor_inputs_.begin(), tensor_inputs_.end(), name) !=
+                      tensor_inputs_.end();
+      bool is_output =
+          std::find(output_names_.begin(), output_names_.end(), name) != output_names_.end();
+      if (is_input || (is_output && outputs_allowed)) return;
+      if (is_output) {
+        KOP_FIELD_FAIL(path) << "'" << expr.to_string() << "': output '" << name
+                             << "' cannot be used here; output shapes depend on inputs only";
+      }
+      std::vector<std::string> known = tensor_inputs_;
+      if (outputs_allowed) known.insert(known.end(), output_names_.begin(), output_names_.end());
+      KOP_FIELD_FAIL(path) << "'" << expr.to_string() << "': '" << name
+                           << "' is not a tensor (known tensors: " << join(known) << ")";
+    });
+  }
+
+  void check_unique_axes(const std::vector<std::int64_t>& axes, const std::string& path) const {
+    std::set<std::int64_t> unique(axes.begin(), axes.end());
+    if (unique.size() != axes.size()) KOP_FIELD_FAIL(path) << "lists an axis twice";
+  }
+
+  void check_outputs() {
+    if (!spec_.outputs) {
+      if (options_.has_meta_fn) return;
+      KOP_FIELD_FAIL("outputs") << "missing; required unless meta_fn is given";
+    }
+    for (const auto& output : *spec_.outputs) output_names_.push_back(output.name);
+    bool any_mutated = false;
+    if (spec_.inputs) {
+      for (const auto& input : *spec_.inputs) {
+        if (const auto* t = std::get_if<InputDecl>(&input); t && t->mutated) any_mutated = true;
+      }
+    }
+    if (spec_.outputs->empty() && !any_mutated && !options_.has_meta_fn) {
+      KOP_FIELD_FAIL("outputs")
+          << "is empty and no input is mutated; the op would produce nothing";
+    }
+    for (std::size_t i = 0; i < spec_.outputs->size(); ++i) {
+      const OutputDecl& out = (*spec_.outputs)[i];
+      std::string path = "outputs[" + std::to_string(i) + "]";
+      check_name(out.name, path + ".name");
+      if (!names_.insert(out.name).second) {
+        KOP_FIELD_FAIL(path + ".name") << "duplicate name '" << out.name
+                                       << "' (input and output names must be unique)";
+      }
+      std::visit(
+          [&](const auto& rel) {
+            using T = std::decay_t<decltype(rel)>;
+            if constexpr (std::is_same_v<T, SameAs>) {
+              check_input_ref(rel.input, path + ".shape.input");
+            } else if constexpr (std::is_same_v<T, ReduceDims>) {
+              check_input_ref(rel.input, path + ".shape.input");
+              if (rel.dims.empty()) {
+                KOP_FIELD_FAIL(path + ".shape.dims") << "is empty; expected the axes to reduce";
+              }
+              check_unique_axes(rel.dims, path + ".shape.dims");
+            } else {
+              for (std::size_t d = 0; d < rel.dims.size(); ++d) {
+                check_expr(rel.dims[d], path + ".shape[" + std::to_string(d) + "]", false);
+              }
+            }
+          },
+          out.shape);
+      if (out.dtype_from && out.dtype) {
+        KOP_FIELD_FAIL(path) << "gives both dtype_from and dtype; expected at most one";
+      }
+      if (out.dtype_from) check_tensor_input_name(*out.dtype_from, path + ".dtype_from");
+      check_dtype_decl(out.dtype, path + ".dtype");
+    }
+  }
+
+  void check_extras() {
+    for (std::size_t i = 0; i < spec_.extras.size(); ++i) {
+      std::string path = "extras[" + std::to_string(i) + "]";
+      std::visit(
+          [&](const auto& extra) {
+            using T = std::decay_t<decltype(extra)>;
+            if constexpr (std::is_same_v<T, Numel>) {
+              check_expr(Expr::numel(extra.input), path + ".input", true);
+            } else if constexpr (std::is_same_v<T, DimSize>) {
+              check_expr(Expr::dim(extra.input, extra.axis), path + ".input", true);
+            } else {
+              check_expr(extra.value, path + ".expr", true);
+            }
+          },
+          spec_.extras[i]);
+    }
+  }
+
+  void check_block(const std::vector<std::int64_t>& block, const std::string& path) {
+    if (block.empty()) KOP_FIELD_FAIL(path) << "is empty; expected 1 to 3 positive ints";
+    if (block.size() > 3) {
+      KOP_FIELD_FAIL(path) << "has " << block.size() << " dims; CUDA blocks have at most 3";
+    }
+    std::int64_t threads = 1;
+    for (auto b : block) {
+      if (b <= 0) KOP_FIELD_FAIL(path) << "has " << b << "; expected positive ints";
+      threads *= b;
+    }
+    if (threads > 1024) {
+      KOP_FIELD_FAIL(path) << "has " << threads
+                           << " threads per block; CUDA allows at most 1024";
+    }
+    if (block.size() == 3 && block[2] > 64) {
+      KOP_FIELD_FAIL(path) << "z dimension is " << block[2] << "; CUDA allows at most 64";
+    }
+  }
+
+  void check_geometry() {
+    if (!spec_.geometry) {
+      if (options_.has_eager_fn) return;
+      KOP_FIELD_FAIL("geometry") << "missing; required unless eager_fn is given";
+    }
+    std::visit(
+        [&](const auto& g) {
+          using T = std::decay_t<decltype(g)>;
+          if constexpr (std::is_same_v<T, Elementwise>) {
+            check_block(g.block, "geometry.block");
+            if (g.layout == Layout::Flat && g.block.size() != 1) {
+              KOP_FIELD_FAIL("geometry.block")
+                  << "has " << g.block.size() << " dims with layout='flat'; flat takes one "
+                  << "(use layout='nd' for multi-dimensional blocks)";
+            }
+            if (g.over) {
+              check_expr(Expr::numel(*g.over), "geometry.over", true);
+            } else if (!spec_.outputs || spec_.outputs->empty()) {
+              KOP_FIELD_FAIL("geometry.over")
+                  << "missing; Elementwise iterates over output 0 and this op has no "
+                     "outputs, so name the tensor to iterate over";
+            }
+          } else if constexpr (std::is_same_v<T, Reduction>) {
+            if (g.reduce_dims.empty()) {
+              KOP_FIELD_FAIL("geometry.reduce_dims") << "is empty; expected the reduced axes";
+            }
+            check_unique_axes(g.reduce_dims, "geometry.reduce_dims");
+            if (g.block_size <= 0 || g.block_size > 1024) {
+              KOP_FIELD_FAIL("geometry.block_size")
+                  << "is " << g.block_size << "; expected 1 to 1024";
+            }
+            if (g.shared_mem) check_expr(*g.shared_mem, "geometry.shared_mem", true);
+          } else {
+            if (g.grid.empty() || g.grid.size() > 3) {
+              KOP_FIELD_FAIL("geometry.grid") << "has " << g.grid.size()
+                                              << " dims; expected 1 to 3";
+            }
+            if (g.block.empty() || g.block.size() > 3) {
+              KOP_FIELD_FAIL("geometry.block") << "has " << g.block.size()
+                                               << " dims; expected 1 to 3";
+            }
+            for (std::size_t d = 0; d < g.grid.size(); ++d) {
+              check_expr(g.grid[d], "geometry.grid[" + std::to_string(d) + "]", true);
+            }
+            std::vector<std::int64_t> const_block;
+            for (std::size_t d = 0; d < g.block.size(); ++d) {
+              check_expr(g.block[d], "geometry.block[" + std::to_string(d) + "]", true);
+              Expr b = g.block[d].simplified();
+              if (b.is_const()) const_block.push_back(b.const_value());
+            }
+            if (const_block.size() == g.block.size()) check_block(const_block, "geometry.block");
+            check_expr(g.shared_mem, "geometry.shared_mem", true);
+          }
+        },
+        *spec_.geometry);
+  }
+
+  void check_compile_options() {
+    static const std::set<std::string> kStds = {"c++11", "c++14", "c++17", "c++20"};
+    if (!kStds.count(spec_.compile_std)) {
+      KOP_FIELD_FAIL("compile_std") << "'" << spec_.compile_std
+                                    << "' is not supported; expected c++11, c++14, c++17 or c++20";
+    }
+    static const std::regex kArch(R"((sm|compute)_[0-9]{2,3}[af]?)");
+    for (std::size_t i = 0; i < spec_.arch_override.size(); ++i) {
+      if (!std::regex_match(spec_.arch_override[i], kArch)) {
+        KOP_FIELD_FAIL("arch_override[" + std::to_string(i) + "]")
+            << "'" << spec_.arch_override[i]
+            << "' is not an architecture; expected 'sm_NN' (CUBIN) or 'compute_NN' (PTX)";
+      }
+    }
+    static const std::regex kDefine(R"([A-Za-z_][A-Za-z0-9_]*(=.*)?)");
+    for (std::size_t i = 0; i < spec_.defines.size(); ++i) {
+      if (!std::regex_match(spec_.defines[i], kDefine)) {
+        KOP_FIELD_FAIL("defines[" + std::to_string(i) + "]")
+            << "'" << spec_.defines[i] << "' is not 'NAME' or 'NAME=VALUE'";
+      }
+    }
+    for (std::size_t i = 0; i < spec_.include_paths.size(); ++i) {
+      if (spec_.include_paths[i].empty()) {
+        KOP_FIELD_FAIL("include_paths[" + std::to_string(i) + "]") << "is empty";
+      }
+    }
+  }
+#undef KOP_FIELD_FAIL
+
+  const OpDecl& decl_;
+  const KernelSpec& spec_;
+  ValidateOptions options_;
+  std::set<std::string> names_;
+  std::vector<std::string> tensor_inputs_, scalar_inputs_, output_names_;
+  std::set<std::string> int_scalars_;
+};
+
+}  // namespace
+
+bool is_valid_op_name(std::string_view op_name) {
+  auto pos = op_name.find("::");
+  if (pos == std::string_view::npos) return false;
+  return is_identifier(op_name.substr(0, pos)) && is_identifier(op_name.substr(pos + 2));
+}
+
+bool is_reserved_name(std::string_view name) {
+  static const std::set<std::string_view> kReserved = {
+      // C++ and CUDA keywords
+      "alignas", "alignof", "asm", "auto", "bool", "break", "case", "catch", "char", "class",
+      "const", "consteval", "constexpr", "constinit", "const_cast", "continue", "decltype",
+      "default", "delete", "do", "double", "dynamic_cast", "else", "enum", "explicit", "export",
+      "extern", "false", "float", "for", "friend", "goto", "if", "inline", "int", "long",
+      "mutable", "namespace", "new", "noexcept", "nullptr", "operator", "private", "protected",
+      "public", "register", "reinterpret_cast", "requires", "return", "short", "signed",
+      "sizeof", "static", "static_assert", "static_cast", "struct", "switch", "template",
+      "this", "thread_local", "throw", "true", "try", "typedef", "typeid", "typename", "union",
+      "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "co_await",
+      "co_return", "co_yield", "char8_t", "char16_t", "char32_t", "concept",
+      // Python keywords
+      "False", "None", "True", "and", "as", "assert", "async", "await", "def", "del", "elif",
+      "except", "finally", "from", "global", "import", "in", "is", "lambda", "nonlocal", "not",
+      "or", "pass", "raise", "with", "yield",
+      // PyTorch schema types
+      "Tensor", "Scalar", "SymInt", "str", "Device", "Layout", "ScalarType", "MemoryFormat",
+      "Generator", "Storage", "Stream", "Dimname", "Any",
+      // expression functions
+      "dim", "numel", "numel_except", "cdiv", "min", "max"};
+  if (kReserved.count(name)) return true;
+  // C++ reserves "__x" and "_X"; kernelop's generated code uses the "__kop" prefix.
+  if (name.size() >= 2 && name[0] == '_' &&
+      (name[1] == '_' || std::isupper(static_cast<unsigned char>(name[1])))) {
+    return true;
+  }
+  return false;
+}
+
+void validate(const OpDecl& decl, const ValidateOptions& options) {
+  Validator(decl, options).run();
+}
+
+}  // namespace kernelop
