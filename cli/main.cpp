@@ -14,7 +14,9 @@ using namespace kernelop;
 
 namespace {
 
-std::string file_stem(const OpPlan& plan) { return plan.ns + "." + plan.name; }
+std::string file_stem(const OpPlan& plan) {
+  return plan.ns + "." + plan.name;
+}
 
 void write_file(const fs::path& path, const std::string& data) {
   std::ofstream out(path, std::ios::binary);
@@ -96,8 +98,9 @@ int main(int argc, char** argv) {
     cli::print_images(std::cout, image);
     if (!out_dir.empty()) {
       for (const ArchImage& a : image.images) {
-        write_file(fs::path(out_dir) / (file_stem(plan) + "." + a.arch + (a.is_ptx() ? ".ptx" : ".cubin")),
-                   a.data);
+        write_file(
+            fs::path(out_dir) / (file_stem(plan) + "." + a.arch + (a.is_ptx() ? ".ptx" : ".cubin")),
+            a.data);
       }
       write_file(fs::path(out_dir) / (file_stem(plan) + ".json"),
                  print_op_json(decl, JsonWriteOptions{2, true}));

@@ -24,10 +24,14 @@ std::string exprs_text(const std::array<Expr, 3>& exprs) {
 
 std::string arg_kind(ArgSlot::Kind kind) {
   switch (kind) {
-    case ArgSlot::Kind::TensorInput: return "tensor input";
-    case ArgSlot::Kind::ScalarInput: return "scalar input";
-    case ArgSlot::Kind::ExtraValue: return "extra";
-    case ArgSlot::Kind::Output: return "output";
+    case ArgSlot::Kind::TensorInput:
+      return "tensor input";
+    case ArgSlot::Kind::ScalarInput:
+      return "scalar input";
+    case ArgSlot::Kind::ExtraValue:
+      return "extra";
+    case ArgSlot::Kind::Output:
+      return "output";
   }
   return "";
 }
@@ -49,7 +53,8 @@ void print_plan(std::ostream& out, const OpPlan& plan) {
     const TensorSlot& t = plan.tensors[static_cast<std::size_t>(o.slot)];
     out << "  output    " << t.name << ": " << shape_rule_text(plan, o.shape) << "  dtype "
         << (o.dtype ? dtype_decl_text(*o.dtype) : "?");
-    if (o.dtype_from >= 0) out << " (from " << plan.tensors[static_cast<std::size_t>(o.dtype_from)].name << ")";
+    if (o.dtype_from >= 0)
+      out << " (from " << plan.tensors[static_cast<std::size_t>(o.dtype_from)].name << ")";
     out << "\n";
   }
   if (plan.geometry) {
@@ -75,7 +80,8 @@ void print_plan(std::ostream& out, const OpPlan& plan) {
 void print_images(std::ostream& out, const CompiledImage& image) {
   out << "  images    " << std::left << std::setw(12) << "arch" << std::setw(7) << "kind"
       << std::setw(6) << "regs" << std::setw(13) << "spill st/ld" << std::setw(7) << "smem"
-      << std::setw(11) << "size" << "source" << std::right << "\n";
+      << std::setw(11) << "size"
+      << "source" << std::right << "\n";
   int hits = 0;
   for (const ArchImage& a : image.images) {
     hits += a.cache_hit ? 1 : 0;

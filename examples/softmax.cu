@@ -7,8 +7,8 @@ __device__ float block_reduce(float v, float* scratch, bool take_max) {
   for (int stride = BLOCK / 2; stride > 0; stride /= 2) {
     if (threadIdx.x < stride) {
       float other = scratch[threadIdx.x + stride];
-      scratch[threadIdx.x] = take_max ? fmaxf(scratch[threadIdx.x], other)
-                                      : scratch[threadIdx.x] + other;
+      scratch[threadIdx.x] =
+          take_max ? fmaxf(scratch[threadIdx.x], other) : scratch[threadIdx.x] + other;
     }
     __syncthreads();
   }

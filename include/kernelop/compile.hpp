@@ -46,7 +46,7 @@ struct ResourceUsage {
 struct ArchImage {
   std::string arch;  ///< "sm_90" (CUBIN) or "compute_90" (PTX)
   bool is_ptx() const { return arch.rfind("compute_", 0) == 0; }
-  std::string data;  ///< CUBIN bytes or PTX text
+  std::string data;                  ///< CUBIN bytes or PTX text
   std::vector<ResourceUsage> usage;  ///< per instance; empty for PTX
   bool cache_hit = false;
   double compile_ms = 0;  ///< NVRTC time, or the cache read when cache_hit

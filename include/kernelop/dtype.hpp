@@ -25,9 +25,9 @@ enum class DType : std::uint8_t {
 };
 
 inline constexpr std::array<DType, 12> kAllDTypes = {
-    DType::Float32, DType::Float16, DType::BFloat16, DType::Float64,
-    DType::Float8E4M3, DType::Float8E5M2, DType::Int8, DType::UInt8,
-    DType::Int16, DType::Int32, DType::Int64, DType::Bool};
+    DType::Float32,    DType::Float16,    DType::BFloat16, DType::Float64,
+    DType::Float8E4M3, DType::Float8E5M2, DType::Int8,     DType::UInt8,
+    DType::Int16,      DType::Int32,      DType::Int64,    DType::Bool};
 
 /// PyTorch's name without the "torch." prefix: "float32", "bfloat16", "float8_e4m3fn", ...
 std::string_view dtype_name(DType dtype);

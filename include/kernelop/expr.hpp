@@ -113,15 +113,24 @@ struct ExprArith {
   static Int constant(std::int64_t value) { return Int(value); }
   static Int apply(ExprOp op, const Int& a, const Int& b, const Expr& /*where*/) {
     switch (op) {
-      case ExprOp::Add: return a + b;
-      case ExprOp::Sub: return a - b;
-      case ExprOp::Mul: return a * b;
-      case ExprOp::FloorDiv: return a / b;
-      case ExprOp::CeilDiv: return (a + b - Int(1)) / b;
-      case ExprOp::Mod: return a % b;
-      case ExprOp::Min: return b < a ? b : a;
-      case ExprOp::Max: return a < b ? b : a;
-      default: break;
+      case ExprOp::Add:
+        return a + b;
+      case ExprOp::Sub:
+        return a - b;
+      case ExprOp::Mul:
+        return a * b;
+      case ExprOp::FloorDiv:
+        return a / b;
+      case ExprOp::CeilDiv:
+        return (a + b - Int(1)) / b;
+      case ExprOp::Mod:
+        return a % b;
+      case ExprOp::Min:
+        return b < a ? b : a;
+      case ExprOp::Max:
+        return a < b ? b : a;
+      default:
+        break;
     }
     KERNELOP_FAIL(Internal) << "ExprArith::apply: not a binary operator";
   }
@@ -139,12 +148,15 @@ template <class Int, class Env>
 Int evaluate(const Expr& expr, const Env& env) {
   const ExprNode& node = expr.node();
   switch (node.op) {
-    case ExprOp::Const: return ExprArith<Int>::constant(node.value);
+    case ExprOp::Const:
+      return ExprArith<Int>::constant(node.value);
     case ExprOp::Dim:
     case ExprOp::Numel:
     case ExprOp::NumelExcept:
-    case ExprOp::Scalar: return env.leaf(expr);
-    default: break;
+    case ExprOp::Scalar:
+      return env.leaf(expr);
+    default:
+      break;
   }
   Int a = evaluate<Int>(expr.lhs(), env);
   Int b = evaluate<Int>(expr.rhs(), env);

@@ -96,9 +96,9 @@ struct KernelInstance {
 };
 
 struct OpPlan {
-  std::string op_name;    ///< "namespace::name"
-  std::string ns, name;   ///< the two parts
-  std::string schema;     ///< PyTorch schema without the name: "(Tensor x, float alpha) -> Tensor"
+  std::string op_name;   ///< "namespace::name"
+  std::string ns, name;  ///< the two parts
+  std::string schema;    ///< PyTorch schema without the name: "(Tensor x, float alpha) -> Tensor"
   std::vector<TensorSlot> tensors;
   std::vector<ScalarSlot> scalars;
   int num_tensor_inputs = 0;

@@ -37,10 +37,10 @@ enum class ScalarType : std::uint8_t {
   Int64,    ///< -> `long long` (opt-in)
   Bool,     ///< Python bool -> `bool`
 };
-std::string_view scalar_type_name(ScalarType type);          // "float", "float64", ...
+std::string_view scalar_type_name(ScalarType type);  // "float", "float64", ...
 std::optional<ScalarType> parse_scalar_type(std::string_view name);
-std::string_view scalar_schema_type(ScalarType type);        // "float" | "int" | "bool"
-std::string_view scalar_cuda_type(ScalarType type);          // "float", "double", "int", ...
+std::string_view scalar_schema_type(ScalarType type);  // "float" | "int" | "bool"
+std::string_view scalar_cuda_type(ScalarType type);    // "float", "double", "int", ...
 
 /// A scalar input, passed by value at its declared position.
 struct ScalarInput {

@@ -47,7 +47,9 @@ T get(const std::string& in, std::size_t offset) {
   return value;
 }
 
-std::string errno_text() { return std::strerror(errno); }
+std::string errno_text() {
+  return std::strerror(errno);
+}
 
 // Creates `dir` and missing parents with mode 0700.
 void make_private_dirs(const fs::path& dir) {

@@ -38,9 +38,9 @@ struct Job {
 
 struct JobResult {
   std::string cubin, ptx, log;
-  std::vector<std::string> lowered;                 // per instance
-  std::vector<std::vector<std::int64_t>> codes;     // per instance
-  std::vector<ResourceUsage> usage;                 // per instance (CUBIN jobs)
+  std::vector<std::string> lowered;              // per instance
+  std::vector<std::vector<std::int64_t>> codes;  // per instance
+  std::vector<ResourceUsage> usage;              // per instance (CUBIN jobs)
   double ms = 0;
   bool cache_hit = false;
 };
@@ -98,8 +98,9 @@ class Compiler {
     check_archs();
     build_options();
     source_ = spec.kernel_source + "\n" + detail::signature_probe_source();
-    program_name_ = spec.source_file ? fs::path(*spec.source_file).filename().string()
-                                     : plan_.name + ".cu";
+    // Inline sources get a fixed name, so that the cache key does not depend on the op name.
+    program_name_ =
+        spec.source_file ? fs::path(*spec.source_file).filename().string() : "kernel.cu";
     for (const auto& inst : plan_.instances) {
       expressions_.push_back(inst.name_expression);
       expressions_.push_back(detail::signature_probe_expression(inst.name_expression));
@@ -184,7 +185,8 @@ class Compiler {
 
   void make_jobs(CompiledImage& image) {
     const KernelSpec& spec = plan_.spec;
-    detail::IncludeScan scan = detail::scan_includes(spec.kernel_source, plan_.base_dir, include_dirs_);
+    detail::IncludeScan scan =
+        detail::scan_includes(spec.kernel_source, plan_.base_dir, include_dirs_);
     image.cache_bypassed = scan.has_computed_include;
     detail::Hasher base;
     base.field("kernelop.compile").field(static_cast<std::int64_t>(CompileCache::kFormatVersion));
@@ -331,8 +333,7 @@ class Compiler {
 }  // namespace
 
 const std::vector<std::string>& default_archs() {
-  static const std::vector<std::string> archs = {"sm_80", "sm_86", "sm_89", "sm_90",
-                                                 "compute_90"};
+  static const std::vector<std::string> archs = {"sm_80", "sm_86", "sm_89", "sm_90", "compute_90"};
   return archs;
 }
 

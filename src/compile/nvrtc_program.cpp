@@ -28,8 +28,7 @@ bool NvrtcProgram::compile(const std::vector<std::string>& options) {
   std::vector<const char*> argv;
   argv.reserve(options.size());
   for (const auto& o : options) argv.push_back(o.c_str());
-  nvrtcResult r =
-      nvrtcCompileProgram(program_.get(), static_cast<int>(argv.size()), argv.data());
+  nvrtcResult r = nvrtcCompileProgram(program_.get(), static_cast<int>(argv.size()), argv.data());
   if (r == NVRTC_ERROR_COMPILATION) return false;
   check_nvrtc(r, "nvrtcCompileProgram", name_);
   return true;

@@ -8,8 +8,10 @@ namespace kernelop::detail {
 
 std::optional<ResourceUsage> parse_resource_usage(const std::string& log,
                                                   const std::string& lowered_name) {
-  static const std::regex kFunction(R"(ptxas info\s*: (?:Compiling entry function|Function properties for) '?([^' ]+)'?)");
-  static const std::regex kFrame(R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
+  static const std::regex kFunction(
+      R"(ptxas info\s*: (?:Compiling entry function|Function properties for) '?([^' ]+)'?)");
+  static const std::regex kFrame(
+      R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
   static const std::regex kUsed(R"(Used (\d+) registers)");
   static const std::regex kSmem(R"((\d+) bytes smem)");
   static const std::regex kCmem(R"((\d+) bytes cmem\[0\])");

@@ -51,10 +51,14 @@ const BaseType* find_base(int code) {
 
 std::string arg_text(const ArgSlot& arg) {
   switch (arg.kind) {
-    case ArgSlot::Kind::TensorInput: return "tensor input '" + arg.name + "'";
-    case ArgSlot::Kind::ScalarInput: return "scalar input '" + arg.name + "'";
-    case ArgSlot::Kind::ExtraValue: return "extra '" + arg.name + "'";
-    case ArgSlot::Kind::Output: return "output '" + arg.name + "'";
+    case ArgSlot::Kind::TensorInput:
+      return "tensor input '" + arg.name + "'";
+    case ArgSlot::Kind::ScalarInput:
+      return "scalar input '" + arg.name + "'";
+    case ArgSlot::Kind::ExtraValue:
+      return "extra '" + arg.name + "'";
+    case ArgSlot::Kind::Output:
+      return "output '" + arg.name + "'";
   }
   return arg.name;
 }
@@ -125,15 +129,15 @@ class Verifier {
         if (!p.pointer) continue;  // reported by check_arg
         auto d = p.dtype();
         if (!d) {
-          ErrorThrower() & fail(inst)
-              << "parameter " << i << " is '" << p.text() << "'; cannot infer the dtype of "
-              << arg_text(arg) << " from it: declare the input's dtype";
+          ErrorThrower() & fail(inst) << "parameter " << i << " is '" << p.text()
+                                      << "'; cannot infer the dtype of " << arg_text(arg)
+                                      << " from it: declare the input's dtype";
         }
         if (inferred && *inferred != *d) {
-          ErrorThrower() & fail(inst)
-              << "parameter " << i << " is '" << p.text() << "' here but '"
-              << dtype_cuda_type(*inferred) << "*' in another instantiation; declare the dtype "
-              << "of " << arg_text(arg) << " (e.g. a type parameter)";
+          ErrorThrower() & fail(inst) << "parameter " << i << " is '" << p.text() << "' here but '"
+                                      << dtype_cuda_type(*inferred)
+                                      << "*' in another instantiation; declare the dtype "
+                                      << "of " << arg_text(arg) << " (e.g. a type parameter)";
         }
         inferred = d;
       }
@@ -163,8 +167,8 @@ class Verifier {
     };
     if (arg.is_pointer()) {
       std::optional<DType> want = bound(inst, arg.element);
-      std::string want_text = (arg.is_const ? "const " : "") +
-                              std::string(want ? dtype_cuda_type(*want) : "?") + "*";
+      std::string want_text =
+          (arg.is_const ? "const " : "") + std::string(want ? dtype_cuda_type(*want) : "?") + "*";
       if (!p.pointer) {
         ErrorThrower() & mismatch() << "a pointer ('" << want_text << "')";
       }
@@ -183,9 +187,18 @@ class Verifier {
     int expected = kUnknown;
     bool ok = false;
     switch (arg.value_type) {
-      case ScalarType::Float: expected = kFloat; ok = p.base == kFloat; break;
-      case ScalarType::Float64: expected = kDouble; ok = p.base == kDouble; break;
-      case ScalarType::Bool: expected = kBool; ok = p.base == kBool; break;
+      case ScalarType::Float:
+        expected = kFloat;
+        ok = p.base == kFloat;
+        break;
+      case ScalarType::Float64:
+        expected = kDouble;
+        ok = p.base == kDouble;
+        break;
+      case ScalarType::Bool:
+        expected = kBool;
+        ok = p.base == kBool;
+        break;
       case ScalarType::Int:
         expected = kInt;
         ok = p.base == kInt || (arg.kind == ArgSlot::Kind::ExtraValue && p.base == kUnsigned);
@@ -239,8 +252,8 @@ std::string signature_probe_source() {
     spec(type, std::to_string(b.code));
   }
   // `long` is int64 on LP64 and int32 elsewhere.
-  spec("long", "(sizeof(long) == 8 ? " + std::to_string(kLongLong) + " : " +
-                   std::to_string(kInt) + ")");
+  spec("long",
+       "(sizeof(long) == 8 ? " + std::to_string(kLongLong) + " : " + std::to_string(kInt) + ")");
   spec("unsigned long", "(sizeof(long) == 8 ? " + std::to_string(kUnsignedLongLong) + " : " +
                             std::to_string(kUnsigned) + ")");
   s << "template <class T> struct param { static constexpr long long code = base<T>::code; };\n"

@@ -24,8 +24,8 @@ std::vector<std::int64_t> parse_signature_codes(const std::string& lowered_name)
 /// A kernel parameter's type, as far as the calling convention cares.
 struct ParamType {
   bool pointer = false;
-  bool is_const = false;  ///< pointer to const
-  int base = 0;           ///< element (pointers) or value type code
+  bool is_const = false;     ///< pointer to const
+  int base = 0;              ///< element (pointers) or value type code
   std::string text() const;  ///< e.g. "const float*", "int", "<unknown type>*"
   std::optional<DType> dtype() const;
 };

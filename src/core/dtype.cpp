@@ -28,13 +28,21 @@ constexpr std::array<DTypeInfo, kAllDTypes.size()> kInfo = {{
     {DType::Bool, "bool", 1, "bool"},
 }};
 
-const DTypeInfo& info(DType dtype) { return kInfo[static_cast<std::size_t>(dtype)]; }
+const DTypeInfo& info(DType dtype) {
+  return kInfo[static_cast<std::size_t>(dtype)];
+}
 
 }  // namespace
 
-std::string_view dtype_name(DType dtype) { return info(dtype).name; }
-std::size_t dtype_size(DType dtype) { return info(dtype).size; }
-std::string_view dtype_cuda_type(DType dtype) { return info(dtype).cuda_type; }
+std::string_view dtype_name(DType dtype) {
+  return info(dtype).name;
+}
+std::size_t dtype_size(DType dtype) {
+  return info(dtype).size;
+}
+std::string_view dtype_cuda_type(DType dtype) {
+  return info(dtype).cuda_type;
+}
 
 std::optional<DType> parse_dtype(std::string_view name) {
   if (name.substr(0, 6) == "torch.") name.remove_prefix(6);

@@ -7,13 +7,20 @@ namespace kernelop {
 
 std::string_view error_kind_name(ErrorKind kind) {
   switch (kind) {
-    case ErrorKind::Spec: return "SpecError";
-    case ErrorKind::Type: return "TypeError";
-    case ErrorKind::Compile: return "CompileError";
-    case ErrorKind::Cache: return "CacheError";
-    case ErrorKind::Launch: return "LaunchError";
-    case ErrorKind::Io: return "IoError";
-    case ErrorKind::Internal: return "InternalError";
+    case ErrorKind::Spec:
+      return "SpecError";
+    case ErrorKind::Type:
+      return "TypeError";
+    case ErrorKind::Compile:
+      return "CompileError";
+    case ErrorKind::Cache:
+      return "CacheError";
+    case ErrorKind::Launch:
+      return "LaunchError";
+    case ErrorKind::Io:
+      return "IoError";
+    case ErrorKind::Internal:
+      return "InternalError";
   }
   return "Error";
 }

@@ -13,47 +13,69 @@ using NodePtr = std::shared_ptr<const ExprNode>;
 int precedence(ExprOp op) {
   switch (op) {
     case ExprOp::Add:
-    case ExprOp::Sub: return 1;
+    case ExprOp::Sub:
+      return 1;
     case ExprOp::Mul:
     case ExprOp::FloorDiv:
-    case ExprOp::Mod: return 2;
-    default: return 3;  // leaves and function calls
+    case ExprOp::Mod:
+      return 2;
+    default:
+      return 3;  // leaves and function calls
   }
 }
 
 std::string_view infix_symbol(ExprOp op) {
   switch (op) {
-    case ExprOp::Add: return " + ";
-    case ExprOp::Sub: return " - ";
-    case ExprOp::Mul: return " * ";
-    case ExprOp::FloorDiv: return " // ";
-    case ExprOp::Mod: return " % ";
-    default: return {};
+    case ExprOp::Add:
+      return " + ";
+    case ExprOp::Sub:
+      return " - ";
+    case ExprOp::Mul:
+      return " * ";
+    case ExprOp::FloorDiv:
+      return " // ";
+    case ExprOp::Mod:
+      return " % ";
+    default:
+      return {};
   }
 }
 
 std::string_view function_name(ExprOp op) {
   switch (op) {
-    case ExprOp::CeilDiv: return "cdiv";
-    case ExprOp::Min: return "min";
-    case ExprOp::Max: return "max";
-    default: return {};
+    case ExprOp::CeilDiv:
+      return "cdiv";
+    case ExprOp::Min:
+      return "min";
+    case ExprOp::Max:
+      return "max";
+    default:
+      return {};
   }
 }
 
 void print(const Expr& e, std::ostream& out) {
   const ExprNode& n = e.node();
   switch (n.op) {
-    case ExprOp::Const: out << n.value; return;
-    case ExprOp::Dim: out << "dim(" << n.name << ", " << n.value << ")"; return;
-    case ExprOp::Numel: out << "numel(" << n.name << ")"; return;
+    case ExprOp::Const:
+      out << n.value;
+      return;
+    case ExprOp::Dim:
+      out << "dim(" << n.name << ", " << n.value << ")";
+      return;
+    case ExprOp::Numel:
+      out << "numel(" << n.name << ")";
+      return;
     case ExprOp::NumelExcept:
       out << "numel_except(" << n.name;
       for (auto a : n.axes) out << ", " << a;
       out << ")";
       return;
-    case ExprOp::Scalar: out << n.name; return;
-    default: break;
+    case ExprOp::Scalar:
+      out << n.name;
+      return;
+    default:
+      break;
   }
   if (auto fn = function_name(n.op); !fn.empty()) {
     out << fn << "(";
@@ -225,8 +247,7 @@ class Parser {
     } else if (name == "max") {
       op = ExprOp::Max;
     } else {
-      fail("unknown function '" + name +
-           "' (known: dim, numel, numel_except, cdiv, min, max)");
+      fail("unknown function '" + name + "' (known: dim, numel, numel_except, cdiv, min, max)");
     }
     Expr a = parse_expr();
     expect(",");
@@ -270,11 +291,15 @@ Expr::Expr(std::int64_t value) : node_(make_leaf(ExprOp::Const, {}, value)) {}
 Expr Expr::dim(std::string tensor, std::int64_t axis) {
   return Expr(make_leaf(ExprOp::Dim, std::move(tensor), axis));
 }
-Expr Expr::numel(std::string tensor) { return Expr(make_leaf(ExprOp::Numel, std::move(tensor), 0)); }
+Expr Expr::numel(std::string tensor) {
+  return Expr(make_leaf(ExprOp::Numel, std::move(tensor), 0));
+}
 Expr Expr::numel_except(std::string tensor, std::vector<std::int64_t> axes) {
   return Expr(make_leaf(ExprOp::NumelExcept, std::move(tensor), 0, std::move(axes)));
 }
-Expr Expr::scalar(std::string name) { return Expr(make_leaf(ExprOp::Scalar, std::move(name), 0)); }
+Expr Expr::scalar(std::string name) {
+  return Expr(make_leaf(ExprOp::Scalar, std::move(name), 0));
+}
 
 Expr Expr::binary(ExprOp op, Expr lhs, Expr rhs) {
   if (is_leaf(op)) KERNELOP_FAIL(Internal) << "Expr::binary called with a leaf operator";
@@ -285,7 +310,9 @@ Expr Expr::binary(ExprOp op, Expr lhs, Expr rhs) {
   return Expr(std::move(n));
 }
 
-Expr Expr::parse(std::string_view text) { return Parser(text).parse_all(); }
+Expr Expr::parse(std::string_view text) {
+  return Parser(text).parse_all();
+}
 
 std::string Expr::to_string() const {
   std::ostringstream out;
@@ -342,7 +369,8 @@ Expr Expr::simplified() const {
     case ExprOp::Max:
       if (a == b) return a;
       break;
-    default: break;
+    default:
+      break;
   }
   return Expr::binary(o, a, b);
 }
@@ -367,14 +395,30 @@ void Expr::for_each_leaf(const std::function<void(const Expr& leaf)>& fn) const 
   rhs().for_each_leaf(fn);
 }
 
-Expr operator+(Expr a, Expr b) { return Expr::binary(ExprOp::Add, std::move(a), std::move(b)); }
-Expr operator-(Expr a, Expr b) { return Expr::binary(ExprOp::Sub, std::move(a), std::move(b)); }
-Expr operator*(Expr a, Expr b) { return Expr::binary(ExprOp::Mul, std::move(a), std::move(b)); }
-Expr floordiv(Expr a, Expr b) { return Expr::binary(ExprOp::FloorDiv, std::move(a), std::move(b)); }
-Expr cdiv(Expr a, Expr b) { return Expr::binary(ExprOp::CeilDiv, std::move(a), std::move(b)); }
-Expr mod(Expr a, Expr b) { return Expr::binary(ExprOp::Mod, std::move(a), std::move(b)); }
-Expr min(Expr a, Expr b) { return Expr::binary(ExprOp::Min, std::move(a), std::move(b)); }
-Expr max(Expr a, Expr b) { return Expr::binary(ExprOp::Max, std::move(a), std::move(b)); }
+Expr operator+(Expr a, Expr b) {
+  return Expr::binary(ExprOp::Add, std::move(a), std::move(b));
+}
+Expr operator-(Expr a, Expr b) {
+  return Expr::binary(ExprOp::Sub, std::move(a), std::move(b));
+}
+Expr operator*(Expr a, Expr b) {
+  return Expr::binary(ExprOp::Mul, std::move(a), std::move(b));
+}
+Expr floordiv(Expr a, Expr b) {
+  return Expr::binary(ExprOp::FloorDiv, std::move(a), std::move(b));
+}
+Expr cdiv(Expr a, Expr b) {
+  return Expr::binary(ExprOp::CeilDiv, std::move(a), std::move(b));
+}
+Expr mod(Expr a, Expr b) {
+  return Expr::binary(ExprOp::Mod, std::move(a), std::move(b));
+}
+Expr min(Expr a, Expr b) {
+  return Expr::binary(ExprOp::Min, std::move(a), std::move(b));
+}
+Expr max(Expr a, Expr b) {
+  return Expr::binary(ExprOp::Max, std::move(a), std::move(b));
+}
 
 std::int64_t ExprArith<std::int64_t>::apply(ExprOp op, std::int64_t a, std::int64_t b,
                                             const Expr& where) {
@@ -405,9 +449,12 @@ std::int64_t ExprArith<std::int64_t>::apply(ExprOp op, std::int64_t a, std::int6
       if (op == ExprOp::FloorDiv) return (inexact && negative) ? q - 1 : q;
       return (inexact && !negative) ? q + 1 : q;
     }
-    case ExprOp::Min: return a < b ? a : b;
-    case ExprOp::Max: return a < b ? b : a;
-    default: break;
+    case ExprOp::Min:
+      return a < b ? a : b;
+    case ExprOp::Max:
+      return a < b ? b : a;
+    default:
+      break;
   }
   KERNELOP_FAIL(Internal) << "ExprArith<int64_t>::apply: not a binary operator";
 }

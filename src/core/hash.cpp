@@ -31,9 +31,13 @@ std::string Digest::hex() const {
   return out;
 }
 
-Digest hash_bytes(std::string_view data) { return to_digest(XXH3_128bits(data.data(), data.size())); }
+Digest hash_bytes(std::string_view data) {
+  return to_digest(XXH3_128bits(data.data(), data.size()));
+}
 
-Hasher::Hasher() : state_(std::make_unique<State>()) { XXH3_128bits_reset(&state_->xxh); }
+Hasher::Hasher() : state_(std::make_unique<State>()) {
+  XXH3_128bits_reset(&state_->xxh);
+}
 Hasher::~Hasher() = default;
 
 Hasher& Hasher::field(std::string_view data) {
@@ -48,6 +52,8 @@ Hasher& Hasher::field(std::int64_t value) {
   return *this;
 }
 
-Digest Hasher::digest() const { return to_digest(XXH3_128bits_digest(&state_->xxh)); }
+Digest Hasher::digest() const {
+  return to_digest(XXH3_128bits_digest(&state_->xxh));
+}
 
 }  // namespace kernelop::detail

@@ -25,7 +25,17 @@ std::string axes_text(const std::vector<std::int64_t>& axes) {
 }
 
 // Smallest rank for which `axis` (possibly negative) is in range.
-std::int64_t rank_needed(std::int64_t axis) { return axis >= 0 ? axis + 1 : -axis; }
+std::int64_t rank_needed(std::int64_t axis) {
+  return axis >= 0 ? axis + 1 : -axis;
+}
+
+// Smallest rank for which every axis is in range and the axes are distinct. Whether, say, 1
+// and -1 coincide depends on the rank itself; the launch checks that.
+std::int64_t rank_needed(const std::vector<std::int64_t>& axes) {
+  auto rank = static_cast<std::int64_t>(axes.size());
+  for (auto a : axes) rank = std::max(rank, rank_needed(a));
+  return rank;
+}
 
 class Deriver {
  public:
@@ -95,7 +105,7 @@ class Deriver {
       if (leaf.op() == ExprOp::Dim) {
         require_rank(leaf.slot(), rank_needed(leaf.axis()), reason);
       } else if (leaf.op() == ExprOp::NumelExcept) {
-        for (auto a : leaf.axes()) require_rank(leaf.slot(), rank_needed(a), reason);
+        require_rank(leaf.slot(), rank_needed(leaf.axes()), reason);
       }
     });
   }
@@ -115,7 +125,7 @@ class Deriver {
         source = input_ref_slot(reduce->input);
         out.shape.axes = reduce->dims;
         out.shape.keepdim = reduce->keepdim;
-        for (auto a : reduce->dims) require_rank(source, rank_needed(a), where);
+        require_rank(source, rank_needed(reduce->dims), where);
       } else {
         out.shape.kind = ShapeRule::Kind::Exprs;
         for (const Expr& d : std::get<ShapeExprs>(decl.shape).dims) {
@@ -324,8 +334,9 @@ std::string ArgSlot::c_type() const {
   if (!is_pointer()) return std::string(scalar_cuda_type(value_type));
   std::string type = "?";
   if (element) {
-    type = std::holds_alternative<DType>(*element) ? std::string(dtype_cuda_type(std::get<DType>(*element)))
-                                                   : std::get<std::string>(*element);
+    type = std::holds_alternative<DType>(*element)
+               ? std::string(dtype_cuda_type(std::get<DType>(*element)))
+               : std::get<std::string>(*element);
   }
   return (is_const ? "const " : "") + type + "*";
 }
@@ -334,7 +345,9 @@ std::string shape_rule_text(const OpPlan& plan, const ShapeRule& rule) {
   const std::string& source = plan.tensors[static_cast<std::size_t>(rule.source)].name;
   std::ostringstream out;
   switch (rule.kind) {
-    case ShapeRule::Kind::Like: out << "like(" << source << ")"; break;
+    case ShapeRule::Kind::Like:
+      out << "like(" << source << ")";
+      break;
     case ShapeRule::Kind::Reduce:
       out << "reduce(" << source << ", dims=" << axes_text(rule.axes)
           << ", keepdim=" << (rule.keepdim ? "true" : "false") << ")";

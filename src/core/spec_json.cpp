@@ -74,7 +74,8 @@ class Reader {
   }
   Expr get_expr(const Json& j, const std::string& path) const {
     if (j.is_number_integer()) return Expr(get_int(j, path));
-    if (!j.is_string()) fail(path, "expected an expression (string or integer), found " + type_name(j));
+    if (!j.is_string())
+      fail(path, "expected an expression (string or integer), found " + type_name(j));
     try {
       return Expr::parse(j.get<std::string>());
     } catch (const Error& e) {
@@ -118,8 +119,9 @@ class Reader {
       auto t = parse_scalar_type(type);
       if (!t) {
         fail(join(path, "scalar"),
-             "'" + type + "' is not a scalar type; expected float, int or bool (or the 64-bit "
-                          "float64, int64)");
+             "'" + type +
+                 "' is not a scalar type; expected float, int or bool (or the 64-bit "
+                 "float64, int64)");
       }
       s.type = *t;
       return s;
@@ -144,7 +146,8 @@ class Reader {
       const Json& r = j["reduce_dims"];
       expect_keys(r, p, {"input", "dims", "keepdim"});
       ReduceDims rd;
-      rd.input = r.contains("input") ? get_input_ref(r["input"], join(p, "input")) : InputRef{std::int64_t{0}};
+      rd.input = r.contains("input") ? get_input_ref(r["input"], join(p, "input"))
+                                     : InputRef{std::int64_t{0}};
       if (!r.contains("dims")) fail(join(p, "dims"), "missing; expected the axes to reduce");
       rd.dims = get_ints(r["dims"], join(p, "dims"));
       if (r.contains("keepdim")) rd.keepdim = get_bool(r["keepdim"], join(p, "keepdim"));
@@ -152,7 +155,8 @@ class Reader {
     }
     fail(path,
          "expected {\"same_as\": ...}, {\"reduce_dims\": {...}} or a list of expressions, "
-         "found " + j.dump());
+         "found " +
+             j.dump());
   }
 
   OutputDecl read_output(const Json& j, const std::string& path) const {
@@ -161,7 +165,8 @@ class Reader {
     o.name = get_string(j.value("name", Json()), join(path, "name"));
     if (!j.contains("shape")) fail(join(path, "shape"), "missing");
     o.shape = read_shape(j["shape"], join(path, "shape"));
-    if (j.contains("dtype_from")) o.dtype_from = get_string(j["dtype_from"], join(path, "dtype_from"));
+    if (j.contains("dtype_from"))
+      o.dtype_from = get_string(j["dtype_from"], join(path, "dtype_from"));
     if (j.contains("dtype")) o.dtype = get_dtype_decl(j["dtype"], join(path, "dtype"));
     return o;
   }
@@ -183,8 +188,10 @@ class Reader {
       expect_keys(j, path, {"expr", "int64"});
       return ExtraExpr{get_expr(j["expr"], join(path, "expr")), int64};
     }
-    fail(path, "expected {\"numel\": ...}, {\"dim_size\": ..., \"axis\": ...} or {\"expr\": ...}, found " +
-                   j.dump());
+    fail(
+        path,
+        "expected {\"numel\": ...}, {\"dim_size\": ..., \"axis\": ...} or {\"expr\": ...}, found " +
+            j.dump());
   }
 
   Geometry read_geometry(const Json& j, const std::string& path) const {
@@ -238,8 +245,8 @@ class Reader {
 
   OpDecl read(const Json& root, const std::string& base_dir) const {
     expect_keys(root, "",
-                {"op", "kernel_name", "kernel_source", "source_file", "inputs", "outputs",
-                 "extras", "geometry", "include_paths", "compile_std", "arch_override", "defines",
+                {"op", "kernel_name", "kernel_source", "source_file", "inputs", "outputs", "extras",
+                 "geometry", "include_paths", "compile_std", "arch_override", "defines",
                  "fast_math", "line_info", "type_params"});
     OpDecl decl;
     decl.base_dir = base_dir;
@@ -266,21 +273,27 @@ class Reader {
     if (root.contains("inputs")) {
       const Json& arr = get_array(root["inputs"], "inputs");
       s.inputs.emplace();
-      for (std::size_t i = 0; i < arr.size(); ++i) s.inputs->push_back(read_input(arr[i], index("inputs", i)));
+      for (std::size_t i = 0; i < arr.size(); ++i)
+        s.inputs->push_back(read_input(arr[i], index("inputs", i)));
     }
     if (root.contains("outputs")) {
       const Json& arr = get_array(root["outputs"], "outputs");
       s.outputs.emplace();
-      for (std::size_t i = 0; i < arr.size(); ++i) s.outputs->push_back(read_output(arr[i], index("outputs", i)));
+      for (std::size_t i = 0; i < arr.size(); ++i)
+        s.outputs->push_back(read_output(arr[i], index("outputs", i)));
     }
     if (root.contains("extras")) {
       const Json& arr = get_array(root["extras"], "extras");
-      for (std::size_t i = 0; i < arr.size(); ++i) s.extras.push_back(read_extra(arr[i], index("extras", i)));
+      for (std::size_t i = 0; i < arr.size(); ++i)
+        s.extras.push_back(read_extra(arr[i], index("extras", i)));
     }
     if (root.contains("geometry")) s.geometry = read_geometry(root["geometry"], "geometry");
-    if (root.contains("include_paths")) s.include_paths = get_strings(root["include_paths"], "include_paths");
-    if (root.contains("compile_std")) s.compile_std = get_string(root["compile_std"], "compile_std");
-    if (root.contains("arch_override")) s.arch_override = get_strings(root["arch_override"], "arch_override");
+    if (root.contains("include_paths"))
+      s.include_paths = get_strings(root["include_paths"], "include_paths");
+    if (root.contains("compile_std"))
+      s.compile_std = get_string(root["compile_std"], "compile_std");
+    if (root.contains("arch_override"))
+      s.arch_override = get_strings(root["arch_override"], "arch_override");
     if (root.contains("defines")) s.defines = get_strings(root["defines"], "defines");
     if (root.contains("fast_math")) s.fast_math = get_bool(root["fast_math"], "fast_math");
     if (root.contains("line_info")) s.line_info = get_bool(root["line_info"], "line_info");
@@ -293,7 +306,8 @@ class Reader {
         tp.name = get_string(arr[i].value("name", Json()), join(p, "name"));
         if (!arr[i].contains("dtypes")) fail(join(p, "dtypes"), "missing");
         const Json& ds = get_array(arr[i]["dtypes"], join(p, "dtypes"));
-        for (std::size_t k = 0; k < ds.size(); ++k) tp.dtypes.push_back(get_dtype(ds[k], index(join(p, "dtypes"), k)));
+        for (std::size_t k = 0; k < ds.size(); ++k)
+          tp.dtypes.push_back(get_dtype(ds[k], index(join(p, "dtypes"), k)));
         s.type_params.push_back(std::move(tp));
       }
     }

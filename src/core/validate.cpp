@@ -13,8 +13,9 @@ namespace {
 
 bool is_identifier(std::string_view s) {
   if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
-  return std::all_of(s.begin(), s.end(),
-                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
 }
 
 std::string join(const std::vector<std::string>& items) {
@@ -69,7 +70,8 @@ class Validator {
     if (spec_.kernel_source.find_first_not_of(" \t\r\n") == std::string::npos) {
       KOP_FIELD_FAIL("kernel_source") << "is empty; expected CUDA C++ source text";
     }
-    static const std::regex kKernelName(R"(\s*[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*\s*(<.*>)?\s*)");
+    static const std::regex kKernelName(
+        R"(\s*[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*\s*(<.*>)?\s*)");
     if (!std::regex_match(spec_.kernel_name, kKernelName)) {
       KOP_FIELD_FAIL("kernel_name")
           << "'" << spec_.kernel_name
@@ -88,8 +90,8 @@ class Validator {
         KOP_FIELD_FAIL(path + ".name") << "duplicate type parameter '" << tp.name << "'";
       }
       if (tp.dtypes.empty()) {
-        KOP_FIELD_FAIL(path + ".dtypes") << "is empty; expected at least one dtype for '"
-                                         << tp.name << "'";
+        KOP_FIELD_FAIL(path + ".dtypes")
+            << "is empty; expected at least one dtype for '" << tp.name << "'";
       }
       std::set<DType> unique(tp.dtypes.begin(), tp.dtypes.end());
       if (unique.size() != tp.dtypes.size()) {
@@ -97,8 +99,7 @@ class Validator {
       }
       std::regex word("(^|[^A-Za-z0-9_])" + tp.name + "([^A-Za-z0-9_]|$)");
       auto lt = spec_.kernel_name.find('<');
-      if (lt == std::string::npos ||
-          !std::regex_search(spec_.kernel_name.substr(lt), word)) {
+      if (lt == std::string::npos || !std::regex_search(spec_.kernel_name.substr(lt), word)) {
         KOP_FIELD_FAIL("kernel_name")
             << "'" << spec_.kernel_name << "' does not use type parameter '" << tp.name
             << "'; expected it among the template arguments, e.g. '"
@@ -139,7 +140,8 @@ class Validator {
     for (std::size_t i = 0; i < spec_.inputs->size(); ++i) {
       const Input& input = (*spec_.inputs)[i];
       std::string path = "inputs[" + std::to_string(i) + "]";
-      const std::string& name = std::visit([](const auto& d) -> const std::string& { return d.name; }, input);
+      const std::string& name =
+          std::visit([](const auto& d) -> const std::string& { return d.name; }, input);
       check_name(name, path + ".name");
       if (!names_.insert(name).second) {
         KOP_FIELD_FAIL(path + ".name") << "duplicate input name '" << name << "'";
@@ -185,8 +187,9 @@ class Validator {
       KOP_FIELD_FAIL(path) << "'" << name << "' is a scalar input; expected a tensor input ("
                            << join(tensor_inputs_) << ")";
     }
-    KOP_FIELD_FAIL(path) << "'" << name << "' is not a tensor input (tensor inputs: "
-                         << join(tensor_inputs_) << ")";
+    KOP_FIELD_FAIL(path) << "'" << name
+                         << "' is not a tensor input (tensor inputs: " << join(tensor_inputs_)
+                         << ")";
   }
 
   // Checks every leaf of an expression: tensors must be known (inputs, and outputs when
@@ -196,8 +199,7 @@ class Validator {
       const std::string& name = leaf.name();
       if (leaf.op() == ExprOp::Scalar) {
         if (int_scalars_.count(name)) return;
-        if (std::find(scalar_inputs_.begin(), scalar_inputs_.end(), name) !=
-            scalar_inputs_.end()) {
+        if (std::find(scalar_inputs_.begin(), scalar_inputs_.end(), name) != scalar_inputs_.end()) {
           KOP_FIELD_FAIL(path) << "'" << expr.to_string() << "': scalar input '" << name
                                << "' is not an integer; expressions take int scalars only";
         }
@@ -205,8 +207,8 @@ class Validator {
                              << "' is not an integer scalar input (integer scalars: "
                              << join({int_scalars_.begin(), int_scalars_.end()}) << ")";
       }
-      bool is_input = std::find(tensor_inputs_.begin(), tensor_inputs_.end(), name) !=
-                      tensor_inputs_.end();
+      bool is_input =
+          std::find(tensor_inputs_.begin(), tensor_inputs_.end(), name) != tensor_inputs_.end();
       bool is_output =
           std::find(output_names_.begin(), output_names_.end(), name) != output_names_.end();
       if (is_input || (is_output && outputs_allowed)) return;
@@ -239,16 +241,15 @@ class Validator {
       }
     }
     if (spec_.outputs->empty() && !any_mutated && !options_.has_meta_fn) {
-      KOP_FIELD_FAIL("outputs")
-          << "is empty and no input is mutated; the op would produce nothing";
+      KOP_FIELD_FAIL("outputs") << "is empty and no input is mutated; the op would produce nothing";
     }
     for (std::size_t i = 0; i < spec_.outputs->size(); ++i) {
       const OutputDecl& out = (*spec_.outputs)[i];
       std::string path = "outputs[" + std::to_string(i) + "]";
       check_name(out.name, path + ".name");
       if (!names_.insert(out.name).second) {
-        KOP_FIELD_FAIL(path + ".name") << "duplicate name '" << out.name
-                                       << "' (input and output names must be unique)";
+        KOP_FIELD_FAIL(path + ".name")
+            << "duplicate name '" << out.name << "' (input and output names must be unique)";
       }
       std::visit(
           [&](const auto& rel) {
@@ -305,8 +306,7 @@ class Validator {
       threads *= b;
     }
     if (threads > 1024) {
-      KOP_FIELD_FAIL(path) << "has " << threads
-                           << " threads per block; CUDA allows at most 1024";
+      KOP_FIELD_FAIL(path) << "has " << threads << " threads per block; CUDA allows at most 1024";
     }
     if (block.size() == 3 && block[2] > 64) {
       KOP_FIELD_FAIL(path) << "z dimension is " << block[2] << "; CUDA allows at most 64";
@@ -347,12 +347,12 @@ class Validator {
             if (g.shared_mem) check_expr(*g.shared_mem, "geometry.shared_mem", true);
           } else {
             if (g.grid.empty() || g.grid.size() > 3) {
-              KOP_FIELD_FAIL("geometry.grid") << "has " << g.grid.size()
-                                              << " dims; expected 1 to 3";
+              KOP_FIELD_FAIL("geometry.grid")
+                  << "has " << g.grid.size() << " dims; expected 1 to 3";
             }
             if (g.block.empty() || g.block.size() > 3) {
-              KOP_FIELD_FAIL("geometry.block") << "has " << g.block.size()
-                                               << " dims; expected 1 to 3";
+              KOP_FIELD_FAIL("geometry.block")
+                  << "has " << g.block.size() << " dims; expected 1 to 3";
             }
             for (std::size_t d = 0; d < g.grid.size(); ++d) {
               check_expr(g.grid[d], "geometry.grid[" + std::to_string(d) + "]", true);
@@ -421,13 +421,13 @@ bool is_reserved_name(std::string_view name) {
       "alignas", "alignof", "asm", "auto", "bool", "break", "case", "catch", "char", "class",
       "const", "consteval", "constexpr", "constinit", "const_cast", "continue", "decltype",
       "default", "delete", "do", "double", "dynamic_cast", "else", "enum", "explicit", "export",
-      "extern", "false", "float", "for", "friend", "goto", "if", "inline", "int", "long",
-      "mutable", "namespace", "new", "noexcept", "nullptr", "operator", "private", "protected",
-      "public", "register", "reinterpret_cast", "requires", "return", "short", "signed",
-      "sizeof", "static", "static_assert", "static_cast", "struct", "switch", "template",
-      "this", "thread_local", "throw", "true", "try", "typedef", "typeid", "typename", "union",
-      "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "co_await",
-      "co_return", "co_yield", "char8_t", "char16_t", "char32_t", "concept",
+      "extern", "false", "float", "for", "friend", "goto", "if", "inline", "int", "long", "mutable",
+      "namespace", "new", "noexcept", "nullptr", "operator", "private", "protected", "public",
+      "register", "reinterpret_cast", "requires", "return", "short", "signed", "sizeof", "static",
+      "static_assert", "static_cast", "struct", "switch", "template", "this", "thread_local",
+      "throw", "true", "try", "typedef", "typeid", "typename", "union", "unsigned", "using",
+      "virtual", "void", "volatile", "wchar_t", "while", "co_await", "co_return", "co_yield",
+      "char8_t", "char16_t", "char32_t", "concept",
       // Python keywords
       "False", "None", "True", "and", "as", "assert", "async", "await", "def", "del", "elif",
       "except", "finally", "from", "global", "import", "in", "is", "lambda", "nonlocal", "not",

@@ -1,0 +1,144 @@
+// The kernelop command-line tool: exit codes, reports, cache reuse, output files.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "test_util.hpp"
+
+namespace kernelop {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CliRun {
+  int code;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("kernelop-cli-test-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  CliRun run(const std::string& args) {
+    std::string cmd = "cd '" + testing::source_dir().string() + "' && KERNELOP_CACHE_DIR='" +
+                      (dir_ / "cache").string() + "' '" + KERNELOP_CLI_PATH + "' " + args + " >'" +
+                      (dir_ / "out").string() + "' 2>'" + (dir_ / "err").string() + "'";
+    int status = std::system(cmd.c_str());
+    return CliRun{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir_ / "out"),
+                  slurp(dir_ / "err")};
+  }
+
+  fs::path dir_;
+};
+
+bool contains(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
+
+TEST_F(CliTest, HelpEverywhere) {
+  CliRun top = run("--help");
+  EXPECT_EQ(top.code, 0);
+  EXPECT_TRUE(contains(top.out, "build")) << top.out;
+  EXPECT_TRUE(contains(top.out, "check"));
+  CliRun build = run("build --help");
+  EXPECT_EQ(build.code, 0);
+  EXPECT_TRUE(contains(build.out, "--arch")) << build.out;
+  EXPECT_TRUE(contains(build.out, "--no-cache"));
+  EXPECT_EQ(run("check --help").code, 0);
+}
+
+TEST_F(CliTest, UsageErrorsExitWithTwo) {
+  CliRun none = run("");
+  EXPECT_EQ(none.code, 2);
+  EXPECT_FALSE(none.err.empty());
+  CliRun missing = run("check does/not/exist.json");
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_TRUE(contains(missing.err, "does/not/exist.json")) << missing.err;
+  EXPECT_EQ(run("frobnicate").code, 2);
+}
+
+TEST_F(CliTest, CheckPrintsWhatTheSpecImplies) {
+  CliRun r = run("check examples/rowsum_keepdim.json examples/bias_add_2d.json");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "schema    kernelop_examples::rowsum_keepdim(Tensor x) -> Tensor"));
+  EXPECT_TRUE(
+      contains(r.out, "output    y: reduce(x, dims=[-1], keepdim=true)  dtype float32 (from x)"));
+  EXPECT_TRUE(contains(
+      r.out, "grid  = [cdiv(dim(y, -1), 16), cdiv(dim(y, -2), 16), numel_except(y, -1, -2)]"));
+  EXPECT_TRUE(contains(r.out, "requires  rank(y) >= 2"));
+  EXPECT_TRUE(contains(r.out, "int dim(x, -2)")) << r.out;
+}
+
+TEST_F(CliTest, InvalidSpecFailsWithTheFieldOnStderr) {
+  std::ofstream(dir_ / "bad.json") << R"({"op": "t::bad", "kernel_name": "k", "kernel_source": "x",
+    "inputs": [{"name": "x"}], "outputs": [{"name": "y", "shape": {"same_as": "q"}}],
+    "geometry": {"elementwise": {"block": [256]}}})";
+  CliRun r = run("check '" + (dir_ / "bad.json").string() + "' examples/relu.json");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(contains(
+      r.err, "op t::bad: outputs[0].shape.input: 'q' is not a tensor input (tensor inputs: x)"))
+      << r.err;
+  EXPECT_TRUE(contains(r.out, "kernelop_examples::relu")) << "the other spec is still checked";
+}
+
+TEST_F(CliTest, BuildReportsAndTheSecondRunIsServedFromTheCache) {
+  CliRun cold = run(
+      "build examples/relu.json examples/sin_cos.json --arch sm_80 --arch sm_90 --arch compute_90");
+  ASSERT_EQ(cold.code, 0) << cold.err;
+  EXPECT_TRUE(contains(cold.out, "3 images, 0 from the cache")) << cold.out;
+  EXPECT_TRUE(contains(cold.out, "sm_80       cubin  ")) << cold.out;
+  EXPECT_TRUE(contains(cold.out, "compute_90  ptx")) << cold.out;
+  EXPECT_TRUE(contains(cold.out, "float* s")) << cold.out;
+  CliRun warm = run(
+      "build examples/relu.json examples/sin_cos.json --arch sm_80 --arch sm_90 --arch compute_90");
+  ASSERT_EQ(warm.code, 0) << warm.err;
+  EXPECT_FALSE(contains(warm.out, "0 from the cache")) << warm.out;
+  EXPECT_TRUE(contains(warm.out, "3 images, 3 from the cache")) << warm.out;
+  CliRun uncached = run("build examples/relu.json --arch sm_90 --no-cache");
+  EXPECT_TRUE(contains(uncached.out, "1 images, 0 from the cache")) << uncached.out;
+}
+
+TEST_F(CliTest, BuildWritesImagesAndAStandaloneSpec) {
+  CliRun r = run("build examples/relu_generic.json --arch sm_90 --arch compute_90 -o '" +
+                 (dir_ / "out-dir").string() + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  fs::path base = dir_ / "out-dir" / "kernelop_examples.relu_generic";
+  EXPECT_EQ(slurp(base.string() + ".sm_90.cubin").substr(0, 4),
+            "\x7f"
+            "ELF");
+  EXPECT_TRUE(contains(slurp(base.string() + ".compute_90.ptx"), ".target sm_90"));
+  std::string spec = slurp(base.string() + ".json");
+  EXPECT_TRUE(contains(spec, "\"kernel_source\"")) << "the written spec inlines its source";
+  EXPECT_FALSE(contains(spec, "\"source_file\""));
+}
+
+TEST_F(CliTest, CompileErrorsExitWithOne) {
+  std::ofstream(dir_ / "broken.json") << R"({"op": "t::broken", "kernel_name": "k",
+    "kernel_source": "extern \"C\" __global__ void k(const float* x, int n, float* y) { oops; }",
+    "inputs": [{"name": "x", "dtype": "float32"}], "outputs": [{"name": "y", "shape": {"same_as": "x"}}],
+    "extras": [{"numel": "x"}], "geometry": {"elementwise": {"block": [256]}}})";
+  CliRun r = run("build '" + (dir_ / "broken.json").string() + "' --arch sm_90");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(contains(r.err, "op t::broken: NVRTC failed to compile kernel.cu for sm_90"))
+      << r.err;
+  EXPECT_TRUE(contains(r.err, "identifier \"oops\" is undefined")) << r.err;
+}
+
+}  // namespace
+}  // namespace kernelop

@@ -1,0 +1,180 @@
+// The compile stage: architectures, options, errors with the full log, lowered names.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "kernelop/cache.hpp"
+#include "kernelop/compile.hpp"
+#include "test_util.hpp"
+
+namespace kernelop {
+namespace {
+
+using testing::expect_error;
+
+OpDecl op(const std::string& source, const std::string& kernel = "k") {
+  OpDecl d;
+  d.op_name = "cmp::op";
+  d.spec.kernel_source = source;
+  d.spec.kernel_name = kernel;
+  d.spec.inputs = std::vector<Input>{InputDecl{"x", DType::Float32, false}};
+  d.spec.outputs = std::vector<OutputDecl>{OutputDecl{"y", SameAs{std::string("x")}, {}, {}}};
+  d.spec.extras = {Numel{"x", false}};
+  d.spec.geometry = Elementwise{};
+  return d;
+}
+
+const char* kKernel = R"(extern "C" __global__ void k(const float* x, int n, float* y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i] * SCALE;
+})";
+
+CompileOptions no_cache(std::vector<std::string> archs) {
+  CompileOptions o;
+  o.archs = std::move(archs);
+  o.use_cache = false;
+  return o;
+}
+
+TEST(Compile, DefaultArchitectures) {
+  EXPECT_EQ(default_archs(),
+            (std::vector<std::string>{"sm_80", "sm_86", "sm_89", "sm_90", "compute_90"}));
+  OpDecl d = op(kKernel);
+  d.spec.defines = {"SCALE=2.0f"};
+  CompileOptions o;
+  o.use_cache = false;
+  CompiledImage image = compile(derive_plan(d), o);
+  ASSERT_EQ(image.images.size(), 5u);
+  for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(image.images[i].arch, default_archs()[i]);
+  EXPECT_NE(image.find("compute_90"), nullptr);
+  EXPECT_EQ(image.find("sm_70"), nullptr);
+}
+
+TEST(Compile, CallerArchsOverrideSpecArchsOverrideDefault) {
+  OpDecl d = op(kKernel);
+  d.spec.defines = {"SCALE=2.0f"};
+  d.spec.arch_override = {"sm_86"};
+  CompileOptions o;
+  o.use_cache = false;
+  EXPECT_EQ(compile(derive_plan(d), o).images.at(0).arch, "sm_86");
+  o.archs = {"compute_80"};
+  CompiledImage image = compile(derive_plan(d), o);
+  ASSERT_EQ(image.images.size(), 1u);
+  EXPECT_TRUE(image.images[0].is_ptx());
+  EXPECT_NE(image.images[0].data.find(".target sm_80"), std::string::npos);
+}
+
+TEST(Compile, InvalidOrDuplicateArchitecturesAreSpecErrors) {
+  OpDecl d = op(kKernel);
+  expect_error([&] { compile(derive_plan(d), no_cache({"sm90"})); }, ErrorKind::Spec,
+               "op cmp::op: architecture 'sm90' is invalid");
+  expect_error(
+      [&] {
+        compile(derive_plan(d), no_cache({"sm_90", "sm_90"}));
+      },
+      ErrorKind::Spec, "architecture 'sm_90' is listed twice");
+}
+
+TEST(Compile, CompileErrorCarriesOpStageArchAndFullLog) {
+  OpDecl d = op(
+      R"(extern "C" __global__ void k(const float* x, int n, float* y) { y[0] = undefined_thing; })");
+  try {
+    compile(derive_plan(d), no_cache({"sm_90"}));
+    FAIL() << "expected a compile error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Compile);
+    std::string what = e.what();
+    EXPECT_NE(what.find("op cmp::op: NVRTC failed to compile kernel.cu for sm_90"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("identifier \"undefined_thing\" is undefined"), std::string::npos) << what;
+    EXPECT_NE(what.find("--std=c++17"), std::string::npos) << what;
+    EXPECT_EQ(e.context().op, "cmp::op");
+    EXPECT_EQ(e.context().stage, "compile");
+    EXPECT_EQ(e.context().arch, "sm_90");
+    EXPECT_NE(e.context().log.find("undefined_thing"), std::string::npos);
+    EXPECT_EQ(e.context().log.find("ptxas info"), std::string::npos);
+  }
+}
+
+TEST(Compile, DefinesFastMathAndLineInfoReachNvrtc) {
+  OpDecl d = op(kKernel);
+  expect_error([&] { compile(derive_plan(d), no_cache({"sm_90"})); }, ErrorKind::Compile,
+               "identifier \"SCALE\" is undefined");
+  d.spec.defines = {"SCALE=2.0f"};
+  d.spec.fast_math = true;
+  CompileOptions o = no_cache({"sm_90"});
+  o.line_info = true;
+  o.defines = {"EXTRA=1"};
+  CompiledImage image = compile(derive_plan(d), o);
+  auto has = [&](const std::string& opt) {
+    return std::find(image.options.begin(), image.options.end(), opt) != image.options.end();
+  };
+  EXPECT_TRUE(has("-DSCALE=2.0f"));
+  EXPECT_TRUE(has("-DEXTRA=1"));
+  EXPECT_TRUE(has("--use_fast_math"));
+  EXPECT_TRUE(has("-lineinfo"));
+  EXPECT_TRUE(has("--std=c++17"));
+  o.fast_math = false;
+  image = compile(derive_plan(d), o);
+  EXPECT_FALSE(has("--use_fast_math"));
+}
+
+TEST(Compile, IncludePathsResolveAgainstTheSpecDirectory) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / "kernelop-include-test";
+  fs::create_directories(dir / "inc");
+  std::ofstream(dir / "inc" / "scale.h") << "#define SCALE 3.0f\n";
+  OpDecl d = op("#include \"scale.h\"\n" + std::string(kKernel));
+  d.base_dir = dir.string();
+  expect_error([&] { compile(derive_plan(d), no_cache({"sm_90"})); }, ErrorKind::Compile,
+               "scale.h");
+  d.spec.include_paths = {"inc"};
+  EXPECT_NO_THROW(compile(derive_plan(d), no_cache({"sm_90"})));
+  fs::remove_all(dir);
+}
+
+TEST(Compile, CppStandardIsPassed) {
+  OpDecl d = op("#if __cplusplus < 202002L\n#error needs c++20\n#endif\n" + std::string(kKernel));
+  d.spec.defines = {"SCALE=1.0f"};
+  expect_error([&] { compile(derive_plan(d), no_cache({"sm_90"})); }, ErrorKind::Compile,
+               "needs c++20");
+  d.spec.compile_std = "c++20";
+  EXPECT_NO_THROW(compile(derive_plan(d), no_cache({"sm_90"})));
+}
+
+TEST(Compile, LoweredNamesForExternCAndTemplates) {
+  OpDecl d =
+      op("template <class T, int N> __global__ void k(const T* x, int n, T* y) {}", "k<float, 4>");
+  CompiledImage image = compile(derive_plan(d), no_cache({"sm_90"}));
+  ASSERT_EQ(image.lowered_names.size(), 1u);
+  EXPECT_EQ(image.lowered_names[0].rfind("_Z", 0), 0u) << image.lowered_names[0];
+  EXPECT_NE(image.images[0].data.find(image.lowered_names[0]), std::string::npos);
+}
+
+TEST(Compile, WarningsAreKeptWithoutThePtxasReport) {
+  OpDecl d =
+      op(R"(extern "C" __global__ void k(const float* x, int n, float* y) { int unused = 3; })");
+  CompiledImage image = compile(derive_plan(d), no_cache({"sm_90"}));
+  EXPECT_NE(image.log.find("unused"), std::string::npos) << image.log;
+  EXPECT_EQ(image.log.find("ptxas info"), std::string::npos) << image.log;
+}
+
+TEST(Compile, ParallelAndSerialCompilationAgree) {
+  OpDecl d = op(kKernel);
+  d.spec.defines = {"SCALE=2.0f"};
+  CompileOptions serial = no_cache({"sm_80", "sm_86", "sm_90", "compute_90"});
+  serial.jobs = 1;
+  CompileOptions parallel = serial;
+  parallel.jobs = 4;
+  CompiledImage a = compile(derive_plan(d), serial), b = compile(derive_plan(d), parallel);
+  ASSERT_EQ(a.images.size(), b.images.size());
+  for (std::size_t i = 0; i < a.images.size(); ++i) {
+    EXPECT_EQ(a.images[i].data, b.images[i].data) << a.images[i].arch;
+    EXPECT_EQ(a.images[i].usage, b.images[i].usage);
+  }
+}
+
+}  // namespace
+}  // namespace kernelop

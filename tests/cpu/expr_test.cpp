@@ -1,0 +1,264 @@
+// Symbolic expressions: parsing, canonical printing, evaluation with two integer types,
+// overflow checks and simplification.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <vector>
+
+#include "kernelop/expr.hpp"
+#include "test_util.hpp"
+
+namespace kernelop {
+namespace {
+
+using testing::expect_error;
+
+// Shapes and scalars the evaluation tables run against.
+struct Env {
+  std::map<std::string, std::vector<std::int64_t>> shapes = {{"x", {2, 3, 5}}, {"y", {7}}};
+  std::map<std::string, std::int64_t> scalars = {{"n", 10}, {"k", -3}};
+
+  std::int64_t leaf(const Expr& e) const {
+    if (e.op() == ExprOp::Scalar) return scalars.at(e.name());
+    const auto& shape = shapes.at(e.name());
+    auto rank = static_cast<std::int64_t>(shape.size());
+    switch (e.op()) {
+      case ExprOp::Dim: {
+        std::int64_t a = 0;
+        if (!normalize_axis(e.axis(), rank, &a)) throw std::out_of_range("axis");
+        return shape[static_cast<std::size_t>(a)];
+      }
+      case ExprOp::Numel:
+      case ExprOp::NumelExcept: {
+        std::int64_t p = 1;
+        for (std::int64_t i = 0; i < rank; ++i) {
+          bool skip = false;
+          for (auto a : e.axes()) {
+            std::int64_t n = 0;
+            skip = skip || (normalize_axis(a, rank, &n) && n == i);
+          }
+          if (!skip) p *= shape[static_cast<std::size_t>(i)];
+        }
+        return p;
+      }
+      default:
+        throw std::logic_error("not a tensor leaf");
+    }
+  }
+};
+
+std::int64_t eval(const std::string& text) {
+  return evaluate<std::int64_t>(Expr::parse(text), Env{});
+}
+
+TEST(Expr, CanonicalTextRoundTrips) {
+  for (const char* text : {"0",
+                           "-7",
+                           "42",
+                           "n",
+                           "dim(x, 0)",
+                           "dim(x, -1)",
+                           "numel(x)",
+                           "numel_except(x, -1)",
+                           "numel_except(x, 0, -1)",
+                           "dim(x, 0) * 2",
+                           "dim(x, 0) + dim(x, 1) * dim(x, 2)",
+                           "(dim(x, 0) + 1) * 2",
+                           "a - (b - c)",
+                           "a - b - c",
+                           "a // b // c",
+                           "a // (b // c)",
+                           "a * (b // c)",
+                           "a % b",
+                           "(a + b) % c",
+                           "cdiv(numel(x), 256)",
+                           "min(a, b + 1)",
+                           "max(cdiv(n, 4), 1)",
+                           "cdiv(dim(x, -1), 16) * numel_except(x, -1, -2)",
+                           "a + b - c",
+                           "a - (b + c)",
+                           "a * b * c",
+                           "a * (b * c)",
+                           "-1 * n"}) {
+    Expr e = Expr::parse(text);
+    EXPECT_EQ(e.to_string(), text);
+    EXPECT_EQ(Expr::parse(e.to_string()), e) << text;
+  }
+}
+
+TEST(Expr, WhitespaceAndRedundantParenthesesNormalise) {
+  EXPECT_EQ(Expr::parse("  dim( x ,-1 )*2 ").to_string(), "dim(x, -1) * 2");
+  EXPECT_EQ(Expr::parse("((a)) + (b * c)").to_string(), "a + b * c");
+  EXPECT_EQ(Expr::parse("(a + b) + c").to_string(), "a + b + c");
+}
+
+TEST(Expr, PrecedenceAndAssociativity) {
+  Expr e = Expr::parse("a + b * c");
+  EXPECT_EQ(e.op(), ExprOp::Add);
+  EXPECT_EQ(e.rhs().op(), ExprOp::Mul);
+  Expr f = Expr::parse("a - b - c");
+  EXPECT_EQ(f.op(), ExprOp::Sub);
+  EXPECT_EQ(f.lhs().op(), ExprOp::Sub);
+  EXPECT_EQ(f.rhs().name(), "c");
+}
+
+TEST(Expr, BuildersPrintLikeParsedText) {
+  Expr e = cdiv(Expr::numel("x"), 256);
+  EXPECT_EQ(e.to_string(), "cdiv(numel(x), 256)");
+  EXPECT_EQ((Expr::dim("x", 0) * 2 + 1).to_string(), "dim(x, 0) * 2 + 1");
+  EXPECT_EQ((Expr::scalar("a") * (Expr::scalar("b") + 1)).to_string(), "a * (b + 1)");
+  EXPECT_EQ(min(Expr::scalar("a"), 3).to_string(), "min(a, 3)");
+}
+
+TEST(Expr, EvaluationTable) {
+  struct Row {
+    const char* text;
+    std::int64_t value;
+  };
+  for (const Row& row : std::vector<Row>{
+           {"numel(x)", 30},
+           {"dim(x, 0)", 2},
+           {"dim(x, -1)", 5},
+           {"dim(x, -3)", 2},
+           {"numel_except(x, -1)", 6},
+           {"numel_except(x, 0, 2)", 3},
+           {"numel_except(x, -1, -2)", 2},
+           {"dim(x, 1) * 2", 6},
+           {"cdiv(numel(x), 256)", 1},
+           {"cdiv(numel(x), 7)", 5},
+           {"cdiv(30, 5)", 6},
+           {"n // 3", 3},
+           {"k // 2", -2},  // floors toward -inf (Python)
+           {"k % 2", 1},    // takes the divisor's sign (Python)
+           {"n % -3", -2},
+           {"cdiv(k, 2)", -1},
+           {"min(n, dim(y, 0))", 7},
+           {"max(n, dim(y, 0))", 10},
+           {"n - 2 * 3", 4},
+           {"(n - 2) * 3", 24},
+           {"numel(y) + numel(x)", 37},
+       }) {
+    EXPECT_EQ(eval(row.text), row.value) << row.text;
+  }
+}
+
+TEST(Expr, Int64OverflowAndDivisionByZeroAreErrors) {
+  expect_error([] { eval("9223372036854775807 + 1"); }, ErrorKind::Launch,
+               "expression '9223372036854775807 + 1' overflows int64");
+  expect_error([] { eval("4611686018427387904 * 2"); }, ErrorKind::Launch, "overflows int64");
+  expect_error([] { eval("-9223372036854775808 - 1"); }, ErrorKind::Launch, "overflows int64");
+  expect_error([] { eval("n // 0"); }, ErrorKind::Launch, "expression 'n // 0' divides by zero");
+  expect_error([] { eval("cdiv(n, n - 10)"); }, ErrorKind::Launch, "divides by zero");
+  expect_error([] { eval("n % 0"); }, ErrorKind::Launch, "divides by zero");
+  expect_error([] { eval("-9223372036854775808 // -1"); }, ErrorKind::Launch, "overflows int64");
+  EXPECT_EQ(eval("-9223372036854775808 % -1"), 0);
+  EXPECT_EQ(eval("-9223372036854775808"), INT64_MIN);
+}
+
+TEST(Expr, ParseErrorsNameTheColumn) {
+  expect_error([] { Expr::parse("dim(x)"); }, ErrorKind::Spec,
+               "invalid expression 'dim(x)': expected ','");
+  expect_error([] { Expr::parse("a +"); }, ErrorKind::Spec, "unexpected end");
+  expect_error([] { Expr::parse("a b"); }, ErrorKind::Spec, "unexpected 'b' at column 3");
+  expect_error([] { Expr::parse("sqrt(a, b)"); }, ErrorKind::Spec, "unknown function 'sqrt'");
+  expect_error([] { Expr::parse("-n"); }, ErrorKind::Spec,
+               "'-' must be followed by an integer literal");
+  expect_error([] { Expr::parse("(a + b"); }, ErrorKind::Spec, "expected ')'");
+  expect_error([] { Expr::parse("numel_except(x)"); }, ErrorKind::Spec,
+               "numel_except() needs at least one axis");
+  expect_error([] { Expr::parse("99999999999999999999"); }, ErrorKind::Spec, "out of int64 range");
+  expect_error([] { Expr::parse(""); }, ErrorKind::Spec, "unexpected end");
+  expect_error([] { Expr::parse("dim(3, 0)"); }, ErrorKind::Spec, "expected a name");
+}
+
+TEST(Expr, SimplificationFoldsConstantsAndIdentities) {
+  auto simp = [](const char* text) { return Expr::parse(text).simplified().to_string(); };
+  EXPECT_EQ(simp("2 * 128"), "256");
+  EXPECT_EQ(simp("cdiv(1000, 256)"), "4");
+  EXPECT_EQ(simp("n * 1"), "n");
+  EXPECT_EQ(simp("1 * n"), "n");
+  EXPECT_EQ(simp("n + 0"), "n");
+  EXPECT_EQ(simp("0 + n"), "n");
+  EXPECT_EQ(simp("n - 0"), "n");
+  EXPECT_EQ(simp("n * 0"), "0");
+  EXPECT_EQ(simp("n // 1"), "n");
+  EXPECT_EQ(simp("cdiv(numel(x), 1)"), "numel(x)");
+  EXPECT_EQ(simp("n * 2 * 3"), "n * 6");
+  EXPECT_EQ(simp("n + 2 + 3"), "n + 5");
+  EXPECT_EQ(simp("min(n, n)"), "n");
+  EXPECT_EQ(simp("dim(x, 0) * (4 * 4)"), "dim(x, 0) * 16");
+  // An overflowing constant stays symbolic so that evaluation reports it.
+  EXPECT_EQ(simp("9223372036854775807 + 1"), "9223372036854775807 + 1");
+  EXPECT_EQ(simp("n // 0"), "n // 0");
+}
+
+TEST(Expr, ResolvedLeavesCarrySlotsAndCompareByStructure) {
+  Expr e = Expr::parse("dim(x, 0) + numel(y) * n");
+  Expr r = e.resolved([](const Expr& leaf) {
+    return leaf.name() == "x" ? 0 : leaf.name() == "y" ? 1 : 7;
+  });
+  std::vector<int> slots;
+  r.for_each_leaf([&](const Expr& leaf) { slots.push_back(leaf.slot()); });
+  EXPECT_EQ(slots, (std::vector<int>{0, 1, 7}));
+  EXPECT_EQ(r.to_string(), e.to_string());
+  EXPECT_FALSE(Expr::parse("a + b") == Expr::parse("b + a"));
+  EXPECT_TRUE(Expr::parse("a + b") == Expr::parse("a+b"));
+}
+
+// A second integer type: a symbolic value that records the computation, the way c10::SymInt
+// does in the PyTorch Meta kernel. It plugs in through ExprArith, as SymInt will.
+struct Traced {
+  std::string text;
+};
+
+}  // namespace
+
+template <>
+struct ExprArith<Traced> {
+  static Traced constant(std::int64_t v) { return {std::to_string(v)}; }
+  static Traced apply(ExprOp op, const Traced& a, const Traced& b, const Expr&) {
+    static const std::map<ExprOp, std::string> names = {
+        {ExprOp::Add, "add"},           {ExprOp::Sub, "sub"},         {ExprOp::Mul, "mul"},
+        {ExprOp::FloorDiv, "floordiv"}, {ExprOp::CeilDiv, "ceildiv"}, {ExprOp::Mod, "mod"},
+        {ExprOp::Min, "min"},           {ExprOp::Max, "max"}};
+    return {names.at(op) + "(" + a.text + ", " + b.text + ")"};
+  }
+};
+
+namespace {
+
+struct TracedEnv {
+  Traced leaf(const Expr& e) const {
+    switch (e.op()) {
+      case ExprOp::Dim:
+        return {"s_" + e.name() + std::to_string(e.axis())};
+      case ExprOp::Numel:
+        return {"numel_" + e.name()};
+      case ExprOp::NumelExcept:
+        return {"rows_" + e.name()};
+      default:
+        return {"sym_" + e.name()};
+    }
+  }
+};
+
+TEST(Expr, EvaluatesWithASymbolicIntegerType) {
+  Traced t =
+      evaluate<Traced>(Expr::parse("cdiv(dim(x, -1), 16) * numel_except(x, -1) + n"), TracedEnv{});
+  EXPECT_EQ(t.text, "add(mul(ceildiv(s_x-1, 16), rows_x), sym_n)");
+}
+
+// The primary ExprArith template works for any type with the integer operators.
+__extension__ typedef __int128 Int128;
+struct WideEnv {
+  Int128 leaf(const Expr&) const { return Int128(1) << 70; }
+};
+
+TEST(Expr, EvaluatesWithAWiderIntegerType) {
+  Int128 v =
+      evaluate<Int128>(Expr::parse("cdiv(numel(x), 1024) * 4 + min(numel(x), 3)"), WideEnv{});
+  EXPECT_TRUE(v == (Int128(1) << 62) + 3);
+}
+
+}  // namespace
+}  // namespace kernelop
