@@ -17,6 +17,7 @@ enum class ErrorKind {
   Cache,     ///< the compile cache is unusable (e.g. its directory is writable by others)
   Launch,    ///< a launch-time check or a driver call failed
   Io,        ///< a file could not be read or written
+  Format,    ///< a package (or other binary input) is malformed, damaged or of another version
   Internal,  ///< a bug in kernelop
 };
 

@@ -111,7 +111,7 @@ Expr max(Expr a, Expr b);
 template <class Int>
 struct ExprArith {
   static Int constant(std::int64_t value) { return Int(value); }
-  static Int apply(ExprOp op, const Int& a, const Int& b, const Expr& /*where*/) {
+  static Int apply(ExprOp op, const Int& a, const Int& b, const ExprNode& /*where*/) {
     switch (op) {
       case ExprOp::Add:
         return a + b;
@@ -139,14 +139,14 @@ struct ExprArith {
 template <>
 struct ExprArith<std::int64_t> {
   static std::int64_t constant(std::int64_t value) { return value; }
-  static std::int64_t apply(ExprOp op, std::int64_t a, std::int64_t b, const Expr& where);
+  static std::int64_t apply(ExprOp op, std::int64_t a, std::int64_t b, const ExprNode& where);
 };
 
-/// Evaluates `expr` with integers of type Int. `env.leaf(const Expr& leaf) -> Int` supplies the
-/// value of every Dim, Numel, NumelExcept and Scalar leaf.
+/// Evaluates an expression with integers of type Int. `env.leaf(const ExprNode& leaf) -> Int`
+/// supplies the value of every Dim, Numel, NumelExcept and Scalar leaf. Walks raw nodes: no
+/// allocation and no reference counting on the launch path.
 template <class Int, class Env>
-Int evaluate(const Expr& expr, const Env& env) {
-  const ExprNode& node = expr.node();
+Int evaluate(const ExprNode& node, const Env& env) {
   switch (node.op) {
     case ExprOp::Const:
       return ExprArith<Int>::constant(node.value);
@@ -154,14 +154,22 @@ Int evaluate(const Expr& expr, const Env& env) {
     case ExprOp::Numel:
     case ExprOp::NumelExcept:
     case ExprOp::Scalar:
-      return env.leaf(expr);
+      return env.leaf(node);
     default:
       break;
   }
-  Int a = evaluate<Int>(expr.lhs(), env);
-  Int b = evaluate<Int>(expr.rhs(), env);
-  return ExprArith<Int>::apply(node.op, a, b, expr);
+  Int a = evaluate<Int>(*node.lhs, env);
+  Int b = evaluate<Int>(*node.rhs, env);
+  return ExprArith<Int>::apply(node.op, a, b, node);
 }
+
+template <class Int, class Env>
+Int evaluate(const Expr& expr, const Env& env) {
+  return evaluate<Int>(expr.node(), env);
+}
+
+/// The canonical text of a node (see Note [expression text]).
+std::string to_string(const ExprNode& node);
 
 /// Normalises a possibly negative axis against a rank into *out; false when out of range.
 inline bool normalize_axis(std::int64_t axis, std::int64_t rank, std::int64_t* out) {

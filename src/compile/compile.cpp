@@ -353,13 +353,6 @@ std::string cuda_include_dir() {
   return {};
 }
 
-const ArchImage* CompiledImage::find(std::string_view arch) const {
-  for (const auto& image : images) {
-    if (image.arch == arch) return &image;
-  }
-  return nullptr;
-}
-
 CompiledImage compile(const OpPlan& plan, const CompileOptions& options) {
   return Compiler(plan, options).run();
 }

@@ -19,6 +19,8 @@ std::string_view error_kind_name(ErrorKind kind) {
       return "LaunchError";
     case ErrorKind::Io:
       return "IoError";
+    case ErrorKind::Format:
+      return "FormatError";
     case ErrorKind::Internal:
       return "InternalError";
   }

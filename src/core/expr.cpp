@@ -54,8 +54,7 @@ std::string_view function_name(ExprOp op) {
   }
 }
 
-void print(const Expr& e, std::ostream& out) {
-  const ExprNode& n = e.node();
+void print(const ExprNode& n, std::ostream& out) {
   switch (n.op) {
     case ExprOp::Const:
       out << n.value;
@@ -79,21 +78,21 @@ void print(const Expr& e, std::ostream& out) {
   }
   if (auto fn = function_name(n.op); !fn.empty()) {
     out << fn << "(";
-    print(e.lhs(), out);
+    print(*n.lhs, out);
     out << ", ";
-    print(e.rhs(), out);
+    print(*n.rhs, out);
     out << ")";
     return;
   }
   int p = precedence(n.op);
-  bool lhs_parens = precedence(e.lhs().op()) < p;
-  bool rhs_parens = precedence(e.rhs().op()) <= p;
+  bool lhs_parens = precedence(n.lhs->op) < p;
+  bool rhs_parens = precedence(n.rhs->op) <= p;
   if (lhs_parens) out << "(";
-  print(e.lhs(), out);
+  print(*n.lhs, out);
   if (lhs_parens) out << ")";
   out << infix_symbol(n.op);
   if (rhs_parens) out << "(";
-  print(e.rhs(), out);
+  print(*n.rhs, out);
   if (rhs_parens) out << ")";
 }
 
@@ -276,8 +275,8 @@ bool nodes_equal(const ExprNode& a, const ExprNode& b) {
   return nodes_equal(*a.lhs, *b.lhs) && nodes_equal(*a.rhs, *b.rhs);
 }
 
-[[noreturn]] void arith_fail(const Expr& where, std::string_view what) {
-  KERNELOP_FAIL(Launch) << "expression '" << where.to_string() << "' " << what;
+[[noreturn]] void arith_fail(const ExprNode& where, std::string_view what) {
+  KERNELOP_FAIL(Launch) << "expression '" << to_string(where) << "' " << what;
 }
 
 }  // namespace
@@ -295,6 +294,7 @@ Expr Expr::numel(std::string tensor) {
   return Expr(make_leaf(ExprOp::Numel, std::move(tensor), 0));
 }
 Expr Expr::numel_except(std::string tensor, std::vector<std::int64_t> axes) {
+  if (axes.empty()) return Expr::numel(std::move(tensor));  // keeps the text form parseable
   return Expr(make_leaf(ExprOp::NumelExcept, std::move(tensor), 0, std::move(axes)));
 }
 Expr Expr::scalar(std::string name) {
@@ -314,11 +314,13 @@ Expr Expr::parse(std::string_view text) {
   return Parser(text).parse_all();
 }
 
-std::string Expr::to_string() const {
+std::string to_string(const ExprNode& node) {
   std::ostringstream out;
-  print(*this, out);
+  print(node, out);
   return out.str();
 }
+
+std::string Expr::to_string() const { return kernelop::to_string(*node_); }
 
 bool operator==(const Expr& a, const Expr& b) {
   return a.node_ == b.node_ || nodes_equal(*a.node_, *b.node_);
@@ -334,7 +336,7 @@ Expr Expr::simplified() const {
   ExprOp o = op();
   if (a.is_const() && b.is_const()) {
     try {
-      return Expr(ExprArith<std::int64_t>::apply(o, a.const_value(), b.const_value(), *this));
+      return Expr(ExprArith<std::int64_t>::apply(o, a.const_value(), b.const_value(), node()));
     } catch (const Error&) {
       // Overflow or division by zero: keep the expression; evaluation will report it.
     }
@@ -421,7 +423,7 @@ Expr max(Expr a, Expr b) {
 }
 
 std::int64_t ExprArith<std::int64_t>::apply(ExprOp op, std::int64_t a, std::int64_t b,
-                                            const Expr& where) {
+                                            const ExprNode& where) {
   std::int64_t r = 0;
   switch (op) {
     case ExprOp::Add:

@@ -11,6 +11,19 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
+// Reads a whole file into *out; false when it cannot be read. A directory opens as a stream
+// on Linux but reads as nothing, so it is rejected explicitly.
+bool read_whole_file(const std::filesystem::path& path, std::string* out) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return false;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::ostringstream text;
+  text << in.rdbuf();
+  *out = text.str();
+  return true;
+}
+
 class Reader {
  public:
   explicit Reader(std::string origin) : origin_(std::move(origin)) {}
@@ -264,11 +277,9 @@ class Reader {
     } else {
       s.source_file = get_string(root["source_file"], "source_file");
       std::filesystem::path p = std::filesystem::path(base_dir) / *s.source_file;
-      std::ifstream in(p, std::ios::binary);
-      if (!in) fail("source_file", "cannot read '" + p.string() + "'");
-      std::ostringstream text;
-      text << in.rdbuf();
-      s.kernel_source = text.str();
+      if (!read_whole_file(p, &s.kernel_source)) {
+        fail("source_file", "cannot read '" + p.string() + "'");
+      }
     }
     if (root.contains("inputs")) {
       const Json& arr = get_array(root["inputs"], "inputs");
@@ -465,13 +476,13 @@ OpDecl parse_op_json(std::string_view text, const std::string& base_dir, std::st
 }
 
 OpDecl load_op_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) KERNELOP_FAIL(Io) << "cannot read spec file '" << path.string() << "'";
-  std::ostringstream text;
-  text << in.rdbuf();
+  std::string text;
+  if (!read_whole_file(path, &text)) {
+    KERNELOP_FAIL(Io) << "cannot read spec file '" << path.string() << "'";
+  }
   std::string base = path.parent_path().string();
   if (base.empty()) base = ".";
-  return parse_op_json(text.str(), base, path.string());
+  return parse_op_json(text, base, path.string());
 }
 
 std::string print_op_json(const OpDecl& decl, const JsonWriteOptions& options) {

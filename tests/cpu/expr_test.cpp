@@ -18,14 +18,14 @@ struct Env {
   std::map<std::string, std::vector<std::int64_t>> shapes = {{"x", {2, 3, 5}}, {"y", {7}}};
   std::map<std::string, std::int64_t> scalars = {{"n", 10}, {"k", -3}};
 
-  std::int64_t leaf(const Expr& e) const {
-    if (e.op() == ExprOp::Scalar) return scalars.at(e.name());
-    const auto& shape = shapes.at(e.name());
+  std::int64_t leaf(const ExprNode& e) const {
+    if (e.op == ExprOp::Scalar) return scalars.at(e.name);
+    const auto& shape = shapes.at(e.name);
     auto rank = static_cast<std::int64_t>(shape.size());
-    switch (e.op()) {
+    switch (e.op) {
       case ExprOp::Dim: {
         std::int64_t a = 0;
-        if (!normalize_axis(e.axis(), rank, &a)) throw std::out_of_range("axis");
+        if (!normalize_axis(e.value, rank, &a)) throw std::out_of_range("axis");
         return shape[static_cast<std::size_t>(a)];
       }
       case ExprOp::Numel:
@@ -33,7 +33,7 @@ struct Env {
         std::int64_t p = 1;
         for (std::int64_t i = 0; i < rank; ++i) {
           bool skip = false;
-          for (auto a : e.axes()) {
+          for (auto a : e.axes) {
             std::int64_t n = 0;
             skip = skip || (normalize_axis(a, rank, &n) && n == i);
           }
@@ -192,6 +192,11 @@ TEST(Expr, SimplificationFoldsConstantsAndIdentities) {
   EXPECT_EQ(simp("n // 0"), "n // 0");
 }
 
+TEST(Expr, NumelExceptWithoutAxesIsNumel) {
+  EXPECT_EQ(Expr::numel_except("x", {}).to_string(), "numel(x)");
+  EXPECT_EQ(eval("numel_except(x, 0, 1, 2)"), 1);
+}
+
 TEST(Expr, ResolvedLeavesCarrySlotsAndCompareByStructure) {
   Expr e = Expr::parse("dim(x, 0) + numel(y) * n");
   Expr r = e.resolved([](const Expr& leaf) {
@@ -216,7 +221,7 @@ struct Traced {
 template <>
 struct ExprArith<Traced> {
   static Traced constant(std::int64_t v) { return {std::to_string(v)}; }
-  static Traced apply(ExprOp op, const Traced& a, const Traced& b, const Expr&) {
+  static Traced apply(ExprOp op, const Traced& a, const Traced& b, const ExprNode&) {
     static const std::map<ExprOp, std::string> names = {
         {ExprOp::Add, "add"},           {ExprOp::Sub, "sub"},         {ExprOp::Mul, "mul"},
         {ExprOp::FloorDiv, "floordiv"}, {ExprOp::CeilDiv, "ceildiv"}, {ExprOp::Mod, "mod"},
@@ -228,16 +233,16 @@ struct ExprArith<Traced> {
 namespace {
 
 struct TracedEnv {
-  Traced leaf(const Expr& e) const {
-    switch (e.op()) {
+  Traced leaf(const ExprNode& e) const {
+    switch (e.op) {
       case ExprOp::Dim:
-        return {"s_" + e.name() + std::to_string(e.axis())};
+        return {"s_" + e.name + std::to_string(e.value)};
       case ExprOp::Numel:
-        return {"numel_" + e.name()};
+        return {"numel_" + e.name};
       case ExprOp::NumelExcept:
-        return {"rows_" + e.name()};
+        return {"rows_" + e.name};
       default:
-        return {"sym_" + e.name()};
+        return {"sym_" + e.name};
     }
   }
 };
@@ -251,7 +256,7 @@ TEST(Expr, EvaluatesWithASymbolicIntegerType) {
 // The primary ExprArith template works for any type with the integer operators.
 __extension__ typedef __int128 Int128;
 struct WideEnv {
-  Int128 leaf(const Expr&) const { return Int128(1) << 70; }
+  Int128 leaf(const ExprNode&) const { return Int128(1) << 70; }
 };
 
 TEST(Expr, EvaluatesWithAWiderIntegerType) {

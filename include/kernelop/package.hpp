@@ -1,0 +1,50 @@
+// The .kop AOT package: one file holding an op's spec and plan, CUBIN per architecture, PTX,
+// resource usage and a format version, checksummed. Loading one needs neither NVRTC nor the
+// kernel source, and a package is untrusted input: a malformed file is an Error, never a crash.
+//
+// Note [package format]: little-endian.
+//   [0, 8)    magic "KOPKG\r\n\x1a" (the CR LF and ^Z catch text-mode transfers)
+//   [8, 12)   u32 format version (kPackageFormatVersion)
+//   [12, 16)  u32 section count N (1 + number of images)
+//   [16, 24)  u64 file size
+//   [24, 40)  XXH3-128 of bytes [40, file size)
+//   [40, 40 + 16 N)  section table: N x {u64 offset, u64 size}
+//   section 0: metadata, UTF-8 JSON: format, op, schema, the spec (source inline, inferred
+//              dtypes filled in), lowered names, NVRTC version and options, per-image arch and
+//              resource usage; section i >= 1: the bytes of image i - 1.
+// Bump kPackageFormatVersion on any change; tests/golden pins the bytes of version 1.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "kernelop/image.hpp"
+
+namespace kernelop {
+
+inline constexpr std::uint32_t kPackageFormatVersion = 1;
+
+/// A package's contents plus what only the file knows.
+struct Package {
+  CompiledImage image;
+  std::uint32_t format_version = 0;
+  std::string checksum;    ///< hex of the XXH3-128 over the file's body
+  std::string created_by;  ///< "kernelop 0.1.0"
+  std::uint64_t file_size = 0;
+};
+
+/// Serialises a compiled image. Deterministic: the same image gives the same bytes.
+std::string write_package_bytes(const CompiledImage& image);
+/// Writes atomically (temporary file + rename). Throws Error(Io).
+void write_package(const CompiledImage& image, const std::filesystem::path& path);
+
+/// Parses and verifies package bytes; throws Error(Format) naming what is wrong. `origin`
+/// names the package in messages.
+Package parse_package(std::string_view bytes, std::string_view origin = "<memory>");
+Package load_package(const std::filesystem::path& path);
+/// load_package(path).image
+CompiledImage read_package(const std::filesystem::path& path);
+
+}  // namespace kernelop

@@ -1,0 +1,89 @@
+// The runtime: a KernelOp launches a compiled kernel on the caller's device buffers, on any
+// CUDA device, through the driver API (loaded at run time, so CPU-only programs still link).
+//
+// Note [launch path]: launch() checks every argument (dtype, device, rank, contiguity, sizes,
+// 32-bit extras, CUDA grid limits), evaluates the plan's expressions and calls cuLaunchKernel on
+// the caller's stream. It allocates nothing on the heap and takes no lock once the kernel is
+// loaded on the device: modules are loaded lazily, once per device, under a per-op mutex, and
+// published through an atomic pointer.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kernelop/image.hpp"
+#include "kernelop/tensor.hpp"
+
+namespace kernelop {
+
+/// Largest device index a KernelOp serves (CUDA devices 0..kMaxDevices-1).
+inline constexpr int kMaxDevices = 64;
+/// Most kernel parameters a KernelOp passes.
+inline constexpr int kMaxKernelArgs = 64;
+
+/// How a kernel was loaded on one device (for logs and inspection).
+struct LoadInfo {
+  int device = -1;
+  std::string device_name;
+  std::string device_arch;  ///< "sm_90"
+  std::string image_arch;   ///< the image used: "sm_90" (CUBIN) or "compute_90" (PTX JIT)
+  bool via_ptx = false;
+  double load_ms = 0;  ///< module load, including any PTX JIT
+};
+
+/// Options for loading images onto devices.
+struct LoadOptions {
+  /// Skip CUBINs and JIT the PTX (to test the forward-compatibility path).
+  bool prefer_ptx = false;
+  /// Print one line per device load to stderr (also enabled by KERNELOP_LOG=1).
+  bool log = false;
+};
+
+class KernelOp {
+ public:
+  /// Takes ownership of a compiled image (from compile() or a package). Needs no driver until
+  /// the first launch.
+  explicit KernelOp(CompiledImage image, LoadOptions options = {});
+  /// Loads a .kop package (see package.hpp): neither NVRTC nor the kernel source is needed.
+  static KernelOp from_package(const std::filesystem::path& path, LoadOptions options = {});
+
+  KernelOp(KernelOp&&) noexcept;
+  KernelOp& operator=(KernelOp&&) noexcept;
+  ~KernelOp();
+
+  const OpPlan& plan() const;
+  const CompiledImage& image() const;
+
+  /// Output shapes for these inputs (tensor inputs in declared order, scalars in declared
+  /// order); checks the inputs as launch() does, except their data and device.
+  std::vector<Shape> output_shapes(std::span<const TensorView> inputs,
+                                   std::span<const ScalarArg> scalars = {}) const;
+  /// Output dtypes for these inputs (they follow inputs for dtype-generic kernels).
+  std::vector<DType> output_dtypes(std::span<const TensorView> inputs) const;
+
+  /// Launches on `stream` (a CUstream; nullptr is the device's legacy default stream) in the
+  /// primary context of the tensors' device. Outputs must be allocated by the caller with the
+  /// shapes and dtypes output_shapes()/output_dtypes() give. Zero-element work launches nothing.
+  void launch(std::span<const TensorView> inputs, std::span<const ScalarArg> scalars,
+              std::span<const TensorView> outputs, void* stream) const;
+
+  /// Loads the kernel on `device` now (launch() does so lazily) and tells how.
+  LoadInfo load(int device) const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+/// True when a CUDA driver could be loaded and reports at least one device.
+bool cuda_available();
+int cuda_device_count();
+
+}  // namespace kernelop

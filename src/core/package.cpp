@@ -1,0 +1,258 @@
+// .kop package writing and verified reading (Note [package format]).
+#include "kernelop/package.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/hash.hpp"
+#include "kernelop/spec_json.hpp"
+
+namespace kernelop {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr char kMagic[8] = {'K', 'O', 'P', 'K', 'G', '\r', '\n', '\x1a'};
+constexpr std::size_t kHeaderSize = 40;
+constexpr std::uint32_t kMaxSections = 1024;
+constexpr const char* kCreatedBy = "kernelop 0.1.0";
+
+template <class T>
+void put(std::string& out, T value) {
+  char bytes[sizeof(T)];
+  std::memcpy(bytes, &value, sizeof(T));
+  out.append(bytes, sizeof(T));
+}
+
+template <class T>
+T get(std::string_view in, std::size_t offset) {
+  T value;
+  std::memcpy(&value, in.data() + offset, sizeof(T));
+  return value;
+}
+
+// The spec as a package stores it: source inline, dtypes the compiler inferred filled in.
+OpDecl packaged_decl(const CompiledImage& image) {
+  const OpPlan& plan = image.plan;
+  OpDecl decl{plan.op_name, plan.spec, ""};
+  decl.spec.source_file.reset();
+  decl.spec.include_paths.clear();  // paths of the build machine mean nothing where it loads
+  if (decl.spec.inputs) {
+    for (Input& input : *decl.spec.inputs) {
+      auto* t = std::get_if<InputDecl>(&input);
+      if (!t || t->dtype) continue;
+      int slot = plan.tensor_slot(t->name);
+      if (slot >= 0) t->dtype = plan.tensors[static_cast<std::size_t>(slot)].dtype;
+    }
+  }
+  return decl;
+}
+
+class Reader {
+ public:
+  Reader(std::string_view bytes, std::string_view origin) : bytes_(bytes), origin_(origin) {}
+
+  [[noreturn]] void fail(const std::string& what) const {
+    KERNELOP_FAIL(Format) << "package " << origin_ << ": " << what;
+  }
+
+  Package read() {
+    Package pkg;
+    if (bytes_.size() < kHeaderSize || std::memcmp(bytes_.data(), kMagic, 8) != 0) {
+      fail("not a kernelop package (bad magic; " + std::to_string(bytes_.size()) + " bytes)");
+    }
+    pkg.format_version = get<std::uint32_t>(bytes_, 8);
+    if (pkg.format_version != kPackageFormatVersion) {
+      fail("format version " + std::to_string(pkg.format_version) +
+           " is not supported (this kernelop reads " + std::to_string(kPackageFormatVersion) + ")");
+    }
+    auto count = get<std::uint32_t>(bytes_, 12);
+    auto size = get<std::uint64_t>(bytes_, 16);
+    if (size != bytes_.size()) {
+      fail("truncated or padded: the header says " + std::to_string(size) +
+           " bytes, the file has " + std::to_string(bytes_.size()));
+    }
+    detail::Digest stored;
+    std::memcpy(stored.bytes.data(), bytes_.data() + 24, 16);
+    detail::Digest actual = detail::hash_bytes(bytes_.substr(kHeaderSize));
+    if (!(stored == actual)) fail("checksum mismatch: the file is damaged");
+    pkg.checksum = actual.hex();
+    pkg.file_size = size;
+    if (count < 1 || count > kMaxSections)
+      fail("section count " + std::to_string(count) + " is out of range");
+    std::size_t table_end = kHeaderSize + 16 * static_cast<std::size_t>(count);
+    if (table_end > bytes_.size()) fail("section table runs past the end of the file");
+    std::vector<std::string_view> sections;
+    for (std::uint32_t i = 0; i < count; ++i) {
+      auto offset = get<std::uint64_t>(bytes_, kHeaderSize + 16 * i);
+      auto length = get<std::uint64_t>(bytes_, kHeaderSize + 16 * i + 8);
+      if (offset < table_end || offset > bytes_.size() || length > bytes_.size() - offset) {
+        fail("section " + std::to_string(i) + " lies outside the file");
+      }
+      sections.push_back(bytes_.substr(offset, length));
+    }
+    Json meta;
+    try {
+      meta = Json::parse(sections[0]);
+    } catch (const nlohmann::json::exception& e) {
+      fail(std::string("metadata is not valid JSON: ") + e.what());
+    }
+    try {
+      read_metadata(meta, sections, pkg);
+    } catch (const nlohmann::json::exception& e) {
+      fail(std::string("metadata is malformed: ") + e.what());
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::Format) throw;
+      fail("its spec is invalid: " + e.message());
+    }
+    return pkg;
+  }
+
+ private:
+  void read_metadata(const Json& meta, const std::vector<std::string_view>& sections,
+                     Package& pkg) {
+    if (!meta.is_object()) fail("metadata is not a JSON object");
+    if (meta.at("format").get<std::uint32_t>() != pkg.format_version)
+      fail("metadata format differs from the header");
+    pkg.created_by = meta.at("created_by").get<std::string>();
+    CompiledImage& image = pkg.image;
+    const Json& spec = meta.at("spec");
+    if (!spec.is_object()) fail("metadata.spec is not an object");
+    image.plan = derive_plan(parse_op_json(spec.dump(), "", std::string(origin_) + ": spec"));
+    if (image.plan.op_name != meta.at("op").get<std::string>())
+      fail("metadata.op differs from the spec's op");
+    image.lowered_names = meta.at("lowered_names").get<std::vector<std::string>>();
+    if (image.lowered_names.size() != image.plan.instances.size()) {
+      fail(std::to_string(image.lowered_names.size()) + " kernel symbols for " +
+           std::to_string(image.plan.instances.size()) + " instantiations");
+    }
+    image.nvrtc_version = meta.at("nvrtc_version").get<std::string>();
+    image.options = meta.at("compile_options").get<std::vector<std::string>>();
+    const Json& images = meta.at("images");
+    if (!images.is_array() || images.size() + 1 != sections.size()) {
+      fail("metadata lists " + std::to_string(images.is_array() ? images.size() : 0) +
+           " images for " + std::to_string(sections.size() - 1) + " image sections");
+    }
+    for (std::size_t i = 0; i < images.size(); ++i) {
+      ArchImage a;
+      a.arch = images[i].at("arch").get<std::string>();
+      bool cubin = a.arch.rfind("sm_", 0) == 0;
+      if (!cubin && a.arch.rfind("compute_", 0) != 0)
+        fail("image " + std::to_string(i) + " has arch '" + a.arch + "'");
+      a.data.assign(sections[i + 1]);
+      for (const Json& u : images[i].at("usage")) {
+        if (!u.is_array() || u.size() != 6)
+          fail("image " + std::to_string(i) + " has malformed resource usage");
+        a.usage.push_back(ResourceUsage{u[0].get<int>(), u[1].get<int>(), u[2].get<int>(),
+                                        u[3].get<int>(), u[4].get<int>(), u[5].get<int>()});
+      }
+      if (cubin && a.usage.size() != image.plan.instances.size()) {
+        fail("image " + a.arch + " has usage for " + std::to_string(a.usage.size()) + " of " +
+             std::to_string(image.plan.instances.size()) + " instantiations");
+      }
+      image.images.push_back(std::move(a));
+    }
+    if (image.images.empty()) fail("it holds no image");
+  }
+
+  std::string_view bytes_;
+  std::string_view origin_;
+};
+
+}  // namespace
+
+std::string write_package_bytes(const CompiledImage& image) {
+  Json meta = Json::object();
+  meta["format"] = kPackageFormatVersion;
+  meta["created_by"] = kCreatedBy;
+  meta["op"] = image.plan.op_name;
+  meta["schema"] = image.plan.qualified_schema();
+  meta["spec"] = Json::parse(print_op_json(packaged_decl(image), JsonWriteOptions{-1, true}));
+  meta["lowered_names"] = image.lowered_names;
+  meta["nvrtc_version"] = image.nvrtc_version;
+  meta["compile_options"] = image.options;
+  Json images = Json::array();
+  for (const ArchImage& a : image.images) {
+    Json usage = Json::array();
+    for (const ResourceUsage& u : a.usage) {
+      usage.push_back({u.registers, u.stack_frame, u.spill_stores, u.spill_loads, u.static_shared,
+                       u.const_bytes});
+    }
+    images.push_back(Json{
+        {"arch", a.arch}, {"kind", a.is_ptx() ? "ptx" : "cubin"}, {"usage", std::move(usage)}});
+  }
+  meta["images"] = std::move(images);
+
+  std::vector<std::string_view> sections;
+  std::string meta_text = meta.dump();
+  sections.push_back(meta_text);
+  for (const ArchImage& a : image.images) sections.push_back(a.data);
+  auto count = static_cast<std::uint32_t>(sections.size());
+  std::string body;  // everything after the fixed header
+  std::uint64_t offset = kHeaderSize + 16ull * count;
+  for (auto s : sections) {
+    put<std::uint64_t>(body, offset);
+    put<std::uint64_t>(body, s.size());
+    offset += s.size();
+  }
+  for (auto s : sections) body.append(s);
+  std::string out;
+  out.append(kMagic, 8);
+  put<std::uint32_t>(out, kPackageFormatVersion);
+  put<std::uint32_t>(out, count);
+  put<std::uint64_t>(out, kHeaderSize + body.size());
+  detail::Digest digest = detail::hash_bytes(body);
+  out.append(reinterpret_cast<const char*>(digest.bytes.data()), 16);
+  out.append(body);
+  return out;
+}
+
+void write_package(const CompiledImage& image, const std::filesystem::path& path) {
+  std::string bytes = write_package_bytes(image);
+  std::string tmp = path.string() + ".tmp.XXXXXX";
+  int fd = ::mkstemp(tmp.data());
+  if (fd < 0)
+    KERNELOP_FAIL(Io) << "cannot write package '" << path.string() << "': " << std::strerror(errno);
+  std::size_t written = 0;
+  while (written < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    written += static_cast<std::size_t>(n);
+  }
+  bool ok = written == bytes.size() && ::fchmod(fd, 0644) == 0;
+  ok = ::close(fd) == 0 && ok;
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    KERNELOP_FAIL(Io) << "cannot write package '" << path.string() << "': " << std::strerror(err);
+  }
+}
+
+Package parse_package(std::string_view bytes, std::string_view origin) {
+  return Reader(bytes, origin).read();
+}
+
+Package load_package(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    KERNELOP_FAIL(Io) << "package '" << path.string() << "' is a directory";
+  std::ifstream in(path, std::ios::binary);
+  if (!in) KERNELOP_FAIL(Io) << "cannot read package '" << path.string() << "'";
+  std::ostringstream s;
+  s << in.rdbuf();
+  std::string bytes = s.str();
+  return parse_package(bytes, path.string());
+}
+
+CompiledImage read_package(const std::filesystem::path& path) {
+  return load_package(path).image;
+}
+
+}  // namespace kernelop

@@ -1,0 +1,64 @@
+// Shape arithmetic and contiguity.
+#include "kernelop/tensor.hpp"
+
+#include <sstream>
+
+namespace kernelop {
+
+void Shape::assign(const std::int64_t* dims, std::size_t n) {
+  if (n > static_cast<std::size_t>(kMaxRank)) {
+    KERNELOP_FAIL(Launch) << "rank " << n << " exceeds kernelop's maximum of " << kMaxRank;
+  }
+  for (std::size_t i = 0; i < n; ++i) dims_[i] = dims[i];
+  rank_ = static_cast<int>(n);
+}
+
+void Shape::push_back(std::int64_t d) {
+  if (rank_ >= kMaxRank) {
+    KERNELOP_FAIL(Launch) << "rank " << rank_ + 1 << " exceeds kernelop's maximum of " << kMaxRank;
+  }
+  dims_[static_cast<std::size_t>(rank_++)] = d;
+}
+
+std::int64_t Shape::numel() const {
+  std::int64_t n = 1;
+  for (int i = 0; i < rank_; ++i) {
+    if (__builtin_mul_overflow(n, dims_[static_cast<std::size_t>(i)], &n)) {
+      KERNELOP_FAIL(Launch) << "shape " << to_string() << " has more than 2^63 elements";
+    }
+  }
+  return n;
+}
+
+std::string Shape::to_string() const {
+  std::ostringstream out;
+  out << "[";
+  for (int i = 0; i < rank_; ++i) out << (i ? ", " : "") << dims_[static_cast<std::size_t>(i)];
+  out << "]";
+  return out.str();
+}
+
+bool Shape::operator==(const Shape& other) const {
+  if (rank_ != other.rank_) return false;
+  for (int i = 0; i < rank_; ++i) {
+    if (dims_[static_cast<std::size_t>(i)] != other.dims_[static_cast<std::size_t>(i)])
+      return false;
+  }
+  return true;
+}
+
+bool TensorView::is_contiguous() const {
+  if (strides.rank() == 0) return true;
+  if (strides.rank() != shape.rank()) return false;
+  for (int i = 0; i < shape.rank(); ++i) {
+    if (shape[i] == 0) return true;  // an empty tensor has no layout to get wrong
+  }
+  std::int64_t expected = 1;
+  for (int i = shape.rank() - 1; i >= 0; --i) {
+    if (shape[i] != 1 && strides[i] != expected) return false;
+    expected *= shape[i];
+  }
+  return true;
+}
+
+}  // namespace kernelop

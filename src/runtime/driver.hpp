@@ -1,0 +1,139 @@
+// The CUDA driver API, loaded with dlopen so that programs link and run without a driver;
+// RAII handles for the objects kernelop and its tools create.
+#pragma once
+
+#include <cuda.h>
+
+#include <memory>
+#include <string>
+
+namespace kernelop::detail {
+
+// X-macro of every driver entry point kernelop uses. cuda.h maps some names to versioned
+// symbols (cuMemAlloc -> cuMemAlloc_v2); the table resolves whatever the macro expands to.
+#define KERNELOP_DRIVER_FUNCTIONS(X) \
+  X(cuInit)                          \
+  X(cuDriverGetVersion)              \
+  X(cuGetErrorName)                  \
+  X(cuGetErrorString)                \
+  X(cuDeviceGetCount)                \
+  X(cuDeviceGet)                     \
+  X(cuDeviceGetName)                 \
+  X(cuDeviceGetAttribute)            \
+  X(cuDevicePrimaryCtxRetain)        \
+  X(cuDevicePrimaryCtxRelease)       \
+  X(cuCtxGetCurrent)                 \
+  X(cuCtxSetCurrent)                 \
+  X(cuCtxSynchronize)                \
+  X(cuModuleLoadDataEx)              \
+  X(cuModuleUnload)                  \
+  X(cuModuleGetFunction)             \
+  X(cuFuncGetAttribute)              \
+  X(cuFuncSetAttribute)              \
+  X(cuLaunchKernel)                  \
+  X(cuMemAlloc)                      \
+  X(cuMemFree)                       \
+  X(cuMemcpyHtoD)                    \
+  X(cuMemcpyDtoH)                    \
+  X(cuMemsetD8)                      \
+  X(cuStreamCreate)                  \
+  X(cuStreamDestroy)                 \
+  X(cuStreamSynchronize)             \
+  X(cuEventCreate)                   \
+  X(cuEventDestroy)                  \
+  X(cuEventRecord)                   \
+  X(cuEventSynchronize)              \
+  X(cuEventElapsedTime)              \
+  X(cuPointerGetAttribute)
+
+struct Driver {
+#define KERNELOP_DRIVER_MEMBER(name) decltype(&::name) name = nullptr;
+  KERNELOP_DRIVER_FUNCTIONS(KERNELOP_DRIVER_MEMBER)
+#undef KERNELOP_DRIVER_MEMBER
+
+  /// The loaded and initialised driver, or nullptr with the reason in `why` (once per process).
+  static const Driver* get(std::string* why = nullptr);
+  /// The driver, or Error(Launch) saying why it is unavailable.
+  static const Driver& require();
+};
+
+/// "cuModuleGetFunction failed: CUDA_ERROR_NOT_FOUND (500): named symbol not found"
+std::string cuda_error_text(CUresult result);
+/// Throws Error(Launch) "<call>(<what>) failed: <name> (<code>): <description>".
+void check_cuda(CUresult result, const char* call, const std::string& what);
+
+/// The primary context of a device, retained for the lifetime of the handle.
+class PrimaryContext {
+ public:
+  explicit PrimaryContext(int device);
+  ~PrimaryContext();
+  PrimaryContext(const PrimaryContext&) = delete;
+  PrimaryContext& operator=(const PrimaryContext&) = delete;
+  CUcontext get() const { return ctx_; }
+  int device() const { return device_; }
+
+ private:
+  int device_;
+  CUcontext ctx_ = nullptr;
+};
+
+/// Makes `ctx` current for a scope when it is not already, restoring the previous one.
+class ScopedContext {
+ public:
+  explicit ScopedContext(CUcontext ctx);
+  ~ScopedContext();
+  ScopedContext(const ScopedContext&) = delete;
+  ScopedContext& operator=(const ScopedContext&) = delete;
+
+ private:
+  CUcontext previous_ = nullptr;
+  bool switched_ = false;
+};
+
+/// Device memory owned by the handle (tools and tests; launches use the caller's buffers).
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(std::size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  void* get() const { return reinterpret_cast<void*>(ptr_); }
+  std::size_t size() const { return bytes_; }
+  void upload(const void* host, std::size_t bytes);
+  void download(void* host, std::size_t bytes) const;
+  void fill_bytes(unsigned char value);
+
+ private:
+  CUdeviceptr ptr_ = 0;
+  std::size_t bytes_ = 0;
+};
+
+class Stream {
+ public:
+  Stream();
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  CUstream get() const { return stream_; }
+  void synchronize() const;
+
+ private:
+  CUstream stream_ = nullptr;
+};
+
+class Event {
+ public:
+  Event();
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  void record(CUstream stream) const;
+  /// Milliseconds from `start` to this event (both recorded and complete).
+  float since(const Event& start) const;
+
+ private:
+  CUevent event_ = nullptr;
+};
+
+}  // namespace kernelop::detail

@@ -1,0 +1,639 @@
+// KernelOp: argument checks, output shapes, lazy per-device loading and the launch.
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <limits>
+#include <sstream>
+
+#include "kernelop/package.hpp"
+#include "kernelop/runtime.hpp"
+#include "runtime/driver.hpp"
+#include "runtime/image_select.hpp"
+
+namespace kernelop {
+namespace {
+
+using detail::check_cuda;
+using detail::Driver;
+
+// Everything a call derives from its arguments, on the stack (Note [launch path]).
+struct Frame {
+  std::array<Shape, kMaxKernelArgs> shapes;         // per tensor slot
+  std::array<std::int64_t, kMaxKernelArgs> ints{};  // per scalar slot (int and bool scalars)
+  int instance = 0;
+};
+
+std::string join_dtypes(const std::vector<DType>& dtypes) {
+  std::string out;
+  for (DType d : dtypes) out += (out.empty() ? "" : ", ") + std::string(dtype_name(d));
+  return out;
+}
+
+// Evaluates plan expressions against a frame.
+struct FrameEnv {
+  const OpPlan& plan;
+  const Frame& frame;
+
+  std::int64_t leaf(const ExprNode& n) const {
+    if (n.op == ExprOp::Scalar) return frame.ints[static_cast<std::size_t>(n.slot)];
+    const Shape& s = frame.shapes[static_cast<std::size_t>(n.slot)];
+    if (n.op == ExprOp::Numel) return s.numel();
+    if (n.op == ExprOp::Dim) {
+      std::int64_t a = 0;
+      if (!normalize_axis(n.value, s.rank(), &a)) {
+        KERNELOP_FAIL(Launch) << "op " << plan.op_name << ": '" << to_string(n) << "': axis "
+                              << n.value << " is out of range for " << n.name << " of shape "
+                              << s.to_string();
+      }
+      return s[static_cast<int>(a)];
+    }
+    // NumelExcept: the product over the axes not listed.
+    std::uint64_t skip = 0;
+    for (auto axis : n.axes) {
+      std::int64_t a = 0;
+      if (!normalize_axis(axis, s.rank(), &a) || (skip >> a & 1u)) {
+        KERNELOP_FAIL(Launch) << "op " << plan.op_name << ": '" << to_string(n)
+                              << "': axes out of range or repeated for " << n.name << " of shape "
+                              << s.to_string();
+      }
+      skip |= 1ull << a;
+    }
+    std::int64_t p = 1;
+    for (int i = 0; i < s.rank(); ++i) {
+      if (!(skip >> i & 1u) && __builtin_mul_overflow(p, s[i], &p)) {
+        KERNELOP_FAIL(Launch) << "op " << plan.op_name << ": '" << to_string(n)
+                              << "' overflows int64";
+      }
+    }
+    return p;
+  }
+};
+
+struct DeviceModule {
+  std::unique_ptr<detail::PrimaryContext> ctx;
+  CUmodule module = nullptr;
+  std::vector<CUfunction> functions;  // per instance
+  std::vector<int> max_threads;       // per instance
+  std::vector<int> static_shared;     // per instance
+  int max_dynamic_shared = 48 * 1024;
+  LoadInfo info;
+
+  ~DeviceModule() {
+    if (module) {
+      if (const Driver* d = Driver::get()) d->cuModuleUnload(module);
+    }
+  }
+};
+
+bool log_enabled(const LoadOptions& options) {
+  const char* env = std::getenv("KERNELOP_LOG");
+  return options.log || (env && std::string_view(env) == "1");
+}
+
+}  // namespace
+
+struct KernelOp::State {
+  CompiledImage image;
+  LoadOptions options;
+  std::mutex load_mutex;
+  std::array<std::atomic<DeviceModule*>, kMaxDevices> devices{};
+  std::vector<std::unique_ptr<DeviceModule>> owned;
+  bool dynamic_shared = false;  // the geometry's shared memory is not the constant 0
+
+  const OpPlan& plan() const { return image.plan; }
+
+  [[noreturn]] void fail_type(const std::string& what) const {
+    KERNELOP_FAIL(Type) << "op " << plan().op_name << ": " << what;
+  }
+  [[noreturn]] void fail(const std::string& what) const {
+    KERNELOP_FAIL(Launch) << "op " << plan().op_name << ": " << what;
+  }
+
+  // The dtype an instance binds a declaration to (nullopt: unknown, anything goes).
+  std::optional<DType> bound(int instance, const std::optional<DTypeDecl>& decl) const {
+    if (!decl) return std::nullopt;
+    if (const auto* d = std::get_if<DType>(&*decl)) return *d;
+    const auto& name = std::get<std::string>(*decl);
+    for (std::size_t p = 0; p < plan().type_params.size(); ++p) {
+      if (plan().type_params[p].name == name) {
+        return plan().instances[static_cast<std::size_t>(instance)].bindings[p];
+      }
+    }
+    return std::nullopt;
+  }
+
+  int select_instance(std::span<const TensorView> inputs) const {
+    const OpPlan& p = plan();
+    if (p.type_params.empty()) return 0;
+    for (std::size_t inst = 0; inst < p.instances.size(); ++inst) {
+      bool match = true;
+      for (int i = 0; i < p.num_tensor_inputs && match; ++i) {
+        auto want = bound(static_cast<int>(inst), p.tensors[static_cast<std::size_t>(i)].dtype);
+        match = !want || *want == inputs[static_cast<std::size_t>(i)].dtype;
+      }
+      if (match) return static_cast<int>(inst);
+    }
+    std::ostringstream msg;
+    msg << "no instantiation of " << p.spec.kernel_name << " takes (";
+    for (int i = 0; i < p.num_tensor_inputs; ++i) {
+      msg << (i ? ", " : "") << p.tensors[static_cast<std::size_t>(i)].name << ": "
+          << dtype_name(inputs[static_cast<std::size_t>(i)].dtype);
+    }
+    msg << "); instantiated for";
+    for (const auto& tp : p.type_params) {
+      std::vector<DType> d = tp.dtypes;
+      msg << " " << tp.name << " in {" << join_dtypes(d) << "}";
+    }
+    fail_type(msg.str());
+  }
+
+  std::string param_text(int slot) const {
+    for (std::size_t i = 0; i < plan().args.size(); ++i) {
+      const ArgSlot& a = plan().args[i];
+      if (a.is_pointer() && a.index == slot) {
+        return "kernel parameter " + std::to_string(i) + " is " + a.c_type();
+      }
+    }
+    return "";
+  }
+
+  void check_rank_requirements(const Frame& f, bool outputs) const {
+    for (const RankRequirement& r : plan().rank_requirements) {
+      bool is_output = plan().tensors[static_cast<std::size_t>(r.slot)].is_output;
+      if (is_output != outputs) continue;
+      const Shape& s = f.shapes[static_cast<std::size_t>(r.slot)];
+      if (s.rank() < r.min_rank) {
+        fail((is_output ? "output '" : "input '") +
+             plan().tensors[static_cast<std::size_t>(r.slot)].name + "' has rank " +
+             std::to_string(s.rank()) + " (shape " + s.to_string() + ") but " + r.reason +
+             " needs rank >= " + std::to_string(r.min_rank));
+      }
+    }
+  }
+
+  // Checks inputs and scalars and fills the frame with every tensor's shape.
+  void prepare(std::span<const TensorView> inputs, std::span<const ScalarArg> scalars,
+               Frame& f) const {
+    const OpPlan& p = plan();
+    auto n_in = static_cast<std::size_t>(p.num_tensor_inputs);
+    if (inputs.size() != n_in) {
+      std::string names;
+      for (std::size_t i = 0; i < n_in; ++i) names += (i ? ", " : "") + p.tensors[i].name;
+      fail_type("expected " + std::to_string(n_in) + " tensor input(s) (" + names + "), got " +
+                std::to_string(inputs.size()));
+    }
+    if (scalars.size() != p.scalars.size()) {
+      std::string names;
+      for (std::size_t i = 0; i < p.scalars.size(); ++i)
+        names += (i ? ", " : "") + p.scalars[i].name;
+      fail_type("expected " + std::to_string(p.scalars.size()) + " scalar input(s) (" + names +
+                "), got " + std::to_string(scalars.size()));
+    }
+    f.instance = select_instance(inputs);
+    for (std::size_t i = 0; i < n_in; ++i) {
+      const TensorSlot& t = p.tensors[i];
+      auto want = bound(f.instance, t.dtype);
+      if (want && *want != inputs[i].dtype) {
+        fail_type("input '" + t.name + "' must be " + std::string(dtype_name(*want)) + " (" +
+                  param_text(static_cast<int>(i)) + "), got " +
+                  std::string(dtype_name(inputs[i].dtype)));
+      }
+      f.shapes[i] = inputs[i].shape;
+    }
+    for (std::size_t i = 0; i < p.scalars.size(); ++i) {
+      const ScalarSlot& s = p.scalars[i];
+      const ScalarArg& a = scalars[i];
+      auto kind_name = [](ScalarArg::Kind k) {
+        return k == ScalarArg::Kind::Float ? "float" : k == ScalarArg::Kind::Int ? "int" : "bool";
+      };
+      switch (s.type) {
+        case ScalarType::Float:
+        case ScalarType::Float64:
+          if (a.kind == ScalarArg::Kind::Bool) {
+            fail_type("scalar '" + s.name + "' must be a float, got bool");
+          }
+          break;
+        case ScalarType::Int:
+        case ScalarType::Int64:
+          if (a.kind != ScalarArg::Kind::Int) {
+            fail_type("scalar '" + s.name + "' must be an int, got " + kind_name(a.kind));
+          }
+          if (s.type == ScalarType::Int && (a.i < std::numeric_limits<std::int32_t>::min() ||
+                                            a.i > std::numeric_limits<std::int32_t>::max())) {
+            fail("scalar '" + s.name + "' = " + std::to_string(a.i) +
+                 " does not fit the kernel's 32-bit int; declare it int64 and take a long long");
+          }
+          f.ints[i] = a.i;
+          break;
+        case ScalarType::Bool:
+          if (a.kind != ScalarArg::Kind::Bool) {
+            fail_type("scalar '" + s.name + "' must be a bool, got " + kind_name(a.kind));
+          }
+          f.ints[i] = a.b ? 1 : 0;
+          break;
+      }
+    }
+    check_rank_requirements(f, false);
+    FrameEnv env{p, f};
+    for (const OutputPlan& out : p.outputs) {
+      Shape& shape = f.shapes[static_cast<std::size_t>(out.slot)];
+      const Shape& src = f.shapes[static_cast<std::size_t>(out.shape.source)];
+      const std::string& name = p.tensors[static_cast<std::size_t>(out.slot)].name;
+      switch (out.shape.kind) {
+        case ShapeRule::Kind::Like:
+          shape = src;
+          break;
+        case ShapeRule::Kind::Reduce: {
+          std::uint64_t reduced = 0;
+          for (auto axis : out.shape.axes) {
+            std::int64_t a = 0;
+            if (!normalize_axis(axis, src.rank(), &a)) {
+              fail("output '" + name + "' reduces axis " + std::to_string(axis) +
+                   ", out of range for " +
+                   p.tensors[static_cast<std::size_t>(out.shape.source)].name + " of shape " +
+                   src.to_string());
+            }
+            if (reduced >> a & 1u) {
+              fail("output '" + name + "' reduces axis " + std::to_string(axis) +
+                   " twice for rank " + std::to_string(src.rank()));
+            }
+            reduced |= 1ull << a;
+          }
+          shape = Shape();
+          for (int d = 0; d < src.rank(); ++d) {
+            if (!(reduced >> d & 1u)) {
+              shape.push_back(src[d]);
+            } else if (out.shape.keepdim) {
+              shape.push_back(1);
+            }
+          }
+          break;
+        }
+        case ShapeRule::Kind::Exprs:
+          shape = Shape();
+          for (std::size_t d = 0; d < out.shape.dims.size(); ++d) {
+            std::int64_t v = evaluate<std::int64_t>(out.shape.dims[d], env);
+            if (v < 0) {
+              fail("output '" + name + "' dim " + std::to_string(d) + " = '" +
+                   out.shape.dims[d].to_string() + "' evaluates to " + std::to_string(v));
+            }
+            shape.push_back(v);
+          }
+          break;
+      }
+    }
+    check_rank_requirements(f, true);
+  }
+
+  DType output_dtype(const OutputPlan& out, int instance,
+                     std::span<const TensorView> inputs) const {
+    if (out.dtype_from >= 0) return inputs[static_cast<std::size_t>(out.dtype_from)].dtype;
+    auto d = bound(instance, out.dtype);
+    if (!d)
+      fail("output '" + plan().tensors[static_cast<std::size_t>(out.slot)].name +
+           "' has no known dtype");
+    return *d;
+  }
+
+  const DeviceModule& module_for(int device) {
+    if (device < 0 || device >= kMaxDevices) {
+      fail("device " + std::to_string(device) + " is out of range (0.." +
+           std::to_string(kMaxDevices - 1) + ")");
+    }
+    auto& slot = devices[static_cast<std::size_t>(device)];
+    if (DeviceModule* m = slot.load(std::memory_order_acquire)) return *m;
+    std::lock_guard lock(load_mutex);
+    if (DeviceModule* m = slot.load(std::memory_order_relaxed)) return *m;
+    auto m = load_module(device);
+    DeviceModule* raw = m.get();
+    owned.push_back(std::move(m));
+    slot.store(raw, std::memory_order_release);
+    return *raw;
+  }
+
+  std::unique_ptr<DeviceModule> load_module(int device) {
+    const Driver& d = Driver::require();
+    int count = 0;
+    check_cuda(d.cuDeviceGetCount(&count), "cuDeviceGetCount", "");
+    if (device >= count) {
+      fail("device " + std::to_string(device) + " does not exist (" + std::to_string(count) +
+           " CUDA device(s))");
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    auto m = std::make_unique<DeviceModule>();
+    m->ctx = std::make_unique<detail::PrimaryContext>(device);
+    CUdevice dev = 0;
+    check_cuda(d.cuDeviceGet(&dev, device), "cuDeviceGet", std::to_string(device));
+    int major = 0, minor = 0, optin = 0;
+    check_cuda(d.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
+               "cuDeviceGetAttribute", "compute capability");
+    check_cuda(d.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
+               "cuDeviceGetAttribute", "compute capability");
+    check_cuda(
+        d.cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev),
+        "cuDeviceGetAttribute", "shared memory");
+    char name[256] = {};
+    check_cuda(d.cuDeviceGetName(name, sizeof name, dev), "cuDeviceGetName",
+               std::to_string(device));
+    std::string why;
+    int index = detail::select_image(image.images, major, minor, options.prefer_ptx, &why);
+    if (index < 0) fail(why + " (device " + std::to_string(device) + " '" + name + "')");
+    const ArchImage& chosen = image.images[static_cast<std::size_t>(index)];
+
+    detail::ScopedContext scope(m->ctx->get());
+    char jit_log[8192] = {};
+    CUjit_option jit_options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void* jit_values[] = {jit_log, reinterpret_cast<void*>(sizeof jit_log)};
+    CUresult r = d.cuModuleLoadDataEx(&m->module, chosen.data.c_str(), 2, jit_options, jit_values);
+    if (r != CUDA_SUCCESS) {
+      fail("cuModuleLoadDataEx(" + chosen.arch + " image on device " + std::to_string(device) +
+           " '" + name + "') failed: " + detail::cuda_error_text(r) +
+           (jit_log[0] ? std::string("\n") + jit_log : ""));
+    }
+    for (const std::string& lowered : image.lowered_names) {
+      CUfunction fn = nullptr;
+      check_cuda(d.cuModuleGetFunction(&fn, m->module, lowered.c_str()), "cuModuleGetFunction",
+                 "kernel=\"" + lowered + "\", op " + plan().op_name);
+      int threads = 0, shared = 0;
+      check_cuda(d.cuFuncGetAttribute(&threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn),
+                 "cuFuncGetAttribute", lowered);
+      check_cuda(d.cuFuncGetAttribute(&shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn),
+                 "cuFuncGetAttribute", lowered);
+      if (dynamic_shared) {
+        // Allow dynamic shared memory beyond the 48 KiB default, up to what the device offers.
+        check_cuda(d.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                        optin - shared),
+                   "cuFuncSetAttribute", lowered);
+      }
+      m->functions.push_back(fn);
+      m->max_threads.push_back(threads);
+      m->static_shared.push_back(shared);
+    }
+    m->max_dynamic_shared = dynamic_shared ? optin : 48 * 1024;
+    m->info.device = device;
+    m->info.device_name = name;
+    m->info.device_arch = "sm_" + std::to_string(major * 10 + minor);
+    m->info.image_arch = chosen.arch;
+    m->info.via_ptx = chosen.is_ptx();
+    m->info.load_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (log_enabled(options)) {
+      std::cerr << "kernelop: op " << plan().op_name << " on device " << device << " (" << name
+                << ", " << m->info.device_arch << "): loaded "
+                << (m->info.via_ptx ? "PTX " : "CUBIN ") << chosen.arch
+                << (m->info.via_ptx ? " through the driver's JIT" : "") << " in " << m->info.load_ms
+                << " ms\n";
+    }
+    return m;
+  }
+};
+
+KernelOp::KernelOp(CompiledImage image, LoadOptions options) : state_(std::make_unique<State>()) {
+  state_->image = std::move(image);
+  state_->options = options;
+  const OpPlan& p = state_->plan();
+  if (p.args.size() > static_cast<std::size_t>(kMaxKernelArgs) ||
+      p.tensors.size() > static_cast<std::size_t>(kMaxKernelArgs)) {
+    KERNELOP_FAIL(Spec) << "op " << p.op_name << ": " << p.args.size()
+                        << " kernel parameters; kernelop passes at most " << kMaxKernelArgs;
+  }
+  if (!p.geometry)
+    KERNELOP_FAIL(Spec) << "op " << p.op_name << ": no launch geometry to launch with";
+  if (state_->image.lowered_names.size() != p.instances.size()) {
+    KERNELOP_FAIL(Spec) << "op " << p.op_name << ": the image has "
+                        << state_->image.lowered_names.size() << " kernel symbol(s) for "
+                        << p.instances.size() << " instantiation(s)";
+  }
+  for (const ArgSlot& a : p.args) {
+    if (a.is_pointer() && !a.element) {
+      KERNELOP_FAIL(Spec) << "op " << p.op_name << ": the dtype of '" << a.name
+                          << "' is unknown; compile the op (which infers it) or declare it";
+    }
+  }
+  const Expr& smem = p.geometry->shared_mem;
+  state_->dynamic_shared = !(smem.is_const() && smem.const_value() == 0);
+}
+
+KernelOp KernelOp::from_package(const std::filesystem::path& path, LoadOptions options) {
+  return KernelOp(read_package(path), options);
+}
+
+KernelOp::KernelOp(KernelOp&&) noexcept = default;
+KernelOp& KernelOp::operator=(KernelOp&&) noexcept = default;
+KernelOp::~KernelOp() = default;
+
+const OpPlan& KernelOp::plan() const {
+  return state_->plan();
+}
+const CompiledImage& KernelOp::image() const {
+  return state_->image;
+}
+
+std::vector<Shape> KernelOp::output_shapes(std::span<const TensorView> inputs,
+                                           std::span<const ScalarArg> scalars) const {
+  auto f = std::make_unique<Frame>();
+  state_->prepare(inputs, scalars, *f);
+  std::vector<Shape> out;
+  for (const OutputPlan& o : plan().outputs)
+    out.push_back(f->shapes[static_cast<std::size_t>(o.slot)]);
+  return out;
+}
+
+std::vector<DType> KernelOp::output_dtypes(std::span<const TensorView> inputs) const {
+  if (inputs.size() != static_cast<std::size_t>(plan().num_tensor_inputs)) {
+    state_->fail_type("expected " + std::to_string(plan().num_tensor_inputs) +
+                      " tensor input(s), got " + std::to_string(inputs.size()));
+  }
+  int instance = state_->select_instance(inputs);
+  std::vector<DType> out;
+  for (const OutputPlan& o : plan().outputs)
+    out.push_back(state_->output_dtype(o, instance, inputs));
+  return out;
+}
+
+LoadInfo KernelOp::load(int device) const {
+  return state_->module_for(device).info;
+}
+
+void KernelOp::launch(std::span<const TensorView> inputs, std::span<const ScalarArg> scalars,
+                      std::span<const TensorView> outputs, void* stream) const {
+  State& s = *state_;
+  const OpPlan& p = s.plan();
+  Frame f;
+  s.prepare(inputs, scalars, f);
+  if (outputs.size() != p.outputs.size()) {
+    s.fail_type("expected " + std::to_string(p.outputs.size()) + " output(s), got " +
+                std::to_string(outputs.size()));
+  }
+  // One device for everything, contiguous memory, outputs of the right dtype and shape.
+  int device = inputs.empty() ? outputs[0].device : inputs[0].device;
+  const std::string& first = p.tensors[0].name;
+  bool work = false;
+  auto check_tensor = [&](const TensorView& t, const std::string& role, const std::string& name,
+                          bool writes) {
+    if (t.device != device) {
+      s.fail(role + " '" + name + "' is on device " + std::to_string(t.device) + " but input '" +
+             first + "' is on device " + std::to_string(device) +
+             "; all tensors must be on one device");
+    }
+    if (!t.is_contiguous()) {
+      s.fail(role + " '" + name + "' is not contiguous (shape " + t.shape.to_string() +
+             ", strides " + t.strides.to_string() + "); kernelop launches need contiguous tensors");
+    }
+    std::int64_t n = t.shape.numel();
+    if (n > 0 && t.data == nullptr) s.fail(role + " '" + name + "' has a null data pointer");
+    if (writes && n > 0) work = true;
+  };
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    check_tensor(inputs[i], "input", p.tensors[i].name, p.tensors[i].mutated);
+  }
+  for (std::size_t o = 0; o < outputs.size(); ++o) {
+    const OutputPlan& out = p.outputs[o];
+    const std::string& name = p.tensors[static_cast<std::size_t>(out.slot)].name;
+    DType want = s.output_dtype(out, f.instance, inputs);
+    if (outputs[o].dtype != want) {
+      s.fail_type("output '" + name + "' must be " + std::string(dtype_name(want)) + ", got " +
+                  std::string(dtype_name(outputs[o].dtype)));
+    }
+    const Shape& expected = f.shapes[static_cast<std::size_t>(out.slot)];
+    if (!(outputs[o].shape == expected)) {
+      s.fail("output '" + name + "' has shape " + outputs[o].shape.to_string() +
+             " but the op produces " + expected.to_string());
+    }
+    check_tensor(outputs[o], "output", name, true);
+  }
+  if (!work) return;  // zero-element outputs: nothing to launch
+
+  FrameEnv env{p, f};
+  const LaunchGeometry& g = *p.geometry;
+  std::array<std::int64_t, 3> grid{}, block{};
+  for (int i = 0; i < 3; ++i) {
+    grid[i] = evaluate<std::int64_t>(g.grid[i], env);
+    block[i] = evaluate<std::int64_t>(g.block[i], env);
+  }
+  std::int64_t smem = evaluate<std::int64_t>(g.shared_mem, env);
+  if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) return;
+  static constexpr std::array<std::int64_t, 3> kGridMax = {2147483647, 65535, 65535};
+  static constexpr std::array<const char*, 3> kAxis = {"x", "y", "z"};
+  for (int i = 0; i < 3; ++i) {
+    if (grid[i] < 0 || grid[i] > kGridMax[i]) {
+      s.fail(std::string("grid ") + kAxis[i] + " = " + std::to_string(grid[i]) + " ('" +
+             g.grid[i].to_string() + "') exceeds the CUDA limit " + std::to_string(kGridMax[i]));
+    }
+    if (block[i] <= 0) {
+      s.fail(std::string("block ") + kAxis[i] + " = " + std::to_string(block[i]) + " ('" +
+             g.block[i].to_string() + "') must be positive");
+    }
+  }
+  if (smem < 0)
+    s.fail("shared memory '" + g.shared_mem.to_string() + "' evaluates to " + std::to_string(smem));
+
+  const DeviceModule& m = s.module_for(device);
+  auto instance = static_cast<std::size_t>(f.instance);
+  std::int64_t threads = block[0] * block[1] * block[2];
+  if (threads > m.max_threads[instance]) {
+    s.fail("block of " + std::to_string(threads) + " threads exceeds the kernel's limit of " +
+           std::to_string(m.max_threads[instance]) + " on this device");
+  }
+  if (smem + m.static_shared[instance] > m.max_dynamic_shared) {
+    s.fail("shared memory " + std::to_string(smem) + " + " +
+           std::to_string(m.static_shared[instance]) + " static bytes exceeds the " +
+           std::to_string(m.max_dynamic_shared) + " bytes a block may use");
+  }
+
+  // Pack the arguments: one 8-byte slot per parameter, no heap.
+  alignas(8) std::array<std::uint64_t, kMaxKernelArgs> storage{};
+  std::array<void*, kMaxKernelArgs> params{};
+  for (std::size_t i = 0; i < p.args.size(); ++i) {
+    const ArgSlot& a = p.args[i];
+    void* slot = &storage[i];
+    params[i] = slot;
+    switch (a.kind) {
+      case ArgSlot::Kind::TensorInput: {
+        auto ptr = reinterpret_cast<CUdeviceptr>(inputs[static_cast<std::size_t>(a.index)].data);
+        std::memcpy(slot, &ptr, sizeof ptr);
+        break;
+      }
+      case ArgSlot::Kind::Output: {
+        auto ptr = reinterpret_cast<CUdeviceptr>(
+            outputs[static_cast<std::size_t>(a.index - p.num_tensor_inputs)].data);
+        std::memcpy(slot, &ptr, sizeof ptr);
+        break;
+      }
+      case ArgSlot::Kind::ScalarInput: {
+        const ScalarArg& v = scalars[static_cast<std::size_t>(a.index)];
+        double real = v.kind == ScalarArg::Kind::Int ? static_cast<double>(v.i) : v.f;
+        switch (a.value_type) {
+          case ScalarType::Float: {
+            auto x = static_cast<float>(real);
+            std::memcpy(slot, &x, sizeof x);
+            break;
+          }
+          case ScalarType::Float64:
+            std::memcpy(slot, &real, sizeof real);
+            break;
+          case ScalarType::Int: {
+            auto x = static_cast<std::int32_t>(v.i);
+            std::memcpy(slot, &x, sizeof x);
+            break;
+          }
+          case ScalarType::Int64:
+            std::memcpy(slot, &v.i, sizeof v.i);
+            break;
+          case ScalarType::Bool: {
+            bool x = v.b;
+            std::memcpy(slot, &x, sizeof x);
+            break;
+          }
+        }
+        break;
+      }
+      case ArgSlot::Kind::ExtraValue: {
+        std::int64_t v = evaluate<std::int64_t>(*a.value, env);
+        if (a.value_type == ScalarType::Int) {
+          if (v < std::numeric_limits<std::int32_t>::min() ||
+              v > std::numeric_limits<std::int32_t>::max()) {
+            s.fail("extra " + std::to_string(a.index) + " '" + a.name + "' = " + std::to_string(v) +
+                   " does not fit the kernel's 32-bit int; declare the extra int64 (\"int64\": "
+                   "true) and "
+                   "take a long long");
+          }
+          auto x = static_cast<std::int32_t>(v);
+          std::memcpy(slot, &x, sizeof x);
+        } else {
+          std::memcpy(slot, &v, sizeof v);
+        }
+        break;
+      }
+    }
+  }
+  const Driver& d = Driver::require();
+  detail::ScopedContext scope(m.ctx->get());
+  CUresult r = d.cuLaunchKernel(m.functions[instance], static_cast<unsigned>(grid[0]),
+                                static_cast<unsigned>(grid[1]), static_cast<unsigned>(grid[2]),
+                                static_cast<unsigned>(block[0]), static_cast<unsigned>(block[1]),
+                                static_cast<unsigned>(block[2]), static_cast<unsigned>(smem),
+                                static_cast<CUstream>(stream), params.data(), nullptr);
+  if (r != CUDA_SUCCESS) {
+    s.fail("cuLaunchKernel(kernel=\"" + s.image.lowered_names[instance] + "\", grid=[" +
+           std::to_string(grid[0]) + ", " + std::to_string(grid[1]) + ", " +
+           std::to_string(grid[2]) + "], block=[" + std::to_string(block[0]) + ", " +
+           std::to_string(block[1]) + ", " + std::to_string(block[2]) +
+           "], shared=" + std::to_string(smem) + ") failed: " + detail::cuda_error_text(r));
+  }
+}
+
+bool cuda_available() {
+  return cuda_device_count() > 0;
+}
+
+int cuda_device_count() {
+  const Driver* d = Driver::get();
+  if (!d) return 0;
+  int count = 0;
+  if (d->cuDeviceGetCount(&count) != CUDA_SUCCESS) return 0;
+  return count;
+}
+
+}  // namespace kernelop
