@@ -33,7 +33,10 @@ int for_each_spec(const std::vector<std::string>& specs, Fn fn) {
       fn(path);
     } catch (const Error& e) {
       ++failures;
-      std::cerr << "kernelop: error: " << path << ": " << e.what() << "\n";
+      std::string what = e.what();
+      // Errors about the file itself already start with its path.
+      std::cerr << "kernelop: error: " << (what.rfind(path, 0) == 0 ? "" : path + ": ") << what
+                << "\n";
     }
   }
   return failures ? 1 : 0;

@@ -320,7 +320,9 @@ std::string to_string(const ExprNode& node) {
   return out.str();
 }
 
-std::string Expr::to_string() const { return kernelop::to_string(*node_); }
+std::string Expr::to_string() const {
+  return kernelop::to_string(*node_);
+}
 
 bool operator==(const Expr& a, const Expr& b) {
   return a.node_ == b.node_ || nodes_equal(*a.node_, *b.node_);

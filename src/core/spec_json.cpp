@@ -467,7 +467,23 @@ Json write(const OpDecl& decl, const JsonWriteOptions& options) {
 OpDecl parse_op_json(std::string_view text, const std::string& base_dir, std::string_view origin) {
   Json root;
   try {
-    root = Json::parse(text.begin(), text.end());
+    // Strict: a key given twice in one object is an error, not "the last one wins".
+    std::vector<std::set<std::string>> keys;
+    std::string duplicate;
+    Json::parser_callback_t reject_duplicates = [&](int, nlohmann::json::parse_event_t event,
+                                                    Json& parsed) {
+      using E = nlohmann::json::parse_event_t;
+      if (event == E::object_start) keys.emplace_back();
+      if (event == E::object_end && !keys.empty()) keys.pop_back();
+      if (event == E::key && !keys.empty() &&
+          !keys.back().insert(parsed.get<std::string>()).second && duplicate.empty()) {
+        duplicate = parsed.get<std::string>();
+      }
+      return true;
+    };
+    root = Json::parse(text.begin(), text.end(), reject_duplicates);
+    if (!duplicate.empty())
+      KERNELOP_FAIL(Spec) << origin << ": field '" << duplicate << "' is given twice";
   } catch (const nlohmann::json::parse_error& e) {
     KERNELOP_FAIL(Spec) << origin << ": not valid JSON: " << e.what();
   }

@@ -247,6 +247,11 @@ class Validator {
       const OutputDecl& out = (*spec_.outputs)[i];
       std::string path = "outputs[" + std::to_string(i) + "]";
       check_name(out.name, path + ".name");
+      for (const auto& tp : spec_.type_params) {
+        if (tp.name == out.name) {
+          KOP_FIELD_FAIL(path + ".name") << "'" << out.name << "' is also a type parameter's name";
+        }
+      }
       if (!names_.insert(out.name).second) {
         KOP_FIELD_FAIL(path + ".name")
             << "duplicate name '" << out.name << "' (input and output names must be unique)";
@@ -255,13 +260,14 @@ class Validator {
           [&](const auto& rel) {
             using T = std::decay_t<decltype(rel)>;
             if constexpr (std::is_same_v<T, SameAs>) {
-              check_input_ref(rel.input, path + ".shape.input");
+              check_input_ref(rel.input, path + ".shape.same_as");
             } else if constexpr (std::is_same_v<T, ReduceDims>) {
-              check_input_ref(rel.input, path + ".shape.input");
+              check_input_ref(rel.input, path + ".shape.reduce_dims.input");
               if (rel.dims.empty()) {
-                KOP_FIELD_FAIL(path + ".shape.dims") << "is empty; expected the axes to reduce";
+                KOP_FIELD_FAIL(path + ".shape.reduce_dims.dims")
+                    << "is empty; expected the axes to reduce";
               }
-              check_unique_axes(rel.dims, path + ".shape.dims");
+              check_unique_axes(rel.dims, path + ".shape.reduce_dims.dims");
             } else {
               for (std::size_t d = 0; d < rel.dims.size(); ++d) {
                 check_expr(rel.dims[d], path + ".shape[" + std::to_string(d) + "]", false);
@@ -284,9 +290,9 @@ class Validator {
           [&](const auto& extra) {
             using T = std::decay_t<decltype(extra)>;
             if constexpr (std::is_same_v<T, Numel>) {
-              check_expr(Expr::numel(extra.input), path + ".input", true);
+              check_expr(Expr::numel(extra.input), path + ".numel", true);
             } else if constexpr (std::is_same_v<T, DimSize>) {
-              check_expr(Expr::dim(extra.input, extra.axis), path + ".input", true);
+              check_expr(Expr::dim(extra.input, extra.axis), path + ".dim_size", true);
             } else {
               check_expr(extra.value, path + ".expr", true);
             }
@@ -322,49 +328,51 @@ class Validator {
         [&](const auto& g) {
           using T = std::decay_t<decltype(g)>;
           if constexpr (std::is_same_v<T, Elementwise>) {
-            check_block(g.block, "geometry.block");
+            check_block(g.block, "geometry.elementwise.block");
             if (g.layout == Layout::Flat && g.block.size() != 1) {
-              KOP_FIELD_FAIL("geometry.block")
+              KOP_FIELD_FAIL("geometry.elementwise.block")
                   << "has " << g.block.size() << " dims with layout='flat'; flat takes one "
                   << "(use layout='nd' for multi-dimensional blocks)";
             }
             if (g.over) {
-              check_expr(Expr::numel(*g.over), "geometry.over", true);
+              check_expr(Expr::numel(*g.over), "geometry.elementwise.over", true);
             } else if (!spec_.outputs || spec_.outputs->empty()) {
-              KOP_FIELD_FAIL("geometry.over")
+              KOP_FIELD_FAIL("geometry.elementwise.over")
                   << "missing; Elementwise iterates over output 0 and this op has no "
                      "outputs, so name the tensor to iterate over";
             }
           } else if constexpr (std::is_same_v<T, Reduction>) {
             if (g.reduce_dims.empty()) {
-              KOP_FIELD_FAIL("geometry.reduce_dims") << "is empty; expected the reduced axes";
+              KOP_FIELD_FAIL("geometry.reduction.reduce_dims")
+                  << "is empty; expected the reduced axes";
             }
-            check_unique_axes(g.reduce_dims, "geometry.reduce_dims");
+            check_unique_axes(g.reduce_dims, "geometry.reduction.reduce_dims");
             if (g.block_size <= 0 || g.block_size > 1024) {
-              KOP_FIELD_FAIL("geometry.block_size")
+              KOP_FIELD_FAIL("geometry.reduction.block_size")
                   << "is " << g.block_size << "; expected 1 to 1024";
             }
-            if (g.shared_mem) check_expr(*g.shared_mem, "geometry.shared_mem", true);
+            if (g.shared_mem) check_expr(*g.shared_mem, "geometry.reduction.shared_mem", true);
           } else {
             if (g.grid.empty() || g.grid.size() > 3) {
-              KOP_FIELD_FAIL("geometry.grid")
+              KOP_FIELD_FAIL("geometry.custom.grid")
                   << "has " << g.grid.size() << " dims; expected 1 to 3";
             }
             if (g.block.empty() || g.block.size() > 3) {
-              KOP_FIELD_FAIL("geometry.block")
+              KOP_FIELD_FAIL("geometry.custom.block")
                   << "has " << g.block.size() << " dims; expected 1 to 3";
             }
             for (std::size_t d = 0; d < g.grid.size(); ++d) {
-              check_expr(g.grid[d], "geometry.grid[" + std::to_string(d) + "]", true);
+              check_expr(g.grid[d], "geometry.custom.grid[" + std::to_string(d) + "]", true);
             }
             std::vector<std::int64_t> const_block;
             for (std::size_t d = 0; d < g.block.size(); ++d) {
-              check_expr(g.block[d], "geometry.block[" + std::to_string(d) + "]", true);
+              check_expr(g.block[d], "geometry.custom.block[" + std::to_string(d) + "]", true);
               Expr b = g.block[d].simplified();
               if (b.is_const()) const_block.push_back(b.const_value());
             }
-            if (const_block.size() == g.block.size()) check_block(const_block, "geometry.block");
-            check_expr(g.shared_mem, "geometry.shared_mem", true);
+            if (const_block.size() == g.block.size())
+              check_block(const_block, "geometry.custom.block");
+            check_expr(g.shared_mem, "geometry.custom.shared_mem", true);
           }
         },
         *spec_.geometry);

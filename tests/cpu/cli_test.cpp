@@ -92,7 +92,7 @@ TEST_F(CliTest, InvalidSpecFailsWithTheFieldOnStderr) {
   CliRun r = run("check '" + (dir_ / "bad.json").string() + "' examples/relu.json");
   EXPECT_EQ(r.code, 1);
   EXPECT_TRUE(contains(
-      r.err, "op t::bad: outputs[0].shape.input: 'q' is not a tensor input (tensor inputs: x)"))
+      r.err, "op t::bad: outputs[0].shape.same_as: 'q' is not a tensor input (tensor inputs: x)"))
       << r.err;
   EXPECT_TRUE(contains(r.out, "kernelop_examples::relu")) << "the other spec is still checked";
 }

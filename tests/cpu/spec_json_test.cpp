@@ -840,3 +840,29 @@ TEST(SpecJsonTest, InputRefOfTheWrongTypeIsATypeError) {
 
 }  // namespace
 }  // namespace kernelop
+
+namespace kernelop {
+namespace {
+
+TEST(SpecJsonStrictness, DuplicateKeysAreErrors) {
+  testing::expect_error(
+      [] {
+        parse_op_json(R"({"op": "a::b", "op": "c::d", "kernel_name": "k", "kernel_source": "x"})",
+                      ".", "dup.json");
+      },
+      ErrorKind::Spec, "dup.json: field 'op' is given twice");
+  testing::expect_error(
+      [] {
+        parse_op_json(R"({"op": "a::b", "kernel_name": "k", "kernel_source": "x",
+                          "inputs": [{"name": "x", "dtype": "float32", "dtype": "float16"}]})",
+                      ".", "dup.json");
+      },
+      ErrorKind::Spec, "field 'dtype' is given twice");
+  // The same key in sibling objects is fine.
+  EXPECT_NO_THROW(parse_op_json(R"({"op": "a::b", "kernel_name": "k", "kernel_source": "x",
+                                   "inputs": [{"name": "x"}, {"name": "y"}]})",
+                                ".", "ok.json"));
+}
+
+}  // namespace
+}  // namespace kernelop

@@ -182,7 +182,7 @@ TEST(ValidateTest, OutputsMayBeMissingWithMetaFn) {
   EXPECT_NO_THROW(validate(d, {.has_meta_fn = true}));
   // Without outputs, Elementwise has nothing to iterate over unless `over` names a tensor.
   d.spec.geometry = Elementwise{};
-  expect_invalid(d, "op test::relu: geometry.over: missing", {.has_meta_fn = true});
+  expect_invalid(d, "op test::relu: geometry.elementwise.over: missing", {.has_meta_fn = true});
 }
 
 TEST(ValidateTest, GeometryMissing) {
@@ -270,7 +270,7 @@ TEST(ValidateTest, SameAsIndexOutOfRange) {
   OpDecl d = relu_decl();
   (*d.spec.outputs)[0].shape = SameAs{std::int64_t{-1}};
   expect_invalid(d,
-                 "op test::relu: outputs[0].shape.input: index -1 is out of range; expected 0 <= "
+                 "op test::relu: outputs[0].shape.same_as: index -1 is out of range; expected 0 <= "
                  "index < 1 (tensor inputs: x)");
   // Indices count tensor inputs only: with inputs (x, s, w) index 1 is w and 2 is out of range.
   d.spec.inputs = std::vector<Input>{tensor("x"), scalar("s", ScalarType::Float), tensor("w")};
@@ -278,16 +278,17 @@ TEST(ValidateTest, SameAsIndexOutOfRange) {
   EXPECT_NO_THROW(validate(d));
   (*d.spec.outputs)[0].shape = SameAs{std::int64_t{2}};
   expect_invalid(d,
-                 "op test::relu: outputs[0].shape.input: index 2 is out of range; expected 0 <= "
+                 "op test::relu: outputs[0].shape.same_as: index 2 is out of range; expected 0 <= "
                  "index < 2 (tensor inputs: x, w)");
 }
 
 TEST(ValidateTest, ReduceDimsIndexOutOfRange) {
   OpDecl d = relu_decl();
   (*d.spec.outputs)[0].shape = ReduceDims{.input = std::int64_t{1}, .dims = {0}};
-  expect_invalid(d,
-                 "op test::relu: outputs[0].shape.input: index 1 is out of range; expected 0 <= "
-                 "index < 1 (tensor inputs: x)");
+  expect_invalid(
+      d,
+      "op test::relu: outputs[0].shape.reduce_dims.input: index 1 is out of range; expected 0 <= "
+      "index < 1 (tensor inputs: x)");
 }
 
 TEST(ValidateTest, ShapeInputNamingScalar) {
@@ -295,38 +296,41 @@ TEST(ValidateTest, ShapeInputNamingScalar) {
   d.spec.inputs->push_back(scalar("s", ScalarType::Int));
   (*d.spec.outputs)[0].shape = SameAs{"s"};
   expect_invalid(d,
-                 "op test::relu: outputs[0].shape.input: 's' is a scalar input; expected a "
+                 "op test::relu: outputs[0].shape.same_as: 's' is a scalar input; expected a "
                  "tensor input (x)");
   (*d.spec.outputs)[0].shape = ReduceDims{.input = "s", .dims = {0}};
-  expect_invalid(d,
-                 "op test::relu: outputs[0].shape.input: 's' is a scalar input; expected a "
-                 "tensor input (x)");
+  expect_invalid(
+      d,
+      "op test::relu: outputs[0].shape.reduce_dims.input: 's' is a scalar input; expected a "
+      "tensor input (x)");
 }
 
 TEST(ValidateTest, ShapeInputNamingUnknownTensor) {
   OpDecl d = relu_decl();
   (*d.spec.outputs)[0].shape = SameAs{"q"};
   expect_invalid(d,
-                 "op test::relu: outputs[0].shape.input: 'q' is not a tensor input (tensor "
+                 "op test::relu: outputs[0].shape.same_as: 'q' is not a tensor input (tensor "
                  "inputs: x)");
   // An output is not an input.
   (*d.spec.outputs)[0].shape = SameAs{"x"};
   d.spec.outputs->push_back(output("z", ReduceDims{.input = "y", .dims = {0}}));
-  expect_invalid(d,
-                 "op test::relu: outputs[1].shape.input: 'y' is not a tensor input (tensor "
-                 "inputs: x)");
+  expect_invalid(
+      d,
+      "op test::relu: outputs[1].shape.reduce_dims.input: 'y' is not a tensor input (tensor "
+      "inputs: x)");
 }
 
 TEST(ValidateTest, ReduceDimsEmpty) {
   OpDecl d = relu_decl();
   (*d.spec.outputs)[0].shape = ReduceDims{.input = "x", .dims = {}};
-  expect_invalid(d, "op test::relu: outputs[0].shape.dims: is empty; expected the axes to reduce");
+  expect_invalid(
+      d, "op test::relu: outputs[0].shape.reduce_dims.dims: is empty; expected the axes to reduce");
 }
 
 TEST(ValidateTest, ReduceDimsDuplicateAxes) {
   OpDecl d = relu_decl();
   (*d.spec.outputs)[0].shape = ReduceDims{.input = "x", .dims = {0, -1, 0}};
-  expect_invalid(d, "op test::relu: outputs[0].shape.dims: lists an axis twice");
+  expect_invalid(d, "op test::relu: outputs[0].shape.reduce_dims.dims: lists an axis twice");
   (*d.spec.outputs)[0].shape = ReduceDims{.input = "x", .dims = {0, -1}, .keepdim = true};
   EXPECT_NO_THROW(validate(d));
 }
@@ -419,11 +423,11 @@ TEST(ValidateTest, ExtraNamingUnknownTensor) {
   OpDecl d = relu_decl();
   d.spec.extras = {Numel{.input = "y"}, Numel{.input = "q"}};
   expect_invalid(d,
-                 "op test::relu: extras[1].input: 'numel(q)': 'q' is not a tensor (known "
+                 "op test::relu: extras[1].numel: 'numel(q)': 'q' is not a tensor (known "
                  "tensors: x, y)");
   d.spec.extras = {DimSize{.input = "q", .axis = -1}};
   expect_invalid(d,
-                 "op test::relu: extras[0].input: 'dim(q, -1)': 'q' is not a tensor (known "
+                 "op test::relu: extras[0].dim_size: 'dim(q, -1)': 'q' is not a tensor (known "
                  "tensors: x, y)");
 }
 
@@ -431,7 +435,7 @@ TEST(ValidateTest, ExtraNumelOfScalar) {
   OpDecl d = relu_decl();
   d.spec.inputs->push_back(scalar("n", ScalarType::Int));
   d.spec.extras = {Numel{.input = "n"}};
-  expect_invalid(d, "op test::relu: extras[0].input: 'numel(n)': 'n' is not a tensor");
+  expect_invalid(d, "op test::relu: extras[0].numel: 'numel(n)': 'n' is not a tensor");
 }
 
 TEST(ValidateTest, ExtraExprUsingFloatScalar) {
@@ -465,31 +469,34 @@ TEST(ValidateTest, ExprUsingUnknownScalar) {
 TEST(ValidateTest, ElementwiseBlockEmpty) {
   OpDecl d = relu_decl();
   d.spec.geometry = elementwise({});
-  expect_invalid(d, "op test::relu: geometry.block: is empty; expected 1 to 3 positive ints");
+  expect_invalid(
+      d, "op test::relu: geometry.elementwise.block: is empty; expected 1 to 3 positive ints");
 }
 
 TEST(ValidateTest, ElementwiseBlockNonPositive) {
   OpDecl d = relu_decl();
   d.spec.geometry = elementwise({0});
-  expect_invalid(d, "op test::relu: geometry.block: has 0; expected positive ints");
+  expect_invalid(d, "op test::relu: geometry.elementwise.block: has 0; expected positive ints");
   d.spec.geometry = elementwise({16, -2}, Layout::Nd);
-  expect_invalid(d, "op test::relu: geometry.block: has -2; expected positive ints");
+  expect_invalid(d, "op test::relu: geometry.elementwise.block: has -2; expected positive ints");
 }
 
 TEST(ValidateTest, ElementwiseBlockFourDims) {
   OpDecl d = relu_decl();
   d.spec.geometry = elementwise({4, 4, 4, 4}, Layout::Nd);
-  expect_invalid(d, "op test::relu: geometry.block: has 4 dims; CUDA blocks have at most 3");
+  expect_invalid(
+      d, "op test::relu: geometry.elementwise.block: has 4 dims; CUDA blocks have at most 3");
 }
 
 TEST(ValidateTest, ElementwiseBlockTooManyThreads) {
   OpDecl d = relu_decl();
   d.spec.geometry = elementwise({2048});
-  expect_invalid(d,
-                 "op test::relu: geometry.block: has 2048 threads per block; CUDA allows at "
-                 "most 1024");
+  expect_invalid(
+      d,
+      "op test::relu: geometry.elementwise.block: has 2048 threads per block; CUDA allows at "
+      "most 1024");
   d.spec.geometry = elementwise({64, 4, 8}, Layout::Nd);
-  expect_invalid(d, "geometry.block: has 2048 threads per block");
+  expect_invalid(d, "geometry.elementwise.block: has 2048 threads per block");
   d.spec.geometry = elementwise({1024});
   EXPECT_NO_THROW(validate(d));
 }
@@ -497,7 +504,8 @@ TEST(ValidateTest, ElementwiseBlockTooManyThreads) {
 TEST(ValidateTest, ElementwiseBlockZTooLarge) {
   OpDecl d = relu_decl();
   d.spec.geometry = elementwise({2, 2, 65}, Layout::Nd);
-  expect_invalid(d, "op test::relu: geometry.block: z dimension is 65; CUDA allows at most 64");
+  expect_invalid(
+      d, "op test::relu: geometry.elementwise.block: z dimension is 65; CUDA allows at most 64");
   d.spec.geometry = elementwise({2, 2, 64}, Layout::Nd);
   EXPECT_NO_THROW(validate(d));
 }
@@ -505,9 +513,10 @@ TEST(ValidateTest, ElementwiseBlockZTooLarge) {
 TEST(ValidateTest, ElementwiseFlatWithTwoDims) {
   OpDecl d = relu_decl();
   d.spec.geometry = elementwise({16, 16}, Layout::Flat);
-  expect_invalid(d,
-                 "op test::relu: geometry.block: has 2 dims with layout='flat'; flat takes one "
-                 "(use layout='nd' for multi-dimensional blocks)");
+  expect_invalid(
+      d,
+      "op test::relu: geometry.elementwise.block: has 2 dims with layout='flat'; flat takes one "
+      "(use layout='nd' for multi-dimensional blocks)");
   d.spec.geometry = elementwise({16, 16}, Layout::Nd);
   EXPECT_NO_THROW(validate(d));
 }
@@ -517,9 +526,10 @@ TEST(ValidateTest, ElementwiseWithoutOutputsNeedsOver) {
   std::get<InputDecl>((*d.spec.inputs)[0]).mutated = true;
   d.spec.outputs = std::vector<OutputDecl>{};
   d.spec.geometry = Elementwise{};
-  expect_invalid(d,
-                 "op test::relu: geometry.over: missing; Elementwise iterates over output 0 and "
-                 "this op has no outputs, so name the tensor to iterate over");
+  expect_invalid(
+      d,
+      "op test::relu: geometry.elementwise.over: missing; Elementwise iterates over output 0 and "
+      "this op has no outputs, so name the tensor to iterate over");
   d.spec.geometry = elementwise({256}, Layout::Flat, "x");
   EXPECT_NO_THROW(validate(d));
 }
@@ -529,9 +539,10 @@ TEST(ValidateTest, ElementwiseOverUnknownTensor) {
   d.spec.geometry = elementwise({256}, Layout::Flat, "y");
   EXPECT_NO_THROW(validate(d));  // outputs may be iterated over
   d.spec.geometry = elementwise({256}, Layout::Flat, "q");
-  expect_invalid(d,
-                 "op test::relu: geometry.over: 'numel(q)': 'q' is not a tensor (known tensors: "
-                 "x, y)");
+  expect_invalid(
+      d,
+      "op test::relu: geometry.elementwise.over: 'numel(q)': 'q' is not a tensor (known tensors: "
+      "x, y)");
 }
 
 // --- geometry: reduction --------------------------------------------------------------------
@@ -539,20 +550,21 @@ TEST(ValidateTest, ElementwiseOverUnknownTensor) {
 TEST(ValidateTest, ReductionEmptyReduceDims) {
   OpDecl d = relu_decl();
   d.spec.geometry = reduction({});
-  expect_invalid(d, "op test::relu: geometry.reduce_dims: is empty; expected the reduced axes");
+  expect_invalid(
+      d, "op test::relu: geometry.reduction.reduce_dims: is empty; expected the reduced axes");
 }
 
 TEST(ValidateTest, ReductionDuplicateReduceDims) {
   OpDecl d = relu_decl();
   d.spec.geometry = reduction({1, 1});
-  expect_invalid(d, "op test::relu: geometry.reduce_dims: lists an axis twice");
+  expect_invalid(d, "op test::relu: geometry.reduction.reduce_dims: lists an axis twice");
 }
 
 TEST(ValidateTest, ReductionBlockSize) {
   OpDecl d = relu_decl();
   for (std::int64_t size : {0, -1, 1025, 2048}) {
     d.spec.geometry = reduction({-1}, size);
-    expect_invalid(d, "op test::relu: geometry.block_size: is " + std::to_string(size) +
+    expect_invalid(d, "op test::relu: geometry.reduction.block_size: is " + std::to_string(size) +
                           "; expected 1 to 1024");
   }
   for (std::int64_t size : {1, 1024}) {
@@ -566,9 +578,10 @@ TEST(ValidateTest, ReductionSharedMem) {
   d.spec.geometry = reduction({-1}, 256, Expr::dim("y", -1) * 4);
   EXPECT_NO_THROW(validate(d));
   d.spec.geometry = reduction({-1}, 256, Expr::dim("q", -1) * 4);
-  expect_invalid(d,
-                 "op test::relu: geometry.shared_mem: 'dim(q, -1) * 4': 'q' is not a tensor "
-                 "(known tensors: x, y)");
+  expect_invalid(
+      d,
+      "op test::relu: geometry.reduction.shared_mem: 'dim(q, -1) * 4': 'q' is not a tensor "
+      "(known tensors: x, y)");
 }
 
 // --- geometry: custom -----------------------------------------------------------------------
@@ -588,10 +601,10 @@ TEST(ValidateTest, CustomGridDims) {
   Custom g = custom_geometry();
   g.grid = {};
   d.spec.geometry = g;
-  expect_invalid(d, "op test::relu: geometry.grid: has 0 dims; expected 1 to 3");
+  expect_invalid(d, "op test::relu: geometry.custom.grid: has 0 dims; expected 1 to 3");
   g.grid = {1, 1, 1, 1};
   d.spec.geometry = g;
-  expect_invalid(d, "op test::relu: geometry.grid: has 4 dims; expected 1 to 3");
+  expect_invalid(d, "op test::relu: geometry.custom.grid: has 4 dims; expected 1 to 3");
 }
 
 TEST(ValidateTest, CustomBlockDims) {
@@ -599,10 +612,10 @@ TEST(ValidateTest, CustomBlockDims) {
   Custom g = custom_geometry();
   g.block = {};
   d.spec.geometry = g;
-  expect_invalid(d, "op test::relu: geometry.block: has 0 dims; expected 1 to 3");
+  expect_invalid(d, "op test::relu: geometry.custom.block: has 0 dims; expected 1 to 3");
   g.block = {4, 4, 4, 4};
   d.spec.geometry = g;
-  expect_invalid(d, "op test::relu: geometry.block: has 4 dims; expected 1 to 3");
+  expect_invalid(d, "op test::relu: geometry.custom.block: has 4 dims; expected 1 to 3");
 }
 
 TEST(ValidateTest, CustomConstantBlockTooLarge) {
@@ -611,15 +624,16 @@ TEST(ValidateTest, CustomConstantBlockTooLarge) {
   g.block = {32, 64};
   d.spec.geometry = g;
   expect_invalid(d,
-                 "op test::relu: geometry.block: has 2048 threads per block; CUDA allows at "
+                 "op test::relu: geometry.custom.block: has 2048 threads per block; CUDA allows at "
                  "most 1024");
   // Constant expressions are folded before the check.
   g.block = {Expr(16) * Expr(128)};
   d.spec.geometry = g;
-  expect_invalid(d, "op test::relu: geometry.block: has 2048 threads per block");
+  expect_invalid(d, "op test::relu: geometry.custom.block: has 2048 threads per block");
   g.block = {1, 1, 128};
   d.spec.geometry = g;
-  expect_invalid(d, "op test::relu: geometry.block: z dimension is 128; CUDA allows at most 64");
+  expect_invalid(
+      d, "op test::relu: geometry.custom.block: z dimension is 128; CUDA allows at most 64");
   // A shape-dependent block is checked at launch time only.
   g.block = {Expr::dim("x", 0) * 4096};
   d.spec.geometry = g;
@@ -633,18 +647,19 @@ TEST(ValidateTest, CustomExpressionsAreChecked) {
   g.grid = {1, Expr::scalar("s")};
   d.spec.geometry = g;
   expect_invalid(d,
-                 "op test::relu: geometry.grid[1]: 's': scalar input 's' is not an integer; "
+                 "op test::relu: geometry.custom.grid[1]: 's': scalar input 's' is not an integer; "
                  "expressions take int scalars only");
   g = custom_geometry();
   g.block = {Expr::numel("q")};
   d.spec.geometry = g;
-  expect_invalid(d, "op test::relu: geometry.block[0]: 'numel(q)': 'q' is not a tensor");
+  expect_invalid(d, "op test::relu: geometry.custom.block[0]: 'numel(q)': 'q' is not a tensor");
   g = custom_geometry();
   g.shared_mem = Expr::scalar("m");
   d.spec.geometry = g;
-  expect_invalid(d,
-                 "op test::relu: geometry.shared_mem: 'm': 'm' is not an integer scalar input "
-                 "(integer scalars: none)");
+  expect_invalid(
+      d,
+      "op test::relu: geometry.custom.shared_mem: 'm': 'm' is not an integer scalar input "
+      "(integer scalars: none)");
 }
 
 // --- compile options ------------------------------------------------------------------------
@@ -791,6 +806,25 @@ TEST(ValidateTest, IsReservedName) {
        {"x", "_x", "_", "x__", "tensor", "Int", "kop", "input", "output", "T", "numel2"}) {
     EXPECT_FALSE(is_reserved_name(name)) << name;
   }
+}
+
+}  // namespace
+}  // namespace kernelop
+
+namespace kernelop {
+namespace {
+
+TEST(ValidateTypeParams, OutputNamedLikeATypeParameter) {
+  OpDecl d;
+  d.op_name = "t::g";
+  d.spec.kernel_source = "x";
+  d.spec.kernel_name = "k<T>";
+  d.spec.type_params = {TypeParam{"T", {DType::Float32}}};
+  d.spec.inputs = std::vector<Input>{InputDecl{"x", std::string("T"), false}};
+  d.spec.outputs = std::vector<OutputDecl>{OutputDecl{"T", SameAs{std::string("x")}, {}, {}}};
+  d.spec.geometry = Elementwise{};
+  testing::expect_error([&] { validate(d); }, ErrorKind::Spec,
+                        "op t::g: outputs[0].name: 'T' is also a type parameter's name");
 }
 
 }  // namespace
