@@ -6,8 +6,10 @@
 
 #include "kernelop/cache.hpp"
 #include "kernelop/compile.hpp"
+#include "kernelop/package.hpp"
 #include "kernelop/spec_json.hpp"
 #include "report.hpp"
+#include "run_command.hpp"
 
 namespace fs = std::filesystem;
 using namespace kernelop;
@@ -54,7 +56,7 @@ int main(int argc, char** argv) {
 
   std::vector<std::string> build_specs, archs;
   std::string out_dir;
-  bool no_cache = false;
+  bool no_cache = false, package = false;
   int jobs = 0;
   auto* build = app.add_subcommand(
       "build", "Compile spec files with NVRTC and report schema, geometry and per-arch resources");
@@ -66,6 +68,33 @@ int main(int argc, char** argv) {
                     "Default: the spec's arch_override, else sm_80 sm_86 sm_89 sm_90 compute_90");
   build->add_flag("--no-cache", no_cache, "Compile without the persistent cache");
   build->add_option("-j,--jobs", jobs, "Parallel NVRTC compilations (default: all cores)");
+  build->add_flag("--package", package,
+                  "Write one self-contained package DIR/<ns>.<name>.kop per spec (needs -o)");
+
+  std::string inspect_path;
+  auto* inspect = app.add_subcommand("inspect", "Verify a .kop package and show its contents");
+  inspect->add_option("package", inspect_path, "A .kop package")->required();
+
+  cli::RunOptions run_options;
+  auto* run = app.add_subcommand(
+      "run",
+      "Launch an op on random inputs on a GPU: time it with CUDA events, optionally check it");
+  run->add_option("op", run_options.path, "A .kop package or a JSON spec")
+      ->required()
+      ->check(CLI::ExistingFile);
+  run->add_option("--shape", run_options.shapes,
+                  "Input shape, e.g. x=4096 or x=64x1024 (repeatable)");
+  run->add_option("--scalar", run_options.scalars, "Scalar value, e.g. alpha=2.5 (repeatable)");
+  run->add_option("--dtype", run_options.dtypes,
+                  "Input dtype for dtype-generic kernels, e.g. x=float16");
+  run->add_option("--arch", run_options.archs, "Architectures when compiling a spec");
+  run->add_flag("--check", run_options.check, "Compare against the example's CPU reference");
+  run->add_flag("--ptx", run_options.prefer_ptx,
+                "Load the PTX through the driver's JIT even if a CUBIN fits");
+  run->add_option("--device", run_options.device, "CUDA device (default 0)");
+  run->add_option("--iterations", run_options.iterations, "Timed launches (default 200)");
+  run->add_option("--warmup", run_options.warmup, "Untimed launches first (default 20)");
+  run->add_option("--seed", run_options.seed, "Random seed for the inputs (default: random)");
 
   try {
     app.parse(argc, argv);
@@ -87,6 +116,42 @@ int main(int argc, char** argv) {
     });
   }
 
+  if (*inspect) {
+    try {
+      Package pkg = load_package(inspect_path);
+      const CompiledImage& image = pkg.image;
+      std::cout << "package " << inspect_path << "\n";
+      std::cout << "  format    version " << pkg.format_version << ", " << pkg.file_size
+                << " bytes, checksum " << pkg.checksum << " (verified)\n";
+      std::cout << "  built by  " << pkg.created_by << " with NVRTC " << image.nvrtc_version
+                << "\n";
+      std::cout << "  options  ";
+      for (const auto& opt : image.options) std::cout << " " << opt;
+      std::cout << "\n  symbols  ";
+      for (const auto& name : image.lowered_names) std::cout << " " << name;
+      std::cout << "\n";
+      cli::print_plan(std::cout, image.plan);
+      cli::print_images(std::cout, image, false);
+    } catch (const Error& e) {
+      std::cerr << "kernelop: error: " << e.what() << "\n";
+      return 1;
+    }
+    return 0;
+  }
+
+  if (*run) {
+    try {
+      return cli::run_op(run_options);
+    } catch (const Error& e) {
+      std::cerr << "kernelop: error: " << e.what() << "\n";
+      return 1;
+    }
+  }
+
+  if (package && out_dir.empty()) {
+    std::cerr << "kernelop: error: build --package needs -o DIR\n";
+    return 2;
+  }
   if (!out_dir.empty()) fs::create_directories(out_dir);
   CompileOptions options;
   options.archs = archs;
@@ -99,7 +164,11 @@ int main(int argc, char** argv) {
     std::cout << "op " << plan.op_name << "  (" << path << ")\n";
     cli::print_plan(std::cout, image.plan);
     cli::print_images(std::cout, image);
-    if (!out_dir.empty()) {
+    if (package) {
+      fs::path pkg = fs::path(out_dir) / (file_stem(plan) + ".kop");
+      write_package(image, pkg);
+      std::cout << "  package   " << pkg.string() << " (" << fs::file_size(pkg) << " bytes)\n";
+    } else if (!out_dir.empty()) {
       for (const ArchImage& a : image.images) {
         write_file(
             fs::path(out_dir) / (file_stem(plan) + "." + a.arch + (a.is_ptx() ? ".ptx" : ".cubin")),

@@ -77,11 +77,10 @@ void print_plan(std::ostream& out, const OpPlan& plan) {
   }
 }
 
-void print_images(std::ostream& out, const CompiledImage& image) {
+void print_images(std::ostream& out, const CompiledImage& image, bool compiled) {
   out << "  images    " << std::left << std::setw(12) << "arch" << std::setw(7) << "kind"
       << std::setw(6) << "regs" << std::setw(13) << "spill st/ld" << std::setw(7) << "smem"
-      << std::setw(11) << "size"
-      << "source" << std::right << "\n";
+      << std::setw(11) << "size" << (compiled ? "source" : "") << std::right << "\n";
   int hits = 0;
   for (const ArchImage& a : image.images) {
     hits += a.cache_hit ? 1 : 0;
@@ -91,19 +90,24 @@ void print_images(std::ostream& out, const CompiledImage& image) {
       if (inst < a.usage.size()) {
         const ResourceUsage& u = a.usage[inst];
         out << std::setw(6) << u.registers << std::setw(13)
-            << (std::to_string(u.spill_stores) + "/" + std::to_string(u.spill_loads))
+            << (u.spill_stores < 0
+                    ? std::string("?/?")
+                    : std::to_string(u.spill_stores) + "/" + std::to_string(u.spill_loads))
             << std::setw(7) << u.static_shared;
       } else {
         out << std::setw(6) << "-" << std::setw(13) << "-" << std::setw(7) << "-";
       }
       std::ostringstream src;
-      src << (a.cache_hit ? "cache hit " : "compiled  ") << std::fixed << std::setprecision(1)
-          << a.compile_ms << " ms";
+      if (compiled) {
+        src << (a.cache_hit ? "cache hit " : "compiled  ") << std::fixed << std::setprecision(1)
+            << a.compile_ms << " ms";
+      }
       out << std::setw(11) << size_text(a.data.size()) << src.str();
       if (a.usage.size() > 1) out << "  " << image.plan.instances[inst].name_expression;
       out << std::right << "\n";
     }
   }
+  if (!compiled) return;
   out << "  total     " << std::fixed << std::setprecision(1) << image.total_ms << " ms, "
       << image.images.size() << " images, " << hits << " from the cache"
       << (image.cache_bypassed ? " (persistent cache bypassed: computed #include)" : "") << "\n";

@@ -10,7 +10,8 @@ namespace kernelop::cli {
 /// Schema, symbolic output shapes and dtypes, launch geometry and the argument layout.
 void print_plan(std::ostream& out, const OpPlan& plan);
 
-/// Per-architecture registers, spills, shared memory, image size, cache hit or miss and time.
-void print_images(std::ostream& out, const CompiledImage& image);
+/// Per-architecture registers, spills, shared memory and image size; for a fresh compilation
+/// (`compiled`) also cache hit or miss and time.
+void print_images(std::ostream& out, const CompiledImage& image, bool compiled = true);
 
 }  // namespace kernelop::cli

@@ -37,8 +37,9 @@ struct CompileOptions {
 /// mismatch between the calling convention and the kernel's parameters.
 CompiledImage compile(const OpPlan& plan, const CompileOptions& options = {});
 
-/// The CUDA include directory passed to NVRTC by default: $CUDA_HOME/include, $CUDA_PATH/include
-/// or the toolkit kernelop was built with; empty when none exists.
-std::string cuda_include_dir();
+/// The CUDA include directories passed to NVRTC by default: $CUDA_HOME/include, else
+/// $CUDA_PATH/include, else the toolkit kernelop was built with; plus its cccl/ subdirectory
+/// (libcu++, CUB, Thrust since CUDA 13) when present. Empty when no toolkit is found.
+std::vector<std::string> cuda_include_dirs();
 
 }  // namespace kernelop

@@ -33,6 +33,10 @@ enum class ExprOp : std::uint8_t {
 
 bool is_leaf(ExprOp op);
 
+/// The deepest nesting Expr::parse accepts: of parentheses and calls, and of the tree it builds
+/// (each binary operator is one level), since walks over the tree recurse.
+inline constexpr int kMaxExprDepth = 256;
+
 class Expr;
 
 /// Immutable expression node. Leaves name a tensor or scalar input; `slot` is the index the
@@ -63,7 +67,8 @@ class Expr {
   static Expr scalar(std::string name);
   static Expr binary(ExprOp op, Expr lhs, Expr rhs);
 
-  /// Parses the text form; throws Error(Spec) naming the column on malformed input.
+  /// Parses the text form; throws Error(Spec) naming the column on malformed input or on
+  /// nesting deeper than kMaxExprDepth.
   static Expr parse(std::string_view text);
 
   ExprOp op() const { return node_->op; }

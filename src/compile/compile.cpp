@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "compile/cubin_info.hpp"
 #include "compile/include_scan.hpp"
 #include "compile/nvrtc_program.hpp"
 #include "compile/resource_usage.hpp"
@@ -175,7 +176,7 @@ class Compiler {
                   : (fs::path(plan_.base_dir) / p).string());
     }
     for (const auto& p : options_.include_paths) add_dir(p);
-    if (std::string cuda = cuda_include_dir(); !cuda.empty()) add_dir(cuda);
+    for (const auto& dir : cuda_include_dirs()) add_dir(dir);
     for (const auto& d : spec.defines) options_list_.push_back("-D" + d);
     for (const auto& d : options_.defines) options_list_.push_back("-D" + d);
     if (options_.fast_math.value_or(spec.fast_math)) options_list_.push_back("--use_fast_math");
@@ -270,27 +271,45 @@ class Compiler {
   }
 
   JobResult compile_job(const Job& job) {
-    detail::NvrtcProgram program(source_, program_name_);
-    for (const auto& e : expressions_) program.add_name_expression(e);
-    std::vector<std::string> opts = options_list_;
-    opts.push_back("-arch=" + job.arch_option);
-    bool ok = program.compile(opts);
-    std::string log = program.log();
-    if (!ok) fail_compile(job, log);
-    JobResult r;
-    r.log = detail::strip_ptxas_report(log);
-    r.ptx = program.ptx();
-    r.cubin = program.cubin();
-    for (std::size_t i = 0; i < plan_.instances.size(); ++i) {
-      r.lowered.push_back(program.lowered_name(expressions_[2 * i]));
-      r.codes.push_back(
-          detail::parse_signature_codes(program.lowered_name(expressions_[2 * i + 1])));
-      if (!r.cubin.empty()) {
-        r.usage.push_back(
-            detail::parse_resource_usage(log, r.lowered.back()).value_or(ResourceUsage{}));
+    // ptxas' verbose report has been seen missing from NVRTC's log when many processes compile
+    // at once; one retry almost always brings it back, and the CUBIN itself is the last resort.
+    for (int attempt = 0;; ++attempt) {
+      detail::NvrtcProgram program(source_, program_name_);
+      for (const auto& e : expressions_) program.add_name_expression(e);
+      std::vector<std::string> opts = options_list_;
+      opts.push_back("-arch=" + job.arch_option);
+      bool ok = program.compile(opts);
+      std::string log = program.log();
+      if (!ok) fail_compile(job, log);
+      JobResult r;
+      r.log = detail::strip_ptxas_report(log);
+      r.ptx = program.ptx();
+      r.cubin = program.cubin();
+      bool complete = true;
+      for (std::size_t i = 0; i < plan_.instances.size(); ++i) {
+        r.lowered.push_back(program.lowered_name(expressions_[2 * i]));
+        r.codes.push_back(
+            detail::parse_signature_codes(program.lowered_name(expressions_[2 * i + 1])));
+        if (r.cubin.empty()) continue;
+        auto usage = detail::parse_resource_usage(log, r.lowered.back(), job.arch_option);
+        complete = complete && usage.has_value();
+        r.usage.push_back(usage ? *usage : usage_from_cubin(job, r.cubin, r.lowered.back()));
       }
+      if (complete || attempt == 1) return r;
     }
-    return r;
+  }
+
+  // Registers, stack frame and static shared memory from the CUBIN's attributes; spills are
+  // only in ptxas' report, so they are marked unknown.
+  ResourceUsage usage_from_cubin(const Job& job, const std::string& cubin,
+                                 const std::string& lowered) const {
+    auto u = detail::cubin_resource_usage(cubin, lowered);
+    if (!u) {
+      KERNELOP_FAIL(Internal) << "op " << plan_.op_name << ": no resource usage for " << lowered
+                              << " on " << job.arch_option;
+    }
+    u->spill_stores = u->spill_loads = -1;
+    return *u;
   }
 
   [[noreturn]] void fail_compile(const Job& job, const std::string& log) const {
@@ -337,20 +356,22 @@ const std::vector<std::string>& default_archs() {
   return archs;
 }
 
-std::string cuda_include_dir() {
+std::vector<std::string> cuda_include_dirs() {
   auto has_headers = [](const fs::path& dir) { return fs::exists(dir / "cuda_fp16.h"); };
+  std::string found;
   for (const char* var : {"CUDA_HOME", "CUDA_PATH"}) {
-    if (const char* v = std::getenv(var); v && *v && has_headers(fs::path(v) / "include")) {
-      return (fs::path(v) / "include").string();
-    }
+    const char* v = std::getenv(var);
+    if (found.empty() && v && *v && has_headers(fs::path(v) / "include"))
+      found = (fs::path(v) / "include").string();
   }
-  std::string built = KERNELOP_CUDA_INCLUDE_DIR;
-  std::stringstream dirs(built);
-  for (std::string dir; std::getline(dirs, dir, ';');) {
-    if (has_headers(dir)) return dir;
+  for (const char* dir : {KERNELOP_CUDA_INCLUDE_DIR, "/usr/local/cuda/include"}) {
+    if (found.empty() && has_headers(dir)) found = dir;
   }
-  if (has_headers("/usr/local/cuda/include")) return "/usr/local/cuda/include";
-  return {};
+  if (found.empty()) return {};
+  std::vector<std::string> dirs = {found};
+  if (fs::is_directory(fs::path(found) / "cccl"))
+    dirs.push_back((fs::path(found) / "cccl").string());
+  return dirs;
 }
 
 CompiledImage compile(const OpPlan& plan, const CompileOptions& options) {

@@ -1,6 +1,7 @@
 // Expression construction, parsing, printing, simplification and checked int64 arithmetic.
 #include "kernelop/expr.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <limits>
 #include <sstream>
@@ -100,21 +101,40 @@ void print(const ExprNode& n, std::ostream& out) {
 //   expr := term (("+" | "-") term)*
 //   term := atom (("*" | "//" | "%") atom)*
 //   atom := INT | "-" INT | IDENT | IDENT "(" args ")" | "(" expr ")"
+// Expressions can come from untrusted packages, and the parser and every walk over the tree
+// recurse, so both the nesting of parentheses and calls and the height of the tree are bounded
+// by kMaxExprDepth.
 class Parser {
  public:
   explicit Parser(std::string_view text) : text_(text) {}
 
   Expr parse_all() {
-    Expr e = parse_expr();
+    Expr e = parse_expr().expr;
     skip_space();
     if (pos_ != text_.size()) fail("unexpected '" + std::string(1, text_[pos_]) + "'");
     return e;
   }
 
  private:
+  // An expression and the height of its tree (0 for a leaf).
+  struct Parsed {
+    Expr expr;
+    int height = 0;
+  };
+
   [[noreturn]] void fail(const std::string& what) const {
     KERNELOP_FAIL(Spec) << "invalid expression '" << text_ << "': " << what << " at column "
                         << (pos_ + 1);
+  }
+
+  [[noreturn]] void fail_too_deep() const {
+    fail("expression nests deeper than " + std::to_string(kMaxExprDepth) + " levels");
+  }
+
+  Parsed binary(ExprOp op, const Parsed& a, const Parsed& b) const {
+    int height = 1 + std::max(a.height, b.height);
+    if (height > kMaxExprDepth) fail_too_deep();
+    return {Expr::binary(op, a.expr, b.expr), height};
   }
 
   void skip_space() {
@@ -138,28 +158,39 @@ class Parser {
     }
   }
 
-  Expr parse_expr() {
-    Expr e = parse_term();
+  // An expression nested in parentheses or in a call's arguments; the '(' is just behind pos_.
+  Parsed parse_nested() {
+    if (++nesting_ > kMaxExprDepth) {
+      --pos_;  // name the column of the '(' that nests too deep
+      fail_too_deep();
+    }
+    Parsed e = parse_expr();
+    --nesting_;
+    return e;
+  }
+
+  Parsed parse_expr() {
+    Parsed e = parse_term();
     while (true) {
       if (accept("+")) {
-        e = Expr::binary(ExprOp::Add, e, parse_term());
+        e = binary(ExprOp::Add, e, parse_term());
       } else if (accept("-")) {
-        e = Expr::binary(ExprOp::Sub, e, parse_term());
+        e = binary(ExprOp::Sub, e, parse_term());
       } else {
         return e;
       }
     }
   }
 
-  Expr parse_term() {
-    Expr e = parse_atom();
+  Parsed parse_term() {
+    Parsed e = parse_atom();
     while (true) {
       if (accept("//")) {
-        e = Expr::binary(ExprOp::FloorDiv, e, parse_atom());
+        e = binary(ExprOp::FloorDiv, e, parse_atom());
       } else if (accept("*")) {
-        e = Expr::binary(ExprOp::Mul, e, parse_atom());
+        e = binary(ExprOp::Mul, e, parse_atom());
       } else if (accept("%")) {
-        e = Expr::binary(ExprOp::Mod, e, parse_atom());
+        e = binary(ExprOp::Mod, e, parse_atom());
       } else {
         return e;
       }
@@ -205,30 +236,30 @@ class Parser {
     return std::string(text_.substr(start, pos_ - start));
   }
 
-  Expr parse_atom() {
+  Parsed parse_atom() {
     skip_space();
     if (pos_ >= text_.size()) fail("unexpected end");
     char c = text_[pos_];
     if (c == '(') {
       ++pos_;
-      Expr e = parse_expr();
+      Parsed e = parse_nested();
       expect(")");
       return e;
     }
-    if (c == '-' || std::isdigit(static_cast<unsigned char>(c))) return Expr(parse_int());
+    if (c == '-' || std::isdigit(static_cast<unsigned char>(c))) return {Expr(parse_int())};
     std::string name = parse_ident();
-    if (!accept("(")) return Expr::scalar(name);
+    if (!accept("(")) return {Expr::scalar(name)};
     if (name == "dim") {
       std::string tensor = parse_ident();
       expect(",");
       std::int64_t axis = parse_int();
       expect(")");
-      return Expr::dim(tensor, axis);
+      return {Expr::dim(tensor, axis)};
     }
     if (name == "numel") {
       std::string tensor = parse_ident();
       expect(")");
-      return Expr::numel(tensor);
+      return {Expr::numel(tensor)};
     }
     if (name == "numel_except") {
       std::string tensor = parse_ident();
@@ -236,7 +267,7 @@ class Parser {
       while (accept(",")) axes.push_back(parse_int());
       expect(")");
       if (axes.empty()) fail("numel_except() needs at least one axis");
-      return Expr::numel_except(tensor, axes);
+      return {Expr::numel_except(tensor, axes)};
     }
     ExprOp op;
     if (name == "cdiv") {
@@ -248,15 +279,16 @@ class Parser {
     } else {
       fail("unknown function '" + name + "' (known: dim, numel, numel_except, cdiv, min, max)");
     }
-    Expr a = parse_expr();
+    Parsed a = parse_nested();
     expect(",");
-    Expr b = parse_expr();
+    Parsed b = parse_nested();
     expect(")");
-    return Expr::binary(op, a, b);
+    return binary(op, a, b);
   }
 
   std::string_view text_;
   std::size_t pos_ = 0;
+  int nesting_ = 0;  // parentheses and calls open at pos_
 };
 
 NodePtr make_leaf(ExprOp op, std::string name, std::int64_t value,

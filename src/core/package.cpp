@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -21,6 +22,8 @@ using Json = nlohmann::ordered_json;
 constexpr char kMagic[8] = {'K', 'O', 'P', 'K', 'G', '\r', '\n', '\x1a'};
 constexpr std::size_t kHeaderSize = 40;
 constexpr std::uint32_t kMaxSections = 1024;
+// The metadata nests a few levels; printing or copying JSON recurses, so deeper is rejected.
+constexpr int kMaxJsonDepth = 64;
 constexpr const char* kCreatedBy = "kernelop 0.1.0";
 
 template <class T>
@@ -89,19 +92,38 @@ class Reader {
     std::size_t table_end = kHeaderSize + 16 * static_cast<std::size_t>(count);
     if (table_end > bytes_.size()) fail("section table runs past the end of the file");
     std::vector<std::string_view> sections;
+    // Sections follow each other: overlapping ones would let a small file claim the same
+    // bytes for every image, and loading it would copy them as many times.
+    std::uint64_t previous_end = table_end;
     for (std::uint32_t i = 0; i < count; ++i) {
       auto offset = get<std::uint64_t>(bytes_, kHeaderSize + 16 * i);
       auto length = get<std::uint64_t>(bytes_, kHeaderSize + 16 * i + 8);
       if (offset < table_end || offset > bytes_.size() || length > bytes_.size() - offset) {
         fail("section " + std::to_string(i) + " lies outside the file");
       }
+      if (offset < previous_end) {
+        fail("section " + std::to_string(i) + " overlaps the one before it");
+      }
+      previous_end = offset + length;
       sections.push_back(bytes_.substr(offset, length));
     }
     Json meta;
+    bool too_deep = false;
+    Json::parser_callback_t limit_depth = [&](int depth, nlohmann::json::parse_event_t event,
+                                              Json&) {
+      using E = nlohmann::json::parse_event_t;
+      if ((event == E::object_start || event == E::array_start) && depth >= kMaxJsonDepth)
+        too_deep = true;
+      return !too_deep;  // false drops the value, so nothing deeper is built
+    };
     try {
-      meta = Json::parse(sections[0]);
+      meta = Json::parse(sections[0], limit_depth);
     } catch (const nlohmann::json::exception& e) {
       fail(std::string("metadata is not valid JSON: ") + e.what());
+    }
+    if (too_deep) {
+      fail("metadata is not valid JSON: it nests deeper than " + std::to_string(kMaxJsonDepth) +
+           " levels");
     }
     try {
       read_metadata(meta, sections, pkg);
@@ -115,15 +137,33 @@ class Reader {
   }
 
  private:
+  // An integer field, range-checked: get<int>() on 1e300 or -1.5 would be undefined behaviour.
+  template <class Int>
+  Int get_int(const Json& j, const std::string& what) const {
+    using Limits = std::numeric_limits<Int>;
+    if (j.is_number_unsigned() && j.get<std::uint64_t>() <= std::uint64_t{Limits::max()}) {
+      return static_cast<Int>(j.get<std::uint64_t>());
+    }
+    if (j.is_number_integer() && !j.is_number_unsigned()) {
+      auto v = j.get<std::int64_t>();
+      if (v >= std::int64_t{Limits::min()} && v <= std::int64_t{Limits::max()})
+        return static_cast<Int>(v);
+    }
+    fail(what + " is " + j.dump() + "; expected an integer in range");
+  }
+
   void read_metadata(const Json& meta, const std::vector<std::string_view>& sections,
                      Package& pkg) {
     if (!meta.is_object()) fail("metadata is not a JSON object");
-    if (meta.at("format").get<std::uint32_t>() != pkg.format_version)
+    if (get_int<std::uint32_t>(meta.at("format"), "metadata.format") != pkg.format_version)
       fail("metadata format differs from the header");
     pkg.created_by = meta.at("created_by").get<std::string>();
     CompiledImage& image = pkg.image;
     const Json& spec = meta.at("spec");
     if (!spec.is_object()) fail("metadata.spec is not an object");
+    // The source travels inline: a path would make loading read a file of the loader's machine.
+    if (spec.contains("source_file"))
+      fail("metadata.spec has a source_file; a package holds its kernel source inline");
     image.plan = derive_plan(parse_op_json(spec.dump(), "", std::string(origin_) + ": spec"));
     if (image.plan.op_name != meta.at("op").get<std::string>())
       fail("metadata.op differs from the spec's op");
@@ -149,8 +189,10 @@ class Reader {
       for (const Json& u : images[i].at("usage")) {
         if (!u.is_array() || u.size() != 6)
           fail("image " + std::to_string(i) + " has malformed resource usage");
-        a.usage.push_back(ResourceUsage{u[0].get<int>(), u[1].get<int>(), u[2].get<int>(),
-                                        u[3].get<int>(), u[4].get<int>(), u[5].get<int>()});
+        std::string what = "image " + std::to_string(i) + " resource usage";
+        a.usage.push_back(ResourceUsage{get_int<int>(u[0], what), get_int<int>(u[1], what),
+                                        get_int<int>(u[2], what), get_int<int>(u[3], what),
+                                        get_int<int>(u[4], what), get_int<int>(u[5], what)});
       }
       if (cubin && a.usage.size() != image.plan.instances.size()) {
         fail("image " + a.arch + " has usage for " + std::to_string(a.usage.size()) + " of " +
@@ -190,7 +232,13 @@ std::string write_package_bytes(const CompiledImage& image) {
   meta["images"] = std::move(images);
 
   std::vector<std::string_view> sections;
-  std::string meta_text = meta.dump();
+  std::string meta_text;
+  try {
+    meta_text = meta.dump();
+  } catch (const nlohmann::json::exception& e) {  // a string that is not UTF-8
+    KERNELOP_FAIL(Format) << "cannot write a package of op " << image.plan.op_name << ": "
+                          << e.what();
+  }
   sections.push_back(meta_text);
   for (const ArchImage& a : image.images) sections.push_back(a.data);
   auto count = static_cast<std::uint32_t>(sections.size());

@@ -2,9 +2,12 @@
 #include "kernelop/plan.hpp"
 
 #include <algorithm>
-#include <regex>
+#include <limits>
 #include <sstream>
+#include <string_view>
+#include <unordered_map>
 
+#include "core/words.hpp"
 #include "kernelop/validate.hpp"
 
 namespace kernelop {
@@ -24,8 +27,11 @@ std::string axes_text(const std::vector<std::int64_t>& axes) {
   return out.str();
 }
 
-// Smallest rank for which `axis` (possibly negative) is in range.
+// Smallest rank for which `axis` (possibly negative) is in range; saturates at INT64_MAX for
+// the two axes whose rank is not representable (no tensor has that rank anyway).
 std::int64_t rank_needed(std::int64_t axis) {
+  constexpr auto kMax = std::numeric_limits<std::int64_t>::max();
+  if (axis == kMax || axis == std::numeric_limits<std::int64_t>::min()) return kMax;
   return axis >= 0 ? axis + 1 : -axis;
 }
 
@@ -35,6 +41,13 @@ std::int64_t rank_needed(const std::vector<std::int64_t>& axes) {
   auto rank = static_cast<std::int64_t>(axes.size());
   for (auto a : axes) rank = std::max(rank, rank_needed(a));
   return rank;
+}
+
+// The alias set of the i-th mutated tensor in the schema: a, b, ..., z, a1, b1, ..., z1, a2, ...
+std::string alias_name(int i) {
+  std::string name(1, static_cast<char>('a' + i % 26));
+  if (i >= 26) name += std::to_string(i / 26);
+  return name;
 }
 
 class Deriver {
@@ -265,28 +278,51 @@ class Deriver {
       }
       combos = std::move(next);
     }
-    auto lt = name.find('<');
-    for (const auto& combo : combos) {
-      std::string args = name.substr(lt);
-      for (std::size_t i = 0; i < combo.size(); ++i) {
-        std::regex word("(^|[^A-Za-z0-9_])" + spec_.type_params[i].name + "(?=[^A-Za-z0-9_]|$)");
-        args = std::regex_replace(args, word, "$1" + std::string(dtype_cuda_type(combo[i])));
+    // Split the template arguments once at the whole-word uses of type parameters, then splice
+    // each combination's CUDA types in. No parameter is named like a word of a CUDA type (those
+    // are keywords or reserved), so this is what replacing one parameter after another gives.
+    std::unordered_map<std::string_view, std::size_t> param_index;
+    for (std::size_t i = 0; i < spec_.type_params.size(); ++i) {
+      param_index.emplace(spec_.type_params[i].name, i);
+    }
+    std::string_view args = std::string_view(name).substr(name.find('<'));
+    std::vector<std::pair<std::string_view, std::size_t>> uses;  // text before, parameter
+    std::size_t done = 0;
+    for (std::size_t p = 0; p < args.size();) {
+      if (!detail::is_ident_char(args[p])) {
+        ++p;
+        continue;
       }
-      plan_.instances.push_back(KernelInstance{name.substr(0, lt) + args, combo});
+      std::size_t end = p;
+      while (end < args.size() && detail::is_ident_char(args[end])) ++end;
+      if (auto it = param_index.find(args.substr(p, end - p)); it != param_index.end()) {
+        uses.emplace_back(args.substr(done, p - done), it->second);
+        done = end;
+      }
+      p = end;
+    }
+    std::string_view head = std::string_view(name).substr(0, name.size() - args.size());
+    for (const auto& combo : combos) {
+      std::string instance(head);
+      for (const auto& [text, param] : uses) {
+        instance.append(text).append(dtype_cuda_type(combo[param]));
+      }
+      instance.append(args.substr(done));
+      plan_.instances.push_back(KernelInstance{std::move(instance), combo});
     }
   }
 
   void derive_schema() {
     std::ostringstream s;
     s << "(";
-    char alias = 'a';
+    int aliases = 0;
     for (std::size_t i = 0; i < plan_.input_order.size(); ++i) {
       auto [is_tensor, slot] = plan_.input_order[i];
       if (i) s << ", ";
       if (is_tensor) {
         const TensorSlot& t = plan_.tensors[static_cast<std::size_t>(slot)];
         s << "Tensor";
-        if (t.mutated) s << "(" << alias++ << "!)";
+        if (t.mutated) s << "(" << alias_name(aliases++) << "!)";
         s << " " << t.name;
       } else {
         const ScalarSlot& sc = plan_.scalars[static_cast<std::size_t>(slot)];

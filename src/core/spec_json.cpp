@@ -11,6 +11,10 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
+// No spec nests more than a few levels, and printing or copying a JSON value recurses, so a
+// document nesting deeper than this is rejected while it is parsed.
+constexpr int kMaxJsonDepth = 64;
+
 // Reads a whole file into *out; false when it cannot be read. A directory opens as a stream
 // on Linux but reads as nothing, so it is rejected explicitly.
 bool read_whole_file(const std::filesystem::path& path, std::string* out) {
@@ -466,27 +470,36 @@ Json write(const OpDecl& decl, const JsonWriteOptions& options) {
 
 OpDecl parse_op_json(std::string_view text, const std::string& base_dir, std::string_view origin) {
   Json root;
+  // Strict: a key given twice in one object is an error, not "the last one wins".
+  std::vector<std::set<std::string>> keys;
+  std::string duplicate;
+  bool too_deep = false;
+  Json::parser_callback_t check = [&](int depth, nlohmann::json::parse_event_t event,
+                                      Json& parsed) {
+    using E = nlohmann::json::parse_event_t;
+    if ((event == E::object_start || event == E::array_start) && depth >= kMaxJsonDepth)
+      too_deep = true;
+    if (too_deep) return false;  // drops the value, so nothing deeper is built
+    if (event == E::object_start) keys.emplace_back();
+    if (event == E::object_end && !keys.empty()) keys.pop_back();
+    if (event == E::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second &&
+        duplicate.empty()) {
+      duplicate = parsed.get<std::string>();
+    }
+    return true;
+  };
   try {
-    // Strict: a key given twice in one object is an error, not "the last one wins".
-    std::vector<std::set<std::string>> keys;
-    std::string duplicate;
-    Json::parser_callback_t reject_duplicates = [&](int, nlohmann::json::parse_event_t event,
-                                                    Json& parsed) {
-      using E = nlohmann::json::parse_event_t;
-      if (event == E::object_start) keys.emplace_back();
-      if (event == E::object_end && !keys.empty()) keys.pop_back();
-      if (event == E::key && !keys.empty() &&
-          !keys.back().insert(parsed.get<std::string>()).second && duplicate.empty()) {
-        duplicate = parsed.get<std::string>();
-      }
-      return true;
-    };
-    root = Json::parse(text.begin(), text.end(), reject_duplicates);
-    if (!duplicate.empty())
-      KERNELOP_FAIL(Spec) << origin << ": field '" << duplicate << "' is given twice";
-  } catch (const nlohmann::json::parse_error& e) {
+    root = Json::parse(text.begin(), text.end(), check);
+  } catch (const nlohmann::json::exception& e) {
+    // parse_error, and out_of_range for numbers beyond double ("1e999").
     KERNELOP_FAIL(Spec) << origin << ": not valid JSON: " << e.what();
   }
+  if (too_deep) {
+    KERNELOP_FAIL(Spec) << origin << ": not valid JSON: nests deeper than " << kMaxJsonDepth
+                        << " levels";
+  }
+  if (!duplicate.empty())
+    KERNELOP_FAIL(Spec) << origin << ": field '" << duplicate << "' is given twice";
   OpDecl decl = Reader(std::string(origin)).read(root, base_dir);
   return decl;
 }
@@ -502,7 +515,11 @@ OpDecl load_op_file(const std::filesystem::path& path) {
 }
 
 std::string print_op_json(const OpDecl& decl, const JsonWriteOptions& options) {
-  return write(decl, options).dump(options.indent) + "\n";
+  try {
+    return write(decl, options).dump(options.indent) + "\n";
+  } catch (const nlohmann::json::exception& e) {  // a string that is not UTF-8
+    KERNELOP_FAIL(Spec) << "op " << decl.op_name << ": cannot print the spec as JSON: " << e.what();
+  }
 }
 
 }  // namespace kernelop

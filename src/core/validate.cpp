@@ -4,9 +4,12 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <limits>
 #include <regex>
 #include <set>
 #include <sstream>
+
+#include "core/words.hpp"
 
 namespace kernelop {
 namespace {
@@ -16,6 +19,48 @@ bool is_identifier(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
   });
+}
+
+// The largest number of kernel instantiations type parameters may ask for: each is compiled
+// for every architecture, and the product of the dtype lists grows fast.
+constexpr std::size_t kMaxInstances = 1024;
+
+// Matches what the regex \s*ID(::ID)*\s*(<.*>)?\s* (ID = [A-Za-z_][A-Za-z0-9_]*) matches, in
+// linear time and constant stack. As in the regex, '.' is anything but a line break.
+bool is_kernel_name(std::string_view s) {
+  std::size_t i = 0;
+  auto skip_space = [&] {
+    while (i < s.size() && detail::is_space(s[i])) ++i;
+  };
+  auto identifier = [&] {
+    if (i >= s.size() || !detail::is_ident_start(s[i])) return false;
+    while (i < s.size() && detail::is_ident_char(s[i])) ++i;
+    return true;
+  };
+  skip_space();
+  if (!identifier()) return false;
+  while (s.substr(i, 2) == "::") {
+    i += 2;
+    if (!identifier()) return false;
+  }
+  skip_space();
+  if (i < s.size() && s[i] == '<') {
+    std::size_t gt = s.rfind('>');  // only the last '>' can leave nothing but space after it
+    if (gt == std::string_view::npos || gt <= i) return false;
+    if (s.substr(i, gt - i).find_first_of("\r\n") != std::string_view::npos) return false;
+    i = gt + 1;
+  }
+  skip_space();
+  return i == s.size();
+}
+
+// Matches what the regex [A-Za-z_][A-Za-z0-9_]*(=.*)? matches ('.': anything but a line break).
+bool is_define(std::string_view s) {
+  if (s.empty() || !detail::is_ident_start(s[0])) return false;
+  std::size_t i = 1;
+  while (i < s.size() && detail::is_ident_char(s[i])) ++i;
+  if (i == s.size()) return true;
+  return s[i] == '=' && s.find_first_of("\r\n", i) == std::string_view::npos;
 }
 
 std::string join(const std::vector<std::string>& items) {
@@ -70,9 +115,7 @@ class Validator {
     if (spec_.kernel_source.find_first_not_of(" \t\r\n") == std::string::npos) {
       KOP_FIELD_FAIL("kernel_source") << "is empty; expected CUDA C++ source text";
     }
-    static const std::regex kKernelName(
-        R"(\s*[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*\s*(<.*>)?\s*)");
-    if (!std::regex_match(spec_.kernel_name, kKernelName)) {
+    if (!is_kernel_name(spec_.kernel_name)) {
       KOP_FIELD_FAIL("kernel_name")
           << "'" << spec_.kernel_name
           << "' is not a kernel name; expected an identifier, optionally qualified and with "
@@ -82,6 +125,7 @@ class Validator {
 
   void check_type_params() {
     std::set<std::string> seen;
+    std::size_t instances = 1;
     for (std::size_t i = 0; i < spec_.type_params.size(); ++i) {
       const auto& tp = spec_.type_params[i];
       std::string path = "type_params[" + std::to_string(i) + "]";
@@ -97,13 +141,20 @@ class Validator {
       if (unique.size() != tp.dtypes.size()) {
         KOP_FIELD_FAIL(path + ".dtypes") << "lists a dtype twice";
       }
-      std::regex word("(^|[^A-Za-z0-9_])" + tp.name + "([^A-Za-z0-9_]|$)");
       auto lt = spec_.kernel_name.find('<');
-      if (lt == std::string::npos || !std::regex_search(spec_.kernel_name.substr(lt), word)) {
+      if (lt == std::string::npos ||
+          detail::find_word(std::string_view(spec_.kernel_name).substr(lt), tp.name) ==
+              std::string_view::npos) {
         KOP_FIELD_FAIL("kernel_name")
             << "'" << spec_.kernel_name << "' does not use type parameter '" << tp.name
             << "'; expected it among the template arguments, e.g. '"
             << spec_.kernel_name.substr(0, lt) << "<" << tp.name << ">'";
+      }
+      instances *= tp.dtypes.size();  // at most kMaxInstances * 12: no overflow
+      if (instances > kMaxInstances) {
+        KOP_FIELD_FAIL("type_params")
+            << "ask for more than " << kMaxInstances
+            << " kernel instantiations (the product of the numbers of dtypes)";
       }
     }
   }
@@ -307,9 +358,14 @@ class Validator {
       KOP_FIELD_FAIL(path) << "has " << block.size() << " dims; CUDA blocks have at most 3";
     }
     std::int64_t threads = 1;
+    bool overflow = false;
     for (auto b : block) {
       if (b <= 0) KOP_FIELD_FAIL(path) << "has " << b << "; expected positive ints";
-      threads *= b;
+      overflow = overflow || __builtin_mul_overflow(threads, b, &threads);
+    }
+    if (overflow) {
+      KOP_FIELD_FAIL(path) << "has more than " << std::numeric_limits<std::int64_t>::max()
+                           << " threads per block; CUDA allows at most 1024";
     }
     if (threads > 1024) {
       KOP_FIELD_FAIL(path) << "has " << threads << " threads per block; CUDA allows at most 1024";
@@ -392,9 +448,8 @@ class Validator {
             << "' is not an architecture; expected 'sm_NN' (CUBIN) or 'compute_NN' (PTX)";
       }
     }
-    static const std::regex kDefine(R"([A-Za-z_][A-Za-z0-9_]*(=.*)?)");
     for (std::size_t i = 0; i < spec_.defines.size(); ++i) {
-      if (!std::regex_match(spec_.defines[i], kDefine)) {
+      if (!is_define(spec_.defines[i])) {
         KOP_FIELD_FAIL("defines[" + std::to_string(i) + "]")
             << "'" << spec_.defines[i] << "' is not 'NAME' or 'NAME=VALUE'";
       }

@@ -529,19 +529,6 @@ void KernelOp::launch(std::span<const TensorView> inputs, std::span<const Scalar
   if (smem < 0)
     s.fail("shared memory '" + g.shared_mem.to_string() + "' evaluates to " + std::to_string(smem));
 
-  const DeviceModule& m = s.module_for(device);
-  auto instance = static_cast<std::size_t>(f.instance);
-  std::int64_t threads = block[0] * block[1] * block[2];
-  if (threads > m.max_threads[instance]) {
-    s.fail("block of " + std::to_string(threads) + " threads exceeds the kernel's limit of " +
-           std::to_string(m.max_threads[instance]) + " on this device");
-  }
-  if (smem + m.static_shared[instance] > m.max_dynamic_shared) {
-    s.fail("shared memory " + std::to_string(smem) + " + " +
-           std::to_string(m.static_shared[instance]) + " static bytes exceeds the " +
-           std::to_string(m.max_dynamic_shared) + " bytes a block may use");
-  }
-
   // Pack the arguments: one 8-byte slot per parameter, no heap.
   alignas(8) std::array<std::uint64_t, kMaxKernelArgs> storage{};
   std::array<void*, kMaxKernelArgs> params{};
@@ -608,6 +595,19 @@ void KernelOp::launch(std::span<const TensorView> inputs, std::span<const Scalar
       }
     }
   }
+  const DeviceModule& m = s.module_for(device);
+  auto instance = static_cast<std::size_t>(f.instance);
+  std::int64_t threads = block[0] * block[1] * block[2];
+  if (threads > m.max_threads[instance]) {
+    s.fail("block of " + std::to_string(threads) + " threads exceeds the kernel's limit of " +
+           std::to_string(m.max_threads[instance]) + " on this device");
+  }
+  if (smem + m.static_shared[instance] > m.max_dynamic_shared) {
+    s.fail("shared memory " + std::to_string(smem) + " + " +
+           std::to_string(m.static_shared[instance]) + " static bytes exceeds the " +
+           std::to_string(m.max_dynamic_shared) + " bytes a block may use");
+  }
+
   const Driver& d = Driver::require();
   detail::ScopedContext scope(m.ctx->get());
   CUresult r = d.cuLaunchKernel(m.functions[instance], static_cast<unsigned>(grid[0]),

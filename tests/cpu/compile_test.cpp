@@ -178,3 +178,59 @@ TEST(Compile, ParallelAndSerialCompilationAgree) {
 
 }  // namespace
 }  // namespace kernelop
+
+#include "compile/cubin_info.hpp"
+#include "compile/resource_usage.hpp"
+
+namespace kernelop {
+namespace {
+
+TEST(ResourceUsage, CubinAttributesAgreeWithThePtxasReport) {
+  CompileOptions o;
+  o.archs = {"sm_80", "sm_90"};
+  o.use_cache = false;
+  for (const char* name : {"rowsum", "relu_generic", "softmax"}) {
+    CompiledImage image = compile(derive_plan(testing::example(name)), o);
+    for (const ArchImage& a : image.images) {
+      for (std::size_t i = 0; i < image.lowered_names.size(); ++i) {
+        auto elf = detail::cubin_resource_usage(a.data, image.lowered_names[i]);
+        ASSERT_TRUE(elf) << name << " " << a.arch;
+        EXPECT_EQ(elf->registers, a.usage[i].registers) << name << " " << a.arch;
+        EXPECT_EQ(elf->stack_frame, a.usage[i].stack_frame) << name << " " << a.arch;
+      }
+    }
+  }
+  EXPECT_FALSE(detail::cubin_resource_usage("not an elf", "k"));
+  EXPECT_FALSE(detail::cubin_resource_usage(std::string("\x7f"
+                                                        "ELF\x02",
+                                                        5) +
+                                                std::string(100, '\xff'),
+                                            "k"));
+}
+
+TEST(ResourceUsage, ReportIsReadPerArchitecture) {
+  std::string log =
+      "ptxas info    : Compiling entry function 'k' for 'sm_80'\n"
+      "ptxas info    : Function properties for k\n"
+      "ptxas         .     8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads\n"
+      "ptxas info    : Used 40 registers, used 0 barriers, 1024 bytes smem, 368 bytes cmem[0]\n"
+      "ptxas info    : Compiling entry function 'k' for 'sm_90'\n"
+      "ptxas info    : Function properties for k\n"
+      "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 12 registers, used 1 barriers\n";
+  auto a = detail::parse_resource_usage(log, "k", "sm_80");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->registers, 40);
+  EXPECT_EQ(a->spill_stores, 4);
+  EXPECT_EQ(a->static_shared, 1024);
+  EXPECT_EQ(a->const_bytes, 368);
+  auto b = detail::parse_resource_usage(log, "k", "sm_90");
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->registers, 12);
+  EXPECT_EQ(b->static_shared, 0);
+  EXPECT_FALSE(detail::parse_resource_usage(log, "k", "sm_86"));
+  EXPECT_FALSE(detail::parse_resource_usage(log, "other", "sm_80"));
+}
+
+}  // namespace
+}  // namespace kernelop

@@ -265,5 +265,41 @@ TEST(Expr, EvaluatesWithAWiderIntegerType) {
   EXPECT_TRUE(v == (Int128(1) << 62) + 3);
 }
 
+// Expressions can come from untrusted packages; the parser and every walk over the tree
+// recurse, so nesting is bounded (kMaxExprDepth) instead of overflowing the stack.
+std::string repeated(const std::string& s, int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i) out += s;
+  return out;
+}
+
+TEST(Expr, NestingUpToTheLimitParses) {
+  EXPECT_EQ(kMaxExprDepth, 256);
+  EXPECT_EQ(eval(repeated("(", 256) + "7" + repeated(")", 256)), 7);
+  EXPECT_EQ(eval(repeated("min(1, ", 256) + "7" + repeated(")", 256)), 1);
+  // A chain of 256 operators is a tree 256 levels high; it prints and parses back.
+  Expr chain = Expr::parse("n" + repeated(" + n", 256));
+  EXPECT_EQ(evaluate<std::int64_t>(chain, Env{}), 2570);
+  EXPECT_EQ(Expr::parse(chain.to_string()), chain);
+}
+
+TEST(Expr, NestingDeeperThanTheLimitIsAnError) {
+  const std::string message = "expression nests deeper than 256 levels";
+  expect_error([] { Expr::parse(repeated("(", 257) + "1" + repeated(")", 257)); }, ErrorKind::Spec,
+               message + " at column 257");
+  // Far deeper than any stack could take recursively: rejected at the limit, not crashed on.
+  expect_error([] { Expr::parse(repeated("(", 100000) + "1" + repeated(")", 100000)); },
+               ErrorKind::Spec, message);
+  expect_error([] { Expr::parse(repeated("cdiv(", 300) + "1" + repeated(", 2)", 300)); },
+               ErrorKind::Spec, message);
+  expect_error([] { Expr::parse("n" + repeated(" + n", 257)); }, ErrorKind::Spec, message);
+  expect_error([] { Expr::parse("n" + repeated(" * n", 100000)); }, ErrorKind::Spec, message);
+  expect_error(
+      [] {
+        Expr::parse(repeated("n - (", 200) + "n" + repeated(" + n", 100) + repeated(")", 200));
+      },
+      ErrorKind::Spec, message);
+}
+
 }  // namespace
 }  // namespace kernelop

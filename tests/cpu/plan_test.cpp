@@ -2,6 +2,8 @@
 // example and for edge cases.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "kernelop/plan.hpp"
 #include "test_util.hpp"
 
@@ -227,6 +229,50 @@ TEST(Plan, DerivationValidatesFirst) {
   d.op_name = "nonamespace";
   testing::expect_error([&] { derive_plan(d); }, ErrorKind::Spec,
                         "op name 'nonamespace' is invalid");
+}
+
+// Axes come from specs, and specs from untrusted packages: the extremes of int64 saturate the
+// rank requirement instead of overflowing while it is computed.
+TEST(Plan, ExtremeAxesNeedAnUnreachableRank) {
+  constexpr auto kMin = std::numeric_limits<std::int64_t>::min();
+  constexpr auto kMax = std::numeric_limits<std::int64_t>::max();
+  for (std::int64_t axis : {kMin, kMax}) {
+    SCOPED_TRACE(axis);
+    OpDecl d = base_decl();
+    d.spec.extras = {DimSize{"x", axis, false}};
+    OpPlan p = derive_plan(d);
+    ASSERT_EQ(p.rank_requirements.size(), 1u);
+    EXPECT_EQ(p.rank_requirements[0].slot, p.tensor_slot("x"));
+    EXPECT_EQ(p.rank_requirements[0].min_rank, kMax);
+  }
+  OpDecl d = base_decl();
+  d.spec.outputs = std::vector<OutputDecl>{
+      OutputDecl{"y", ReduceDims{std::string("x"), {kMin, 0}, false}, {}, {}}};
+  EXPECT_EQ(derive_plan(d).rank_requirements.at(0).min_rank, kMax);
+}
+
+TEST(Plan, MoreThan26MutatedInputsGetNumberedAliases) {
+  OpDecl d = base_decl();
+  std::vector<Input> inputs;
+  for (int i = 0; i < 30; ++i) inputs.push_back(InputDecl{"m" + std::to_string(i), {}, true});
+  d.spec.inputs = inputs;
+  d.spec.outputs = std::vector<OutputDecl>{};
+  d.spec.geometry = Elementwise{{256}, Layout::Flat, std::string("m0")};
+  OpPlan p = derive_plan(d);
+  EXPECT_NE(p.schema.find("Tensor(a!) m0, Tensor(b!) m1, "), std::string::npos) << p.schema;
+  EXPECT_NE(p.schema.find(", Tensor(z!) m25, Tensor(a1!) m26, Tensor(b1!) m27, "),
+            std::string::npos)
+      << p.schema;
+}
+
+TEST(Plan, TypeParametersAreSubstitutedAsWholeWords) {
+  OpDecl d = base_decl();
+  d.spec.kernel_name = "k<T, TT, T_x, xT, (T), T>";
+  d.spec.type_params = {TypeParam{"T", {DType::Float32}}, TypeParam{"TT", {DType::Float16}}};
+  d.spec.inputs = std::vector<Input>{InputDecl{"x", std::string("T"), false}};
+  OpPlan p = derive_plan(d);
+  ASSERT_EQ(p.instances.size(), 1u);
+  EXPECT_EQ(p.instances[0].name_expression, "k<float, __half, T_x, xT, (float), float>");
 }
 
 }  // namespace

@@ -864,5 +864,43 @@ TEST(SpecJsonStrictness, DuplicateKeysAreErrors) {
                                 ".", "ok.json"));
 }
 
+// Spec JSON is also read from untrusted packages: malformed input is an Error, never a crash.
+TEST(SpecJsonStrictness, NumbersBeyondDoubleAreSpecErrors) {
+  // nlohmann reports these as out_of_range, not parse_error.
+  testing::expect_error([] { parse_op_json(R"({"op": 1e999})", ".", "big.json"); }, ErrorKind::Spec,
+                        "big.json: not valid JSON: ");
+  testing::expect_error([] { parse_op_json(R"({"op": -1e999})", ".", "big.json"); },
+                        ErrorKind::Spec, "number overflow");
+}
+
+TEST(SpecJsonStrictness, DeepNestingIsASpecError) {
+  auto nested = [](int levels) {
+    return R"({"op": "a::b", "kernel_name": "k", "kernel_source": "x", "inputs": )" +
+           std::string(static_cast<std::size_t>(levels), '[') +
+           std::string(static_cast<std::size_t>(levels), ']') + "}";
+  };
+  // The document itself is one level; 63 more are accepted (and then fail as an input list).
+  testing::expect_error([&] { parse_op_json(nested(63), ".", "deep.json"); }, ErrorKind::Spec,
+                        "deep.json: inputs[0]: expected an object, found array");
+  testing::expect_error([&] { parse_op_json(nested(64), ".", "deep.json"); }, ErrorKind::Spec,
+                        "deep.json: not valid JSON: nests deeper than 64 levels");
+  testing::expect_error([&] { parse_op_json(nested(100000), ".", "deep.json"); }, ErrorKind::Spec,
+                        "deep.json: not valid JSON: nests deeper than 64 levels");
+  std::string objects;
+  for (int i = 0; i < 100000; ++i) objects += R"({"a": )";
+  objects += "1" + std::string(100000, '}');
+  testing::expect_error([&] { parse_op_json(objects, ".", "deep.json"); }, ErrorKind::Spec,
+                        "deep.json: not valid JSON: nests deeper than 64 levels");
+}
+
+TEST(SpecJsonStrictness, PrintingTextThatIsNotUtf8IsASpecError) {
+  OpDecl d = parse_op_json(
+      R"({"op": "a::b", "kernel_name": "k", "kernel_source": "x", "inputs": [{"name": "x"}]})", ".",
+      "ok.json");
+  d.spec.kernel_source = "// caf\xe9 (Latin-1)\n__global__ void k() {}";
+  testing::expect_error([&] { print_op_json(d); }, ErrorKind::Spec,
+                        "op a::b: cannot print the spec as JSON: ");
+}
+
 }  // namespace
 }  // namespace kernelop

@@ -827,5 +827,80 @@ TEST(ValidateTypeParams, OutputNamedLikeATypeParameter) {
                         "op t::g: outputs[0].name: 'T' is also a type parameter's name");
 }
 
+// --- untrusted input: no regex recursion, no overflow, bounded work ---------------------------
+
+// Names are matched without std::regex, whose libstdc++ matcher recurses once per character and
+// overflowed the stack on names of some ten thousand characters.
+TEST(ValidateTest, LongNamesAreMatchedWithoutRecursion) {
+  const std::string id(200000, 'a');
+  OpDecl d = relu_decl();
+  d.spec.kernel_name = " ns::" + id + " < " + std::string(200000, '*') + " > ";
+  EXPECT_NO_THROW(validate(d));
+  d.spec.kernel_name = id + "(";
+  expect_invalid(d, "' is not a kernel name; expected an identifier");
+  d = relu_decl();
+  d.spec.defines = {id + "=" + std::string(200000, ' ')};
+  EXPECT_NO_THROW(validate(d));
+  d = generic_decl();
+  d.spec.kernel_name = "relu<int, " + id + ">";
+  d.spec.type_params[0].name = id;
+  d.spec.inputs = std::vector<Input>{tensor("x", id)};
+  EXPECT_NO_THROW(validate(d));
+}
+
+// What the regexes these matchers replace accepted: '.' in "<.*>" and "=.*" is no line break.
+TEST(ValidateTest, KernelNamesAndDefinesKeepTheirGrammar) {
+  for (std::string name :
+       {"relu", " relu ", "\trelu<T>\n", "a::b<x<y>>", "k<>", "k <T> ", "_k9<(1 > 2)>"}) {
+    SCOPED_TRACE(name);
+    OpDecl d = generic_decl();
+    d.spec.type_params.clear();
+    d.spec.inputs = std::vector<Input>{tensor("x", DType::Float32)};
+    d.spec.kernel_name = name;
+    EXPECT_NO_THROW(validate(d));
+  }
+  for (std::string name : {"k<\n>", "k<T>x", "k<T> <U>x", "k::", "k:::a", "::k", "k>", "k<T\r>"}) {
+    SCOPED_TRACE(name);
+    OpDecl d = relu_decl();
+    d.spec.kernel_name = name;
+    expect_invalid(d, "op test::relu: kernel_name: '" + name + "' is not a kernel name");
+  }
+  OpDecl d = relu_decl();
+  d.spec.defines = {"A=1\n2"};
+  expect_invalid(d, "op test::relu: defines[0]: 'A=1\n2' is not 'NAME' or 'NAME=VALUE'");
+}
+
+TEST(ValidateTest, BlockSizesThatOverflowInt64) {
+  OpDecl d = relu_decl();
+  d.spec.geometry = elementwise({std::int64_t{1} << 62, 4}, Layout::Nd);
+  expect_invalid(d,
+                 "op test::relu: geometry.elementwise.block: has more than 9223372036854775807 "
+                 "threads per block; CUDA allows at most 1024");
+  Custom c;
+  c.grid = {Expr(1)};
+  c.block = {Expr(std::int64_t{1} << 32), Expr(std::int64_t{1} << 32)};
+  d.spec.geometry = c;
+  expect_invalid(d, "op test::relu: geometry.custom.block: has more than 9223372036854775807");
+}
+
+TEST(ValidateTest, TooManyInstantiations) {
+  OpDecl d = generic_decl();
+  std::string names;
+  d.spec.type_params.clear();
+  for (int i = 0; i < 11; ++i) {  // 2^11 = 2048 instantiations
+    std::string name = "T" + std::to_string(i);
+    names += (i ? ", " : "") + name;
+    d.spec.type_params.push_back(TypeParam{.name = name, .dtypes = {DType::Float32, DType::Int8}});
+  }
+  d.spec.kernel_name = "relu<" + names + ">";
+  d.spec.inputs = std::vector<Input>{tensor("x", DType::Float32)};
+  expect_invalid(d,
+                 "op test::relu: type_params: ask for more than 1024 kernel instantiations (the "
+                 "product of the numbers of dtypes)");
+  d.spec.type_params.pop_back();  // 1024 is allowed
+  d.spec.kernel_name = "relu<" + names.substr(0, names.rfind(',')) + ">";
+  EXPECT_NO_THROW(validate(d));
+}
+
 }  // namespace
 }  // namespace kernelop

@@ -1,0 +1,263 @@
+// GPU benchmarks, side by side in one process:
+//  1. host cost per launch: KernelOp::launch vs a bare cuLaunchKernel of the same CUBIN function;
+//  2. device time per example: kernelop (NVRTC, real CUBIN) vs the same source built by nvcc and
+//     launched with <<<>>>;
+//  3. time to first launch: cold compile, warm cache, package load.
+// Prints a table; with an argument, also writes it to that file.
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernelop/cache.hpp"
+#include "kernelop/compile.hpp"
+#include "kernelop/package.hpp"
+#include "kernelop/runtime.hpp"
+#include "kernelop/spec_json.hpp"
+
+#include "nvcc_kernels.hpp"
+
+namespace fs = std::filesystem;
+using namespace kernelop;
+using Clock = std::chrono::steady_clock;
+
+#define CUDA_CHECK(x)                                                      \
+  do {                                                                     \
+    cudaError_t e_ = (x);                                                  \
+    if (e_ != cudaSuccess) {                                               \
+      std::fprintf(stderr, "%s failed: %s\n", #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                        \
+    }                                                                      \
+  } while (0)
+
+static std::ostringstream report;
+static void line(const std::string& s) {
+  std::printf("%s\n", s.c_str());
+  report << s << "\n";
+}
+static std::string fmt(const char* f, double a, double b = 0, double c = 0) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, f, a, b, c);
+  return buf;
+}
+
+static KernelOp make(const std::string& name, CompileCache* cache = nullptr) {
+  CompileOptions o;
+  o.cache = cache;
+  return KernelOp(compile(
+      derive_plan(load_op_file(fs::path(KERNELOP_SOURCE_DIR) / "examples" / (name + ".json"))), o));
+}
+
+static double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Median device time (ms) of `launch` over `reps` launches, each bracketed by events.
+static double device_ms(const std::function<void()>& launch, cudaStream_t s, int reps = 200) {
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  for (int i = 0; i < 20; ++i) launch();
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    cudaEventRecord(a, s);
+    launch();
+    cudaEventRecord(b, s);
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    t.push_back(ms);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return median(t);
+}
+
+// Median host nanoseconds per call of `launch`, in batches of 256 with a sync between batches.
+static double host_ns(const std::function<void()>& launch, cudaStream_t s) {
+  std::vector<double> per_call;
+  for (int batch = 0; batch < 300; ++batch) {
+    auto t0 = Clock::now();
+    for (int i = 0; i < 256; ++i) launch();
+    auto t1 = Clock::now();
+    cudaStreamSynchronize(s);
+    if (batch >= 20)
+      per_call.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / 256);
+  }
+  return median(per_call);
+}
+
+int main(int argc, char** argv) {
+  CUDA_CHECK(cudaSetDevice(0));
+  CUDA_CHECK(cudaFree(nullptr));  // create the primary context
+  cudaDeviceProp prop;
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  cudaStream_t s;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  line(std::string("device: ") + prop.name + fmt(" (sm_%.0f%.0f)", prop.major, prop.minor));
+
+  // ---- 1. host cost per launch ----------------------------------------------------------
+  {
+    KernelOp relu = make("relu");
+    const int n = 4096;
+    float *x, *y;
+    CUDA_CHECK(cudaMalloc(&x, n * 4));
+    CUDA_CHECK(cudaMalloc(&y, n * 4));
+    std::vector<TensorView> in = {TensorView{x, DType::Float32, {n}, {}, 0}};
+    std::vector<TensorView> out = {TensorView{y, DType::Float32, {n}, {}, 0}};
+    LoadInfo info = relu.load(0);
+    // The same CUBIN, loaded and launched by hand.
+    const ArchImage* img = relu.image().find(info.image_arch);
+    CUmodule mod;
+    CUfunction fn;
+    cuModuleLoadData(&mod, img->data.data());
+    cuModuleGetFunction(&fn, mod, relu.image().lowered_names[0].c_str());
+    CUdeviceptr dx = reinterpret_cast<CUdeviceptr>(x), dy = reinterpret_cast<CUdeviceptr>(y);
+    int count = n;
+    double bare = host_ns(
+        [&] {
+          void* args[] = {&dx, &count, &dy};
+          cuLaunchKernel(fn, (n + 255) / 256, 1, 1, 256, 1, 1, 0, s, args, nullptr);
+        },
+        s);
+    double kop = host_ns([&] { relu.launch(in, {}, out, s); }, s);
+    double chevron = host_ns([&] { nvcc_relu(x, n, y, s); }, s);
+    line("");
+    line("host cost per launch (relu, 4096 float32, median of 280 batches of 256)");
+    line(fmt("  bare cuLaunchKernel          %8.0f ns", bare));
+    line(fmt("  nvcc <<<>>> (runtime API)    %8.0f ns", chevron));
+    line(fmt("  KernelOp::launch             %8.0f ns   ratio to bare %.2fx", kop, kop / bare));
+    cuModuleUnload(mod);
+    cudaFree(x);
+    cudaFree(y);
+  }
+
+  // ---- 2. device time: kernelop vs nvcc ------------------------------------------------
+  line("");
+  line(
+      "device time per launch (median of 200, events), kernelop vs nvcc <<<>>> of the same source");
+  line("  kernel            shape            kernelop      nvcc     ratio");
+  std::mt19937 rng(1);
+  auto random_buffer = [&](std::size_t elems, int bytes_per) {
+    std::vector<float> h(elems * bytes_per / 4 + 1);
+    std::uniform_real_distribution<float> d(-2, 2);
+    for (auto& v : h) v = d(rng);
+    void* p;
+    CUDA_CHECK(cudaMalloc(&p, elems * bytes_per + 4));
+    CUDA_CHECK(cudaMemcpy(p, h.data(), elems * bytes_per, cudaMemcpyHostToDevice));
+    return p;
+  };
+  struct Case {
+    std::string name, shape_text;
+    std::function<double()> kernelop_ms, nvcc_ms;
+  };
+  std::vector<Case> cases;
+  const int N = 1 << 24;
+  KernelOp k_relu = make("relu"), k_sigmoid = make("sigmoid"), k_add = make("add"),
+           k_scale = make("scale"), k_bias = make("bias_add_2d"), k_rowsum = make("rowsum"),
+           k_softmax = make("softmax"), k_repeat = make("repeat2"), k_sincos = make("sin_cos"),
+           k_generic = make("relu_generic");
+  float* a = static_cast<float*>(random_buffer(N, 4));
+  float* b = static_cast<float*>(random_buffer(N, 4));
+  float* y = static_cast<float*>(random_buffer(2 * N, 4));
+  float* z = static_cast<float*>(random_buffer(N, 4));
+  auto tv = [](void* p, Shape sh, DType d = DType::Float32) { return TensorView{p, d, sh, {}, 0}; };
+  auto row = [&](const std::string& name, const std::string& shape, double kop, double nv) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "  %-17s %-16s %7.1f us %7.1f us   %.3f", name.c_str(),
+                  shape.c_str(), kop * 1e3, nv * 1e3, kop / nv);
+    line(buf);
+  };
+  {
+    Shape sh{N};
+    std::vector<TensorView> in = {tv(a, sh)}, out = {tv(y, sh)};
+    row("relu", "[16777216]", device_ms([&] { k_relu.launch(in, {}, out, s); }, s),
+        device_ms([&] { nvcc_relu(a, N, y, s); }, s));
+    row("sigmoid", "[16777216]", device_ms([&] { k_sigmoid.launch(in, {}, out, s); }, s),
+        device_ms([&] { nvcc_sigmoid(a, N, y, s); }, s));
+    std::vector<ScalarArg> alpha = {ScalarArg::of_float(1.5)};
+    row("scale", "[16777216]", device_ms([&] { k_scale.launch(in, alpha, out, s); }, s),
+        device_ms([&] { nvcc_scale(a, 1.5f, N, y, s); }, s));
+    std::vector<TensorView> out2 = {tv(y, sh), tv(z, sh)};
+    row("sin_cos", "[16777216]", device_ms([&] { k_sincos.launch(in, {}, out2, s); }, s),
+        device_ms([&] { nvcc_sin_cos(a, N, y, z, s); }, s));
+    std::vector<TensorView> in2 = {tv(a, sh), tv(b, sh)};
+    row("add", "[16777216]", device_ms([&] { k_add.launch(in2, {}, out, s); }, s),
+        device_ms([&] { nvcc_add(a, b, N, y, s); }, s));
+    std::vector<TensorView> gin = {tv(a, sh)}, gout = {tv(y, sh)};
+    row("relu_generic<f32>", "[16777216]",
+        device_ms([&] { k_generic.launch(gin, {}, gout, s); }, s),
+        device_ms([&] { nvcc_relu_generic_f32(a, N, y, s); }, s));
+  }
+  {
+    Shape sh{16, 1024, 1024};
+    std::vector<TensorView> in = {tv(a, sh), tv(b, {1024})}, out = {tv(y, sh)};
+    row("bias_add_2d", "[16,1024,1024]", device_ms([&] { k_bias.launch(in, {}, out, s); }, s),
+        device_ms([&] { nvcc_bias_add_2d(a, b, 16, 1024, 1024, y, s); }, s));
+  }
+  {
+    Shape sh{4096, 4096};
+    std::vector<TensorView> in = {tv(a, sh)}, out = {tv(y, {4096})}, sm = {tv(y, sh)};
+    row("rowsum", "[4096,4096]", device_ms([&] { k_rowsum.launch(in, {}, out, s); }, s),
+        device_ms([&] { nvcc_rowsum(a, 4096, 4096, y, s); }, s));
+    row("softmax", "[4096,4096]", device_ms([&] { k_softmax.launch(in, {}, sm, s); }, s),
+        device_ms([&] { nvcc_softmax(a, 4096, 4096, y, s); }, s));
+    std::vector<TensorView> rin = {tv(a, {4096, 2048})}, rout = {tv(y, {4096, 4096})};
+    row("repeat2", "[4096,2048]", device_ms([&] { k_repeat.launch(rin, {}, rout, s); }, s),
+        device_ms([&] { nvcc_repeat2(a, 4096, 2048, y, s); }, s));
+  }
+
+  // ---- 3. time to first launch -----------------------------------------------------------
+  line("");
+  line(
+      "time to first launch of softmax (compile or load + module load + launch + sync), context "
+      "already up");
+  fs::path dir = fs::temp_directory_path() / "kernelop-bench-first";
+  fs::remove_all(dir);
+  auto first_launch = [&](const std::function<KernelOp()>& get) {
+    auto t0 = Clock::now();
+    KernelOp k = get();
+    auto t1 = Clock::now();
+    std::vector<TensorView> in = {tv(a, {64, 1000})}, out = {tv(y, {64, 1000})};
+    k.launch(in, {}, out, s);
+    cudaStreamSynchronize(s);
+    auto t2 = Clock::now();
+    return std::make_pair(std::chrono::duration<double, std::milli>(t1 - t0).count(),
+                          std::chrono::duration<double, std::milli>(t2 - t1).count());
+  };
+  {
+    CompileCache cold(dir);
+    auto [get_ms, launch_ms] = first_launch([&] { return make("softmax", &cold); });
+    line(fmt("  cold compile (5 images)   %8.1f ms + load/launch %6.2f ms", get_ms, launch_ms));
+  }
+  {
+    CompileCache warm(dir);  // a new process' view: disk only
+    auto [get_ms, launch_ms] = first_launch([&] { return make("softmax", &warm); });
+    line(fmt("  warm cache (disk)         %8.2f ms + load/launch %6.2f ms", get_ms, launch_ms));
+  }
+  {
+    CompileCache cache(dir);
+    fs::path pkg = dir / "softmax.kop";
+    CompileOptions o;
+    o.cache = &cache;
+    write_package(
+        compile(derive_plan(load_op_file(fs::path(KERNELOP_SOURCE_DIR) / "examples/softmax.json")),
+                o),
+        pkg);
+    auto [get_ms, launch_ms] = first_launch([&] { return KernelOp::from_package(pkg); });
+    line(fmt("  package load              %8.2f ms + load/launch %6.2f ms", get_ms, launch_ms));
+  }
+  fs::remove_all(dir);
+  if (argc > 1) std::ofstream(argv[1]) << report.str();
+  return 0;
+}

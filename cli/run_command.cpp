@@ -1,0 +1,239 @@
+// `kernelop run`: inputs, launch, reference check and timing.
+#include "run_command.hpp"
+
+#include <algorithm>
+#include <iomanip>
+#include <iostream>
+#include <random>
+#include <sstream>
+
+#include "host_tensor.hpp"
+#include "kernelop/compile.hpp"
+#include "kernelop/package.hpp"
+#include "kernelop/runtime.hpp"
+#include "kernelop/spec_json.hpp"
+#include "references.hpp"
+#include "runtime/driver.hpp"
+
+namespace kernelop::cli {
+namespace {
+
+using examples::HostTensor;
+
+std::map<std::string, std::string> parse_pairs(const std::vector<std::string>& items,
+                                               const char* option) {
+  std::map<std::string, std::string> out;
+  for (const auto& item : items) {
+    auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      KERNELOP_FAIL(Spec) << option << " '" << item << "': expected NAME=VALUE";
+    }
+    out[item.substr(0, eq)] = item.substr(eq + 1);
+  }
+  return out;
+}
+
+Shape parse_shape(const std::string& name, const std::string& text) {
+  Shape s;
+  if (text.empty() || text == "scalar") return s;
+  std::stringstream in(text);
+  for (std::string part; std::getline(in, part, 'x');) {
+    try {
+      std::size_t used = 0;
+      long long v = std::stoll(part, &used);
+      if (used != part.size() || v < 0) throw std::invalid_argument(part);
+      s.push_back(v);
+    } catch (const std::logic_error&) {
+      KERNELOP_FAIL(Spec) << "--shape " << name << "=" << text
+                          << ": expected sizes like 4096 or 64x1024";
+    }
+  }
+  return s;
+}
+
+KernelOp load_op(const RunOptions& o) {
+  LoadOptions load;
+  load.prefer_ptx = o.prefer_ptx;
+  if (o.path.size() > 4 && o.path.substr(o.path.size() - 4) == ".kop")
+    return KernelOp::from_package(o.path, load);
+  CompileOptions c;
+  c.archs = o.archs;
+  return KernelOp(compile(derive_plan(load_op_file(o.path)), c), load);
+}
+
+std::string fmt_time(double ms) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(ms < 0.1 ? 2 : 1);
+  if (ms < 1) {
+    s << ms * 1000 << " us";
+  } else {
+    s << ms << " ms";
+  }
+  return s.str();
+}
+
+}  // namespace
+
+int run_op(const RunOptions& o) {
+  KernelOp op = load_op(o);
+  const OpPlan& plan = op.plan();
+  auto shapes = parse_pairs(o.shapes, "--shape");
+  auto scalar_text = parse_pairs(o.scalars, "--scalar");
+  auto dtype_text = parse_pairs(o.dtypes, "--dtype");
+
+  // Inputs: shapes from the command line, dtypes declared, bound or chosen with --dtype.
+  std::vector<HostTensor> inputs;
+  std::string missing;
+  for (int i = 0; i < plan.num_tensor_inputs; ++i) {
+    const TensorSlot& t = plan.tensors[static_cast<std::size_t>(i)];
+    auto it = shapes.find(t.name);
+    if (it == shapes.end()) {
+      missing += (missing.empty() ? "" : ", ") + t.name;
+      continue;
+    }
+    DType dtype = DType::Float32;
+    if (auto d = dtype_text.find(t.name); d != dtype_text.end()) {
+      auto parsed = parse_dtype(d->second);
+      if (!parsed)
+        KERNELOP_FAIL(Spec) << "--dtype " << t.name << "=" << d->second << ": not a dtype";
+      dtype = *parsed;
+    } else if (t.dtype && std::holds_alternative<DType>(*t.dtype)) {
+      dtype = std::get<DType>(*t.dtype);
+    } else if (t.dtype) {  // a type parameter: its first dtype unless chosen
+      for (const auto& tp : plan.type_params) {
+        if (tp.name == std::get<std::string>(*t.dtype)) dtype = tp.dtypes.front();
+      }
+    }
+    inputs.emplace_back(parse_shape(t.name, it->second), dtype);
+  }
+  if (!missing.empty()) {
+    KERNELOP_FAIL(Spec) << "op " << plan.op_name
+                        << ": give the shape of every tensor input with --shape NAME=DxD...; "
+                        << "missing: " << missing;
+  }
+  std::vector<ScalarArg> scalars;
+  for (const ScalarSlot& s : plan.scalars) {
+    auto it = scalar_text.find(s.name);
+    std::string v = it == scalar_text.end() ? "" : it->second;
+    try {
+      switch (s.type) {
+        case ScalarType::Float:
+        case ScalarType::Float64:
+          scalars.push_back(ScalarArg::of_float(v.empty() ? 1.5 : std::stod(v)));
+          break;
+        case ScalarType::Int:
+        case ScalarType::Int64:
+          scalars.push_back(ScalarArg::of_int(v.empty() ? 3 : std::stoll(v)));
+          break;
+        case ScalarType::Bool:
+          scalars.push_back(ScalarArg::of_bool(v.empty() || v == "true" || v == "1"));
+          break;
+      }
+    } catch (const std::logic_error&) {
+      KERNELOP_FAIL(Spec) << "--scalar " << s.name << "=" << v << ": not a "
+                          << scalar_type_name(s.type);
+    }
+  }
+
+  const examples::Reference* ref = examples::find_reference(plan.op_name);
+  std::mt19937_64 rng(o.seed ? o.seed : std::random_device{}());
+  if (ref && ref->make_inputs) {
+    ref->make_inputs(inputs, rng);
+  } else {
+    examples::default_inputs(inputs, rng);
+  }
+
+  // Device buffers and views.
+  detail::PrimaryContext ctx(o.device);
+  detail::ScopedContext scope(ctx.get());
+  std::vector<detail::DeviceBuffer> in_buffers;
+  std::vector<TensorView> in_views;
+  for (const HostTensor& h : inputs) {
+    in_buffers.emplace_back(h.bytes());
+    in_buffers.back().upload(h.encode().data(), h.bytes());
+    in_views.push_back(TensorView{in_buffers.back().get(), h.dtype, h.shape, {}, o.device});
+  }
+  std::vector<Shape> out_shapes = op.output_shapes(in_views, scalars);
+  std::vector<DType> out_dtypes = op.output_dtypes(in_views);
+  std::vector<HostTensor> outputs;
+  std::vector<detail::DeviceBuffer> out_buffers;
+  std::vector<TensorView> out_views;
+  for (std::size_t i = 0; i < out_shapes.size(); ++i) {
+    outputs.emplace_back(out_shapes[i], out_dtypes[i]);
+    out_buffers.emplace_back(outputs.back().bytes());
+    out_buffers.back().fill_bytes(0xff);  // NaN poison: an unwritten element fails the check
+    out_views.push_back(
+        TensorView{out_buffers.back().get(), out_dtypes[i], out_shapes[i], {}, o.device});
+  }
+  detail::Stream stream;
+  // The uploads and the poison ran on the legacy default stream, which `stream` does not wait for.
+  detail::check_cuda(detail::Driver::require().cuCtxSynchronize(), "cuCtxSynchronize", "");
+  LoadInfo info = op.load(o.device);
+  std::cout << "op " << plan.op_name << " on device " << info.device << " (" << info.device_name
+            << ", " << info.device_arch << "): " << (info.via_ptx ? "PTX " : "CUBIN ")
+            << info.image_arch << (info.via_ptx ? " through the driver's JIT" : "")
+            << ", loaded in " << fmt_time(info.load_ms) << "\n";
+  std::cout << "  inputs  ";
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    std::cout << (i ? ", " : "") << plan.tensors[i].name << ": " << dtype_name(inputs[i].dtype)
+              << inputs[i].shape.to_string();
+  }
+  std::cout << "\n";
+
+  int exit_code = 0;
+  if (o.check) {
+    op.launch(in_views, scalars, out_views, stream.get());
+    stream.synchronize();
+    if (!ref) {
+      std::cout << "  check   no reference for " << plan.op_name << "\n";
+      exit_code = 1;
+    } else {
+      std::vector<HostTensor> want_in = inputs, want_out = outputs;
+      ref->compute(want_in, scalars, want_out);
+      double extra = ref->extra_atol ? ref->extra_atol(inputs) : 0;
+      auto report = [&](const std::string& what, const detail::DeviceBuffer& buf, HostTensor got,
+                        const HostTensor& want) {
+        std::string bytes(got.bytes(), '\0');
+        buf.download(bytes.data(), bytes.size());
+        got.decode(bytes);
+        examples::Comparison c = examples::compare(got, want, extra);
+        std::cout << "  check   " << what << ": " << (c.passed() ? "PASS" : "FAIL")
+                  << "  max |error| " << c.max_abs_error << " over " << want.numel()
+                  << " elements\n";
+        if (!c.passed()) exit_code = 1;
+      };
+      for (std::size_t i = 0; i < outputs.size(); ++i) {
+        report("output " + plan.tensors[static_cast<std::size_t>(plan.outputs[i].slot)].name,
+               out_buffers[i], outputs[i], want_out[i]);
+      }
+      for (std::size_t i = 0; i < inputs.size(); ++i) {
+        if (plan.tensors[i].mutated)
+          report("mutated input " + plan.tensors[i].name, in_buffers[i], inputs[i], want_in[i]);
+      }
+    }
+  }
+
+  // Timing: each launch bracketed by events, median of many, after a warm-up.
+  for (int i = 0; i < o.warmup; ++i) op.launch(in_views, scalars, out_views, stream.get());
+  std::vector<float> times;
+  detail::Event start, stop;
+  for (int i = 0; i < o.iterations; ++i) {
+    start.record(stream.get());
+    op.launch(in_views, scalars, out_views, stream.get());
+    stop.record(stream.get());
+    times.push_back(stop.since(start));
+  }
+  std::sort(times.begin(), times.end());
+  double median = times.empty() ? 0 : times[times.size() / 2];
+  double bytes = 0;
+  for (const auto& h : inputs) bytes += static_cast<double>(h.bytes());
+  for (const auto& h : outputs) bytes += static_cast<double>(h.bytes());
+  std::cout << "  time    median " << fmt_time(median) << " over " << o.iterations
+            << " launches (min " << fmt_time(times.empty() ? 0 : times.front()) << "), "
+            << std::fixed << std::setprecision(1)
+            << (median > 0 ? bytes / (median * 1e-3) / 1e9 : 0) << " GB/s (" << bytes / 1e6
+            << " MB moved)\n";
+  return exit_code;
+}
+
+}  // namespace kernelop::cli

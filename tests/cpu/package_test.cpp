@@ -1,0 +1,336 @@
+// .kop packages: golden bytes pin format version 1; round trips; every kind of damage is an
+// Error(Format) naming what is wrong.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "core/hash.hpp"
+#include "kernelop/compile.hpp"
+#include "kernelop/package.hpp"
+#include "kernelop/runtime.hpp"
+#include "test_util.hpp"
+
+namespace kernelop {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::expect_error;
+
+// A fixed image with made-up machine code: the format test must not depend on NVRTC's output.
+CompiledImage synthetic_image() {
+  OpDecl decl = parse_op_json(R"({
+    "op": "golden::relu",
+    "kernel_name": "relu",
+    "kernel_source": "extern \"C\" __global__ void relu(const float* x, int n, float* y) {}",
+    "inputs": [{"name": "x"}],
+    "outputs": [{"name": "y", "shape": {"same_as": "x"}}],
+    "extras": [{"numel": "x"}],
+    "geometry": {"elementwise": {"block": [256], "layout": "flat"}}
+  })",
+                              ".", "golden");
+  CompiledImage image;
+  image.plan = derive_plan(decl);
+  // What compile() infers from the signature: x is float32, so y is too.
+  image.plan.tensors[0].dtype = DType::Float32;
+  image.plan.tensors[1].dtype = DType::Float32;
+  image.plan.outputs[0].dtype = DType::Float32;
+  image.plan.args[0].element = DType::Float32;
+  image.plan.args[2].element = DType::Float32;
+  image.lowered_names = {"relu"};
+  image.nvrtc_version = "13.0";
+  image.options = {"--std=c++17", "-Xptxas=-v"};
+  image.images.push_back(ArchImage{"sm_80",
+                                   std::string("\x7f"
+                                               "ELF-fake-cubin-80\0\1\2",
+                                               21),
+                                   {ResourceUsage{10, 0, 0, 0, 0, 364}},
+                                   false,
+                                   0});
+  image.images.push_back(
+      ArchImage{"compute_90", ".version 9.0\n.target sm_90\n.entry relu()\n", {}, false, 0});
+  return image;
+}
+
+fs::path golden_path() {
+  return testing::source_dir() / "tests" / "golden" / "relu_v1.kop";
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(Package, GoldenBytesPinFormatVersion1) {
+  std::string bytes = write_package_bytes(synthetic_image());
+  if (std::getenv("KERNELOP_UPDATE_GOLDEN")) {
+    std::ofstream(golden_path(), std::ios::binary) << bytes;
+  }
+  ASSERT_TRUE(fs::exists(golden_path())) << "run once with KERNELOP_UPDATE_GOLDEN=1";
+  EXPECT_EQ(bytes, slurp(golden_path()))
+      << "the package bytes changed: bump kPackageFormatVersion and add a new golden file";
+  EXPECT_EQ(kPackageFormatVersion, 1u);
+  EXPECT_EQ(bytes.substr(0, 8), std::string("KOPKG\r\n\x1a", 8));
+}
+
+TEST(Package, GoldenFileReadsBack) {
+  Package pkg = load_package(golden_path());
+  EXPECT_EQ(pkg.format_version, 1u);
+  EXPECT_EQ(pkg.created_by, "kernelop 0.1.0");
+  EXPECT_EQ(pkg.file_size, fs::file_size(golden_path()));
+  EXPECT_EQ(pkg.checksum.size(), 32u);
+  CompiledImage expected = synthetic_image();
+  const CompiledImage& got = pkg.image;
+  EXPECT_EQ(got.plan.qualified_schema(), "golden::relu(Tensor x) -> Tensor");
+  EXPECT_EQ(got.plan.args, expected.plan.args);  // dtypes inferred at build time survive
+  EXPECT_EQ(got.plan.outputs, expected.plan.outputs);
+  EXPECT_EQ(got.lowered_names, expected.lowered_names);
+  EXPECT_EQ(got.nvrtc_version, "13.0");
+  EXPECT_EQ(got.options, expected.options);
+  ASSERT_EQ(got.images.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(got.images[i].arch, expected.images[i].arch);
+    EXPECT_EQ(got.images[i].data, expected.images[i].data);
+    EXPECT_EQ(got.images[i].usage, expected.images[i].usage);
+  }
+}
+
+TEST(Package, RealCompileRoundTripsThroughAFile) {
+  OpPlan plan = derive_plan(testing::example("relu_generic"));
+  CompileOptions o;
+  o.archs = {"sm_80", "compute_80"};
+  CompiledImage image = compile(plan, o);
+  fs::path path =
+      fs::temp_directory_path() / ("kernelop-pkg-" + std::to_string(::getpid()) + ".kop");
+  write_package(image, path);
+  CompiledImage back = read_package(path);
+  fs::remove(path);
+  EXPECT_EQ(back.plan.args, image.plan.args);
+  EXPECT_EQ(back.plan.instances, image.plan.instances);
+  EXPECT_EQ(back.lowered_names, image.lowered_names);
+  ASSERT_EQ(back.images.size(), 2u);
+  EXPECT_EQ(back.images[0].data, image.images[0].data);
+  EXPECT_EQ(back.images[1].data, image.images[1].data);
+  EXPECT_EQ(back.images[0].usage, image.images[0].usage);
+  // Loading for launch needs no NVRTC and no source file: the spec travels inline.
+  EXPECT_NE(back.plan.spec.kernel_source.find("relu_generic"), std::string::npos);
+  EXPECT_FALSE(back.plan.spec.source_file.has_value());
+  KernelOp op(std::move(back));
+  EXPECT_EQ(op.plan().instances.size(), 3u);
+}
+
+TEST(Package, InferredDtypesAreStoredInTheSpec) {
+  CompiledImage image = synthetic_image();
+  Package pkg = parse_package(write_package_bytes(image));
+  ASSERT_TRUE(pkg.image.plan.spec.inputs);
+  const auto& x = std::get<InputDecl>((*pkg.image.plan.spec.inputs)[0]);
+  EXPECT_EQ(x.dtype, DTypeDecl(DType::Float32));
+}
+
+void expect_damaged(std::string bytes, const std::string& needle) {
+  expect_error([&] { parse_package(bytes, "bad.kop"); }, ErrorKind::Format,
+               "package bad.kop: " + needle);
+}
+
+TEST(Package, DamageIsDetectedAndNamed) {
+  const std::string good = write_package_bytes(synthetic_image());
+  expect_damaged("", "not a kernelop package (bad magic; 0 bytes)");
+  expect_damaged("hello world, this is not a package at all....", "not a kernelop package");
+  std::string v = good;
+  v[8] = 2;
+  expect_damaged(v, "format version 2 is not supported (this kernelop reads 1)");
+  expect_damaged(good.substr(0, good.size() - 1), "truncated or padded: the header says");
+  expect_damaged(good + "x", "truncated or padded");
+  std::string flipped = good;
+  flipped[good.size() / 2] ^= 0x20;
+  expect_damaged(flipped, "checksum mismatch: the file is damaged");
+  std::string tail = good;
+  tail.back() ^= 1;
+  expect_damaged(tail, "checksum mismatch");
+}
+
+TEST(Package, LoadErrorsForMissingFilesAndDirectories) {
+  expect_error([] { load_package("/nonexistent/x.kop"); }, ErrorKind::Io,
+               "cannot read package '/nonexistent/x.kop'");
+  expect_error([] { load_package(fs::temp_directory_path()); }, ErrorKind::Io, "is a directory");
+}
+
+TEST(Package, WriteIsAtomicAndReadable) {
+  fs::path dir = fs::temp_directory_path() / ("kernelop-pkg-dir-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  write_package(synthetic_image(), dir / "a.kop");
+  write_package(synthetic_image(), dir / "a.kop");  // overwrite in place
+  std::size_t files = 0;
+  for (const auto& e : fs::directory_iterator(dir)) files += e.is_regular_file();
+  EXPECT_EQ(files, 1u) << "no temporary file left behind";
+  EXPECT_EQ(slurp(dir / "a.kop"), slurp(golden_path()));
+  expect_error([&] { write_package(synthetic_image(), dir / "missing" / "a.kop"); }, ErrorKind::Io,
+               "cannot write package");
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace kernelop
+
+// --- hostile packages: damage behind a valid checksum is an Error(Format), never a crash -------
+// (found by fuzz/package_fuzzer; see scripts/fuzz)
+
+namespace kernelop {
+namespace {
+
+// A small package whose metadata the tests below edit as text (meta.dump() is compact).
+std::string hostile_base_package() {
+  OpDecl decl = parse_op_json(R"({
+    "op": "hostile::relu",
+    "kernel_name": "relu",
+    "kernel_source": "K",
+    "inputs": [{"name": "x", "dtype": "float32"}],
+    "outputs": [{"name": "y", "shape": {"same_as": "x"}}],
+    "extras": [{"numel": "x"}],
+    "geometry": {"elementwise": {"block": [256], "layout": "flat"}}
+  })",
+                              ".", "hostile");
+  CompiledImage image;
+  image.plan = derive_plan(decl);
+  image.lowered_names = {"relu"};
+  image.nvrtc_version = "13.0";
+  image.images.push_back(
+      ArchImage{"sm_80", "CUBIN", {ResourceUsage{16, 0, 0, 0, 0, 364}}, false, 0});
+  image.images.push_back(ArchImage{"compute_90", "PTX", {}, false, 0});
+  return write_package_bytes(image);
+}
+
+std::uint64_t u64_at(const std::string& bytes, std::size_t offset) {
+  std::uint64_t v = 0;
+  std::memcpy(&v, bytes.data() + offset, sizeof v);
+  return v;
+}
+
+// The sections of a package (Note [package format]).
+std::vector<std::string> sections_of(const std::string& bytes) {
+  std::uint32_t count = 0;
+  std::memcpy(&count, bytes.data() + 12, sizeof count);
+  std::vector<std::string> sections;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    sections.push_back(bytes.substr(u64_at(bytes, 40 + 16 * i), u64_at(bytes, 48 + 16 * i)));
+  }
+  return sections;
+}
+
+// A package of these sections whose header (size, checksum) is right. `table` overrides the
+// section table's {offset, size} entries, relative to the end of the table.
+std::string package_of(const std::vector<std::string>& sections,
+                       std::vector<std::pair<std::uint64_t, std::uint64_t>> table = {}) {
+  std::uint64_t table_end = 40 + 16 * sections.size(), offset = 0;
+  if (table.empty()) {
+    for (const auto& s : sections) {
+      table.emplace_back(offset, s.size());
+      offset += s.size();
+    }
+  }
+  std::string body;
+  for (auto [at, size] : table) {
+    std::uint64_t absolute = table_end + at;
+    body.append(reinterpret_cast<const char*>(&absolute), 8);
+    body.append(reinterpret_cast<const char*>(&size), 8);
+  }
+  for (const auto& s : sections) body += s;
+  std::string out("KOPKG\r\n\x1a", 8);
+  std::uint32_t version = 1, count = static_cast<std::uint32_t>(sections.size());
+  std::uint64_t size = 40 + body.size();
+  out.append(reinterpret_cast<const char*>(&version), 4);
+  out.append(reinterpret_cast<const char*>(&count), 4);
+  out.append(reinterpret_cast<const char*>(&size), 8);
+  detail::Digest digest = detail::hash_bytes(body);
+  out.append(reinterpret_cast<const char*>(digest.bytes.data()), 16);
+  return out + body;
+}
+
+// The base package with `from` replaced by `to` in its metadata.
+std::string with_metadata_edit(const std::string& from, const std::string& to) {
+  std::vector<std::string> sections = sections_of(hostile_base_package());
+  std::size_t at = sections[0].find(from);
+  EXPECT_NE(at, std::string::npos) << from << " not in " << sections[0];
+  if (at != std::string::npos) sections[0].replace(at, from.size(), to);
+  return package_of(sections);
+}
+
+void expect_hostile(const std::string& bytes, const std::string& needle) {
+  expect_error([&] { parse_package(bytes, "hostile.kop"); }, ErrorKind::Format,
+               "package hostile.kop: " + needle);
+}
+
+TEST(PackageHostile, HelpersBuildAValidPackage) {
+  std::string bytes = hostile_base_package();
+  EXPECT_EQ(package_of(sections_of(bytes)), bytes);
+  EXPECT_EQ(parse_package(with_metadata_edit("\"K\"", "\"K2\"")).image.plan.spec.kernel_source,
+            "K2");
+}
+
+// A package's spec must carry its source inline: a source_file would make loading a package read
+// a file of the loading machine, named by whoever wrote the package.
+TEST(PackageHostile, SourceFileIsRejected) {
+  expect_hostile(with_metadata_edit("\"kernel_source\":\"K\"", "\"source_file\":\"/etc/hostname\""),
+                 "metadata.spec has a source_file; a package holds its kernel source inline");
+}
+
+// get<int>() on a floating-point or out-of-range number is undefined behaviour (UBSan).
+TEST(PackageHostile, IntegersAreRangeChecked) {
+  expect_hostile(with_metadata_edit("[[16,", "[[1e300,"),
+                 "image 0 resource usage is 1e+300; expected an integer in range");
+  expect_hostile(with_metadata_edit("[[16,", "[[-1.5,"),
+                 "image 0 resource usage is -1.5; expected an integer in range");
+  expect_hostile(with_metadata_edit("[[16,", "[[2147483648,"),
+                 "image 0 resource usage is 2147483648; expected an integer in range");
+  expect_hostile(with_metadata_edit("[[16,", "[[\"16\","),
+                 "image 0 resource usage is \"16\"; expected an integer in range");
+  expect_hostile(with_metadata_edit("\"format\":1,", "\"format\":1e300,"),
+                 "metadata.format is 1e+300; expected an integer in range");
+  expect_hostile(with_metadata_edit("\"format\":1,", "\"format\":-1,"),
+                 "metadata.format is -1; expected an integer in range");
+  expect_hostile(with_metadata_edit("\"format\":1,", "\"format\":1e999,"),
+                 "metadata is not valid JSON: ");
+}
+
+// Printing and copying JSON recurse: metadata nesting deeper than 64 levels is rejected while
+// it is parsed, before anything walks it.
+TEST(PackageHostile, DeepMetadataIsRejected) {
+  std::string deep = "\"x\":" + std::string(100000, '[') + std::string(100000, ']') + ",";
+  expect_hostile(with_metadata_edit("{\"format\"", "{" + deep + "\"format\""),
+                 "metadata is not valid JSON: it nests deeper than 64 levels");
+  expect_hostile(with_metadata_edit("\"spec\":{", "\"spec\":{" + deep),
+                 "metadata is not valid JSON: it nests deeper than 64 levels");
+}
+
+TEST(PackageHostile, DeepExpressionsInTheSpecAreRejected) {
+  std::string deep = std::string(100000, '(') + "1" + std::string(100000, ')');
+  expect_hostile(with_metadata_edit("{\"same_as\":\"x\"}", "[\"" + deep + "\"]"),
+                 "its spec is invalid: ");
+  expect_error(
+      [&] {
+        parse_package(with_metadata_edit("{\"same_as\":\"x\"}", "[\"" + deep + "\"]"),
+                      "hostile.kop");
+      },
+      ErrorKind::Format, "expression nests deeper than 256 levels at column 257");
+}
+
+// Overlapping sections would let a small file name the same bytes for every image, and loading
+// it copy them once per image.
+TEST(PackageHostile, OverlappingSectionsAreRejected) {
+  std::vector<std::string> sections = sections_of(hostile_base_package());
+  ASSERT_EQ(sections.size(), 3u);
+  std::uint64_t meta = sections[0].size(), cubin = sections[1].size();
+  expect_hostile(package_of(sections, {{0, meta}, {meta, cubin}, {meta, cubin}}),
+                 "section 2 overlaps the one before it");
+  expect_hostile(package_of(sections, {{0, meta}, {0, meta}, {meta, cubin}}),
+                 "section 1 overlaps the one before it");
+  // Gaps are fine (the writer leaves none, but a reader need not care).
+  sections[1] += "pad";
+  EXPECT_NO_THROW(parse_package(
+      package_of(sections, {{0, meta}, {meta, cubin}, {meta + cubin + 3, sections[2].size()}})));
+}
+
+}  // namespace
+}  // namespace kernelop
