@@ -93,7 +93,8 @@ void print_images(std::ostream& out, const CompiledImage& image, bool compiled) 
             << (u.spill_stores < 0
                     ? std::string("?/?")
                     : std::to_string(u.spill_stores) + "/" + std::to_string(u.spill_loads))
-            << std::setw(7) << u.static_shared;
+            << std::setw(7)
+            << (u.static_shared < 0 ? std::string("?") : std::to_string(u.static_shared));
       } else {
         out << std::setw(6) << "-" << std::setw(13) << "-" << std::setw(7) << "-";
       }

@@ -16,7 +16,7 @@ struct ResourceUsage {
   int stack_frame = 0;    ///< bytes
   int spill_stores = 0;   ///< bytes (-1: unknown)
   int spill_loads = 0;    ///< bytes (-1: unknown)
-  int static_shared = 0;  ///< bytes of static __shared__ memory
+  int static_shared = 0;  ///< bytes of static __shared__ memory (-1: unknown)
   int const_bytes = 0;    ///< bytes of cmem[0] (kernel parameters and constants)
   bool operator==(const ResourceUsage&) const = default;
 };

@@ -272,7 +272,8 @@ class Compiler {
 
   JobResult compile_job(const Job& job) {
     // ptxas' verbose report has been seen missing from NVRTC's log when many processes compile
-    // at once; one retry almost always brings it back, and the CUBIN itself is the last resort.
+    // at once (a few percent of compilations on a loaded 16-core machine); retries bring it back,
+    // and the CUBIN itself is the last resort.
     for (int attempt = 0;; ++attempt) {
       detail::NvrtcProgram program(source_, program_name_);
       for (const auto& e : expressions_) program.add_name_expression(e);
@@ -295,12 +296,12 @@ class Compiler {
         complete = complete && usage.has_value();
         r.usage.push_back(usage ? *usage : usage_from_cubin(job, r.cubin, r.lowered.back()));
       }
-      if (complete || attempt == 1) return r;
+      if (complete || attempt == 2) return r;
     }
   }
 
-  // Registers, stack frame and static shared memory from the CUBIN's attributes; spills are
-  // only in ptxas' report, so they are marked unknown.
+  // Registers and stack frame from the CUBIN's attributes; spills and static shared memory (whose
+  // section also holds reserved bytes on some architectures) only ptxas reports: marked unknown.
   ResourceUsage usage_from_cubin(const Job& job, const std::string& cubin,
                                  const std::string& lowered) const {
     auto u = detail::cubin_resource_usage(cubin, lowered);
@@ -308,7 +309,7 @@ class Compiler {
       KERNELOP_FAIL(Internal) << "op " << plan_.op_name << ": no resource usage for " << lowered
                               << " on " << job.arch_option;
     }
-    u->spill_stores = u->spill_loads = -1;
+    u->spill_stores = u->spill_loads = u->static_shared = -1;
     return *u;
   }
 

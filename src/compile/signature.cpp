@@ -234,14 +234,14 @@ std::string signature_probe_source() {
   s << "\n// ---- kernelop: calling-convention probe (generated) ----\n"
        "struct __half; struct __nv_bfloat16; struct __nv_fp8_e4m3; struct __nv_fp8_e5m2;\n"
        "namespace __kop_sig {\n"
-       "template <class T> struct base { static constexpr long long code = "
-    << kUnknown << "; };\n"
+       "template <class T> struct base { enum : long long { code = "
+    << kUnknown << " }; };\n"
     << "template <class T> struct base<const T> : base<T> {};\n"
        "template <class T> struct base<volatile T> : base<T> {};\n"
        "template <class T> struct base<const volatile T> : base<T> {};\n";
   auto spec = [&](std::string_view type, std::string_view code) {
-    s << "template <> struct base<" << type << "> { static constexpr long long code = " << code
-      << "; };\n";
+    s << "template <> struct base<" << type << "> { enum : long long { code = " << code
+      << " }; };\n";
   };
   for (const auto& b : kBases) {
     if (b.code == kUnknown) continue;
@@ -256,14 +256,14 @@ std::string signature_probe_source() {
        "(sizeof(long) == 8 ? " + std::to_string(kLongLong) + " : " + std::to_string(kInt) + ")");
   spec("unsigned long", "(sizeof(long) == 8 ? " + std::to_string(kUnsignedLongLong) + " : " +
                             std::to_string(kUnsigned) + ")");
-  s << "template <class T> struct param { static constexpr long long code = base<T>::code; };\n"
-       "template <class T> struct param<T*> { static constexpr long long code = "
-    << kPointer << " + base<T>::code; };\n"
-    << "template <class T> struct param<const T*> { static constexpr long long code = "
-    << kConstPointer << " + base<T>::code; };\n"
+  s << "template <class T> struct param { enum : long long { code = base<T>::code }; };\n"
+       "template <class T> struct param<T*> { enum : long long { code = "
+    << kPointer << " + base<T>::code }; };\n"
+    << "template <class T> struct param<const T*> { enum : long long { code = " << kConstPointer
+    << " + base<T>::code }; };\n"
     << "template <class T> struct param<const volatile T*> : param<const T*> {};\n"
-       "template <class T> struct param<T&> { static constexpr long long code = "
-    << kReference << "; };\n"
+       "template <class T> struct param<T&> { enum : long long { code = "
+    << kReference << " }; };\n"
     << "template <long long... C> struct codes {};\n"
        "template <class F> struct sig;\n"
        "template <class... A> struct sig<void (*)(A...)> {\n"
