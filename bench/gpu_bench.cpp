@@ -124,16 +124,23 @@ int main(int argc, char** argv) {
     cuModuleGetFunction(&fn, mod, relu.image().lowered_names[0].c_str());
     CUdeviceptr dx = reinterpret_cast<CUdeviceptr>(x), dy = reinterpret_cast<CUdeviceptr>(y);
     int count = n;
-    double bare = host_ns(
-        [&] {
-          void* args[] = {&dx, &count, &dy};
-          cuLaunchKernel(fn, (n + 255) / 256, 1, 1, 256, 1, 1, 0, s, args, nullptr);
-        },
-        s);
-    double kop = host_ns([&] { relu.launch(in, {}, out, s); }, s);
-    double chevron = host_ns([&] { nvcc_relu(x, n, y, s); }, s);
+    // Interleaved rounds, so that drift in the machine's state hits all three alike.
+    std::vector<double> bare_runs, kop_runs, chevron_runs;
+    for (int round = 0; round < 5; ++round) {
+      bare_runs.push_back(host_ns(
+          [&] {
+            void* args[] = {&dx, &count, &dy};
+            cuLaunchKernel(fn, (n + 255) / 256, 1, 1, 256, 1, 1, 0, s, args, nullptr);
+          },
+          s));
+      kop_runs.push_back(host_ns([&] { relu.launch(in, {}, out, s); }, s));
+      chevron_runs.push_back(host_ns([&] { nvcc_relu(x, n, y, s); }, s));
+    }
+    double bare = median(bare_runs), kop = median(kop_runs), chevron = median(chevron_runs);
     line("");
-    line("host cost per launch (relu, 4096 float32, median of 280 batches of 256)");
+    line(
+        "host cost per launch (relu, 4096 float32; median of 5 interleaved rounds, each the median "
+        "of 280 batches of 256)");
     line(fmt("  bare cuLaunchKernel          %8.0f ns", bare));
     line(fmt("  nvcc <<<>>> (runtime API)    %8.0f ns", chevron));
     line(fmt("  KernelOp::launch             %8.0f ns   ratio to bare %.2fx", kop, kop / bare));

@@ -38,7 +38,9 @@ class Shape {
 
  private:
   void assign(const std::int64_t* dims, std::size_t n);
-  std::array<std::int64_t, kMaxRank> dims_{};
+  // Only the first rank_ entries are meaningful; the rest stay uninitialised so that a Shape
+  // costs nothing to create on the launch path.
+  std::array<std::int64_t, kMaxRank> dims_;
   int rank_ = 0;
 };
 

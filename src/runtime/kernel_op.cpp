@@ -19,8 +19,8 @@ using detail::Driver;
 
 // Everything a call derives from its arguments, on the stack (Note [launch path]).
 struct Frame {
-  std::array<Shape, kMaxKernelArgs> shapes;         // per tensor slot
-  std::array<std::int64_t, kMaxKernelArgs> ints{};  // per scalar slot (int and bool scalars)
+  std::array<Shape, kMaxKernelArgs> shapes;       // per tensor slot
+  std::array<std::int64_t, kMaxKernelArgs> ints;  // per scalar slot (int and bool scalars)
   int instance = 0;
 };
 
@@ -470,19 +470,20 @@ void KernelOp::launch(std::span<const TensorView> inputs, std::span<const Scalar
   int device = inputs.empty() ? outputs[0].device : inputs[0].device;
   const std::string& first = p.tensors[0].name;
   bool work = false;
-  auto check_tensor = [&](const TensorView& t, const std::string& role, const std::string& name,
+  auto check_tensor = [&](const TensorView& t, const char* role, const std::string& name,
                           bool writes) {
     if (t.device != device) {
-      s.fail(role + " '" + name + "' is on device " + std::to_string(t.device) + " but input '" +
-             first + "' is on device " + std::to_string(device) +
+      s.fail(std::string(role) + " '" + name + "' is on device " + std::to_string(t.device) +
+             " but input '" + first + "' is on device " + std::to_string(device) +
              "; all tensors must be on one device");
     }
     if (!t.is_contiguous()) {
-      s.fail(role + " '" + name + "' is not contiguous (shape " + t.shape.to_string() +
+      s.fail(std::string(role) + " '" + name + "' is not contiguous (shape " + t.shape.to_string() +
              ", strides " + t.strides.to_string() + "); kernelop launches need contiguous tensors");
     }
     std::int64_t n = t.shape.numel();
-    if (n > 0 && t.data == nullptr) s.fail(role + " '" + name + "' has a null data pointer");
+    if (n > 0 && t.data == nullptr)
+      s.fail(std::string(role) + " '" + name + "' has a null data pointer");
     if (writes && n > 0) work = true;
   };
   for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -530,8 +531,8 @@ void KernelOp::launch(std::span<const TensorView> inputs, std::span<const Scalar
     s.fail("shared memory '" + g.shared_mem.to_string() + "' evaluates to " + std::to_string(smem));
 
   // Pack the arguments: one 8-byte slot per parameter, no heap.
-  alignas(8) std::array<std::uint64_t, kMaxKernelArgs> storage{};
-  std::array<void*, kMaxKernelArgs> params{};
+  alignas(8) std::array<std::uint64_t, kMaxKernelArgs> storage;  // filled below, slot by slot
+  std::array<void*, kMaxKernelArgs> params;
   for (std::size_t i = 0; i < p.args.size(); ++i) {
     const ArgSlot& a = p.args[i];
     void* slot = &storage[i];
