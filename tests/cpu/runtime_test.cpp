@@ -230,3 +230,19 @@ TEST(Runtime, ConstructionNeedsKnownDtypesAndGeometry) {
 
 }  // namespace
 }  // namespace kernelop
+
+#include "kernelop/kernelop.hpp"
+
+namespace kernelop {
+namespace {
+
+TEST(Runtime, CompileOpGoesFromASpecFileToAnOp) {
+  CompileOptions o;
+  o.archs = {"sm_90"};
+  KernelOp op = compile_op(testing::examples_dir() / "softmax.json", o);
+  EXPECT_EQ(op.plan().qualified_schema(), "kernelop_examples::softmax(Tensor x) -> Tensor");
+  EXPECT_EQ(op.image().images.at(0).arch, "sm_90");
+}
+
+}  // namespace
+}  // namespace kernelop
