@@ -74,8 +74,8 @@ void BM_WarmMemoryHit(benchmark::State& state, const char* name) {
 // CUBIN. No signature probe, no include scan, no cache.
 void BM_BareNvrtc(benchmark::State& state, const char* name) {
   OpPlan plan = plan_of(name);
-  std::vector<std::string> opts = {"--std=c++17", "-I" + plan.base_dir, "-I" + cuda_include_dirs().at(0),
-                                   "-arch=sm_90"};
+  std::vector<std::string> opts = {"--std=c++17", "-I" + plan.base_dir,
+                                   "-I" + cuda_include_dirs().at(0), "-arch=sm_90"};
   std::vector<const char*> argv;
   for (const auto& o : opts) argv.push_back(o.c_str());
   for (auto _ : state) {
