@@ -12,6 +12,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "core/file_io.hpp"
 #include "core/hash.hpp"
 #include "kernelop/error.hpp"
 
@@ -32,19 +33,6 @@ std::function<void(std::string_view)>& warning_handler() {
     std::cerr << "kernelop: warning: " << message << "\n";
   };
   return handler;
-}
-
-template <class T>
-void put(std::string& out, T value) {
-  char bytes[sizeof(T)];
-  std::memcpy(bytes, &value, sizeof(T));  // little-endian hosts only (x86-64, aarch64)
-  out.append(bytes, sizeof(T));
-}
-template <class T>
-T get(const std::string& in, std::size_t offset) {
-  T value;
-  std::memcpy(&value, in.data() + offset, sizeof(T));
-  return value;
 }
 
 std::string errno_text() {
@@ -146,24 +134,21 @@ std::shared_ptr<const std::string> CompileCache::load(const std::string& key) {
     return nullptr;
   }
   fs::path path = entry_path(key);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  std::string file;
+  if (!detail::read_file(path, &file)) {
     std::lock_guard lock(mutex_);
     ++stats_.misses;
     return nullptr;
   }
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  std::string file = buffer.str();
   std::string why;
   if (file.size() < kHeaderSize || std::memcmp(file.data(), kMagic, 8) != 0) {
     why = "bad header";
-  } else if (get<std::uint32_t>(file, 8) != kFormatVersion) {
-    why = "format version " + std::to_string(get<std::uint32_t>(file, 8)) + ", expected " +
-          std::to_string(kFormatVersion);
-  } else if (get<std::uint64_t>(file, 16) != file.size() - kHeaderSize) {
+  } else if (detail::get_le<std::uint32_t>(file, 8) != kFormatVersion) {
+    why = "format version " + std::to_string(detail::get_le<std::uint32_t>(file, 8)) +
+          ", expected " + std::to_string(kFormatVersion);
+  } else if (detail::get_le<std::uint64_t>(file, 16) != file.size() - kHeaderSize) {
     why = "truncated: " + std::to_string(file.size() - kHeaderSize) + " of " +
-          std::to_string(get<std::uint64_t>(file, 16)) + " payload bytes";
+          std::to_string(detail::get_le<std::uint64_t>(file, 16)) + " payload bytes";
   } else {
     detail::Digest stored;
     std::memcpy(stored.bytes.data(), file.data() + 24, 16);
@@ -202,29 +187,13 @@ void CompileCache::store(const std::string& key, std::string payload) {
   std::string file;
   file.reserve(kHeaderSize + shared->size());
   file.append(kMagic, 8);
-  put<std::uint32_t>(file, kFormatVersion);
-  put<std::uint32_t>(file, 0);
-  put<std::uint64_t>(file, shared->size());
+  detail::put_le<std::uint32_t>(file, kFormatVersion);
+  detail::put_le<std::uint32_t>(file, 0);
+  detail::put_le<std::uint64_t>(file, shared->size());
   file.append(reinterpret_cast<const char*>(detail::hash_bytes(*shared).bytes.data()), 16);
   file.append(*shared);
-  std::string tmp = path.string() + ".tmp.XXXXXX";
-  int fd = ::mkstemp(tmp.data());
-  if (fd < 0) {
-    warn("cannot write compile cache entry '" + path.string() + "': " + errno_text());
-    return;
-  }
-  std::size_t written = 0;
-  while (written < file.size()) {
-    ssize_t n = ::write(fd, file.data() + written, file.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    written += static_cast<std::size_t>(n);
-  }
-  bool ok = written == file.size();
-  ok = (::close(fd) == 0) && ok;
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    warn("cannot write compile cache entry '" + path.string() + "': " + errno_text());
-    ::unlink(tmp.c_str());
+  if (std::string why = detail::write_file_atomically(path, file, 0600); !why.empty()) {
+    warn("cannot write compile cache entry '" + path.string() + "': " + why);
   }
 }
 

@@ -1,6 +1,8 @@
 // Transitive #include scanning with content hashing.
 #include "compile/include_scan.hpp"
 
+#include "core/file_io.hpp"
+
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -10,15 +12,6 @@ namespace kernelop::detail {
 namespace {
 
 namespace fs = std::filesystem;
-
-bool read_file(const fs::path& path, std::string* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream s;
-  s << in.rdbuf();
-  *out = s.str();
-  return true;
-}
 
 class Scanner {
  public:

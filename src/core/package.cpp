@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/file_io.hpp"
 #include "core/hash.hpp"
 #include "kernelop/spec_json.hpp"
 
@@ -25,20 +26,6 @@ constexpr std::uint32_t kMaxSections = 1024;
 // The metadata nests a few levels; printing or copying JSON recurses, so deeper is rejected.
 constexpr int kMaxJsonDepth = 64;
 constexpr const char* kCreatedBy = "kernelop 0.1.0";
-
-template <class T>
-void put(std::string& out, T value) {
-  char bytes[sizeof(T)];
-  std::memcpy(bytes, &value, sizeof(T));
-  out.append(bytes, sizeof(T));
-}
-
-template <class T>
-T get(std::string_view in, std::size_t offset) {
-  T value;
-  std::memcpy(&value, in.data() + offset, sizeof(T));
-  return value;
-}
 
 // The spec as a package stores it: source inline, dtypes the compiler inferred filled in.
 OpDecl packaged_decl(const CompiledImage& image) {
@@ -70,13 +57,13 @@ class Reader {
     if (bytes_.size() < kHeaderSize || std::memcmp(bytes_.data(), kMagic, 8) != 0) {
       fail("not a kernelop package (bad magic; " + std::to_string(bytes_.size()) + " bytes)");
     }
-    pkg.format_version = get<std::uint32_t>(bytes_, 8);
+    pkg.format_version = detail::get_le<std::uint32_t>(bytes_, 8);
     if (pkg.format_version != kPackageFormatVersion) {
       fail("format version " + std::to_string(pkg.format_version) +
            " is not supported (this kernelop reads " + std::to_string(kPackageFormatVersion) + ")");
     }
-    auto count = get<std::uint32_t>(bytes_, 12);
-    auto size = get<std::uint64_t>(bytes_, 16);
+    auto count = detail::get_le<std::uint32_t>(bytes_, 12);
+    auto size = detail::get_le<std::uint64_t>(bytes_, 16);
     if (size != bytes_.size()) {
       fail("truncated or padded: the header says " + std::to_string(size) +
            " bytes, the file has " + std::to_string(bytes_.size()));
@@ -96,8 +83,8 @@ class Reader {
     // bytes for every image, and loading it would copy them as many times.
     std::uint64_t previous_end = table_end;
     for (std::uint32_t i = 0; i < count; ++i) {
-      auto offset = get<std::uint64_t>(bytes_, kHeaderSize + 16 * i);
-      auto length = get<std::uint64_t>(bytes_, kHeaderSize + 16 * i + 8);
+      auto offset = detail::get_le<std::uint64_t>(bytes_, kHeaderSize + 16 * i);
+      auto length = detail::get_le<std::uint64_t>(bytes_, kHeaderSize + 16 * i + 8);
       if (offset < table_end || offset > bytes_.size() || length > bytes_.size() - offset) {
         fail("section " + std::to_string(i) + " lies outside the file");
       }
@@ -245,16 +232,16 @@ std::string write_package_bytes(const CompiledImage& image) {
   std::string body;  // everything after the fixed header
   std::uint64_t offset = kHeaderSize + 16ull * count;
   for (auto s : sections) {
-    put<std::uint64_t>(body, offset);
-    put<std::uint64_t>(body, s.size());
+    detail::put_le<std::uint64_t>(body, offset);
+    detail::put_le<std::uint64_t>(body, s.size());
     offset += s.size();
   }
   for (auto s : sections) body.append(s);
   std::string out;
   out.append(kMagic, 8);
-  put<std::uint32_t>(out, kPackageFormatVersion);
-  put<std::uint32_t>(out, count);
-  put<std::uint64_t>(out, kHeaderSize + body.size());
+  detail::put_le<std::uint32_t>(out, kPackageFormatVersion);
+  detail::put_le<std::uint32_t>(out, count);
+  detail::put_le<std::uint64_t>(out, kHeaderSize + body.size());
   detail::Digest digest = detail::hash_bytes(body);
   out.append(reinterpret_cast<const char*>(digest.bytes.data()), 16);
   out.append(body);
@@ -262,24 +249,9 @@ std::string write_package_bytes(const CompiledImage& image) {
 }
 
 void write_package(const CompiledImage& image, const std::filesystem::path& path) {
-  std::string bytes = write_package_bytes(image);
-  std::string tmp = path.string() + ".tmp.XXXXXX";
-  int fd = ::mkstemp(tmp.data());
-  if (fd < 0)
-    KERNELOP_FAIL(Io) << "cannot write package '" << path.string() << "': " << std::strerror(errno);
-  std::size_t written = 0;
-  while (written < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    written += static_cast<std::size_t>(n);
-  }
-  bool ok = written == bytes.size() && ::fchmod(fd, 0644) == 0;
-  ok = ::close(fd) == 0 && ok;
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    KERNELOP_FAIL(Io) << "cannot write package '" << path.string() << "': " << std::strerror(err);
+  if (std::string why = detail::write_file_atomically(path, write_package_bytes(image), 0644);
+      !why.empty()) {
+    KERNELOP_FAIL(Io) << "cannot write package '" << path.string() << "': " << why;
   }
 }
 
@@ -289,13 +261,12 @@ Package parse_package(std::string_view bytes, std::string_view origin) {
 
 Package load_package(const std::filesystem::path& path) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
+  if (std::filesystem::is_directory(path, ec)) {
     KERNELOP_FAIL(Io) << "package '" << path.string() << "' is a directory";
-  std::ifstream in(path, std::ios::binary);
-  if (!in) KERNELOP_FAIL(Io) << "cannot read package '" << path.string() << "'";
-  std::ostringstream s;
-  s << in.rdbuf();
-  std::string bytes = s.str();
+  }
+  std::string bytes;
+  if (!detail::read_file(path, &bytes))
+    KERNELOP_FAIL(Io) << "cannot read package '" << path.string() << "'";
   return parse_package(bytes, path.string());
 }
 

@@ -1,6 +1,8 @@
 // JSON spec files <-> OpDecl, strict: unknown keys and wrong types are errors naming the field.
 #include "kernelop/spec_json.hpp"
 
+#include "core/file_io.hpp"
+
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -17,17 +19,6 @@ constexpr int kMaxJsonDepth = 64;
 
 // Reads a whole file into *out; false when it cannot be read. A directory opens as a stream
 // on Linux but reads as nothing, so it is rejected explicitly.
-bool read_whole_file(const std::filesystem::path& path, std::string* out) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return false;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream text;
-  text << in.rdbuf();
-  *out = text.str();
-  return true;
-}
-
 class Reader {
  public:
   explicit Reader(std::string origin) : origin_(std::move(origin)) {}
@@ -281,7 +272,7 @@ class Reader {
     } else {
       s.source_file = get_string(root["source_file"], "source_file");
       std::filesystem::path p = std::filesystem::path(base_dir) / *s.source_file;
-      if (!read_whole_file(p, &s.kernel_source)) {
+      if (!detail::read_file(p, &s.kernel_source)) {
         fail("source_file", "cannot read '" + p.string() + "'");
       }
     }
@@ -506,7 +497,7 @@ OpDecl parse_op_json(std::string_view text, const std::string& base_dir, std::st
 
 OpDecl load_op_file(const std::filesystem::path& path) {
   std::string text;
-  if (!read_whole_file(path, &text)) {
+  if (!detail::read_file(path, &text)) {
     KERNELOP_FAIL(Io) << "cannot read spec file '" << path.string() << "'";
   }
   std::string base = path.parent_path().string();

@@ -49,12 +49,14 @@ TEST_P(ExampleCompiles, ForSm80AndSm90) {
   EXPECT_EQ(image.log, "") << "examples compile without warnings";
   // Every tensor's dtype is known after compilation (declared, bound or inferred).
   for (const auto& arg : image.plan.args) {
-    if (arg.is_pointer()) EXPECT_TRUE(arg.element.has_value()) << arg.name;
+    if (arg.is_pointer()) {
+      EXPECT_TRUE(arg.element.has_value()) << arg.name;
+    }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Examples, ExampleCompiles, ::testing::ValuesIn(example_names()),
-                         [](const auto& info) { return info.param; });
+                         [](const auto& param_info) { return param_info.param; });
 
 TEST(Examples, AllElevenKernelsArePresent) {
   std::vector<std::string> expected = {

@@ -14,15 +14,7 @@ using testing::expect_error;
 
 // relu-shaped op over `source`: input x float32, extra numel(x), output y.
 OpDecl op(const std::string& source, const std::string& kernel = "k") {
-  OpDecl d;
-  d.op_name = "sig::op";
-  d.spec.kernel_source = source;
-  d.spec.kernel_name = kernel;
-  d.spec.inputs = std::vector<Input>{InputDecl{"x", DType::Float32, false}};
-  d.spec.outputs = std::vector<OutputDecl>{OutputDecl{"y", SameAs{std::string("x")}, {}, {}}};
-  d.spec.extras = {Numel{"x", false}};
-  d.spec.geometry = Elementwise{};
-  return d;
+  return testing::relu_like_op(source, kernel, "sig::op");
 }
 
 CompiledImage build(const OpDecl& d) {
