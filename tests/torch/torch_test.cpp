@@ -1,0 +1,213 @@
+// The PyTorch adapter from C++: registration (schema, idempotence, conflicts, nothing left on
+// failure), Meta kernels (shapes and dtypes without a GPU), clear errors, and eager CUDA calls
+// checked against ATen (skipped, and reported so, without a GPU).
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <gtest/gtest.h>
+#include <torch/cuda.h>
+#include <torch/library.h>
+#include <torch/torch.h>
+
+#include "kernelop/kernelop.hpp"
+#include "kernelop/torch.hpp"
+
+namespace kernelop {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path examples() {
+  return fs::path(KERNELOP_SOURCE_DIR) / "examples";
+}
+
+torch_ops::Registration reg(const std::string& name) {
+  CompileOptions o;
+  o.archs = {"sm_80", "sm_90", "compute_90"};
+  return torch_ops::register_op(compile_op(examples() / (name + ".json"), o));
+}
+
+c10::OperatorHandle handle(const std::string& op) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(op.c_str(), "");
+}
+
+std::vector<c10::IValue> call(const std::string& op, std::vector<c10::IValue> args) {
+  torch::jit::Stack stack(args.begin(), args.end());
+  handle(op).callBoxed(&stack);
+  return stack;
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const c10::Error& e) {
+    return e.what_without_backtrace();
+  }
+  return "";
+}
+
+TEST(TorchRegistration, SchemaIsTheDerivedOne) {
+  reg("relu");
+  reg("scale");
+  reg("sin_cos");
+  reg("cache_scatter");
+  auto text = [](const std::string& op) {
+    std::ostringstream s;
+    s << handle(op).schema();
+    return s.str();
+  };
+  EXPECT_EQ(text("kernelop_examples::relu"), "kernelop_examples::relu(Tensor x) -> Tensor");
+  EXPECT_EQ(text("kernelop_examples::scale"),
+            "kernelop_examples::scale(Tensor x, float alpha) -> Tensor");
+  EXPECT_EQ(text("kernelop_examples::sin_cos"),
+            "kernelop_examples::sin_cos(Tensor x) -> (Tensor, Tensor)");
+  EXPECT_EQ(
+      text("kernelop_examples::cache_scatter"),
+      "kernelop_examples::cache_scatter(Tensor(a!) cache, Tensor index, Tensor values) -> ()");
+}
+
+TEST(TorchRegistration, IdenticalAgainIsANoOpDifferentIsAnError) {
+  auto a = reg("relu");
+  auto b = reg("relu");
+  EXPECT_EQ(&a.op(), &b.op()) << "the second registration returns the first";
+  // A different spec under the same name.
+  OpDecl other = load_op_file(examples() / "sigmoid.json");
+  other.op_name = "kernelop_examples::relu";
+  CompileOptions o;
+  o.archs = {"sm_90"};
+  try {
+    torch_ops::register_op(compile_op(other, o));
+    FAIL() << "expected a conflict";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Spec);
+    EXPECT_NE(std::string(e.what()).find(
+                  "op kernelop_examples::relu is already registered by kernelop as "
+                  "'kernelop_examples::relu(Tensor x) -> Tensor' with a different spec"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(&reg("relu").op(), &a.op()) << "the first registration is untouched";
+}
+
+TORCH_LIBRARY_FRAGMENT(kernelop_taken, m) {
+  m.def("relu(Tensor x, int n) -> Tensor");
+}
+
+TEST(TorchRegistration, FailureLeavesNothingRegisteredAndARetryWorks) {
+  OpDecl decl = load_op_file(examples() / "relu.json");
+  decl.op_name = "kernelop_taken::relu";  // already defined above, with another schema
+  CompileOptions o;
+  o.archs = {"sm_90"};
+  try {
+    torch_ops::register_op(compile_op(decl, o));
+    FAIL() << "expected PyTorch to refuse";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "op kernelop_taken::relu: PyTorch refused the registration (already "
+                  "defined as 'kernelop_taken::relu(Tensor x, int n) -> Tensor')"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(torch_ops::is_registered("kernelop_taken::relu"));
+  decl.op_name = "kernelop_taken::relu2";
+  EXPECT_NO_THROW(torch_ops::register_op(compile_op(decl, o)));
+  EXPECT_TRUE(torch_ops::is_registered("kernelop_taken::relu2"));
+}
+
+at::Tensor meta(std::vector<int64_t> shape, at::ScalarType dtype = at::kFloat) {
+  return at::empty(shape, at::TensorOptions().dtype(dtype).device(c10::kMeta));
+}
+
+TEST(TorchMeta, OutputShapesAndDtypesWithoutAGpu) {
+  for (const char* n :
+       {"relu", "rowsum", "rowsum_keepdim", "repeat2", "sin_cos", "bias_add_2d", "relu_generic"})
+    reg(n);
+  auto shape = [](const c10::IValue& v) { return v.toTensor().sizes().vec(); };
+  EXPECT_EQ(shape(call("kernelop_examples::relu", {meta({4, 6})})[0]),
+            (std::vector<int64_t>{4, 6}));
+  EXPECT_EQ(shape(call("kernelop_examples::rowsum", {meta({4, 6})})[0]), (std::vector<int64_t>{4}));
+  EXPECT_EQ(shape(call("kernelop_examples::rowsum_keepdim", {meta({3, 4, 6})})[0]),
+            (std::vector<int64_t>{3, 4, 1}));
+  EXPECT_EQ(shape(call("kernelop_examples::repeat2", {meta({4, 6})})[0]),
+            (std::vector<int64_t>{4, 12}));
+  auto two = call("kernelop_examples::sin_cos", {meta({5})});
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(shape(two[1]), (std::vector<int64_t>{5}));
+  auto half = call("kernelop_examples::relu_generic", {meta({7}, at::kHalf)});
+  EXPECT_EQ(half[0].toTensor().scalar_type(), at::kHalf);
+  EXPECT_TRUE(half[0].toTensor().is_meta());
+}
+
+TEST(TorchMeta, ClearErrors) {
+  reg("relu_generic");
+  reg("bias_add_2d");
+  reg("relu");
+  EXPECT_NE(error_of([] { call("kernelop_examples::relu_generic", {meta({7}, at::kDouble)}); })
+                .find("op kernelop_examples::relu_generic: no instantiation of relu_generic<T> "
+                      "takes (x: float64)"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              call("kernelop_examples::bias_add_2d", {meta({16}), meta({16})});
+            }).find("input 'x' has rank 1 but extra 0 'dim(x, -2)' needs rank >= 2"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of([] {
+        call("kernelop_examples::relu", {at::ones({3})});
+      }).find("op kernelop_examples::relu: got CPU tensors; kernelop ops run on CUDA tensors"),
+      std::string::npos);
+  // Kernelop's error kinds become the matching torch errors (TypeError in Python).
+  EXPECT_THROW(call("kernelop_examples::relu_generic", {meta({7}, at::kDouble)}), c10::TypeError);
+}
+
+class TorchCuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+TEST_F(TorchCuda, EagerCallsMatchATen) {
+  for (const char* n : {"relu", "softmax", "rowsum", "scale", "sin_cos", "repeat2", "relu_generic",
+                        "cache_scatter"}) {
+    reg(n);
+  }
+  auto opts = at::TensorOptions().device(at::kCUDA);
+  at::Tensor x = at::randn({37, 1001}, opts);
+  EXPECT_TRUE(at::equal(call("kernelop_examples::relu", {x})[0].toTensor(), at::relu(x)));
+  EXPECT_TRUE(at::allclose(call("kernelop_examples::softmax", {x})[0].toTensor(),
+                           at::softmax(x, -1), 1e-5, 1e-6));
+  EXPECT_TRUE(
+      at::allclose(call("kernelop_examples::rowsum", {x})[0].toTensor(), x.sum(-1), 1e-4, 1e-4));
+  EXPECT_TRUE(at::allclose(call("kernelop_examples::scale", {x, 2.5})[0].toTensor(), x * 2.5));
+  auto sc = call("kernelop_examples::sin_cos", {x});
+  EXPECT_TRUE(at::allclose(sc[0].toTensor(), x.sin(), 1e-5, 1e-6));
+  EXPECT_TRUE(at::allclose(sc[1].toTensor(), x.cos(), 1e-5, 1e-6));
+  EXPECT_TRUE(at::equal(call("kernelop_examples::repeat2", {x})[0].toTensor(), at::cat({x, x}, 1)));
+  for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
+    at::Tensor h = at::randn({4099}, opts.dtype(dtype));
+    EXPECT_TRUE(at::equal(call("kernelop_examples::relu_generic", {h})[0].toTensor(), at::relu(h)));
+  }
+  // Non-contiguous inputs are made contiguous; in-place writes land in the caller's tensor.
+  at::Tensor t = at::randn({64, 32}, opts).t();
+  EXPECT_TRUE(at::equal(call("kernelop_examples::relu", {t})[0].toTensor(), at::relu(t)));
+  at::Tensor cache = at::zeros({16, 8}, opts), values = at::randn({3, 8}, opts);
+  at::Tensor index = at::tensor({5, 0, 9}, opts.dtype(at::kLong));
+  call("kernelop_examples::cache_scatter", {cache, index, values});
+  EXPECT_TRUE(at::equal(cache.index_select(0, index), values));
+  // Zero-size inputs give zero-size outputs.
+  EXPECT_EQ(call("kernelop_examples::relu", {at::empty({0, 3}, opts)})[0].toTensor().numel(), 0);
+}
+
+TEST_F(TorchCuda, LaunchesOnTheCurrentStream) {
+  reg("relu");
+  auto opts = at::TensorOptions().device(at::kCUDA);
+  at::Tensor x = at::randn({1 << 20}, opts);
+  c10::impl::VirtualGuardImpl impl(c10::DeviceType::CUDA);
+  c10::Stream side = impl.getStreamFromGlobalPool(x.device());
+  c10::Stream before = impl.exchangeStream(side);
+  at::Tensor y = call("kernelop_examples::relu", {x})[0].toTensor();
+  impl.exchangeStream(before);
+  impl.synchronizeStream(side);
+  EXPECT_TRUE(at::equal(y, at::relu(x)));
+}
+
+}  // namespace
+}  // namespace kernelop

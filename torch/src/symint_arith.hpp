@@ -1,0 +1,42 @@
+// Expression arithmetic over c10::SymInt, for Meta kernels: concrete values take the exact
+// (checked, Python-semantics) int64 path; symbolic ones build SymPy expressions through SymInt.
+#pragma once
+
+#include <c10/core/SymInt.h>
+
+#include "kernelop/expr.hpp"
+
+namespace kernelop {
+
+template <>
+struct ExprArith<c10::SymInt> {
+  static c10::SymInt constant(std::int64_t value) { return c10::SymInt(value); }
+  static c10::SymInt apply(ExprOp op, const c10::SymInt& a, const c10::SymInt& b,
+                           const ExprNode& where) {
+    auto ca = a.maybe_as_int(), cb = b.maybe_as_int();
+    if (ca && cb) return c10::SymInt(ExprArith<std::int64_t>::apply(op, *ca, *cb, where));
+    switch (op) {
+      case ExprOp::Add:
+        return a + b;
+      case ExprOp::Sub:
+        return a - b;
+      case ExprOp::Mul:
+        return a * b;
+      case ExprOp::FloorDiv:
+        return a / b;  // floor division on symbolic sizes
+      case ExprOp::CeilDiv:
+        return (a + b - 1) / b;
+      case ExprOp::Mod:
+        return a % b;
+      case ExprOp::Min:
+        return a.min(b);
+      case ExprOp::Max:
+        return a.max(b);
+      default:
+        break;
+    }
+    KERNELOP_FAIL(Internal) << "ExprArith<SymInt>: not a binary operator";
+  }
+};
+
+}  // namespace kernelop

@@ -1,0 +1,367 @@
+// Registration of KernelOps as PyTorch operators: the CUDA and Meta kernels and the registry.
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <ATen/ops/empty.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+#include <c10/util/SmallVector.h>
+#include <torch/library.h>
+
+#include <map>
+#include <mutex>
+
+#include "kernelop/spec_json.hpp"
+#include "kernelop/torch.hpp"
+#include "symint_arith.hpp"
+
+namespace kernelop::torch_ops {
+
+struct Registration::State {
+  KernelOp op;
+  std::string schema;       // qualified
+  std::string fingerprint;  // schema + spec: what "identical" means
+  std::unique_ptr<torch::Library> library;
+};
+
+namespace {
+
+struct DTypePair {
+  DType ours;
+  c10::ScalarType theirs;
+};
+constexpr DTypePair kDTypes[] = {
+    {DType::Float32, c10::ScalarType::Float},
+    {DType::Float16, c10::ScalarType::Half},
+    {DType::BFloat16, c10::ScalarType::BFloat16},
+    {DType::Float64, c10::ScalarType::Double},
+    {DType::Float8E4M3, c10::ScalarType::Float8_e4m3fn},
+    {DType::Float8E5M2, c10::ScalarType::Float8_e5m2},
+    {DType::Int8, c10::ScalarType::Char},
+    {DType::UInt8, c10::ScalarType::Byte},
+    {DType::Int16, c10::ScalarType::Short},
+    {DType::Int32, c10::ScalarType::Int},
+    {DType::Int64, c10::ScalarType::Long},
+    {DType::Bool, c10::ScalarType::Bool},
+};
+
+c10::ScalarType to_torch(DType d) {
+  for (const auto& p : kDTypes) {
+    if (p.ours == d) return p.theirs;
+  }
+  KERNELOP_FAIL(Internal) << "no torch dtype for " << dtype_name(d);
+}
+
+// Re-raises a kernelop::Error as the matching torch error (TypeError, ValueError, RuntimeError).
+[[noreturn]] void rethrow_as_torch(const Error& e) {
+  switch (e.kind()) {
+    case ErrorKind::Type:
+      TORCH_CHECK_TYPE(false, e.what());
+    case ErrorKind::Spec:
+      TORCH_CHECK_VALUE(false, e.what());
+    default:
+      TORCH_CHECK(false, e.what());
+  }
+}
+
+std::string fingerprint(const KernelOp& op) {
+  const OpPlan& p = op.plan();
+  return p.qualified_schema() + "\n" +
+         print_op_json(OpDecl{p.op_name, p.spec, ""}, JsonWriteOptions{-1, true});
+}
+
+// The tensor and scalar arguments of one call, read off the dispatcher's stack.
+struct Call {
+  const OpPlan& plan;
+  c10::SmallVector<at::Tensor, 8> tensors;  // tensor inputs (contiguous where needed)
+  c10::SmallVector<ScalarArg, 8> scalars;
+
+  Call(const OpPlan& p, torch::jit::Stack* stack, bool need_contiguous) : plan(p) {
+    auto args = torch::jit::last(*stack, p.input_order.size());
+    for (std::size_t i = 0; i < p.input_order.size(); ++i) {
+      auto [is_tensor, slot] = p.input_order[i];
+      const c10::IValue& v = args[i];
+      if (is_tensor) {
+        const std::string& name = p.tensors[static_cast<std::size_t>(slot)].name;
+        TORCH_CHECK_TYPE(v.isTensor() && v.toTensor().defined(), "op ", p.op_name, ": input '",
+                         name, "' must be a tensor");
+        at::Tensor t = v.toTensor();
+        if (need_contiguous && !t.is_contiguous()) {
+          // Documented: inputs the kernel only reads are made contiguous; one it writes cannot be.
+          TORCH_CHECK(!p.tensors[static_cast<std::size_t>(slot)].mutated, "op ", p.op_name,
+                      ": input '", name, "' is written in place and must be contiguous");
+          t = t.contiguous();
+        }
+        tensors.push_back(std::move(t));
+      } else {
+        const ScalarSlot& s = p.scalars[static_cast<std::size_t>(slot)];
+        if (v.isBool()) {
+          scalars.push_back(ScalarArg::of_bool(v.toBool()));
+        } else if (v.isInt() || v.isSymInt()) {
+          scalars.push_back(ScalarArg::of_int(
+              v.isInt() ? v.toInt() : v.toSymInt().guard_int(__FILE__, __LINE__)));
+        } else if (v.isDouble()) {
+          scalars.push_back(ScalarArg::of_float(v.toDouble()));
+        } else {
+          TORCH_CHECK_TYPE(false, "op ", p.op_name, ": scalar '", s.name, "' must be a ",
+                           scalar_schema_type(s.type), ", got ", v.tagKind());
+        }
+      }
+    }
+  }
+
+  DType dtype_of(const at::Tensor& t, const std::string& name) const {
+    for (const auto& pair : kDTypes) {
+      if (pair.theirs == t.scalar_type()) return pair.ours;
+    }
+    TORCH_CHECK_TYPE(false, "op ", plan.op_name, ": input '", name, "' has dtype ", t.scalar_type(),
+                     ", which kernelop does not support");
+  }
+
+  // Views for the runtime (shapes concrete; data pointers only for real launches).
+  c10::SmallVector<TensorView, 8> views() const {
+    c10::SmallVector<TensorView, 8> out;
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      const at::Tensor& t = tensors[i];
+      TensorView v;
+      v.data = t.is_meta() ? nullptr : t.data_ptr();
+      v.dtype = dtype_of(t, plan.tensors[i].name);
+      v.shape = Shape(std::span<const std::int64_t>(t.sizes().data(), t.sizes().size()));
+      v.device = t.is_cuda() ? t.get_device() : 0;
+      out.push_back(v);
+    }
+    return out;
+  }
+};
+
+void push_outputs(torch::jit::Stack* stack, std::size_t n_args,
+                  c10::SmallVector<at::Tensor, 4>& outputs) {
+  torch::jit::drop(*stack, n_args);
+  for (auto& t : outputs) torch::jit::push(*stack, std::move(t));
+}
+
+class CudaKernel final : public c10::OperatorKernel {
+ public:
+  explicit CudaKernel(const Registration::State* state) : state_(state) {}
+
+  void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack* stack) {
+    const KernelOp& op = state_->op;
+    const OpPlan& p = op.plan();
+    Call call(p, stack, true);
+    for (std::size_t i = 0; i < call.tensors.size(); ++i) {
+      TORCH_CHECK(call.tensors[i].is_cuda(), "op ", p.op_name, ": input '", p.tensors[i].name,
+                  "' is on ", call.tensors[i].device(), "; kernelop ops run on CUDA tensors");
+    }
+    try {
+      auto views = call.views();
+      std::span<const TensorView> in(views.data(), views.size());
+      std::span<const ScalarArg> sc(call.scalars.data(), call.scalars.size());
+      std::vector<Shape> shapes = op.output_shapes(in, sc);
+      std::vector<DType> dtypes = op.output_dtypes(in);
+      c10::Device device = call.tensors.front().device();
+      c10::SmallVector<at::Tensor, 4> outputs;
+      c10::SmallVector<TensorView, 4> out_views;
+      for (std::size_t o = 0; o < shapes.size(); ++o) {
+        outputs.push_back(at::empty(c10::IntArrayRef(shapes[o].begin(), shapes[o].end()),
+                                    at::TensorOptions().dtype(to_torch(dtypes[o])).device(device)));
+        out_views.push_back(
+            TensorView{outputs.back().data_ptr(), dtypes[o], shapes[o], {}, device.index()});
+      }
+      c10::impl::VirtualGuardImpl guard(c10::DeviceType::CUDA);
+      void* stream = guard.getStream(device).native_handle();
+      op.launch(in, sc, std::span<const TensorView>(out_views.data(), out_views.size()), stream);
+      push_outputs(stack, p.input_order.size(), outputs);
+    } catch (const Error& e) {
+      rethrow_as_torch(e);
+    }
+  }
+
+ private:
+  const Registration::State* state_;
+};
+
+// Evaluates plan expressions on (symbolic) input sizes and int scalars.
+struct MetaEnv {
+  const OpPlan& plan;
+  const Call& call;
+  c10::SymInt leaf(const ExprNode& n) const {
+    if (n.op == ExprOp::Scalar)
+      return c10::SymInt(call.scalars[static_cast<std::size_t>(n.slot)].i);
+    const at::Tensor& t = call.tensors[static_cast<std::size_t>(n.slot)];
+    auto rank = static_cast<std::int64_t>(t.dim());
+    if (n.op == ExprOp::Numel) return t.sym_numel();
+    if (n.op == ExprOp::Dim) {
+      std::int64_t a = 0;
+      TORCH_CHECK(normalize_axis(n.value, rank, &a), "op ", plan.op_name, ": '", to_string(n),
+                  "' is out of range for ", n.name, " of rank ", rank);
+      return t.sym_size(a);
+    }
+    c10::SymInt p = 1;
+    for (std::int64_t d = 0; d < rank; ++d) {
+      bool skip = false;
+      for (auto axis : n.axes) {
+        std::int64_t a = 0;
+        skip = skip || (normalize_axis(axis, rank, &a) && a == d);
+      }
+      if (!skip) p = p * t.sym_size(d);
+    }
+    return p;
+  }
+};
+
+class MetaKernel final : public c10::OperatorKernel {
+ public:
+  explicit MetaKernel(const Registration::State* state) : state_(state) {}
+
+  void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack* stack) {
+    const KernelOp& op = state_->op;
+    const OpPlan& p = op.plan();
+    Call call(p, stack, false);
+    try {
+      for (const RankRequirement& r : p.rank_requirements) {
+        if (p.tensors[static_cast<std::size_t>(r.slot)].is_output) continue;
+        const at::Tensor& t = call.tensors[static_cast<std::size_t>(r.slot)];
+        TORCH_CHECK(t.dim() >= r.min_rank, "op ", p.op_name, ": input '",
+                    p.tensors[static_cast<std::size_t>(r.slot)].name, "' has rank ", t.dim(),
+                    " but ", r.reason, " needs rank >= ", r.min_rank);
+      }
+      auto views = call.views();
+      std::vector<DType> dtypes =
+          op.output_dtypes(std::span<const TensorView>(views.data(), views.size()));
+      MetaEnv env{p, call};
+      c10::SmallVector<at::Tensor, 4> outputs;
+      for (std::size_t o = 0; o < p.outputs.size(); ++o) {
+        const OutputPlan& out = p.outputs[o];
+        const std::string& name = p.tensors[static_cast<std::size_t>(out.slot)].name;
+        std::vector<c10::SymInt> sizes;
+        switch (out.shape.kind) {
+          case ShapeRule::Kind::Like: {
+            auto s = call.tensors[static_cast<std::size_t>(out.shape.source)].sym_sizes();
+            sizes.assign(s.begin(), s.end());
+            break;
+          }
+          case ShapeRule::Kind::Reduce: {
+            const at::Tensor& src = call.tensors[static_cast<std::size_t>(out.shape.source)];
+            std::uint64_t reduced = 0;
+            for (auto axis : out.shape.axes) {
+              std::int64_t a = 0;
+              TORCH_CHECK(normalize_axis(axis, src.dim(), &a) && !(reduced >> a & 1u), "op ",
+                          p.op_name, ": output '", name, "' reduces axis ", axis,
+                          ", out of range or repeated for rank ", src.dim());
+              reduced |= 1ull << a;
+            }
+            for (std::int64_t d = 0; d < src.dim(); ++d) {
+              if (!(reduced >> d & 1u)) {
+                sizes.push_back(src.sym_size(d));
+              } else if (out.shape.keepdim) {
+                sizes.emplace_back(1);
+              }
+            }
+            break;
+          }
+          case ShapeRule::Kind::Exprs:
+            for (const Expr& e : out.shape.dims) sizes.push_back(evaluate<c10::SymInt>(e, env));
+            break;
+        }
+        outputs.push_back(at::empty_symint(
+            sizes, at::TensorOptions().dtype(to_torch(dtypes[o])).device(c10::kMeta)));
+      }
+      push_outputs(stack, p.input_order.size(), outputs);
+    } catch (const Error& e) {
+      rethrow_as_torch(e);
+    }
+  }
+
+ private:
+  const Registration::State* state_;
+};
+
+// Inputs on the CPU get a message that says what to do, not "could not run on the CPU backend".
+class CpuKernel final : public c10::OperatorKernel {
+ public:
+  explicit CpuKernel(const Registration::State* state) : state_(state) {}
+  void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack*) {
+    TORCH_CHECK(
+        false, "op ", state_->op.plan().op_name,
+        ": got CPU tensors; kernelop ops run on CUDA tensors (move the inputs with .cuda())");
+  }
+
+ private:
+  const Registration::State* state_;
+};
+
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<std::string, std::shared_ptr<Registration::State>>& registry() {
+  static auto* r =
+      new std::map<std::string, std::shared_ptr<Registration::State>>();  // lives to exit
+  return *r;
+}
+
+}  // namespace
+
+const OpPlan& Registration::plan() const {
+  return state_->op.plan();
+}
+const KernelOp& Registration::op() const {
+  return state_->op;
+}
+const std::string& Registration::schema() const {
+  return state_->schema;
+}
+
+Registration register_op(KernelOp op) {
+  const OpPlan& p = op.plan();
+  std::string print = fingerprint(op);
+  std::lock_guard lock(registry_mutex());
+  if (auto it = registry().find(p.op_name); it != registry().end()) {
+    if (it->second->fingerprint == print) return Registration(it->second);
+    KERNELOP_FAIL(Spec) << "op " << p.op_name << " is already registered by kernelop as '"
+                        << it->second->schema << "' with a different spec; this spec gives '"
+                        << p.qualified_schema() << "'. Use another name, or the same spec";
+  }
+  auto state = std::make_shared<Registration::State>(
+      Registration::State{std::move(op), {}, std::move(print), {}});
+  const OpPlan& plan = state->op.plan();
+  state->schema = plan.qualified_schema();
+  // Built in a local object: if any step throws, its destructor undoes the steps before it.
+  auto library = std::make_unique<torch::Library>(torch::Library::FRAGMENT, plan.ns, std::nullopt,
+                                                  __FILE__, __LINE__);
+  try {
+    std::string definition = plan.name + plan.schema;
+    library->def(definition.c_str());
+    library->impl(
+        plan.name.c_str(),
+        torch::dispatch(c10::DispatchKey::CUDA, torch::CppFunction::makeFromBoxedFunctor(
+                                                    std::make_unique<CudaKernel>(state.get()))));
+    library->impl(
+        plan.name.c_str(),
+        torch::dispatch(c10::DispatchKey::Meta, torch::CppFunction::makeFromBoxedFunctor(
+                                                    std::make_unique<MetaKernel>(state.get()))));
+    library->impl(
+        plan.name.c_str(),
+        torch::dispatch(c10::DispatchKey::CPU, torch::CppFunction::makeFromBoxedFunctor(
+                                                   std::make_unique<CpuKernel>(state.get()))));
+  } catch (const c10::Error& e) {
+    std::string existing;
+    if (auto h = c10::Dispatcher::singleton().findSchema({plan.op_name, ""}); h && h->hasSchema()) {
+      std::ostringstream s;
+      s << h->schema();
+      existing = s.str();
+    }
+    library.reset();
+    KERNELOP_FAIL(Spec) << "op " << plan.op_name << ": PyTorch refused the registration"
+                        << (existing.empty() ? "" : " (already defined as '" + existing + "')")
+                        << ": " << e.what_without_backtrace();
+  }
+  state->library = std::move(library);
+  registry()[plan.op_name] = state;
+  return Registration(state);
+}
+
+bool is_registered(const std::string& op_name) {
+  std::lock_guard lock(registry_mutex());
+  return registry().count(op_name) > 0;
+}
+
+}  // namespace kernelop::torch_ops
