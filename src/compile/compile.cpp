@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -20,6 +19,7 @@
 #include "compile/nvrtc_program.hpp"
 #include "compile/resource_usage.hpp"
 #include "compile/signature.hpp"
+#include "core/arch.hpp"
 #include "core/hash.hpp"
 #include "kernelop/cache.hpp"
 
@@ -155,10 +155,10 @@ class Compiler {
 
  private:
   void check_archs() {
-    static const std::regex kArch(R"((sm|compute)_([0-9]{2,3}[af]?))");
     std::set<std::string> seen;
     for (const auto& arch : archs_) {
-      if (!std::regex_match(arch, kArch)) {
+      detail::ArchId id;
+      if (!detail::parse_arch(arch, &id)) {
         KERNELOP_FAIL(Spec) << "op " << plan_.op_name << ": architecture '" << arch
                             << "' is invalid; expected 'sm_NN' (CUBIN) or 'compute_NN' (PTX)";
       }
@@ -330,13 +330,19 @@ class Compiler {
   [[noreturn]] void fail_compile(const Job& job, const std::string& log) const {
     std::string user_log = detail::strip_ptxas_report(log);
     // Errors only inside the generated probe mean NVRTC could not take the kernel's address.
-    static const std::regex kErrorLine(R"(\((\d+)\): error)");
+    // NVRTC reports errors as "<file>(<line>): error ...".
     std::size_t user_lines = count_lines(plan_.spec.kernel_source);
     bool any = false, all_generated = true;
-    for (auto it = std::sregex_iterator(user_log.begin(), user_log.end(), kErrorLine);
-         it != std::sregex_iterator(); ++it) {
+    for (std::size_t at = user_log.find("): error"); at != std::string::npos;
+         at = user_log.find("): error", at + 1)) {
+      std::size_t open = user_log.rfind('(', at);
+      if (open == std::string::npos) continue;
+      std::string digits = user_log.substr(open + 1, at - open - 1);
+      if (digits.empty() || digits.size() > 9 ||
+          digits.find_first_not_of("0123456789") != std::string::npos)
+        continue;
       any = true;
-      if (std::stoul((*it)[1].str()) <= user_lines) all_generated = false;
+      if (std::stoul(digits) <= user_lines) all_generated = false;
     }
     ErrorContext ctx{plan_.op_name, plan_.spec.kernel_name, job.arch_option, "compile", user_log};
     std::string opts;

@@ -2,7 +2,6 @@
 #include "compile/signature.hpp"
 
 #include <array>
-#include <regex>
 #include <sstream>
 
 #include "kernelop/error.hpp"
@@ -281,12 +280,21 @@ std::string signature_probe_expression(const std::string& kernel_expression) {
 
 std::vector<std::int64_t> parse_signature_codes(const std::string& lowered_name) {
   // Itanium mangling of a long long template argument: L x <number> E, negatives as n<number>.
-  static const std::regex kArg("Lx(n?)([0-9]+)E");
   std::vector<std::int64_t> codes;
-  for (auto it = std::sregex_iterator(lowered_name.begin(), lowered_name.end(), kArg);
-       it != std::sregex_iterator(); ++it) {
-    std::int64_t v = std::stoll((*it)[2].str());
-    codes.push_back((*it)[1].length() ? -v : v);
+  for (std::size_t at = lowered_name.find("Lx"); at != std::string::npos;
+       at = lowered_name.find("Lx", at + 2)) {
+    std::size_t p = at + 2;
+    bool negative = p < lowered_name.size() && lowered_name[p] == 'n';
+    if (negative) ++p;
+    std::size_t digits = p;
+    while (digits < lowered_name.size() && lowered_name[digits] >= '0' &&
+           lowered_name[digits] <= '9')
+      ++digits;
+    if (digits == p || digits - p > 18 || digits >= lowered_name.size() ||
+        lowered_name[digits] != 'E')
+      continue;
+    std::int64_t v = std::stoll(lowered_name.substr(p, digits - p));
+    codes.push_back(negative ? -v : v);
   }
   if (codes.empty() || codes[0] < 0 || static_cast<std::size_t>(codes[0]) + 1 != codes.size()) {
     KERNELOP_FAIL(Internal) << "cannot decode the signature probe '" << lowered_name << "'";

@@ -1,11 +1,12 @@
 // Spec validation: every error names the op, the field path, what was expected and what was found.
 #include "kernelop/validate.hpp"
 
+#include "core/arch.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cctype>
 #include <limits>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -440,9 +441,9 @@ class Validator {
       KOP_FIELD_FAIL("compile_std") << "'" << spec_.compile_std
                                     << "' is not supported; expected c++11, c++14, c++17 or c++20";
     }
-    static const std::regex kArch(R"((sm|compute)_[0-9]{2,3}[af]?)");
     for (std::size_t i = 0; i < spec_.arch_override.size(); ++i) {
-      if (!std::regex_match(spec_.arch_override[i], kArch)) {
+      detail::ArchId id;
+      if (!detail::parse_arch(spec_.arch_override[i], &id)) {
         KOP_FIELD_FAIL("arch_override[" + std::to_string(i) + "]")
             << "'" << spec_.arch_override[i]
             << "' is not an architecture; expected 'sm_NN' (CUBIN) or 'compute_NN' (PTX)";

@@ -1,19 +1,7 @@
 // Image selection by compute capability.
 #include "runtime/image_select.hpp"
 
-#include <regex>
-
 namespace kernelop::detail {
-
-bool parse_arch(const std::string& arch, ArchId* out) {
-  static const std::regex kArch(R"((sm|compute)_([0-9]{2,3})([af]?))");
-  std::smatch m;
-  if (!std::regex_match(arch, m, kArch)) return false;
-  out->ptx = m[1].str() == "compute";
-  out->number = std::stoi(m[2].str());
-  out->suffix = m[3].length() ? m[3].str()[0] : 0;
-  return true;
-}
 
 int select_image(const std::vector<ArchImage>& images, int major, int minor, bool prefer_ptx,
                  std::string* why) {

@@ -4,19 +4,10 @@
 #include <string>
 #include <vector>
 
+#include "core/arch.hpp"
 #include "kernelop/image.hpp"
 
 namespace kernelop::detail {
-
-/// An architecture string split into its number and suffix: "sm_90a" -> {90, 'a', false}.
-struct ArchId {
-  int number = 0;    ///< 90 for sm_90, 100 for sm_100
-  char suffix = 0;   ///< 'a' (arch-specific), 'f' (family) or 0
-  bool ptx = false;  ///< compute_NN
-  int major() const { return number / 10; }
-  int minor() const { return number % 10; }
-};
-bool parse_arch(const std::string& arch, ArchId* out);
 
 /// The index in `images` to load on a device of compute capability major.minor:
 ///  1. a CUBIN for exactly that architecture ("sm_90a" preferred over "sm_90");

@@ -124,7 +124,9 @@ struct Call {
       TensorView v;
       v.data = t.is_meta() ? nullptr : t.data_ptr();
       v.dtype = dtype_of(t, plan.tensors[i].name);
-      v.shape = Shape(std::span<const std::int64_t>(t.sizes().data(), t.sizes().size()));
+      if (!t.unsafeGetTensorImpl()->has_symbolic_sizes_strides()) {
+        v.shape = Shape(std::span<const std::int64_t>(t.sizes().data(), t.sizes().size()));
+      }
       v.device = t.is_cuda() ? t.get_device() : 0;
       out.push_back(v);
     }
@@ -226,6 +228,13 @@ class MetaKernel final : public c10::OperatorKernel {
       auto views = call.views();
       std::vector<DType> dtypes =
           op.output_dtypes(std::span<const TensorView>(views.data(), views.size()));
+      for (std::size_t i = 0; i < views.size(); ++i) {  // declared dtypes, as the CUDA kernel checks them
+        const auto& decl = p.tensors[i].dtype;
+        if (decl && std::holds_alternative<DType>(*decl) && std::get<DType>(*decl) != views[i].dtype) {
+          TORCH_CHECK_TYPE(false, "op ", p.op_name, ": input '", p.tensors[i].name, "' must be ",
+                           dtype_name(std::get<DType>(*decl)), ", got ", dtype_name(views[i].dtype));
+        }
+      }
       MetaEnv env{p, call};
       c10::SmallVector<at::Tensor, 4> outputs;
       for (std::size_t o = 0; o < p.outputs.size(); ++o) {

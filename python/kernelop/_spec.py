@@ -1,0 +1,246 @@
+"""The kernel spec DSL, with torch_tensorrt.kernels' names and semantics (see SEED_API.md).
+
+Each class maps 1:1 onto a field of the JSON spec format (docs/spec-format.md), which is what
+crosses into C++: one validator and one set of error messages serve C++, JSON and Python.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+_SCALAR_TYPES = {float: "float", int: "int", bool: "bool"}
+
+
+def _dtype_name(dtype: Any) -> str:
+    """torch.float16 / "float16" / "T" (a type parameter) -> the spec's name."""
+    text = str(dtype)
+    return text[len("torch."):] if text.startswith("torch.") else text
+
+
+def _expr(value: Union[int, str]) -> Union[int, str]:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise TypeError(f"expected an expression (str) or an int, got {type(value).__name__}")
+    return value
+
+
+@dataclass
+class InputDecl:
+    """A tensor input; the kernel receives ``const T*`` (``T*`` when ``mutated``)."""
+
+    name: str
+    dtype: Any = None
+    mutated: bool = False
+
+    def _json(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {"name": self.name}
+        if self.dtype is not None:
+            out["dtype"] = _dtype_name(self.dtype)
+        if self.mutated:
+            out["mutated"] = True
+        return out
+
+
+@dataclass
+class ScalarInput:
+    """A scalar input passed by value: ``py_type`` is float, int or bool (or "float64"/"int64")."""
+
+    name: str
+    py_type: Any = float
+
+    def _json(self) -> Dict[str, Any]:
+        if self.py_type in _SCALAR_TYPES:
+            kind = _SCALAR_TYPES[self.py_type]
+        elif self.py_type in ("float64", "int64"):
+            kind = self.py_type
+        else:
+            raise ValueError(
+                f"ScalarInput {self.name!r}: py_type must be float, int or bool, got {self.py_type!r}")
+        return {"name": self.name, "scalar": kind}
+
+
+def _input_ref(value: Union[int, str]) -> Union[int, str]:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise TypeError(
+            f"input_idx must be an int (position among tensor inputs) or a str (input name), "
+            f"got {type(value).__name__}")
+    return value
+
+
+@dataclass
+class SameAs:
+    input_idx: Union[int, str] = 0
+
+    def _json(self) -> Dict[str, Any]:
+        return {"same_as": _input_ref(self.input_idx)}
+
+
+@dataclass
+class ReduceDims:
+    input_idx: Union[int, str]
+    dims: Tuple[int, ...]
+    keepdim: bool = False
+
+    def _json(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {"input": _input_ref(self.input_idx), "dims": list(self.dims)}
+        if self.keepdim:
+            out["keepdim"] = True
+        return {"reduce_dims": out}
+
+
+ShapeRel = Union[SameAs, ReduceDims, Sequence[Union[int, str]]]
+
+
+@dataclass
+class OutputDecl:
+    """An output: ``shape`` is SameAs, ReduceDims, or a list of expressions ("dim(x, 1) * 2")."""
+
+    name: str
+    shape: ShapeRel
+    dtype_from: Optional[str] = None
+    dtype: Any = None
+
+    def _json(self) -> Dict[str, Any]:
+        if isinstance(self.shape, (SameAs, ReduceDims)):
+            shape: Any = self.shape._json()
+        elif isinstance(self.shape, (list, tuple)):
+            shape = [_expr(d) for d in self.shape]
+        else:
+            raise TypeError(
+                f"OutputDecl {self.name!r}: shape must be SameAs, ReduceDims or a list of expressions, "
+                f"got {type(self.shape).__name__}")
+        out: Dict[str, Any] = {"name": self.name, "shape": shape}
+        if self.dtype_from is not None:
+            out["dtype_from"] = self.dtype_from
+        if self.dtype is not None:
+            out["dtype"] = _dtype_name(self.dtype)
+        return out
+
+
+@dataclass
+class Numel:
+    input_name: str
+    int64: bool = False
+
+    def _json(self) -> Dict[str, Any]:
+        return {"numel": self.input_name, **({"int64": True} if self.int64 else {})}
+
+
+@dataclass
+class DimSize:
+    input_name: str
+    dim: int
+    int64: bool = False
+
+    def _json(self) -> Dict[str, Any]:
+        return {"dim_size": self.input_name, "axis": self.dim, **({"int64": True} if self.int64 else {})}
+
+
+@dataclass
+class Expr:
+    """An extra argument computed by an expression, e.g. Expr("cdiv(numel(x), 4)")."""
+
+    text: Union[int, str]
+    int64: bool = False
+
+    def _json(self) -> Dict[str, Any]:
+        return {"expr": _expr(self.text), **({"int64": True} if self.int64 else {})}
+
+
+@dataclass
+class Elementwise:
+    block: Tuple[int, ...] = (256,)
+    layout: str = "flat"
+    over: Optional[str] = None
+
+    def _json(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {"block": list(self.block), "layout": self.layout}
+        if self.over is not None:
+            out["over"] = self.over
+        return {"elementwise": out}
+
+
+@dataclass
+class Reduction:
+    reduce_dims: Tuple[int, ...]
+    block_size: int = 256
+    shared_mem: Optional[Union[int, str]] = None
+
+    def _json(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {"reduce_dims": list(self.reduce_dims), "block_size": self.block_size}
+        if self.shared_mem is not None:
+            out["shared_mem"] = _expr(self.shared_mem)
+        return {"reduction": out}
+
+
+@dataclass
+class Custom:
+    """Declarative launch geometry: grid, block and dynamic shared memory as expressions.
+
+    Unlike the reference's Custom(fn), this works in eager mode, torch.compile and packages.
+    """
+
+    grid: Sequence[Union[int, str]]
+    block: Sequence[Union[int, str]]
+    shared_mem: Union[int, str] = 0
+
+    def _json(self) -> Dict[str, Any]:
+        if callable(self.grid):
+            raise TypeError("Custom: kernelop takes grid/block expressions, not a callable")
+        return {"custom": {"grid": [_expr(g) for g in self.grid], "block": [_expr(b) for b in self.block],
+                           "shared_mem": _expr(self.shared_mem)}}
+
+
+@dataclass
+class KernelSpec:
+    kernel_source: str
+    kernel_name: str
+    inputs: Optional[Sequence[Union[InputDecl, ScalarInput]]] = None
+    outputs: Optional[Sequence[OutputDecl]] = None
+    extras: Sequence[Union[Numel, DimSize, Expr]] = field(default_factory=list)
+    geometry: Optional[Union[Elementwise, Reduction, Custom]] = None
+    include_paths: Optional[List[str]] = None
+    compile_std: str = "c++17"
+    arch_override: Optional[Union[str, Sequence[str]]] = None
+    # kernelop's additions
+    defines: Sequence[str] = ()
+    fast_math: bool = False
+    line_info: bool = False
+    type_params: Optional[Dict[str, Sequence[Any]]] = None
+
+    def to_json(self, op_name: str) -> Dict[str, Any]:
+        """The JSON spec document (docs/spec-format.md) for ``op_name``."""
+        doc: Dict[str, Any] = {"op": op_name, "kernel_name": self.kernel_name,
+                               "kernel_source": self.kernel_source}
+        if self.inputs is not None:
+            doc["inputs"] = [self._typed(i, (InputDecl, ScalarInput), "inputs")._json() for i in self.inputs]
+        if self.outputs is not None:
+            doc["outputs"] = [self._typed(o, (OutputDecl,), "outputs")._json() for o in self.outputs]
+        if self.extras:
+            doc["extras"] = [self._typed(e, (Numel, DimSize, Expr), "extras")._json() for e in self.extras]
+        if self.geometry is not None:
+            doc["geometry"] = self._typed(self.geometry, (Elementwise, Reduction, Custom), "geometry")._json()
+        if self.include_paths:
+            doc["include_paths"] = list(self.include_paths)
+        if self.compile_std != "c++17":
+            doc["compile_std"] = self.compile_std
+        if self.arch_override:
+            doc["arch_override"] = ([self.arch_override] if isinstance(self.arch_override, str)
+                                    else list(self.arch_override))
+        if self.defines:
+            doc["defines"] = list(self.defines)
+        if self.fast_math:
+            doc["fast_math"] = True
+        if self.line_info:
+            doc["line_info"] = True
+        if self.type_params:
+            doc["type_params"] = [{"name": k, "dtypes": [_dtype_name(d) for d in v]}
+                                  for k, v in self.type_params.items()]
+        return doc
+
+    @staticmethod
+    def _typed(value: Any, types: tuple, where: str) -> Any:
+        if not isinstance(value, types):
+            names = ", ".join(t.__name__ for t in types)
+            raise TypeError(f"KernelSpec.{where}: expected {names}, got {type(value).__name__}")
+        return value

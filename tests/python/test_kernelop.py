@@ -1,0 +1,203 @@
+"""The Python package: the reference's names, spec errors as the right exceptions, Meta kernels
+with symbolic shapes, torch.export with fake inputs (CPU); eager, opcheck, torch.compile, export
+round trips and CUDA graphs (GPU, skipped without one)."""
+
+import os
+import pathlib
+import tempfile
+import unittest
+
+import torch
+
+import kernelop as ko
+
+EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
+ARCHS = ["sm_80", "sm_90", "compute_90"]
+CUDA = torch.cuda.is_available()
+
+
+def source(name):
+    return (EXAMPLES / f"{name}.cu").read_text()
+
+
+def relu_spec(**overrides):
+    fields = dict(kernel_source=source("relu"), kernel_name="relu", inputs=[ko.InputDecl("x", torch.float32)],
+                  outputs=[ko.OutputDecl("y", ko.SameAs("x"))], extras=[ko.Numel("x")],
+                  geometry=ko.Elementwise(block=(256,), layout="flat"))
+    fields.update(overrides)
+    return ko.KernelSpec(**fields)
+
+
+def register_all():
+    ops = {}
+    ops["relu"] = ko.cuda_kernel_op("kop_py::relu", relu_spec(), archs=ARCHS)
+    ops["scale"] = ko.cuda_kernel_op("kop_py::scale", ko.KernelSpec(
+        source("scale"), "scale", inputs=[ko.InputDecl("x", torch.float32), ko.ScalarInput("alpha", float)],
+        outputs=[ko.OutputDecl("y", ko.SameAs("x"))], extras=[ko.Numel("x")], geometry=ko.Elementwise()), archs=ARCHS)
+    ops["rowsum"] = ko.cuda_kernel_op("kop_py::rowsum", ko.KernelSpec(
+        source("rowsum"), "rowsum", inputs=[ko.InputDecl("x", torch.float32)],
+        outputs=[ko.OutputDecl("y", ko.ReduceDims("x", (-1,), keepdim=True))], extras=[ko.DimSize("x", -1)],
+        geometry=ko.Reduction((-1,), block_size=256)), archs=ARCHS)
+    ops["repeat2"] = ko.cuda_kernel_op("kop_py::repeat2", ko.KernelSpec(
+        source("repeat2"), "repeat2", inputs=[ko.InputDecl("x", torch.float32)],
+        outputs=[ko.OutputDecl("y", ["dim(x, 0)", "dim(x, 1) * 2"])], extras=[ko.DimSize("x", 1), ko.Numel("y")],
+        geometry=ko.Elementwise()), archs=ARCHS)
+    ops["relu_generic"] = ko.cuda_kernel_op("kop_py::relu_generic", ko.KernelSpec(
+        source("relu_generic"), "relu_generic<T>", inputs=[ko.InputDecl("x", "T")],
+        outputs=[ko.OutputDecl("y", ko.SameAs("x"))], extras=[ko.Numel("x")], geometry=ko.Elementwise(),
+        include_paths=[str(EXAMPLES)], type_params={"T": [torch.float32, torch.float16, torch.bfloat16]}),
+        archs=ARCHS)
+    return ops
+
+
+OPS = register_all()
+
+
+class Registration(unittest.TestCase):
+    def test_schemas(self):
+        self.assertEqual(str(OPS["scale"].default._schema), "kop_py::scale(Tensor x, float alpha) -> Tensor")
+        self.assertEqual(str(OPS["relu"].default._schema), "kop_py::relu(Tensor x) -> Tensor")
+
+    def test_identical_registration_is_a_no_op(self):
+        self.assertIs(ko.cuda_kernel_op("kop_py::relu", relu_spec(), archs=ARCHS), OPS["relu"])
+
+    def test_different_spec_under_a_registered_name(self):
+        with self.assertRaisesRegex(ValueError, "already registered by kernelop as 'kop_py::relu"):
+            ko.cuda_kernel_op("kop_py::relu", relu_spec(kernel_source=source("relu") + "\n// v2"), archs=ARCHS)
+
+    def test_spec_errors_are_value_errors_with_the_field(self):
+        with self.assertRaisesRegex(ValueError, r"outputs\[0\]\.shape\.same_as: 'q' is not a tensor input"):
+            ko.cuda_kernel_op("kop_py::bad1", relu_spec(outputs=[ko.OutputDecl("y", ko.SameAs("q"))]))
+        with self.assertRaisesRegex(ValueError, "flat takes one"):
+            ko.cuda_kernel_op("kop_py::bad2", relu_spec(geometry=ko.Elementwise(block=(16, 16))))
+        with self.assertRaisesRegex(ValueError, "has no tensor input"):
+            ko.cuda_kernel_op("kop_py::bad3", relu_spec(inputs=[ko.ScalarInput("n", int)], outputs=[]))
+        with self.assertRaisesRegex(ValueError, "py_type must be float, int or bool"):
+            ko.cuda_kernel_op("kop_py::bad4", relu_spec(inputs=[ko.ScalarInput("n", str)]))
+        self.assertFalse(ko._kernelop.is_registered("kop_py::bad1"))
+        self.assertFalse(hasattr(torch.ops.kop_py, "bad1"))
+
+    def test_type_errors(self):
+        with self.assertRaisesRegex(TypeError, "input_idx must be an int"):
+            ko.cuda_kernel_op("kop_py::bad5", relu_spec(outputs=[ko.OutputDecl("y", ko.SameAs(1.5))]))
+        with self.assertRaisesRegex(TypeError, "KernelSpec.geometry: expected"):
+            ko.cuda_kernel_op("kop_py::bad6", relu_spec(geometry="flat"))
+
+    def test_compile_errors_are_runtime_errors_with_the_log(self):
+        with self.assertRaisesRegex(RuntimeError, "identifier \"oops\" is undefined"):
+            ko.cuda_kernel_op("kop_py::bad7", relu_spec(kernel_source="extern \"C\" __global__ void relu(const float* x, int n, float* y) { oops; }"))
+
+    def test_engine_only_keywords_are_refused_not_ignored(self):
+        with self.assertRaisesRegex(NotImplementedError, "supports_dynamic_shapes configure the TensorRT"):
+            ko.cuda_kernel_op("kop_py::bad8", relu_spec(), supports_dynamic_shapes=True)
+
+
+class Meta(unittest.TestCase):
+    def test_shapes_and_dtypes(self):
+        m = torch.empty(4, 6, device="meta")
+        self.assertEqual(OPS["rowsum"](m).shape, (4, 1))
+        self.assertEqual(OPS["repeat2"](m).shape, (4, 12))
+        self.assertEqual(OPS["relu_generic"](m.half()).dtype, torch.float16)
+        with self.assertRaisesRegex(TypeError, "input 'x' must be float32, got float64"):
+            OPS["relu"](m.double())
+
+    def test_symbolic_shapes(self):
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.fx.experimental.symbolic_shapes import ShapeEnv, DimDynamic, StatelessSymbolicContext
+        mode = FakeTensorMode(shape_env=ShapeEnv())
+        ctx = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC, DimDynamic.DYNAMIC])
+        x = mode.from_tensor(torch.empty(5, 7), symbolic_context=ctx)
+        with mode:
+            y = OPS["repeat2"](x)
+            r = OPS["rowsum"](x)
+        self.assertEqual(str(y.shape[1]), f"2*{x.shape[1]}")
+        self.assertEqual(str(y.shape[0]), str(x.shape[0]))
+        self.assertEqual(str(r.shape[0]), str(x.shape[0]))
+
+    def test_export_with_fake_inputs(self):
+        class M(torch.nn.Module):
+            def forward(self, x):
+                return OPS["repeat2"](torch.relu(x)) * 2
+
+        x = torch.empty(8, 16, device="meta")
+        ep = torch.export.export(M(), (x,), dynamic_shapes={"x": {0: torch.export.Dim("b"), 1: torch.export.Dim("c")}})
+        self.assertIn("kop_py.repeat2", str(ep.graph))
+
+
+@unittest.skipUnless(CUDA, "no CUDA device")
+class Cuda(unittest.TestCase):
+    def test_eager_matches_torch(self):
+        x = torch.randn(37, 1001, device="cuda")
+        torch.testing.assert_close(OPS["relu"](x), torch.relu(x), rtol=0, atol=0)
+        torch.testing.assert_close(OPS["scale"](x, 2.5), x * 2.5)
+        torch.testing.assert_close(OPS["rowsum"](x), x.sum(-1, keepdim=True), rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(OPS["repeat2"](x), torch.cat([x, x], 1), rtol=0, atol=0)
+        for dtype in (torch.float32, torch.float16, torch.bfloat16):
+            h = torch.randn(4099, device="cuda", dtype=dtype)
+            torch.testing.assert_close(OPS["relu_generic"](h), torch.relu(h), rtol=0, atol=0)
+
+    def test_opcheck(self):
+        x = torch.randn(33, 65, device="cuda")
+        for name, args in [("relu", (x,)), ("scale", (x, 1.5)), ("rowsum", (x,)), ("repeat2", (x,)),
+                           ("relu_generic", (x.half(),))]:
+            with self.subTest(name):
+                torch.library.opcheck(OPS[name].default, args)
+
+    def test_compile_fullgraph_dynamic_without_recompiling(self):
+        torch._dynamo.reset()
+        counts = {"n": 0}
+
+        def backend(gm, example_inputs):
+            counts["n"] += 1
+            from torch._inductor.compile_fx import compile_fx
+            return compile_fx(gm, example_inputs)
+
+        def model(x):
+            return OPS["rowsum"](OPS["repeat2"](torch.sigmoid(x)) + 1.0) * 0.5
+
+        compiled = torch.compile(model, fullgraph=True, dynamic=True, backend=backend)
+        for shape in [(8, 16), (9, 33), (130, 7)]:
+            x = torch.randn(*shape, device="cuda")
+            torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-5)
+        self.assertEqual(counts["n"], 1, "compiled once, no recompilation across sizes")
+
+    def test_export_save_load_run(self):
+        class M(torch.nn.Module):
+            def forward(self, x):
+                return OPS["scale"](OPS["relu"](x), 3.0) + x
+
+        x = torch.randn(10, 20, device="cuda")
+        ep = torch.export.export(M(), (x,), dynamic_shapes={"x": {0: torch.export.Dim("b")}})
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "m.pt2")
+            torch.export.save(ep, path)
+            loaded = torch.export.load(path)
+        y = torch.randn(17, 20, device="cuda")
+        torch.testing.assert_close(loaded.module()(y), M()(y))
+
+    def test_cuda_graph_capture(self):
+        x = torch.randn(4096, device="cuda")
+        y = OPS["relu"](x)  # warm-up loads the module outside capture
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            y = OPS["relu"](x)
+        x.copy_(torch.randn(4096, device="cuda"))
+        g.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(y, torch.relu(x), rtol=0, atol=0)
+
+    def test_cpu_tensors_and_zero_size(self):
+        with self.assertRaisesRegex(RuntimeError, "got CPU tensors; kernelop ops run on CUDA tensors"):
+            OPS["relu"](torch.ones(3))
+        self.assertEqual(OPS["relu"](torch.empty(0, 5, device="cuda")).shape, (0, 5))
+
+    def test_package_round_trip(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = ko.build_package("kop_pkg::relu", relu_spec(), os.path.join(d, "relu.kop"), archs=["sm_80", "compute_80"])
+            op = ko.load_package(path)
+        x = torch.randn(1000, device="cuda")
+        torch.testing.assert_close(op(x), torch.relu(x), rtol=0, atol=0)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
