@@ -35,7 +35,8 @@ NB_MODULE(_kernelop, m) {
   });
   m.def(
       "register_spec",
-      [](const std::string& spec_json, const std::string& base_dir, const std::vector<std::string>& archs) {
+      [](const std::string& spec_json, const std::string& base_dir,
+         const std::vector<std::string>& archs) {
         OpDecl decl = parse_op_json(spec_json, base_dir, "spec");
         return torch_ops::register_op(compile_op(decl, options_for(archs))).schema();
       },
@@ -46,17 +47,23 @@ NB_MODULE(_kernelop, m) {
       [](const std::string& spec_json, const std::string& base_dir) {
         return derive_plan(parse_op_json(spec_json, base_dir, "spec")).qualified_schema();
       },
-      nb::arg("spec_json"), nb::arg("base_dir"), "Validates a spec and returns its schema; registers nothing.");
+      nb::arg("spec_json"), nb::arg("base_dir"),
+      "Validates a spec and returns its schema; registers nothing.");
   m.def(
       "build_package",
-      [](const std::string& spec_json, const std::string& base_dir, const std::vector<std::string>& archs,
-         const std::string& path) {
-        write_package(compile(derive_plan(parse_op_json(spec_json, base_dir, "spec")), options_for(archs)), path);
+      [](const std::string& spec_json, const std::string& base_dir,
+         const std::vector<std::string>& archs, const std::string& path) {
+        write_package(
+            compile(derive_plan(parse_op_json(spec_json, base_dir, "spec")), options_for(archs)),
+            path);
       },
       nb::arg("spec_json"), nb::arg("base_dir"), nb::arg("archs"), nb::arg("path"));
   m.def(
       "load_package",
-      [](const std::string& path) { return torch_ops::register_op(KernelOp::from_package(path)).schema(); },
-      nb::arg("path"), "Registers the op of a .kop package (no NVRTC, no source); returns the schema.");
+      [](const std::string& path) {
+        return torch_ops::register_op(KernelOp::from_package(path)).schema();
+      },
+      nb::arg("path"),
+      "Registers the op of a .kop package (no NVRTC, no source); returns the schema.");
   m.def("is_registered", &torch_ops::is_registered, nb::arg("op_name"));
 }

@@ -200,4 +200,13 @@ class Cuda(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    import sys
+    # --cpu: the tests that need no GPU; --gpu: the CUDA tests, exit code 77 (skipped) without one.
+    part = sys.argv.pop(1) if len(sys.argv) > 1 and sys.argv[1] in ("--cpu", "--gpu") else None
+    if part == "--gpu" and not CUDA:
+        print("SKIPPED: no CUDA device")
+        sys.exit(77)
+    classes = {"--cpu": [Registration, Meta], "--gpu": [Cuda]}.get(part, [Registration, Meta, Cuda])
+    suite = unittest.TestSuite(unittest.defaultTestLoader.loadTestsFromTestCase(c) for c in classes)
+    result = unittest.TextTestRunner(verbosity=2).run(suite)
+    sys.exit(0 if result.wasSuccessful() else 1)

@@ -228,11 +228,14 @@ class MetaKernel final : public c10::OperatorKernel {
       auto views = call.views();
       std::vector<DType> dtypes =
           op.output_dtypes(std::span<const TensorView>(views.data(), views.size()));
-      for (std::size_t i = 0; i < views.size(); ++i) {  // declared dtypes, as the CUDA kernel checks them
+      for (std::size_t i = 0; i < views.size();
+           ++i) {  // declared dtypes, as the CUDA kernel checks them
         const auto& decl = p.tensors[i].dtype;
-        if (decl && std::holds_alternative<DType>(*decl) && std::get<DType>(*decl) != views[i].dtype) {
+        if (decl && std::holds_alternative<DType>(*decl) &&
+            std::get<DType>(*decl) != views[i].dtype) {
           TORCH_CHECK_TYPE(false, "op ", p.op_name, ": input '", p.tensors[i].name, "' must be ",
-                           dtype_name(std::get<DType>(*decl)), ", got ", dtype_name(views[i].dtype));
+                           dtype_name(std::get<DType>(*decl)), ", got ",
+                           dtype_name(views[i].dtype));
         }
       }
       MetaEnv env{p, call};
