@@ -34,6 +34,9 @@ def register_all():
     ops["scale"] = ko.cuda_kernel_op("kop_py::scale", ko.KernelSpec(
         source("scale"), "scale", inputs=[ko.InputDecl("x", torch.float32), ko.ScalarInput("alpha", float)],
         outputs=[ko.OutputDecl("y", ko.SameAs("x"))], extras=[ko.Numel("x")], geometry=ko.Elementwise()), archs=ARCHS)
+    ops["add"] = ko.cuda_kernel_op("kop_py::add", ko.KernelSpec(
+        source("add"), "add", inputs=[ko.InputDecl("a", torch.float32), ko.InputDecl("b", torch.float32)],
+        outputs=[ko.OutputDecl("out", ko.SameAs("a"))], extras=[ko.Numel("a")], geometry=ko.Elementwise()), archs=ARCHS)
     ops["rowsum"] = ko.cuda_kernel_op("kop_py::rowsum", ko.KernelSpec(
         source("rowsum"), "rowsum", inputs=[ko.InputDecl("x", torch.float32)],
         outputs=[ko.OutputDecl("y", ko.ReduceDims("x", (-1,), keepdim=True))], extras=[ko.DimSize("x", -1)],
@@ -185,6 +188,28 @@ class Cuda(unittest.TestCase):
         g.replay()
         torch.cuda.synchronize()
         torch.testing.assert_close(y, torch.relu(x), rtol=0, atol=0)
+
+    def test_compile_reduce_overhead_uses_cuda_graphs(self):
+        torch._dynamo.reset()
+
+        def model(x):
+            return OPS["scale"](OPS["relu"](x), 2.0) + 1.0
+
+        compiled = torch.compile(model, mode="reduce-overhead", fullgraph=True)
+        x = torch.randn(4096, device="cuda")
+        for _ in range(3):  # warm-up, record, replay
+            out = compiled(x)
+        torch.testing.assert_close(out, model(x), rtol=0, atol=0)
+
+    @unittest.skipUnless(CUDA and torch.cuda.device_count() > 1, "needs two CUDA devices")
+    def test_second_device(self):
+        x = torch.randn(1000, 7, device="cuda:1")
+        y = OPS["repeat2"](x)
+        self.assertEqual(y.device, torch.device("cuda:1"))
+        torch.testing.assert_close(y, torch.cat([x, x], 1), rtol=0, atol=0)
+        with self.assertRaisesRegex(RuntimeError, "input 'b' is on device 0 but input 'a' is on device 1; all "
+                                                  "tensors must be on one device"):
+            OPS["add"](torch.randn(5, device="cuda:1"), torch.randn(5, device="cuda:0"))
 
     def test_cpu_tensors_and_zero_size(self):
         with self.assertRaisesRegex(RuntimeError, "got CPU tensors; kernelop ops run on CUDA tensors"):
