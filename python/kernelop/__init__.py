@@ -3,9 +3,10 @@
 Keeps the names of torch_tensorrt.kernels, so switching is a change of import.
 """
 
-from ._ops import build_package, cuda_kernel_op, load_package
+from ._ops import build_package, cuda_kernel_op, load_package, ptx_op
 from ._spec import (Custom, DimSize, Elementwise, Expr, InputDecl, KernelSpec, Numel, OutputDecl, ReduceDims,
                     Reduction, SameAs, ScalarInput)
 
 __all__ = ["Custom", "DimSize", "Elementwise", "Expr", "InputDecl", "KernelSpec", "Numel", "OutputDecl",
-           "ReduceDims", "Reduction", "SameAs", "ScalarInput", "build_package", "cuda_kernel_op", "load_package"]
+           "ReduceDims", "Reduction", "SameAs", "ScalarInput", "build_package", "cuda_kernel_op", "load_package",
+           "ptx_op"]

@@ -14,4 +14,7 @@ def build_package(spec_json: str, base_dir: str, archs: List[str], path: str) ->
 def load_package(path: str) -> str:
     """Registers the op of a .kop package (no NVRTC, no source); returns the schema."""
 
+def register_ptx(spec_json: str, base_dir: str, ptx: str, entry: str) -> str:
+    """Registers a spec whose kernel is pre-compiled PTX (no NVRTC); returns the schema."""
+
 def is_registered(op_name: str) -> bool: ...

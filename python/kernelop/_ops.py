@@ -48,6 +48,28 @@ def cuda_kernel_op(op_name: str, spec: KernelSpec, *, meta_fn=None, eager_fn=Non
     return _op_object(op_name)
 
 
+def ptx_op(op_name: str, ptx: Any, kernel_name: str, spec: Optional[KernelSpec] = None, *, meta_fn=None,
+           eager_fn=None, schema=None, **engine_options) -> Any:
+    """Registers ``op_name`` from pre-compiled PTX (str or bytes, e.g. from Triton), skipping NVRTC.
+
+    ``kernel_name`` is the PTX ``.entry`` symbol. Unlike the reference, where every function is
+    hand-written, a declarative ``spec`` (its ``kernel_source`` is ignored) gives the schema,
+    shapes and geometry; every tensor dtype must be declared, and the entry's parameters are
+    checked against the calling convention.
+    """
+    if engine_options:
+        raise NotImplementedError(f"ptx_op({op_name!r}): {', '.join(engine_options)} configure the TensorRT "
+                                  "engine path, which kernelop does not have yet")
+    if spec is None or meta_fn is not None or eager_fn is not None or schema is not None:
+        raise NotImplementedError(f"ptx_op({op_name!r}): give a declarative KernelSpec; the override path "
+                                  "(meta_fn/eager_fn/schema) is not implemented yet")
+    text = ptx.decode() if isinstance(ptx, (bytes, bytearray)) else str(ptx)
+    doc = spec.to_json(op_name)
+    doc["kernel_source"] = text  # packages carry the PTX as the op's source
+    _kernelop.register_ptx(json.dumps(doc), os.path.abspath("."), text, kernel_name)
+    return _op_object(op_name)
+
+
 def build_package(op_name: str, spec: KernelSpec, path: str, *, archs: Optional[Sequence[str]] = None,
                   base_dir: str = ".") -> str:
     """Compiles ``spec`` and writes a self-contained .kop package to ``path``."""

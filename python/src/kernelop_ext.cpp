@@ -65,5 +65,15 @@ NB_MODULE(_kernelop, m) {
       },
       nb::arg("path"),
       "Registers the op of a .kop package (no NVRTC, no source); returns the schema.");
+  m.def(
+      "register_ptx",
+      [](const std::string& spec_json, const std::string& base_dir, const std::string& ptx,
+         const std::string& entry) {
+        OpPlan plan = derive_plan(parse_op_json(spec_json, base_dir, "spec"));
+        return torch_ops::register_op(KernelOp(image_from_ptx(std::move(plan), ptx, entry)))
+            .schema();
+      },
+      nb::arg("spec_json"), nb::arg("base_dir"), nb::arg("ptx"), nb::arg("entry"),
+      "Registers a spec whose kernel is pre-compiled PTX (no NVRTC); returns the schema.");
   m.def("is_registered", &torch_ops::is_registered, nb::arg("op_name"));
 }

@@ -95,6 +95,35 @@ class Registration(unittest.TestCase):
             ko.cuda_kernel_op("kop_py::bad8", relu_spec(), supports_dynamic_shapes=True)
 
 
+class Ptx(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        import subprocess
+        nvcc = _nvcc()
+        cls.ptx = subprocess.run([nvcc, "-ptx", "-arch=compute_80", "-o", "-", str(EXAMPLES / "relu.cu")],
+                                 capture_output=True, text=True, check=True).stdout if nvcc else None
+
+    def test_ptx_op_registers_and_checks_the_entry(self):
+        if not self.ptx:
+            self.skipTest("no nvcc to make PTX with")
+        op = ko.ptx_op("kop_py::relu_ptx", self.ptx, "relu", relu_spec())
+        self.assertEqual(op(torch.empty(4, 6, device="meta")).shape, (4, 6))
+        with self.assertRaisesRegex(ValueError, "PTX entry 'rleu': no such .entry"):
+            ko.ptx_op("kop_py::relu_ptx2", self.ptx, "rleu", relu_spec())
+        with self.assertRaisesRegex(RuntimeError, "parameter 1 is 32-bit but the calling convention passes "
+                                                  "'numel\\(x\\)' as long long"):
+            ko.ptx_op("kop_py::relu_ptx3", self.ptx, "relu", relu_spec(extras=[ko.Numel("x", int64=True)]))
+        if CUDA:
+            x = torch.randn(5000, device="cuda")
+            torch.testing.assert_close(op(x), torch.relu(x), rtol=0, atol=0)
+
+
+def _nvcc():
+    import shutil
+    home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+    return shutil.which("nvcc") or (os.path.join(home, "bin", "nvcc") if os.path.exists(os.path.join(home, "bin", "nvcc")) else None)
+
+
 class Meta(unittest.TestCase):
     def test_shapes_and_dtypes(self):
         m = torch.empty(4, 6, device="meta")
@@ -231,7 +260,7 @@ if __name__ == "__main__":
     if part == "--gpu" and not CUDA:
         print("SKIPPED: no CUDA device")
         sys.exit(77)
-    classes = {"--cpu": [Registration, Meta], "--gpu": [Cuda]}.get(part, [Registration, Meta, Cuda])
+    classes = {"--cpu": [Registration, Meta, Ptx], "--gpu": [Cuda]}.get(part, [Registration, Meta, Ptx, Cuda])
     suite = unittest.TestSuite(unittest.defaultTestLoader.loadTestsFromTestCase(c) for c in classes)
     result = unittest.TextTestRunner(verbosity=2).run(suite)
     sys.exit(0 if result.wasSuccessful() else 1)

@@ -1,0 +1,118 @@
+// Images from pre-compiled PTX: find the entry, check its parameters against the plan.
+#include <sstream>
+
+#include "core/words.hpp"
+#include "kernelop/image.hpp"
+
+namespace kernelop {
+namespace {
+
+// Bytes of a PTX parameter type (".u64", ".f32", ...); 0 when unknown (e.g. .align'd arrays).
+int ptx_param_bytes(std::string_view type) {
+  if (type.size() < 3 || type[0] != '.') return 0;
+  std::string_view bits = type.substr(2);
+  if (bits == "8") return 1;
+  if (bits == "16") return 2;
+  if (bits == "32") return 4;
+  if (bits == "64") return 8;
+  return 0;
+}
+
+// What the calling convention passes for an argument, in bytes.
+int arg_bytes(const ArgSlot& a) {
+  if (a.is_pointer()) return 8;
+  switch (a.value_type) {
+    case ScalarType::Float:
+    case ScalarType::Int:
+      return 4;
+    case ScalarType::Float64:
+    case ScalarType::Int64:
+      return 8;
+    case ScalarType::Bool:
+      return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+CompiledImage image_from_ptx(OpPlan plan, std::string ptx, const std::string& entry) {
+  auto fail = [&](ErrorKind kind) {
+    detail::ErrorStream s(kind);
+    s << "op " << plan.op_name << ": PTX entry '" << entry << "': ";
+    return s;
+  };
+  for (const ArgSlot& a : plan.args) {
+    if (a.is_pointer() && (!a.element || !std::holds_alternative<DType>(*a.element))) {
+      detail::ErrorThrower() & fail(ErrorKind::Spec)
+                                   << "'" << a.name
+                                   << "' needs a declared dtype: nothing can be inferred from PTX";
+    }
+  }
+  if (plan.instances.size() != 1) {
+    detail::ErrorThrower() & fail(ErrorKind::Spec)
+                                 << "PTX holds one instantiation; type_params are not supported";
+  }
+  // .version / .target
+  std::size_t target_at = ptx.find(".target ");
+  if (target_at == std::string::npos)
+    detail::ErrorThrower() & fail(ErrorKind::Spec) << "the PTX has no .target line";
+  std::string target =
+      ptx.substr(target_at + 8, ptx.find_first_of(" ,\n\r", target_at + 8) - target_at - 8);
+  if (target.rfind("sm_", 0) != 0)
+    detail::ErrorThrower() & fail(ErrorKind::Spec) << ".target is '" << target << "'";
+  // .entry NAME( .param .u64 NAME_param_0, ... )
+  std::size_t at = std::string::npos;
+  for (std::size_t p = ptx.find(".entry"); p != std::string::npos; p = ptx.find(".entry", p + 6)) {
+    std::size_t name = p + 6;
+    while (name < ptx.size() && detail::is_space(ptx[name])) ++name;
+    if (ptx.compare(name, entry.size(), entry) == 0 &&
+        (name + entry.size() == ptx.size() || !detail::is_ident_char(ptx[name + entry.size()]))) {
+      at = name + entry.size();
+      break;
+    }
+  }
+  if (at == std::string::npos) {
+    detail::ErrorThrower() & fail(ErrorKind::Spec)
+                                 << "no such .entry in the PTX (kernel names are the mangled "
+                                    "symbols; extern \"C\" kernels keep their names)";
+  }
+  std::size_t open = ptx.find('(', at), close = ptx.find(')', at);
+  std::vector<int> params;
+  if (open != std::string::npos && close != std::string::npos && open < close &&
+      ptx.find('{', at) > open) {
+    std::istringstream list(ptx.substr(open + 1, close - open - 1));
+    for (std::string item; std::getline(list, item, ',');) {
+      std::istringstream words(item);
+      std::string word, type;
+      while (words >> word) {
+        if (word != ".param" && word.rfind(".align", 0) != 0 && word[0] == '.' && type.empty())
+          type = word;
+      }
+      if (!type.empty()) params.push_back(ptx_param_bytes(type));
+    }
+  }
+  if (params.size() != plan.args.size()) {
+    detail::ErrorThrower() & fail(ErrorKind::Compile)
+                                 << "takes " << params.size()
+                                 << " parameter(s) but the calling convention passes "
+                                 << plan.args.size();
+  }
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    int want = arg_bytes(plan.args[i]);
+    if (params[i] != want) {
+      detail::ErrorThrower() & fail(ErrorKind::Compile)
+                                   << "parameter " << i << " is " << params[i] * 8
+                                   << "-bit but the calling convention "
+                                   << "passes '" << plan.args[i].name << "' as "
+                                   << plan.args[i].c_type() << " (" << want * 8 << "-bit)";
+    }
+  }
+  CompiledImage image;
+  image.lowered_names = {entry};
+  image.images.push_back(ArchImage{"compute_" + target.substr(3), std::move(ptx), {}, false, 0});
+  image.plan = std::move(plan);
+  return image;
+}
+
+}  // namespace kernelop
