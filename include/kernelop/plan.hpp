@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernelop/spec.hpp"
+#include "kernelop/validate.hpp"
 
 namespace kernelop {
 
@@ -32,7 +33,8 @@ struct ScalarSlot {
 /// How an output's shape follows from the inputs. Rank-polymorphic relations (like, reduce)
 /// stay relations; fixed-rank shapes are expressions.
 struct ShapeRule {
-  enum class Kind : std::uint8_t { Like, Reduce, Exprs };
+  /// External: given at run time by the op's meta function (the override path).
+  enum class Kind : std::uint8_t { Like, Reduce, Exprs, External };
   Kind kind = Kind::Like;
   int source = 0;                  ///< Like, Reduce: tensor slot of the source input
   std::vector<std::int64_t> axes;  ///< Reduce: axes as declared (possibly negative)
@@ -107,6 +109,10 @@ struct OpPlan {
   std::vector<OutputPlan> outputs;
   std::vector<ArgSlot> args;
   std::optional<LaunchGeometry> geometry;  ///< absent only when a caller supplies the launch
+  /// The convention is incomplete (no inputs, or no outputs with an eager_fn: the caller's
+  /// functions supply everything): `args` are adopted from the kernel's own parameters when it
+  /// is compiled, and only raw launches are possible.
+  bool args_from_kernel = false;
   std::vector<RankRequirement> rank_requirements;
   std::vector<TypeParam> type_params;
   std::vector<KernelInstance> instances;
@@ -118,11 +124,14 @@ struct OpPlan {
   std::string qualified_schema() const { return op_name + schema; }
   int tensor_slot(std::string_view name) const;  ///< -1 when absent
   int scalar_slot(std::string_view name) const;  ///< -1 when absent
+  bool has_external_outputs() const;
+  /// Everything is declared: KernelOp::launch() works and the op can go in a package.
+  bool is_declarative() const { return geometry && !args_from_kernel && !has_external_outputs(); }
 };
 
 /// Validates the declaration (see validate.hpp) and derives its plan. Throws Error(Spec) or
-/// Error(Type) naming the field.
-OpPlan derive_plan(const OpDecl& decl);
+/// Error(Type) naming the field. `overrides` tells which parts the caller supplies itself.
+OpPlan derive_plan(const OpDecl& decl, const ValidateOptions& overrides = {});
 
 /// Human-readable text of a dtype declaration: "float32" or a type parameter's name.
 std::string dtype_decl_text(const DTypeDecl& dtype);

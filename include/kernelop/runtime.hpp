@@ -46,6 +46,23 @@ struct LoadOptions {
   bool log = false;
 };
 
+/// One argument of KernelOp::launch_raw(): a tensor (passed as its data pointer) or a number
+/// (passed by value as the kernel's parameter type).
+struct RawArg {
+  bool is_tensor = false;
+  TensorView tensor;
+  ScalarArg scalar;
+  static RawArg of_tensor(const TensorView& t) { return {true, t, {}}; }
+  static RawArg of_scalar(const ScalarArg& v) { return {false, {}, v}; }
+};
+
+/// The grid, block and dynamic shared memory (bytes) of a raw launch.
+struct LaunchDims {
+  std::array<std::int64_t, 3> grid = {1, 1, 1};
+  std::array<std::int64_t, 3> block = {1, 1, 1};
+  std::int64_t shared_mem = 0;
+};
+
 class KernelOp {
  public:
   /// Takes ownership of a compiled image (from compile() or a package). Needs no driver until
@@ -73,6 +90,15 @@ class KernelOp {
   /// shapes and dtypes output_shapes()/output_dtypes() give. Zero-element work launches nothing.
   void launch(std::span<const TensorView> inputs, std::span<const ScalarArg> scalars,
               std::span<const TensorView> outputs, void* stream) const;
+
+  /// Launches with the caller's grid, block and arguments: what an op's eager_fn does when the
+  /// spec leaves the geometry (or everything but the source) to it. `args` follow the kernel's
+  /// parameters, plan().args (adopted from the kernel itself when no inputs are declared):
+  /// tensors where it takes pointers (dtype, contiguity and one device checked), numbers where it
+  /// takes values (ints range-checked). The device is the tensors'; `device` (>= 0) must agree,
+  /// and is used when no tensor is passed. Unlike launch(), a zero-size grid is an error.
+  void launch_raw(const LaunchDims& dims, std::span<const RawArg> args, void* stream,
+                  int device = -1) const;
 
   /// Loads the kernel on `device` now (launch() does so lazily) and tells how.
   LoadInfo load(int device) const;

@@ -6,11 +6,14 @@
 namespace kernelop {
 
 /// What the caller supplies itself, which makes the matching spec fields optional (the
-/// override path of cuda_kernel_op): meta_fn -> outputs, eager_fn -> geometry.
+/// override path of cuda_kernel_op): meta_fn -> outputs, eager_fn -> geometry, both -> inputs.
 struct ValidateOptions {
   bool has_meta_fn = false;
   bool has_eager_fn = false;
-  bool has_schema = false;
+  /// With meta_fn and no spec outputs: how many tensors the op returns (from its schema). They
+  /// become outputs out0, out1, ... whose shapes and dtypes the meta function gives at run time,
+  /// so the derived launch still works.
+  int meta_outputs = 0;
 };
 
 /// Throws Error(Spec) (or Error(Type) for a wrongly typed reference) whose message names the op,

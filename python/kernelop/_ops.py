@@ -1,15 +1,24 @@
-"""cuda_kernel_op and packages: specs become torch.ops registered from C++ (no Python per call)."""
+"""cuda_kernel_op, ptx_op and packages: specs become torch.ops registered from C++.
+
+Declarative path: the spec gives everything, and kernelop's C++ kernels run with no Python per call.
+Override path (the reference's meta_fn / eager_fn / schema): the caller's functions replace the
+derived fake (Meta) or CUDA kernel; kernelop still compiles the kernel, checks what it can and
+registers the rest from C++. See docs/pytorch.md.
+"""
 
 from __future__ import annotations
 
 import json
+import numbers
 import os
-from typing import Any, Optional, Sequence
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-import torch  # noqa: F401  (loads libtorch before the extension that links it)
+import torch
 
 from . import _kernelop
-from ._spec import KernelSpec
+from ._spec import InputDecl, KernelSpec
 
 # The reference's TensorRT-only keywords: kernelop has no engine to act on them yet, so passing
 # one is an error rather than being silently ignored.
@@ -22,52 +31,217 @@ def _op_object(op_name: str) -> Any:
     return getattr(getattr(torch.ops, ns), name)
 
 
-def cuda_kernel_op(op_name: str, spec: KernelSpec, *, meta_fn=None, eager_fn=None, schema=None,
-                   archs: Optional[Sequence[str]] = None, base_dir: str = ".", **engine_options) -> Any:
-    """Registers ``op_name`` ("namespace::name") from a declarative KernelSpec.
-
-    The spec is validated, compiled by NVRTC (through kernelop's cache) for ``archs`` (default:
-    the spec's arch_override, else sm_80..sm_90 + PTX) and registered from C++ with a CUDA kernel
-    and a SymInt Meta kernel. Returns the ``torch.ops`` overload packet.
-    """
-    unknown = [k for k in engine_options if k not in _ENGINE_ONLY]
+def _refuse_engine_options(where: str, options: Dict[str, Any]) -> None:
+    unknown = [k for k in options if k not in _ENGINE_ONLY]
     if unknown:
-        raise TypeError(f"cuda_kernel_op() got unexpected keyword argument(s): {', '.join(unknown)}")
-    if engine_options:
+        raise TypeError(f"{where} got unexpected keyword argument(s): {', '.join(unknown)}")
+    given = [k for k, v in options.items() if v is not None]
+    if given:
         raise NotImplementedError(
-            f"cuda_kernel_op({op_name!r}): {', '.join(engine_options)} configure the TensorRT engine path, "
-            "which kernelop does not have yet")
-    if meta_fn is not None or eager_fn is not None or schema is not None:
-        raise NotImplementedError(
-            f"cuda_kernel_op({op_name!r}): the override path (meta_fn/eager_fn/schema) is not implemented yet; "
-            "give a complete declarative KernelSpec")
+            f"{where}: {', '.join(given)} configure the TensorRT engine path, which kernelop does not have yet; "
+            "remove them (the op works in eager, torch.compile, export and AOTInductor without them)")
+
+
+@dataclass(frozen=True)
+class _Registered:
+    key: Tuple[Any, ...]  # what "the same registration" means
+    library: Optional[torch.library.Library]  # the caller's functions, kept alive
+
+
+_lock = threading.Lock()
+_registered: Dict[str, _Registered] = {}
+
+
+def _schema_for(op_name: str, spec: KernelSpec, meta_fn: Optional[Callable], schema: Optional[str]) -> str:
+    """The schema to register ("" lets the C++ side derive it from the spec)."""
+    if schema is not None:
+        if not isinstance(schema, str):
+            raise TypeError(f"op {op_name}: schema must be a str like '(Tensor x) -> Tensor', "
+                            f"got {type(schema).__name__}")
+        return schema.strip()
+    if (spec.inputs is not None and spec.outputs is not None) or meta_fn is None:
+        return ""  # derived, or the C++ validation names the missing field
+    # Neither given nor derivable: the meta_fn's type hints, as the reference does.
+    mutated = [i.name for i in (spec.inputs or []) if isinstance(i, InputDecl) and i.mutated]
+    try:
+        return torch.library.infer_schema(meta_fn, mutates_args=mutated)
+    except Exception as e:  # infer_schema raises ValueError for missing or unsupported hints
+        raise ValueError(f"op {op_name}: cannot infer the schema from meta_fn's type hints ({e}); "
+                         "annotate meta_fn or pass schema=") from None
+
+
+def _tensor_returns(op_name: str, schema: str) -> int:
+    """How many tensors the schema returns, for outputs the meta_fn shapes."""
+    try:
+        parsed = torch._C.parse_schema(op_name + schema)
+    except RuntimeError as e:
+        raise ValueError(f"op {op_name}: schema '{schema}' is not a valid PyTorch schema: {e}") from None
+    for r in parsed.returns:
+        if str(r.type) != "Tensor":
+            raise ValueError(f"op {op_name}: schema '{schema}' returns '{r.type}'; kernelop's derived launch "
+                             "writes a fixed number of Tensors (give eager_fn for other returns)")
+    return len(parsed.returns)
+
+
+def _register(where: str, op_name: str, spec: KernelSpec, meta_fn: Optional[Callable],
+              eager_fn: Optional[Callable], schema: Optional[str], key_extra: Tuple[Any, ...],
+              register_cpp: Callable[[Any, Any], str], check_schema: Callable[[Any, Any], str]) -> Any:
     if not isinstance(spec, KernelSpec):
-        raise TypeError(f"cuda_kernel_op({op_name!r}): spec must be a KernelSpec, got {type(spec).__name__}")
-    doc = json.dumps(spec.to_json(op_name))
-    _kernelop.register_spec(doc, os.path.abspath(base_dir), list(archs or []))
+        raise TypeError(f"{where}: spec must be a KernelSpec, got {type(spec).__name__}")
+    for name, fn in (("meta_fn", meta_fn), ("eager_fn", eager_fn)):
+        if fn is not None and not callable(fn):
+            raise TypeError(f"{where}: {name} must be callable, got {type(fn).__name__}")
+    if not isinstance(op_name, str) or "::" not in op_name:
+        raise ValueError(f"{where}: op name {op_name!r} is invalid: expected 'namespace::name'")
+    doc = spec.to_json(op_name)
+    schema_text = _schema_for(op_name, spec, meta_fn, schema)
+    overrides = _kernelop.Overrides()
+    overrides.has_meta_fn = meta_fn is not None
+    overrides.has_eager_fn = eager_fn is not None
+    overrides.schema = schema_text
+    if spec.outputs is None and spec.inputs is not None and meta_fn is not None and eager_fn is None:
+        overrides.meta_outputs = _tensor_returns(op_name, schema_text)
+    key = (json.dumps(doc, sort_keys=True), schema_text, meta_fn, eager_fn) + key_extra
+    with _lock:
+        existing = _registered.get(op_name)
+        if existing is not None:
+            if existing.key == key:
+                return _op_object(op_name)
+            old_schema = _kernelop.find_registration(op_name).schema
+            new_schema = op_name + schema_text if schema_text else check_schema(doc, overrides)
+            raise ValueError(f"op {op_name} is already registered by kernelop as '{old_schema}' with a different "
+                             f"spec, schema or functions; this registration gives '{new_schema}'. Use another "
+                             "name, or the same arguments")
+        register_cpp(doc, overrides)
+        library = None
+        try:
+            if meta_fn is not None or eager_fn is not None:
+                ns, name = op_name.split("::", 1)
+                library = torch.library.Library(ns, "FRAGMENT")
+                if meta_fn is not None:
+                    torch.library.register_fake(op_name, meta_fn, lib=library)
+                if eager_fn is not None:
+                    library.impl(name, eager_fn, "CUDA")
+        except BaseException:
+            # Nothing half-registered: the caller's functions and the C++ registration go together.
+            if library is not None:
+                library._destroy()
+            _kernelop.unregister(op_name)
+            raise
+        _registered[op_name] = _Registered(key, library)
     return _op_object(op_name)
 
 
-def ptx_op(op_name: str, ptx: Any, kernel_name: str, spec: Optional[KernelSpec] = None, *, meta_fn=None,
-           eager_fn=None, schema=None, **engine_options) -> Any:
+def cuda_kernel_op(op_name: str, spec: KernelSpec, *, meta_fn: Optional[Callable] = None,
+                   eager_fn: Optional[Callable] = None, schema: Optional[str] = None,
+                   archs: Optional[Sequence[str]] = None, base_dir: str = ".", **engine_options) -> Any:
+    """Registers ``op_name`` ("namespace::name") from a KernelSpec; returns the ``torch.ops`` packet.
+
+    The spec is validated, compiled by NVRTC (through kernelop's cache) for ``archs`` (default: the
+    spec's arch_override, else sm_80..sm_90 + PTX) and registered from C++.
+
+    Declarative path: a complete spec gives the schema, a CUDA kernel and a SymInt Meta kernel.
+    Override path, as in torch_tensorrt.kernels: ``meta_fn`` replaces the Meta (fake) kernel and
+    makes ``spec.outputs`` optional (kernelop's launch then allocates what meta_fn returns);
+    ``eager_fn`` replaces the CUDA kernel and makes ``spec.geometry`` optional (it can launch the
+    compiled kernel with ``kernelop.kernel(op_name).launch(...)``); with both, ``spec.inputs`` is
+    optional too. ``schema`` is used as given, else derived from the spec's inputs and outputs,
+    else inferred from ``meta_fn``'s type hints.
+    """
+    _refuse_engine_options(f"cuda_kernel_op({op_name!r})", engine_options)
+    base = os.path.abspath(base_dir)
+    arch_list = list(archs or [])
+    return _register(f"cuda_kernel_op({op_name!r})", op_name, spec, meta_fn, eager_fn, schema,
+                     ("nvrtc", base, tuple(arch_list)),
+                     lambda doc, o: _kernelop.register_spec(json.dumps(doc), base, arch_list, o),
+                     lambda doc, o: _kernelop.check_spec(json.dumps(doc), base, o))
+
+
+def ptx_op(op_name: str, ptx: Any, kernel_name: str, meta_fn: Optional[Callable] = None,
+           eager_fn: Optional[Callable] = None, aot_fn: Optional[Callable] = None, *,
+           spec: Optional[KernelSpec] = None, schema: Optional[str] = None, **engine_options) -> Any:
     """Registers ``op_name`` from pre-compiled PTX (str or bytes, e.g. from Triton), skipping NVRTC.
 
-    ``kernel_name`` is the PTX ``.entry`` symbol. Unlike the reference, where every function is
-    hand-written, a declarative ``spec`` (its ``kernel_source`` is ignored) gives the schema,
-    shapes and geometry; every tensor dtype must be declared, and the entry's parameters are
-    checked against the calling convention.
+    ``kernel_name`` is the PTX ``.entry`` symbol. As in the reference, ``meta_fn`` and ``eager_fn``
+    may supply everything (``eager_fn`` launches with ``kernelop.kernel(op_name).launch``; without a
+    spec, 64-bit ``.param``s are taken as pointers). kernelop also takes a declarative ``spec``
+    (its ``kernel_source`` is ignored) that gives the schema, shapes and geometry: every tensor
+    dtype must then be declared, and the entry's parameters are checked against the calling
+    convention. ``aot_fn`` is TensorRT's and is refused.
     """
-    if engine_options:
-        raise NotImplementedError(f"ptx_op({op_name!r}): {', '.join(engine_options)} configure the TensorRT "
-                                  "engine path, which kernelop does not have yet")
-    if spec is None or meta_fn is not None or eager_fn is not None or schema is not None:
-        raise NotImplementedError(f"ptx_op({op_name!r}): give a declarative KernelSpec; the override path "
-                                  "(meta_fn/eager_fn/schema) is not implemented yet")
-    text = ptx.decode() if isinstance(ptx, (bytes, bytearray)) else str(ptx)
-    doc = spec.to_json(op_name)
-    doc["kernel_source"] = text  # packages carry the PTX as the op's source
-    _kernelop.register_ptx(json.dumps(doc), os.path.abspath("."), text, kernel_name)
-    return _op_object(op_name)
+    where = f"ptx_op({op_name!r})"
+    if isinstance(meta_fn, KernelSpec):
+        raise TypeError(f"{where}: pass the KernelSpec as spec=...; the 4th positional argument is meta_fn")
+    _refuse_engine_options(where, dict(engine_options, aot_fn=aot_fn))
+    if spec is None:
+        if meta_fn is None or eager_fn is None:
+            raise ValueError(f"{where}: give a declarative spec=KernelSpec(...), or both meta_fn and eager_fn")
+        spec = KernelSpec(kernel_source="", kernel_name=kernel_name)
+    if not isinstance(ptx, (str, bytes, bytearray)):
+        raise TypeError(f"{where}: ptx must be str or bytes, got {type(ptx).__name__}")
+    text = ptx.decode() if isinstance(ptx, (bytes, bytearray)) else ptx
+
+    def register(doc: Dict[str, Any], overrides: Any) -> str:
+        doc["kernel_source"] = text  # packages carry the PTX as the op's source
+        return _kernelop.register_ptx(json.dumps(doc), os.path.abspath("."), text, kernel_name, overrides)
+
+    return _register(where, op_name, spec, meta_fn, eager_fn, schema, ("ptx", text, kernel_name), register,
+                     lambda doc, o: _kernelop.check_spec(json.dumps(doc), os.path.abspath("."), o))
+
+
+Dims = Union[int, Sequence[int]]
+
+
+class Kernel:
+    """The compiled kernel of an op kernelop registered: what an ``eager_fn`` launches."""
+
+    def __init__(self, op_name: str) -> None:
+        self.op_name = op_name
+        self._registration = _kernelop.find_registration(op_name)
+
+    @property
+    def parameters(self) -> List[str]:
+        """The kernel's parameters, e.g. ``['const float* x', 'int numel(x)', 'float* y']``."""
+        return list(self._registration.parameters)
+
+    def launch(self, grid: Dims, block: Dims, args: Sequence[Any], *, shared_mem: int = 0,
+               stream: Any = None) -> None:
+        """Launches on the tensors' device, on ``stream`` (default: PyTorch's current stream there).
+
+        ``args`` follow the kernel's parameters: CUDA tensors (contiguous; passed as data pointers)
+        where it takes pointers, Python numbers where it takes values. Dtypes, devices, int
+        ranges, grid and block limits are checked; errors name the argument.
+        """
+        converted: List[Any] = []
+        device = -1
+        for i, a in enumerate(args):
+            if isinstance(a, torch.Tensor):
+                if not a.is_cuda:
+                    raise RuntimeError(f"op {self.op_name}: kernel argument {i} is on {a.device}; "
+                                       "kernels take CUDA tensors")
+                converted.append((a.data_ptr(), str(a.dtype).replace("torch.", ""), tuple(a.shape), a.stride(),
+                                  a.device.index))
+                device = a.device.index if device < 0 else device
+            elif isinstance(a, bool) or type(a).__name__ == "bool_":
+                converted.append(bool(a))
+            elif isinstance(a, numbers.Integral):
+                converted.append(int(a))
+            elif isinstance(a, numbers.Real):
+                converted.append(float(a))
+            else:
+                raise TypeError(f"op {self.op_name}: kernel argument {i} is a {type(a).__name__}; expected a CUDA "
+                                "tensor, int, float or bool")
+        if device < 0:
+            device = torch.cuda.current_device()
+        if isinstance(stream, torch.cuda.Stream):
+            stream = stream.cuda_stream
+        as_list = (lambda d: [d] if isinstance(d, int) else list(d))
+        self._registration.launch(as_list(grid), as_list(block), converted, int(shared_mem), stream, device)
+
+
+def kernel(op_name: str) -> Kernel:
+    """The compiled kernel of ``op_name`` (registered by cuda_kernel_op, ptx_op or load_package)."""
+    return Kernel(op_name)
 
 
 def build_package(op_name: str, spec: KernelSpec, path: str, *, archs: Optional[Sequence[str]] = None,

@@ -2,6 +2,7 @@
 // as torch.ops through the C++ adapter; kernelop errors become ValueError / TypeError /
 // RuntimeError with the C++ message.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -19,6 +20,56 @@ CompileOptions options_for(const std::vector<std::string>& archs) {
   return o;
 }
 
+// The override path: which parts the caller's Python functions supply (see _ops.py).
+struct Overrides {
+  bool has_meta_fn = false;
+  bool has_eager_fn = false;
+  int meta_outputs = 0;
+  std::string schema;
+  ValidateOptions validate() const { return {has_meta_fn, has_eager_fn, meta_outputs}; }
+  torch_ops::RegisterOptions registration() const { return {schema, !has_eager_fn, !has_meta_fn}; }
+};
+
+// One argument of Kernel.launch: a tensor descriptor tuple built by _ops.py (data_ptr, dtype
+// name, shape, strides, device) or a Python bool / int / float.
+RawArg raw_arg(nb::handle h, std::size_t i) {
+  if (nb::isinstance<nb::bool_>(h)) return RawArg::of_scalar(ScalarArg::of_bool(nb::cast<bool>(h)));
+  if (nb::isinstance<nb::int_>(h)) {
+    return RawArg::of_scalar(ScalarArg::of_int(nb::cast<std::int64_t>(h)));
+  }
+  if (nb::isinstance<nb::float_>(h)) {
+    return RawArg::of_scalar(ScalarArg::of_float(nb::cast<double>(h)));
+  }
+  if (nb::isinstance<nb::tuple>(h) && nb::len(h) == 5) {
+    auto t = nb::borrow<nb::tuple>(h);
+    TensorView v;
+    v.data = reinterpret_cast<void*>(nb::cast<std::uintptr_t>(t[0]));
+    auto dtype = parse_dtype(nb::cast<std::string>(t[1]));
+    if (!dtype) {
+      KERNELOP_FAIL(Type) << "argument " << i << " has dtype " << nb::cast<std::string>(t[1])
+                          << ", which kernelop does not support";
+    }
+    v.dtype = *dtype;
+    auto shape = nb::cast<std::vector<std::int64_t>>(t[2]);
+    auto strides = nb::cast<std::vector<std::int64_t>>(t[3]);
+    v.shape = Shape(std::span<const std::int64_t>(shape));
+    v.strides = Shape(std::span<const std::int64_t>(strides));
+    v.device = nb::cast<int>(t[4]);
+    return RawArg::of_tensor(v);
+  }
+  KERNELOP_FAIL(Type) << "argument " << i << " is a " << nb::type_name(h.type()).c_str()
+                      << "; expected a CUDA tensor, int, float or bool";
+}
+
+std::array<std::int64_t, 3> dims3(const std::vector<std::int64_t>& d, const char* what) {
+  if (d.empty() || d.size() > 3) {
+    KERNELOP_FAIL(Type) << what << " has " << d.size() << " dims; expected 1 to 3";
+  }
+  std::array<std::int64_t, 3> out = {1, 1, 1};
+  for (std::size_t i = 0; i < d.size(); ++i) out[i] = d[i];
+  return out;
+}
+
 }  // namespace
 
 NB_MODULE(_kernelop, m) {
@@ -33,22 +84,32 @@ NB_MODULE(_kernelop, m) {
       PyErr_SetString(type, e.what());
     }
   });
+  nb::class_<Overrides>(m, "Overrides")
+      .def(nb::init<>())
+      .def_rw("has_meta_fn", &Overrides::has_meta_fn)
+      .def_rw("has_eager_fn", &Overrides::has_eager_fn)
+      .def_rw("meta_outputs", &Overrides::meta_outputs)
+      .def_rw("schema", &Overrides::schema);
   m.def(
       "register_spec",
       [](const std::string& spec_json, const std::string& base_dir,
-         const std::vector<std::string>& archs) {
-        OpDecl decl = parse_op_json(spec_json, base_dir, "spec");
-        return torch_ops::register_op(compile_op(decl, options_for(archs))).schema();
+         const std::vector<std::string>& archs, const Overrides& o) {
+        OpPlan plan = derive_plan(parse_op_json(spec_json, base_dir, "spec"), o.validate());
+        return torch_ops::register_op(KernelOp(compile(plan, options_for(archs))), o.registration())
+            .schema();
       },
-      nb::arg("spec_json"), nb::arg("base_dir"), nb::arg("archs"),
+      nb::arg("spec_json"), nb::arg("base_dir"), nb::arg("archs"), nb::arg("overrides"),
       "Validates, compiles (through the cache) and registers a spec; returns the schema.");
   m.def(
       "check_spec",
-      [](const std::string& spec_json, const std::string& base_dir) {
-        return derive_plan(parse_op_json(spec_json, base_dir, "spec")).qualified_schema();
+      [](const std::string& spec_json, const std::string& base_dir, const Overrides& o) {
+        return derive_plan(parse_op_json(spec_json, base_dir, "spec"), o.validate())
+            .qualified_schema();
       },
-      nb::arg("spec_json"), nb::arg("base_dir"),
-      "Validates a spec and returns its schema; registers nothing.");
+      nb::arg("spec_json"), nb::arg("base_dir"), nb::arg("overrides"),
+      "Validates a spec and returns its derived schema; registers nothing.");
+  m.def("unregister", &torch_ops::unregister_op, nb::arg("op_name"),
+        "Removes an op kernelop registered (the override path's rollback).");
   m.def(
       "build_package",
       [](const std::string& spec_json, const std::string& base_dir,
@@ -68,12 +129,39 @@ NB_MODULE(_kernelop, m) {
   m.def(
       "register_ptx",
       [](const std::string& spec_json, const std::string& base_dir, const std::string& ptx,
-         const std::string& entry) {
-        OpPlan plan = derive_plan(parse_op_json(spec_json, base_dir, "spec"));
-        return torch_ops::register_op(KernelOp(image_from_ptx(std::move(plan), ptx, entry)))
+         const std::string& entry, const Overrides& o) {
+        OpPlan plan = derive_plan(parse_op_json(spec_json, base_dir, "spec"), o.validate());
+        return torch_ops::register_op(KernelOp(image_from_ptx(std::move(plan), ptx, entry)),
+                                      o.registration())
             .schema();
       },
       nb::arg("spec_json"), nb::arg("base_dir"), nb::arg("ptx"), nb::arg("entry"),
+      nb::arg("overrides"),
       "Registers a spec whose kernel is pre-compiled PTX (no NVRTC); returns the schema.");
   m.def("is_registered", &torch_ops::is_registered, nb::arg("op_name"));
+  nb::class_<torch_ops::Registration>(m, "Registration")
+      .def_prop_ro("schema", &torch_ops::Registration::schema)
+      .def_prop_ro("parameters",
+                   [](const torch_ops::Registration& r) {
+                     std::vector<std::string> out;
+                     for (const ArgSlot& a : r.plan().args)
+                       out.push_back(a.c_type() + " " + a.name);
+                     return out;
+                   })
+      .def(
+          "launch",
+          [](const torch_ops::Registration& r, const std::vector<std::int64_t>& grid,
+             const std::vector<std::int64_t>& block, const nb::list& args, std::int64_t shared_mem,
+             std::optional<std::uintptr_t> stream, int device) {
+            std::vector<RawArg> raw;
+            for (std::size_t i = 0; i < nb::len(args); ++i) raw.push_back(raw_arg(args[i], i));
+            LaunchDims dims{dims3(grid, "grid"), dims3(block, "block"), shared_mem};
+            void* s = stream ? reinterpret_cast<void*>(*stream) : torch_ops::current_stream(device);
+            nb::gil_scoped_release release;
+            r.op().launch_raw(dims, raw, s, device);
+          },
+          nb::arg("grid"), nb::arg("block"), nb::arg("args"), nb::arg("shared_mem"),
+          nb::arg("stream").none(), nb::arg("device"),
+          "Raw launch on `device` (see KernelOp::launch_raw); stream None: PyTorch's current one.");
+  m.def("find_registration", &torch_ops::find_registration, nb::arg("op_name"));
 }

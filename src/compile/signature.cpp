@@ -76,6 +76,10 @@ class Verifier {
       : plan_(plan), codes_(codes) {}
 
   void run() {
+    if (plan_.args_from_kernel) {
+      adopt_args();
+      return;
+    }
     for (std::size_t inst = 0; inst < plan_.instances.size(); ++inst) check_arity(inst);
     infer_tensor_dtypes();
     for (std::size_t inst = 0; inst < plan_.instances.size(); ++inst) {
@@ -118,9 +122,60 @@ class Verifier {
     return std::nullopt;
   }
 
+  // No inputs were declared: the kernel's parameters become the argument list of raw launches
+  // (pointers -> tensors, values -> scalars), typed from the signature.
+  void adopt_args() {
+    if (plan_.instances.size() != 1) {
+      ErrorThrower() & fail(0) << "a kernel without declared inputs is instantiated once; declare "
+                                  "the inputs to use type_params";
+    }
+    const auto& c = codes_[0];
+    for (std::size_t i = 0; i < static_cast<std::size_t>(c.at(0)); ++i) {
+      ParamType p = decode_param(c[i + 1]);
+      ArgSlot arg;
+      arg.name = "param" + std::to_string(i);
+      arg.index = static_cast<int>(i);
+      if (p.pointer) {
+        arg.kind = ArgSlot::Kind::TensorInput;
+        arg.is_const = p.is_const;
+        if (auto d = p.dtype()) arg.element = *d;
+      } else {
+        arg.kind = ArgSlot::Kind::ScalarInput;
+        switch (p.base) {
+          case kFloat:
+            arg.value_type = ScalarType::Float;
+            break;
+          case kDouble:
+            arg.value_type = ScalarType::Float64;
+            break;
+          case kBool:
+            arg.value_type = ScalarType::Bool;
+            break;
+          case kInt:
+          case kUnsigned:
+            arg.value_type = ScalarType::Int;
+            break;
+          case kLongLong:
+          case kUnsignedLongLong:
+            arg.value_type = ScalarType::Int64;
+            break;
+          default:
+            ErrorThrower() & fail(0) << "parameter " << i << " is '" << p.text()
+                                     << "'; kernelop passes pointers, int, unsigned, long long, "
+                                        "float, double and bool";
+        }
+      }
+      plan_.args.push_back(std::move(arg));
+    }
+  }
+
   void infer_tensor_dtypes() {
     for (std::size_t i = 0; i < plan_.args.size(); ++i) {
       ArgSlot& arg = plan_.args[i];
+      if (arg.kind == ArgSlot::Kind::Output && !arg.element) {
+        infer_external_output(i);
+        continue;
+      }
       if (arg.kind != ArgSlot::Kind::TensorInput || arg.element) continue;
       std::optional<DType> inferred;
       for (std::size_t inst = 0; inst < plan_.instances.size(); ++inst) {
@@ -153,6 +208,27 @@ class Verifier {
         if (arg.kind == ArgSlot::Kind::Output && arg.index == out.slot) arg.element = out.dtype;
       }
     }
+  }
+
+  // An output shaped by the meta function takes the pointer's dtype when every instance agrees;
+  // else it stays open and the meta function's dtype is used as is.
+  void infer_external_output(std::size_t i) {
+    ArgSlot& arg = plan_.args[i];
+    OutputPlan* out = nullptr;
+    for (OutputPlan& o : plan_.outputs) {
+      if (o.slot == arg.index && o.shape.kind == ShapeRule::Kind::External) out = &o;
+    }
+    if (!out) return;
+    std::optional<DType> inferred;
+    for (std::size_t inst = 0; inst < plan_.instances.size(); ++inst) {
+      ParamType p = decode_param(codes_[inst][i + 1]);
+      auto d = p.pointer ? p.dtype() : std::nullopt;
+      if (!d || (inferred && *inferred != *d)) return;
+      inferred = d;
+    }
+    if (!inferred) return;
+    arg.element = out->dtype = *inferred;
+    plan_.tensors[static_cast<std::size_t>(out->slot)].dtype = *inferred;
   }
 
   void check_arg(std::size_t inst, std::size_t i) {

@@ -197,6 +197,12 @@ class Reader {
 }  // namespace
 
 std::string write_package_bytes(const CompiledImage& image) {
+  // A package must run with no Python: every part of the op comes from its spec.
+  if (!image.plan.is_declarative()) {
+    KERNELOP_FAIL(Spec) << "op " << image.plan.op_name
+                        << ": only declarative ops go in packages (inputs, outputs and geometry "
+                           "in the spec); this one relies on meta_fn or eager_fn";
+  }
   Json meta = Json::object();
   meta["format"] = kPackageFormatVersion;
   meta["created_by"] = kCreatedBy;

@@ -52,7 +52,8 @@ std::string alias_name(int i) {
 
 class Deriver {
  public:
-  explicit Deriver(const OpDecl& decl) : decl_(decl), spec_(decl.spec) {}
+  Deriver(const OpDecl& decl, const ValidateOptions& overrides)
+      : decl_(decl), spec_(decl.spec), overrides_(overrides) {}
 
   OpPlan run() {
     plan_.op_name = decl_.op_name;
@@ -62,11 +63,17 @@ class Deriver {
     plan_.spec = spec_;
     plan_.base_dir = decl_.base_dir;
     plan_.type_params = spec_.type_params;
+    derive_instances();
+    if (!spec_.inputs || (!spec_.outputs && overrides_.has_eager_fn)) {
+      // The caller's functions supply the schema and the kernels; the convention is incomplete,
+      // so raw launches follow the kernel's own parameters.
+      plan_.args_from_kernel = true;
+      return std::move(plan_);
+    }
     derive_slots();
     derive_outputs();
     derive_args();
     derive_geometry();
-    derive_instances();
     derive_schema();
     return std::move(plan_);
   }
@@ -84,9 +91,20 @@ class Deriver {
       }
     }
     plan_.num_tensor_inputs = static_cast<int>(plan_.tensors.size());
-    for (const auto& out : *spec_.outputs) {
-      plan_.tensors.push_back(TensorSlot{out.name, true, false, std::nullopt});
+    for (const auto& name : output_names()) {
+      plan_.tensors.push_back(TensorSlot{name, true, false, std::nullopt});
     }
+  }
+
+  // Declared outputs, else the meta function's: out0, out1, ...
+  std::vector<std::string> output_names() const {
+    std::vector<std::string> names;
+    if (spec_.outputs) {
+      for (const auto& out : *spec_.outputs) names.push_back(out.name);
+    } else {
+      for (int i = 0; i < overrides_.meta_outputs; ++i) names.push_back("out" + std::to_string(i));
+    }
+    return names;
   }
 
   Expr resolve(const Expr& e) const {
@@ -124,6 +142,17 @@ class Deriver {
   }
 
   void derive_outputs() {
+    if (!spec_.outputs) {
+      // Shapes and dtypes come from the meta function; the dtype is inferred from the kernel's
+      // signature at compile time where it can be.
+      for (int i = 0; i < overrides_.meta_outputs; ++i) {
+        OutputPlan out;
+        out.slot = plan_.num_tensor_inputs + i;
+        out.shape.kind = ShapeRule::Kind::External;
+        plan_.outputs.push_back(std::move(out));
+      }
+      return;
+    }
     for (std::size_t i = 0; i < spec_.outputs->size(); ++i) {
       const OutputDecl& decl = (*spec_.outputs)[i];
       OutputPlan out;
@@ -216,7 +245,9 @@ class Deriver {
     LaunchGeometry g;
     std::ostringstream desc;
     if (const auto* e = std::get_if<Elementwise>(&*spec_.geometry)) {
-      std::string over = e->over ? *e->over : spec_.outputs->front().name;
+      std::string over =
+          e->over ? *e->over
+                  : plan_.tensors[static_cast<std::size_t>(plan_.num_tensor_inputs)].name;
       auto k = e->block.size();
       desc << "Elementwise(block=(";
       for (std::size_t i = 0; i < k; ++i) desc << (i ? ", " : "") << e->block[i];
@@ -342,6 +373,7 @@ class Deriver {
 
   const OpDecl& decl_;
   const KernelSpec& spec_;
+  ValidateOptions overrides_;
   OpPlan plan_;
 };
 
@@ -352,6 +384,11 @@ int OpPlan::tensor_slot(std::string_view n) const {
     if (tensors[i].name == n) return static_cast<int>(i);
   }
   return -1;
+}
+
+bool OpPlan::has_external_outputs() const {
+  return std::any_of(outputs.begin(), outputs.end(),
+                     [](const OutputPlan& o) { return o.shape.kind == ShapeRule::Kind::External; });
 }
 
 int OpPlan::scalar_slot(std::string_view n) const {
@@ -388,6 +425,8 @@ std::string shape_rule_text(const OpPlan& plan, const ShapeRule& rule) {
       out << "reduce(" << source << ", dims=" << axes_text(rule.axes)
           << ", keepdim=" << (rule.keepdim ? "true" : "false") << ")";
       break;
+    case ShapeRule::Kind::External:
+      return "meta_fn";
     case ShapeRule::Kind::Exprs:
       out << "[";
       for (std::size_t i = 0; i < rule.dims.size(); ++i) {
@@ -399,9 +438,9 @@ std::string shape_rule_text(const OpPlan& plan, const ShapeRule& rule) {
   return out.str();
 }
 
-OpPlan derive_plan(const OpDecl& decl) {
-  validate(decl);
-  return Deriver(decl).run();
+OpPlan derive_plan(const OpDecl& decl, const ValidateOptions& overrides) {
+  validate(decl, overrides);
+  return Deriver(decl, overrides).run();
 }
 
 }  // namespace kernelop

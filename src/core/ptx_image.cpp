@@ -34,6 +34,36 @@ int arg_bytes(const ArgSlot& a) {
   return 0;
 }
 
+// No inputs were declared: the .entry's parameters become the argument list of raw launches.
+// PTX does not type pointers, so 64-bit integers are taken as pointers (tensors).
+template <typename Fail>
+void adopt_ptx_params(OpPlan& plan, const std::vector<std::string>& types, const Fail& fail) {
+  for (std::size_t i = 0; i < types.size(); ++i) {
+    const std::string& t = types[i];
+    ArgSlot arg;
+    arg.name = "param" + std::to_string(i);
+    arg.index = static_cast<int>(i);
+    arg.kind = ArgSlot::Kind::ScalarInput;
+    if (t == ".u64" || t == ".s64" || t == ".b64") {
+      arg.kind = ArgSlot::Kind::TensorInput;
+    } else if (t == ".f32") {
+      arg.value_type = ScalarType::Float;
+    } else if (t == ".f64") {
+      arg.value_type = ScalarType::Float64;
+    } else if (t == ".u32" || t == ".s32" || t == ".b32") {
+      arg.value_type = ScalarType::Int;
+    } else if (t == ".u8" || t == ".s8" || t == ".b8" || t == ".pred") {
+      arg.value_type = ScalarType::Bool;
+    } else {
+      detail::ErrorThrower() & fail(ErrorKind::Compile)
+                                   << "parameter " << i << " has PTX type '" << t
+                                   << "'; without a spec kernelop passes 64-bit pointers, 32-bit "
+                                      "ints, floats, doubles and 8-bit bools";
+    }
+    plan.args.push_back(std::move(arg));
+  }
+}
+
 }  // namespace
 
 CompiledImage image_from_ptx(OpPlan plan, std::string ptx, const std::string& entry) {
@@ -43,7 +73,11 @@ CompiledImage image_from_ptx(OpPlan plan, std::string ptx, const std::string& en
     return s;
   };
   for (const ArgSlot& a : plan.args) {
-    if (a.is_pointer() && (!a.element || !std::holds_alternative<DType>(*a.element))) {
+    bool external =
+        a.kind == ArgSlot::Kind::Output &&
+        plan.outputs[static_cast<std::size_t>(a.index - plan.num_tensor_inputs)].shape.kind ==
+            ShapeRule::Kind::External;
+    if (a.is_pointer() && !external && (!a.element || !std::holds_alternative<DType>(*a.element))) {
       detail::ErrorThrower() & fail(ErrorKind::Spec)
                                    << "'" << a.name
                                    << "' needs a declared dtype: nothing can be inferred from PTX";
@@ -79,6 +113,7 @@ CompiledImage image_from_ptx(OpPlan plan, std::string ptx, const std::string& en
   }
   std::size_t open = ptx.find('(', at), close = ptx.find(')', at);
   std::vector<int> params;
+  std::vector<std::string> types;
   if (open != std::string::npos && close != std::string::npos && open < close &&
       ptx.find('{', at) > open) {
     std::istringstream list(ptx.substr(open + 1, close - open - 1));
@@ -89,9 +124,13 @@ CompiledImage image_from_ptx(OpPlan plan, std::string ptx, const std::string& en
         if (word != ".param" && word.rfind(".align", 0) != 0 && word[0] == '.' && type.empty())
           type = word;
       }
-      if (!type.empty()) params.push_back(ptx_param_bytes(type));
+      if (!type.empty()) {
+        params.push_back(ptx_param_bytes(type));
+        types.push_back(type);
+      }
     }
   }
+  if (plan.args_from_kernel) adopt_ptx_params(plan, types, fail);
   if (params.size() != plan.args.size()) {
     detail::ErrorThrower() & fail(ErrorKind::Compile)
                                  << "takes " << params.size()

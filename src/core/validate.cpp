@@ -81,9 +81,11 @@ class Validator {
     check_kernel();
     check_type_params();
     check_inputs();
-    check_outputs();
-    check_extras();
-    check_geometry();
+    if (spec_.inputs) {
+      check_outputs();
+      check_extras();
+      check_geometry();
+    }
     check_compile_options();
   }
 
@@ -184,8 +186,21 @@ class Validator {
 
   void check_inputs() {
     if (!spec_.inputs) {
-      if (options_.has_meta_fn && options_.has_eager_fn) return;
-      KOP_FIELD_FAIL("inputs") << "missing; required unless both meta_fn and eager_fn are given";
+      if (!(options_.has_meta_fn && options_.has_eager_fn)) {
+        KOP_FIELD_FAIL("inputs") << "missing; required unless both meta_fn and eager_fn are given";
+      }
+      // Without inputs nothing else can be derived; a field that would be ignored is an error.
+      const char* ignored = spec_.outputs           ? "outputs"
+                            : !spec_.extras.empty() ? "extras"
+                            : spec_.geometry        ? "geometry"
+                                                    : nullptr;
+      if (ignored) {
+        KOP_FIELD_FAIL("inputs") << "missing, so '" << ignored
+                                 << "' cannot be used (it refers to the inputs); declare the "
+                                    "inputs or drop '"
+                                 << ignored << "'";
+      }
+      return;
     }
     std::set<std::string> type_param_names;
     for (const auto& tp : spec_.type_params) type_param_names.insert(tp.name);
@@ -281,9 +296,34 @@ class Validator {
   }
 
   void check_outputs() {
+    if (options_.meta_outputs < 0 || options_.meta_outputs > 64 ||
+        (options_.meta_outputs > 0 && (spec_.outputs || !options_.has_meta_fn))) {
+      KOP_FIELD_FAIL("outputs") << "meta_outputs = " << options_.meta_outputs
+                                << " is only for a meta_fn that replaces the declared outputs "
+                                   "(0..64 outputs)";
+    }
     if (!spec_.outputs) {
-      if (options_.has_meta_fn) return;
-      KOP_FIELD_FAIL("outputs") << "missing; required unless meta_fn is given";
+      if (!options_.has_meta_fn) {
+        KOP_FIELD_FAIL("outputs") << "missing; required unless meta_fn is given";
+      }
+      const char* ignored = !spec_.extras.empty() ? "extras"
+                            : spec_.geometry      ? "geometry"
+                                                  : nullptr;
+      if (options_.has_eager_fn && ignored) {
+        KOP_FIELD_FAIL("outputs") << "missing, so '" << ignored
+                                  << "' cannot be used: the eager_fn launches the kernel with its "
+                                     "own arguments; declare the outputs or drop '"
+                                  << ignored << "'";
+      }
+      for (int i = 0; i < options_.meta_outputs; ++i) {
+        std::string name = "out" + std::to_string(i);
+        if (!names_.insert(name).second) {
+          KOP_FIELD_FAIL("outputs") << "the meta_fn's output " << i << " is named '" << name
+                                    << "', which an input already uses; rename the input";
+        }
+        output_names_.push_back(name);
+      }
+      return;
     }
     for (const auto& output : *spec_.outputs) output_names_.push_back(output.name);
     bool any_mutated = false;
@@ -393,7 +433,7 @@ class Validator {
             }
             if (g.over) {
               check_expr(Expr::numel(*g.over), "geometry.elementwise.over", true);
-            } else if (!spec_.outputs || spec_.outputs->empty()) {
+            } else if (output_names_.empty()) {
               KOP_FIELD_FAIL("geometry.elementwise.over")
                   << "missing; Elementwise iterates over output 0 and this op has no "
                      "outputs, so name the tensor to iterate over";

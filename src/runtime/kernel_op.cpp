@@ -70,6 +70,41 @@ struct FrameEnv {
   }
 };
 
+// Writes a checked scalar into its 8-byte parameter slot as the kernel's by-value type.
+void pack_scalar(void* slot, ScalarType type, const ScalarArg& v) {
+  double real = v.kind == ScalarArg::Kind::Int ? static_cast<double>(v.i) : v.f;
+  switch (type) {
+    case ScalarType::Float: {
+      auto x = static_cast<float>(real);
+      std::memcpy(slot, &x, sizeof x);
+      break;
+    }
+    case ScalarType::Float64:
+      std::memcpy(slot, &real, sizeof real);
+      break;
+    case ScalarType::Int: {
+      auto x = static_cast<std::int32_t>(v.i);
+      std::memcpy(slot, &x, sizeof x);
+      break;
+    }
+    case ScalarType::Int64:
+      std::memcpy(slot, &v.i, sizeof v.i);
+      break;
+    case ScalarType::Bool: {
+      bool x = v.b;
+      std::memcpy(slot, &x, sizeof x);
+      break;
+    }
+  }
+}
+
+const char* scalar_kind_name(ScalarArg::Kind k) {
+  return k == ScalarArg::Kind::Float ? "float" : k == ScalarArg::Kind::Int ? "int" : "bool";
+}
+
+constexpr std::array<std::int64_t, 3> kGridMax = {2147483647, 65535, 65535};
+constexpr std::array<const char*, 3> kAxis = {"x", "y", "z"};
+
 struct DeviceModule {
   std::unique_ptr<detail::PrimaryContext> ctx;
   CUmodule module = nullptr;
@@ -102,6 +137,19 @@ struct KernelOp::State {
   bool dynamic_shared = false;  // the geometry's shared memory is not the constant 0
 
   const OpPlan& plan() const { return image.plan; }
+  const OutputPlan& output_of(int slot) const {
+    return plan().outputs[static_cast<std::size_t>(slot - plan().num_tensor_inputs)];
+  }
+  void require_declared_launch() const {
+    if (plan().args_from_kernel) {
+      fail_spec("declares no inputs; its eager_fn launches it (launch_raw)");
+    }
+    if (!plan().geometry)
+      fail_spec("has no launch geometry; its eager_fn launches it (launch_raw)");
+  }
+  [[noreturn]] void fail_spec(const std::string& what) const {
+    KERNELOP_FAIL(Spec) << "op " << plan().op_name << " " << what;
+  }
 
   [[noreturn]] void fail_type(const std::string& what) const {
     KERNELOP_FAIL(Type) << "op " << plan().op_name << ": " << what;
@@ -172,10 +220,12 @@ struct KernelOp::State {
     }
   }
 
-  // Checks inputs and scalars and fills the frame with every tensor's shape.
-  void prepare(std::span<const TensorView> inputs, std::span<const ScalarArg> scalars,
-               Frame& f) const {
+  // Checks inputs and scalars and fills the frame with every tensor's shape. Outputs shaped by
+  // the meta function take theirs from `outputs` (absent: output_shapes() cannot answer).
+  void prepare(std::span<const TensorView> inputs, std::span<const ScalarArg> scalars, Frame& f,
+               std::span<const TensorView> outputs = {}) const {
     const OpPlan& p = plan();
+    if (p.args_from_kernel) fail_spec("declares no inputs; its meta_fn gives the output shapes");
     auto n_in = static_cast<std::size_t>(p.num_tensor_inputs);
     if (inputs.size() != n_in) {
       std::string names;
@@ -204,9 +254,6 @@ struct KernelOp::State {
     for (std::size_t i = 0; i < p.scalars.size(); ++i) {
       const ScalarSlot& s = p.scalars[i];
       const ScalarArg& a = scalars[i];
-      auto kind_name = [](ScalarArg::Kind k) {
-        return k == ScalarArg::Kind::Float ? "float" : k == ScalarArg::Kind::Int ? "int" : "bool";
-      };
       switch (s.type) {
         case ScalarType::Float:
         case ScalarType::Float64:
@@ -217,7 +264,7 @@ struct KernelOp::State {
         case ScalarType::Int:
         case ScalarType::Int64:
           if (a.kind != ScalarArg::Kind::Int) {
-            fail_type("scalar '" + s.name + "' must be an int, got " + kind_name(a.kind));
+            fail_type("scalar '" + s.name + "' must be an int, got " + scalar_kind_name(a.kind));
           }
           if (s.type == ScalarType::Int && (a.i < std::numeric_limits<std::int32_t>::min() ||
                                             a.i > std::numeric_limits<std::int32_t>::max())) {
@@ -228,7 +275,7 @@ struct KernelOp::State {
           break;
         case ScalarType::Bool:
           if (a.kind != ScalarArg::Kind::Bool) {
-            fail_type("scalar '" + s.name + "' must be a bool, got " + kind_name(a.kind));
+            fail_type("scalar '" + s.name + "' must be a bool, got " + scalar_kind_name(a.kind));
           }
           f.ints[i] = a.b ? 1 : 0;
           break;
@@ -241,6 +288,15 @@ struct KernelOp::State {
       const Shape& src = f.shapes[static_cast<std::size_t>(out.shape.source)];
       const std::string& name = p.tensors[static_cast<std::size_t>(out.slot)].name;
       switch (out.shape.kind) {
+        case ShapeRule::Kind::External: {
+          auto o = static_cast<std::size_t>(out.slot - p.num_tensor_inputs);
+          if (o >= outputs.size()) {
+            fail_spec("gets the shape of output '" + name +
+                      "' from its meta_fn; allocate the outputs by calling it");
+          }
+          shape = outputs[o].shape;
+          break;
+        }
         case ShapeRule::Kind::Like:
           shape = src;
           break;
@@ -286,14 +342,15 @@ struct KernelOp::State {
     check_rank_requirements(f, true);
   }
 
-  DType output_dtype(const OutputPlan& out, int instance,
-                     std::span<const TensorView> inputs) const {
+  // nullopt: an output of the meta function whose dtype the kernel's signature leaves open.
+  std::optional<DType> output_dtype(const OutputPlan& out, int instance,
+                                    std::span<const TensorView> inputs) const {
     if (out.dtype_from >= 0) return inputs[static_cast<std::size_t>(out.dtype_from)].dtype;
     auto d = bound(instance, out.dtype);
-    if (!d)
+    if (!d && out.shape.kind != ShapeRule::Kind::External)
       fail("output '" + plan().tensors[static_cast<std::size_t>(out.slot)].name +
            "' has no known dtype");
-    return *d;
+    return d;
   }
 
   const DeviceModule& module_for(int device) {
@@ -311,6 +368,12 @@ struct KernelOp::State {
     slot.store(raw, std::memory_order_release);
     return *raw;
   }
+
+  // Loads the module on `device` if needed, checks the block against the kernel's limits and
+  // launches the packed parameters.
+  void launch_packed(int device, int instance, const std::array<std::int64_t, 3>& grid,
+                     const std::array<std::int64_t, 3>& block, std::int64_t smem, void** params,
+                     void* stream);
 
   std::unique_ptr<DeviceModule> load_module(int device) {
     const Driver& d = Driver::require();
@@ -398,21 +461,23 @@ KernelOp::KernelOp(CompiledImage image, LoadOptions options) : state_(std::make_
     KERNELOP_FAIL(Spec) << "op " << p.op_name << ": " << p.args.size()
                         << " kernel parameters; kernelop passes at most " << kMaxKernelArgs;
   }
-  if (!p.geometry)
-    KERNELOP_FAIL(Spec) << "op " << p.op_name << ": no launch geometry to launch with";
   if (state_->image.lowered_names.size() != p.instances.size()) {
     KERNELOP_FAIL(Spec) << "op " << p.op_name << ": the image has "
                         << state_->image.lowered_names.size() << " kernel symbol(s) for "
                         << p.instances.size() << " instantiation(s)";
   }
   for (const ArgSlot& a : p.args) {
-    if (a.is_pointer() && !a.element) {
+    bool open_dtype =
+        p.args_from_kernel || (a.kind == ArgSlot::Kind::Output &&
+                               state_->output_of(a.index).shape.kind == ShapeRule::Kind::External);
+    if (a.is_pointer() && !a.element && !open_dtype) {
       KERNELOP_FAIL(Spec) << "op " << p.op_name << ": the dtype of '" << a.name
                           << "' is unknown; compile the op (which infers it) or declare it";
     }
   }
-  const Expr& smem = p.geometry->shared_mem;
-  state_->dynamic_shared = !(smem.is_const() && smem.const_value() == 0);
+  // Raw launches (no geometry) choose their shared memory per call.
+  state_->dynamic_shared = !p.geometry || !(p.geometry->shared_mem.is_const() &&
+                                            p.geometry->shared_mem.const_value() == 0);
 }
 
 KernelOp KernelOp::from_package(const std::filesystem::path& path, LoadOptions options) {
@@ -441,14 +506,22 @@ std::vector<Shape> KernelOp::output_shapes(std::span<const TensorView> inputs,
 }
 
 std::vector<DType> KernelOp::output_dtypes(std::span<const TensorView> inputs) const {
+  if (plan().args_from_kernel) state_->fail_spec("declares no inputs; its meta_fn gives dtypes");
   if (inputs.size() != static_cast<std::size_t>(plan().num_tensor_inputs)) {
     state_->fail_type("expected " + std::to_string(plan().num_tensor_inputs) +
                       " tensor input(s), got " + std::to_string(inputs.size()));
   }
   int instance = state_->select_instance(inputs);
   std::vector<DType> out;
-  for (const OutputPlan& o : plan().outputs)
-    out.push_back(state_->output_dtype(o, instance, inputs));
+  for (const OutputPlan& o : plan().outputs) {
+    auto d = state_->output_dtype(o, instance, inputs);
+    if (!d) {
+      state_->fail_spec("gets the dtype of output '" +
+                        plan().tensors[static_cast<std::size_t>(o.slot)].name +
+                        "' from its meta_fn (the kernel's parameter does not fix it)");
+    }
+    out.push_back(*d);
+  }
   return out;
 }
 
@@ -460,12 +533,13 @@ void KernelOp::launch(std::span<const TensorView> inputs, std::span<const Scalar
                       std::span<const TensorView> outputs, void* stream) const {
   State& s = *state_;
   const OpPlan& p = s.plan();
-  Frame f;
-  s.prepare(inputs, scalars, f);
+  s.require_declared_launch();
   if (outputs.size() != p.outputs.size()) {
     s.fail_type("expected " + std::to_string(p.outputs.size()) + " output(s), got " +
                 std::to_string(outputs.size()));
   }
+  Frame f;
+  s.prepare(inputs, scalars, f, outputs);
   // One device for everything, contiguous memory, outputs of the right dtype and shape.
   int device = inputs.empty() ? outputs[0].device : inputs[0].device;
   const std::string& first = p.tensors[0].name;
@@ -492,9 +566,9 @@ void KernelOp::launch(std::span<const TensorView> inputs, std::span<const Scalar
   for (std::size_t o = 0; o < outputs.size(); ++o) {
     const OutputPlan& out = p.outputs[o];
     const std::string& name = p.tensors[static_cast<std::size_t>(out.slot)].name;
-    DType want = s.output_dtype(out, f.instance, inputs);
-    if (outputs[o].dtype != want) {
-      s.fail_type("output '" + name + "' must be " + std::string(dtype_name(want)) + ", got " +
+    auto want = s.output_dtype(out, f.instance, inputs);
+    if (want && outputs[o].dtype != *want) {
+      s.fail_type("output '" + name + "' must be " + std::string(dtype_name(*want)) + ", got " +
                   std::string(dtype_name(outputs[o].dtype)));
     }
     const Shape& expected = f.shapes[static_cast<std::size_t>(out.slot)];
@@ -515,8 +589,6 @@ void KernelOp::launch(std::span<const TensorView> inputs, std::span<const Scalar
   }
   std::int64_t smem = evaluate<std::int64_t>(g.shared_mem, env);
   if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) return;
-  static constexpr std::array<std::int64_t, 3> kGridMax = {2147483647, 65535, 65535};
-  static constexpr std::array<const char*, 3> kAxis = {"x", "y", "z"};
   for (int i = 0; i < 3; ++i) {
     if (grid[i] < 0 || grid[i] > kGridMax[i]) {
       s.fail(std::string("grid ") + kAxis[i] + " = " + std::to_string(grid[i]) + " ('" +
@@ -549,34 +621,9 @@ void KernelOp::launch(std::span<const TensorView> inputs, std::span<const Scalar
         std::memcpy(slot, &ptr, sizeof ptr);
         break;
       }
-      case ArgSlot::Kind::ScalarInput: {
-        const ScalarArg& v = scalars[static_cast<std::size_t>(a.index)];
-        double real = v.kind == ScalarArg::Kind::Int ? static_cast<double>(v.i) : v.f;
-        switch (a.value_type) {
-          case ScalarType::Float: {
-            auto x = static_cast<float>(real);
-            std::memcpy(slot, &x, sizeof x);
-            break;
-          }
-          case ScalarType::Float64:
-            std::memcpy(slot, &real, sizeof real);
-            break;
-          case ScalarType::Int: {
-            auto x = static_cast<std::int32_t>(v.i);
-            std::memcpy(slot, &x, sizeof x);
-            break;
-          }
-          case ScalarType::Int64:
-            std::memcpy(slot, &v.i, sizeof v.i);
-            break;
-          case ScalarType::Bool: {
-            bool x = v.b;
-            std::memcpy(slot, &x, sizeof x);
-            break;
-          }
-        }
+      case ArgSlot::Kind::ScalarInput:
+        pack_scalar(slot, a.value_type, scalars[static_cast<std::size_t>(a.index)]);
         break;
-      }
       case ArgSlot::Kind::ExtraValue: {
         std::int64_t v = evaluate<std::int64_t>(*a.value, env);
         if (a.value_type == ScalarType::Int) {
@@ -596,8 +643,15 @@ void KernelOp::launch(std::span<const TensorView> inputs, std::span<const Scalar
       }
     }
   }
+  s.launch_packed(device, f.instance, grid, block, smem, params.data(), stream);
+}
+
+void KernelOp::State::launch_packed(int device, int inst, const std::array<std::int64_t, 3>& grid,
+                                    const std::array<std::int64_t, 3>& block, std::int64_t smem,
+                                    void** params, void* stream) {
+  State& s = *this;
   const DeviceModule& m = s.module_for(device);
-  auto instance = static_cast<std::size_t>(f.instance);
+  auto instance = static_cast<std::size_t>(inst);
   std::int64_t threads = block[0] * block[1] * block[2];
   if (threads > m.max_threads[instance]) {
     s.fail("block of " + std::to_string(threads) + " threads exceeds the kernel's limit of " +
@@ -615,7 +669,7 @@ void KernelOp::launch(std::span<const TensorView> inputs, std::span<const Scalar
                                 static_cast<unsigned>(grid[1]), static_cast<unsigned>(grid[2]),
                                 static_cast<unsigned>(block[0]), static_cast<unsigned>(block[1]),
                                 static_cast<unsigned>(block[2]), static_cast<unsigned>(smem),
-                                static_cast<CUstream>(stream), params.data(), nullptr);
+                                static_cast<CUstream>(stream), params, nullptr);
   if (r != CUDA_SUCCESS) {
     s.fail("cuLaunchKernel(kernel=\"" + s.image.lowered_names[instance] + "\", grid=[" +
            std::to_string(grid[0]) + ", " + std::to_string(grid[1]) + ", " +
@@ -623,6 +677,113 @@ void KernelOp::launch(std::span<const TensorView> inputs, std::span<const Scalar
            std::to_string(block[1]) + ", " + std::to_string(block[2]) +
            "], shared=" + std::to_string(smem) + ") failed: " + detail::cuda_error_text(r));
   }
+}
+
+void KernelOp::launch_raw(const LaunchDims& dims, std::span<const RawArg> args, void* stream,
+                          int device) const {
+  State& s = *state_;
+  const OpPlan& p = s.plan();
+  if (args.size() != p.args.size()) {
+    std::string params;
+    for (std::size_t i = 0; i < p.args.size(); ++i) {
+      params += (i ? ", " : "") + p.args[i].c_type() + " " + p.args[i].name;
+    }
+    s.fail_type("the kernel takes " + std::to_string(p.args.size()) + " argument(s) (" + params +
+                "), got " + std::to_string(args.size()));
+  }
+  auto where = [&](std::size_t i) {
+    return "argument " + std::to_string(i) + " ('" + p.args[i].name + "', " + p.args[i].c_type() +
+           ")";
+  };
+  // The instance whose pointer dtypes match the tensors (dtype-generic kernels).
+  int instance = -1;
+  for (std::size_t inst = 0; inst < p.instances.size() && instance < 0; ++inst) {
+    bool match = true;
+    for (std::size_t i = 0; i < args.size() && match; ++i) {
+      if (!p.args[i].is_pointer() || !args[i].is_tensor) continue;
+      auto want = s.bound(static_cast<int>(inst), p.args[i].element);
+      match = !want || *want == args[i].tensor.dtype;
+    }
+    if (match) instance = static_cast<int>(inst);
+  }
+  if (instance < 0 && p.instances.size() > 1) {
+    std::string dtypes;
+    for (const RawArg& v : args) {
+      if (v.is_tensor)
+        dtypes += (dtypes.empty() ? "" : ", ") + std::string(dtype_name(v.tensor.dtype));
+    }
+    s.fail_type("no instantiation of " + p.spec.kernel_name + " takes tensors of dtypes (" +
+                dtypes + ")");
+  }
+  instance = std::max(instance, 0);  // one instance: the loop below names the mismatch
+  alignas(8) std::array<std::uint64_t, kMaxKernelArgs> storage;  // filled below, slot by slot
+  std::array<void*, kMaxKernelArgs> params;
+  int tensor_device = -1;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const ArgSlot& a = p.args[i];
+    const RawArg& v = args[i];
+    void* slot = &storage[i];
+    params[i] = slot;
+    if (a.is_pointer()) {
+      if (!v.is_tensor) {
+        s.fail_type(where(i) + " must be a tensor, got " + scalar_kind_name(v.scalar.kind));
+      }
+      auto want = s.bound(instance, a.element);
+      if (want && *want != v.tensor.dtype) {
+        s.fail_type(where(i) + " must be " + std::string(dtype_name(*want)) + ", got " +
+                    std::string(dtype_name(v.tensor.dtype)));
+      }
+      if (!v.tensor.is_contiguous()) {
+        s.fail(where(i) + " is not contiguous (shape " + v.tensor.shape.to_string() + ", strides " +
+               v.tensor.strides.to_string() + "); the kernel gets a data pointer");
+      }
+      if (tensor_device >= 0 && v.tensor.device != tensor_device) {
+        s.fail(where(i) + " is on device " + std::to_string(v.tensor.device) +
+               " but an earlier tensor is on device " + std::to_string(tensor_device) +
+               "; all tensors must be on one device");
+      }
+      tensor_device = v.tensor.device;
+      auto ptr = reinterpret_cast<CUdeviceptr>(v.tensor.data);
+      std::memcpy(slot, &ptr, sizeof ptr);
+      continue;
+    }
+    if (v.is_tensor) s.fail_type(where(i) + " is passed by value, got a tensor");
+    const ScalarArg& x = v.scalar;
+    bool is_int = a.value_type == ScalarType::Int || a.value_type == ScalarType::Int64;
+    if ((a.value_type == ScalarType::Bool) != (x.kind == ScalarArg::Kind::Bool) ||
+        (is_int && x.kind != ScalarArg::Kind::Int)) {
+      s.fail_type(where(i) + " must be " +
+                  (a.value_type == ScalarType::Bool ? "a bool"
+                   : is_int                         ? "an int"
+                                                    : "a float") +
+                  ", got " + scalar_kind_name(x.kind));
+    }
+    if (a.value_type == ScalarType::Int && (x.i < std::numeric_limits<std::int32_t>::min() ||
+                                            x.i > std::numeric_limits<std::int32_t>::max())) {
+      s.fail(where(i) + " = " + std::to_string(x.i) + " does not fit the kernel's 32-bit int");
+    }
+    pack_scalar(slot, a.value_type, x);
+  }
+  if (tensor_device < 0) tensor_device = device < 0 ? 0 : device;
+  if (device >= 0 && device != tensor_device) {
+    s.fail("the tensors are on device " + std::to_string(tensor_device) +
+           " but the launch asks for device " + std::to_string(device));
+  }
+  for (int i = 0; i < 3; ++i) {
+    if (dims.grid[i] <= 0 || dims.grid[i] > kGridMax[i]) {
+      s.fail(std::string("grid ") + kAxis[i] + " = " + std::to_string(dims.grid[i]) +
+             "; expected 1.." + std::to_string(kGridMax[i]));
+    }
+    if (dims.block[i] <= 0 || dims.block[i] > 1024) {
+      s.fail(std::string("block ") + kAxis[i] + " = " + std::to_string(dims.block[i]) +
+             "; expected 1..1024");
+    }
+  }
+  if (dims.shared_mem < 0 || dims.shared_mem > std::numeric_limits<std::int32_t>::max()) {
+    s.fail("shared memory " + std::to_string(dims.shared_mem) + " is out of range");
+  }
+  s.launch_packed(tensor_device, instance, dims.grid, dims.block, dims.shared_mem, params.data(),
+                  stream);
 }
 
 bool cuda_available() {

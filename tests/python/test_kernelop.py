@@ -106,13 +106,13 @@ class Ptx(unittest.TestCase):
     def test_ptx_op_registers_and_checks_the_entry(self):
         if not self.ptx:
             self.skipTest("no nvcc to make PTX with")
-        op = ko.ptx_op("kop_py::relu_ptx", self.ptx, "relu", relu_spec())
+        op = ko.ptx_op("kop_py::relu_ptx", self.ptx, "relu", spec=relu_spec())
         self.assertEqual(op(torch.empty(4, 6, device="meta")).shape, (4, 6))
         with self.assertRaisesRegex(ValueError, "PTX entry 'rleu': no such .entry"):
-            ko.ptx_op("kop_py::relu_ptx2", self.ptx, "rleu", relu_spec())
+            ko.ptx_op("kop_py::relu_ptx2", self.ptx, "rleu", spec=relu_spec())
         with self.assertRaisesRegex(RuntimeError, "parameter 1 is 32-bit but the calling convention passes "
                                                   "'numel\\(x\\)' as long long"):
-            ko.ptx_op("kop_py::relu_ptx3", self.ptx, "relu", relu_spec(extras=[ko.Numel("x", int64=True)]))
+            ko.ptx_op("kop_py::relu_ptx3", self.ptx, "relu", spec=relu_spec(extras=[ko.Numel("x", int64=True)]))
         if CUDA:
             x = torch.randn(5000, device="cuda")
             torch.testing.assert_close(op(x), torch.relu(x), rtol=0, atol=0)

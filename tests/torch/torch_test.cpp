@@ -112,6 +112,98 @@ TEST(TorchRegistration, FailureLeavesNothingRegisteredAndARetryWorks) {
   EXPECT_TRUE(torch_ops::is_registered("kernelop_taken::relu2"));
 }
 
+KernelOp compiled_op(OpDecl decl, const ValidateOptions& overrides = {}) {
+  CompileOptions o;
+  o.archs = {"sm_90"};
+  return KernelOp(compile(derive_plan(decl, overrides), o));
+}
+
+bool has_kernel(const std::string& op, c10::DispatchKey key) {
+  return handle(op).hasKernelForDispatchKey(key);
+}
+
+TEST(TorchOverride, AGivenSchemaIsUsedAndCheckedAgainstThePlan) {
+  OpDecl decl = load_op_file(examples() / "scale.json");
+  decl.op_name = "kernelop_ov::scale";
+  torch_ops::RegisterOptions options;
+  options.schema = "(Tensor input, float factor=2.5) -> Tensor";
+  torch_ops::register_op(compiled_op(decl), options);
+  std::ostringstream s;
+  s << handle("kernelop_ov::scale").schema();
+  EXPECT_EQ(s.str(), "kernelop_ov::scale(Tensor input, float factor=2.5) -> Tensor");
+
+  auto refused = [&](const std::string& schema, const std::string& needle) {
+    OpDecl d = decl;
+    d.op_name = "kernelop_ov::scale_bad";
+    torch_ops::RegisterOptions o;
+    o.schema = schema;
+    try {
+      torch_ops::register_op(compiled_op(d), o);
+      ADD_FAILURE() << "expected " << needle;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Spec);
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(torch_ops::is_registered("kernelop_ov::scale_bad"));
+  };
+  refused("(Tensor x, int alpha) -> Tensor",
+          "argument 1 ('alpha') is 'int' where the spec has float scalar 'alpha'");
+  refused("(Tensor(a!) x, float alpha) -> Tensor",
+          "argument 0 ('x') is 'Tensor(a!)' where the spec has tensor input 'x'");
+  refused("(Tensor x, float alpha) -> (Tensor, Tensor)", "it returns 2 value(s), the spec 1");
+  refused("(Tensor x, float alpha) -> Tensor(a)", "kernelop's kernels return new Tensors");
+  refused("Tensor x -> Tensor", "must start with the argument list");
+  refused("(Tensor x, float alpha -> Tensor", "is not a valid PyTorch schema");
+}
+
+TEST(TorchOverride, TheCallersKernelsAreLeftOutAndUnregisterRemovesAll) {
+  OpDecl decl = load_op_file(examples() / "relu.json");
+  decl.op_name = "kernelop_ov::relu_meta_only";
+  torch_ops::RegisterOptions options;
+  options.meta_kernel = false;
+  torch_ops::register_op(compiled_op(decl), options);
+  EXPECT_TRUE(has_kernel("kernelop_ov::relu_meta_only", c10::DispatchKey::CUDA));
+  EXPECT_FALSE(has_kernel("kernelop_ov::relu_meta_only", c10::DispatchKey::Meta));
+  torch_ops::unregister_op("kernelop_ov::relu_meta_only");
+  EXPECT_FALSE(torch_ops::is_registered("kernelop_ov::relu_meta_only"));
+  EXPECT_FALSE(c10::Dispatcher::singleton().findSchema({"kernelop_ov::relu_meta_only", ""}));
+
+  // Outputs shaped by a meta function: kernelop cannot be the Meta kernel.
+  OpDecl repeat2 = load_op_file(examples() / "repeat2.json");
+  repeat2.op_name = "kernelop_ov::repeat2";
+  repeat2.spec.outputs.reset();
+  repeat2.spec.extras = {DimSize{"x", 1, false}, Numel{"out0", false}};
+  KernelOp external = compiled_op(repeat2, ValidateOptions{true, false, 1});
+  try {
+    torch_ops::register_op(std::move(external));
+    FAIL() << "expected a refusal";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("its output shapes come from a meta_fn"),
+              std::string::npos)
+        << e.what();
+  }
+  // Without inputs, only the caller's functions can be kernels, and the schema is theirs.
+  OpDecl bare;
+  bare.op_name = "kernelop_ov::bare";
+  bare.spec.kernel_name = "relu";
+  bare.spec.kernel_source = decl.spec.kernel_source;
+  torch_ops::RegisterOptions none;
+  none.cuda_kernel = none.meta_kernel = false;
+  try {
+    torch_ops::register_op(compiled_op(bare, ValidateOptions{true, true, 0}), none);
+    FAIL() << "expected a refusal";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no schema; the spec declares no inputs"),
+              std::string::npos)
+        << e.what();
+  }
+  none.schema = "(Tensor x) -> Tensor";
+  auto r = torch_ops::register_op(compiled_op(bare, ValidateOptions{true, true, 0}), none);
+  EXPECT_EQ(r.schema(), "kernelop_ov::bare(Tensor x) -> Tensor");
+  EXPECT_FALSE(has_kernel("kernelop_ov::bare", c10::DispatchKey::CUDA));
+  EXPECT_EQ(&torch_ops::find_registration("kernelop_ov::bare").op(), &r.op());
+}
+
 at::Tensor meta(std::vector<int64_t> shape, at::ScalarType dtype = at::kFloat) {
   return at::empty(shape, at::TensorOptions().dtype(dtype).device(c10::kMeta));
 }

@@ -2,6 +2,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/util/SmallVector.h>
 #include <torch/library.h>
@@ -17,8 +18,9 @@ namespace kernelop::torch_ops {
 
 struct Registration::State {
   KernelOp op;
+  RegisterOptions options;
   std::string schema;       // qualified
-  std::string fingerprint;  // schema + spec: what "identical" means
+  std::string fingerprint;  // schema + spec + options: what "identical" means
   std::unique_ptr<torch::Library> library;
 };
 
@@ -62,10 +64,63 @@ c10::ScalarType to_torch(DType d) {
   }
 }
 
-std::string fingerprint(const KernelOp& op) {
+std::string fingerprint(const KernelOp& op, const RegisterOptions& o, const std::string& schema) {
   const OpPlan& p = op.plan();
-  return p.qualified_schema() + "\n" +
-         print_op_json(OpDecl{p.op_name, p.spec, ""}, JsonWriteOptions{-1, true});
+  return schema + "\n" + print_op_json(OpDecl{p.op_name, p.spec, ""}, JsonWriteOptions{-1, true}) +
+         "\ncuda=" + (o.cuda_kernel ? "kernelop" : "caller") +
+         " meta=" + (o.meta_kernel ? "kernelop" : "caller") +
+         " outputs=" + std::to_string(p.outputs.size());
+}
+
+// kernelop's kernels read the stack by position: a given schema must have the plan's shape.
+void check_schema(const OpPlan& p, const std::string& text) {
+  c10::FunctionSchema fs = torch::schema((p.op_name + text).c_str());
+  auto fail = [&]() {
+    detail::ErrorStream e(ErrorKind::Spec);
+    e << "op " << p.op_name << ": schema '" << text << "' does not match the spec, which derives '"
+      << p.schema << "': ";
+    return e;
+  };
+  if (fs.arguments().size() != p.input_order.size()) {
+    detail::ErrorThrower() & fail() << "it has " << fs.arguments().size()
+                                    << " argument(s), the spec " << p.input_order.size();
+  }
+  for (std::size_t i = 0; i < p.input_order.size(); ++i) {
+    const c10::Argument& a = fs.arguments()[i];
+    auto [is_tensor, slot] = p.input_order[i];
+    bool writes = a.alias_info() && a.alias_info()->isWrite();
+    if (is_tensor) {
+      const TensorSlot& t = p.tensors[static_cast<std::size_t>(slot)];
+      if (a.type()->kind() != c10::TypeKind::TensorType || writes != t.mutated) {
+        detail::ErrorThrower() & fail() << "argument " << i << " ('" << a.name() << "') is '"
+                                        << a.type()->str() << (writes ? "(a!)" : "")
+                                        << "' where the spec has " << (t.mutated ? "mutated " : "")
+                                        << "tensor input '" << t.name << "'";
+      }
+      continue;
+    }
+    const ScalarSlot& sc = p.scalars[static_cast<std::size_t>(slot)];
+    c10::TypeKind want = sc.type == ScalarType::Bool ? c10::TypeKind::BoolType
+                         : (sc.type == ScalarType::Float || sc.type == ScalarType::Float64)
+                             ? c10::TypeKind::FloatType
+                             : c10::TypeKind::IntType;
+    if (a.type()->kind() != want) {
+      detail::ErrorThrower() & fail()
+                                   << "argument " << i << " ('" << a.name() << "') is '"
+                                   << a.type()->str() << "' where the spec has "
+                                   << scalar_schema_type(sc.type) << " scalar '" << sc.name << "'";
+    }
+  }
+  if (fs.returns().size() != p.outputs.size()) {
+    detail::ErrorThrower() & fail() << "it returns " << fs.returns().size()
+                                    << " value(s), the spec " << p.outputs.size() << " tensor(s)";
+  }
+  for (const c10::Argument& r : fs.returns()) {
+    if (r.type()->kind() != c10::TypeKind::TensorType || r.alias_info()) {
+      detail::ErrorThrower() & fail() << "it returns '" << r.type()->str()
+                                      << "'; kernelop's kernels return new Tensors";
+    }
+  }
 }
 
 // The tensor and scalar arguments of one call, read off the dispatcher's stack.
@@ -144,9 +199,11 @@ class CudaKernel final : public c10::OperatorKernel {
  public:
   explicit CudaKernel(const Registration::State* state) : state_(state) {}
 
-  void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  void operator()(const c10::OperatorHandle& handle, c10::DispatchKeySet,
+                  torch::jit::Stack* stack) {
     const KernelOp& op = state_->op;
     const OpPlan& p = op.plan();
+    if (p.has_external_outputs()) return run_with_meta_shapes(handle, stack);
     Call call(p, stack, true);
     for (std::size_t i = 0; i < call.tensors.size(); ++i) {
       TORCH_CHECK(call.tensors[i].is_cuda(), "op ", p.op_name, ": input '", p.tensors[i].name,
@@ -177,6 +234,59 @@ class CudaKernel final : public c10::OperatorKernel {
   }
 
  private:
+  // The outputs are shaped by the caller's meta function (registered for the Meta key): run it
+  // on meta copies of the inputs, allocate what it returns, and launch.
+  void run_with_meta_shapes(const c10::OperatorHandle& handle, torch::jit::Stack* stack) const {
+    const KernelOp& op = state_->op;
+    const OpPlan& p = op.plan();
+    Call call(p, stack, true);
+    for (std::size_t i = 0; i < call.tensors.size(); ++i) {
+      TORCH_CHECK(call.tensors[i].is_cuda(), "op ", p.op_name, ": input '", p.tensors[i].name,
+                  "' is on ", call.tensors[i].device(), "; kernelop ops run on CUDA tensors");
+    }
+    torch::jit::Stack meta;
+    std::size_t t = 0;
+    for (const c10::IValue& v : torch::jit::last(*stack, p.input_order.size())) {
+      if (v.isTensor()) {
+        const at::Tensor& x = call.tensors[t++];
+        meta.emplace_back(
+            at::empty_strided(x.sizes(), x.strides(), x.options().device(c10::kMeta)));
+      } else {
+        meta.push_back(v);
+      }
+    }
+    handle.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
+    TORCH_CHECK(meta.size() == p.outputs.size(), "op ", p.op_name, ": its meta_fn returned ",
+                meta.size(), " value(s); the kernel writes ", p.outputs.size(), " output(s)");
+    c10::Device device = call.tensors.front().device();
+    c10::SmallVector<at::Tensor, 4> outputs;
+    c10::SmallVector<TensorView, 4> out_views;
+    for (std::size_t o = 0; o < meta.size(); ++o) {
+      TORCH_CHECK_TYPE(meta[o].isTensor(), "op ", p.op_name, ": its meta_fn returned a ",
+                       meta[o].tagKind(), " as output ", o, "; expected a tensor");
+      const at::Tensor& m = meta[o].toTensor();
+      outputs.push_back(at::empty(m.sizes(), m.options().device(device)));
+      const std::string& name = p.tensors[static_cast<std::size_t>(p.outputs[o].slot)].name;
+      out_views.push_back(
+          TensorView{outputs.back().data_ptr(),
+                     call.dtype_of(outputs.back(), name),
+                     Shape(std::span<const std::int64_t>(m.sizes().data(), m.sizes().size())),
+                     {},
+                     device.index()});
+    }
+    try {
+      auto views = call.views();
+      c10::impl::VirtualGuardImpl guard(c10::DeviceType::CUDA);
+      op.launch(std::span<const TensorView>(views.data(), views.size()),
+                std::span<const ScalarArg>(call.scalars.data(), call.scalars.size()),
+                std::span<const TensorView>(out_views.data(), out_views.size()),
+                guard.getStream(device).native_handle());
+    } catch (const Error& e) {
+      rethrow_as_torch(e);
+    }
+    push_outputs(stack, p.input_order.size(), outputs);
+  }
+
   const Registration::State* state_;
 };
 
@@ -272,6 +382,8 @@ class MetaKernel final : public c10::OperatorKernel {
           case ShapeRule::Kind::Exprs:
             for (const Expr& e : out.shape.dims) sizes.push_back(evaluate<c10::SymInt>(e, env));
             break;
+          case ShapeRule::Kind::External:  // refused by register_op
+            KERNELOP_FAIL(Internal) << "op " << p.op_name << ": Meta kernel for meta_fn outputs";
         }
         outputs.push_back(at::empty_symint(
             sizes, at::TensorOptions().dtype(to_torch(dtypes[o])).device(c10::kMeta)));
@@ -322,34 +434,73 @@ const std::string& Registration::schema() const {
   return state_->schema;
 }
 
-Registration register_op(KernelOp op) {
+Registration register_op(KernelOp op, const RegisterOptions& options) {
   const OpPlan& p = op.plan();
-  std::string print = fingerprint(op);
+  std::string schema_text = options.schema.empty() ? p.schema : options.schema;
+  if (schema_text.empty()) {
+    KERNELOP_FAIL(Spec) << "op " << p.op_name
+                        << ": no schema; the spec declares no inputs, so give the schema";
+  }
+  if (schema_text.front() != '(') {
+    KERNELOP_FAIL(Spec) << "op " << p.op_name << ": schema '" << schema_text
+                        << "' must start with the argument list, e.g. '(Tensor x) -> Tensor'";
+  }
+  if ((options.cuda_kernel || options.meta_kernel) && p.args_from_kernel) {
+    KERNELOP_FAIL(Spec) << "op " << p.op_name << ": the spec declares no inputs, so kernelop "
+                        << "cannot derive its " << (options.cuda_kernel ? "CUDA" : "Meta")
+                        << " kernel; give meta_fn and eager_fn";
+  }
+  if (options.meta_kernel && p.has_external_outputs()) {
+    KERNELOP_FAIL(Spec) << "op " << p.op_name << ": its output shapes come from a meta_fn, "
+                        << "so kernelop cannot register a Meta kernel for it";
+  }
+  if (options.cuda_kernel && !p.args_from_kernel && !p.geometry) {
+    KERNELOP_FAIL(Spec) << "op " << p.op_name
+                        << ": the spec has no geometry, so kernelop cannot derive its CUDA "
+                           "kernel; give eager_fn";
+  }
+  try {
+    if ((options.cuda_kernel || options.meta_kernel) && !options.schema.empty()) {
+      check_schema(p, options.schema);
+    } else if (!options.schema.empty()) {
+      (void)torch::schema((p.op_name + options.schema).c_str());  // a parse error names the text
+    }
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {  // the schema parser's ErrorReport
+    KERNELOP_FAIL(Spec) << "op " << p.op_name << ": schema '" << options.schema
+                        << "' is not a valid PyTorch schema: " << e.what();
+  }
+  std::string print = fingerprint(op, options, schema_text);
   std::lock_guard lock(registry_mutex());
   if (auto it = registry().find(p.op_name); it != registry().end()) {
     if (it->second->fingerprint == print) return Registration(it->second);
     KERNELOP_FAIL(Spec) << "op " << p.op_name << " is already registered by kernelop as '"
                         << it->second->schema << "' with a different spec; this spec gives '"
-                        << p.qualified_schema() << "'. Use another name, or the same spec";
+                        << p.op_name << schema_text << "'. Use another name, or the same spec";
   }
   auto state = std::make_shared<Registration::State>(
-      Registration::State{std::move(op), {}, std::move(print), {}});
+      Registration::State{std::move(op), options, {}, std::move(print), {}});
   const OpPlan& plan = state->op.plan();
-  state->schema = plan.qualified_schema();
+  state->schema = plan.op_name + schema_text;
   // Built in a local object: if any step throws, its destructor undoes the steps before it.
   auto library = std::make_unique<torch::Library>(torch::Library::FRAGMENT, plan.ns, std::nullopt,
                                                   __FILE__, __LINE__);
   try {
-    std::string definition = plan.name + plan.schema;
+    std::string definition = plan.name + schema_text;
     library->def(definition.c_str());
-    library->impl(
-        plan.name.c_str(),
-        torch::dispatch(c10::DispatchKey::CUDA, torch::CppFunction::makeFromBoxedFunctor(
-                                                    std::make_unique<CudaKernel>(state.get()))));
-    library->impl(
-        plan.name.c_str(),
-        torch::dispatch(c10::DispatchKey::Meta, torch::CppFunction::makeFromBoxedFunctor(
-                                                    std::make_unique<MetaKernel>(state.get()))));
+    if (options.cuda_kernel) {
+      library->impl(
+          plan.name.c_str(),
+          torch::dispatch(c10::DispatchKey::CUDA, torch::CppFunction::makeFromBoxedFunctor(
+                                                      std::make_unique<CudaKernel>(state.get()))));
+    }
+    if (options.meta_kernel) {
+      library->impl(
+          plan.name.c_str(),
+          torch::dispatch(c10::DispatchKey::Meta, torch::CppFunction::makeFromBoxedFunctor(
+                                                      std::make_unique<MetaKernel>(state.get()))));
+    }
     library->impl(
         plan.name.c_str(),
         torch::dispatch(c10::DispatchKey::CPU, torch::CppFunction::makeFromBoxedFunctor(
@@ -369,6 +520,32 @@ Registration register_op(KernelOp op) {
   state->library = std::move(library);
   registry()[plan.op_name] = state;
   return Registration(state);
+}
+
+void unregister_op(const std::string& op_name) {
+  std::lock_guard lock(registry_mutex());
+  auto it = registry().find(op_name);
+  if (it == registry().end()) return;
+  it->second->library.reset();  // deregisters the schema and kernels
+  registry().erase(it);
+}
+
+Registration find_registration(const std::string& op_name) {
+  std::lock_guard lock(registry_mutex());
+  auto it = registry().find(op_name);
+  if (it == registry().end()) {
+    std::string known;
+    for (const auto& [name, state] : registry()) known += (known.empty() ? "" : ", ") + name;
+    KERNELOP_FAIL(Spec) << "no op " << op_name << " was registered through kernelop (registered: "
+                        << (known.empty() ? "none" : known) << ")";
+  }
+  return Registration(it->second);
+}
+
+void* current_stream(int device) {
+  c10::impl::VirtualGuardImpl guard(c10::DeviceType::CUDA);
+  return guard.getStream(c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device)))
+      .native_handle();
 }
 
 bool is_registered(const std::string& op_name) {

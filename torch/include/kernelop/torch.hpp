@@ -31,10 +31,39 @@ class Registration {
   std::shared_ptr<const State> state_;
 };
 
+/// What register_op() registers. The override path (cuda_kernel_op's meta_fn / eager_fn /
+/// schema) registers the caller's functions itself and turns the matching parts off here.
+struct RegisterOptions {
+  /// The schema without the name, e.g. "(Tensor x, float alpha) -> Tensor"; empty: the plan's.
+  /// When kernelop's own CUDA or Meta kernel is registered it must match the plan: the same
+  /// number of arguments, a Tensor for each tensor input (mutable exactly where the input is
+  /// mutated), float/int/bool for scalars, and one Tensor return per output. Names may differ.
+  std::string schema;
+  /// False: the caller registers the CUDA kernel (an eager_fn).
+  bool cuda_kernel = true;
+  /// False: the caller registers the fake (Meta) kernel (a meta_fn). Required for plans whose
+  /// outputs the meta function shapes; kernelop's CUDA kernel then asks that Meta kernel for
+  /// the output shapes and dtypes on every call.
+  bool meta_kernel = true;
+  bool operator==(const RegisterOptions&) const = default;
+};
+
 /// Registers `op` as torch.ops.<ns>.<name> (see Note [torch registration]).
-Registration register_op(KernelOp op);
+Registration register_op(KernelOp op, const RegisterOptions& options = {});
+
+/// Removes a registration made through kernelop, with its schema and kernels, from the
+/// dispatcher (the override path's rollback when registering the caller's functions fails).
+/// Registration objects still held stay valid but the op is gone. No-op for unknown names.
+void unregister_op(const std::string& op_name);
 
 /// True when an op of this name was registered through kernelop in this process.
 bool is_registered(const std::string& op_name);
+
+/// The registration of `op_name` (its KernelOp launches the kernel: what an eager_fn uses);
+/// throws Error(Spec) when kernelop registered no such op.
+Registration find_registration(const std::string& op_name);
+
+/// The current CUDA stream of `device` in PyTorch (a CUstream).
+void* current_stream(int device);
 
 }  // namespace kernelop::torch_ops
