@@ -3,7 +3,8 @@
 relu on 4096 float32 elements (so the host side dominates): kernelop's torch.ops op against
   (a) torch.relu, (b) the same kernel in a hand-written C++ extension registered with
   TORCH_LIBRARY, (c) a Python torch.library.custom_op launching it through cuda.core (what
-  torch_tensorrt.kernels does), (d) CuPy's RawKernel;
+  torch_tensorrt.kernels does), (d) CuPy's RawKernel, and kernelop's override path (a Python
+  eager_fn launching through kernelop.kernel; a Python meta_fn shaping kernelop's C++ launch);
 and the per-kernel cost inside a replayed CUDA graph. One process, interleaved rounds, medians.
 Usage: python bench/torch_bench.py [OUTFILE]   (needs a GPU and the kernelop package)
 """
@@ -27,6 +28,34 @@ def kernelop_relu():
     return ko.cuda_kernel_op("bench_kop::relu", ko.KernelSpec(
         SRC, "relu", inputs=[ko.InputDecl("x", torch.float32)], outputs=[ko.OutputDecl("y", ko.SameAs("x"))],
         extras=[ko.Numel("x")], geometry=ko.Elementwise()))
+
+
+def kernelop_eager_fn_relu():
+    """The override path: a Python eager_fn launching the compiled kernel (kernelop.kernel)."""
+    k = None
+
+    def eager(x: torch.Tensor) -> torch.Tensor:
+        y = torch.empty_like(x)
+        n = x.numel()
+        k.launch((n + 255) // 256, 256, (x, n, y))
+        return y
+
+    spec = ko.KernelSpec(SRC, "relu", inputs=[ko.InputDecl("x", torch.float32)],
+                         outputs=[ko.OutputDecl("y", ko.SameAs("x"))], extras=[ko.Numel("x")])
+    op = ko.cuda_kernel_op("bench_kop::relu_eager_fn", spec, eager_fn=eager)
+    k = ko.kernel("bench_kop::relu_eager_fn")
+    return op
+
+
+def kernelop_meta_fn_relu():
+    """The override path: outputs shaped by a Python meta_fn, launched by kernelop from C++."""
+    spec = ko.KernelSpec(SRC, "relu", inputs=[ko.InputDecl("x", torch.float32)], extras=[ko.Numel("x")],
+                         geometry=ko.Elementwise())
+
+    def meta(x: torch.Tensor) -> torch.Tensor:
+        return torch.empty_like(x)
+
+    return ko.cuda_kernel_op("bench_kop::relu_meta_fn", spec, meta_fn=meta)
 
 
 def extension_relu():
@@ -125,7 +154,8 @@ def main():
     x = torch.randn(N, device="cuda")
     variants = {"kernelop torch.ops": kernelop_relu, "torch.relu (native)": lambda: torch.relu,
                 "C++ extension (TORCH_LIBRARY)": extension_relu, "custom_op + cuda.core": cuda_core_relu,
-                "CuPy RawKernel": cupy_relu}
+                "CuPy RawKernel": cupy_relu, "kernelop eager_fn (override)": kernelop_eager_fn_relu,
+                "kernelop meta_fn (override)": kernelop_meta_fn_relu}
     fns, unavailable = {}, {}
     for name, make in variants.items():
         try:
