@@ -297,6 +297,30 @@ class OverrideCuda(unittest.TestCase):
         torch.cuda.synchronize()
         torch.testing.assert_close(y, torch.cat([x, x], 1), rtol=0, atol=0)
 
+    def test_cuda_graph_capture_of_an_eager_fn(self):
+        x = torch.randn(64, 48, device="cuda")
+        y = OPS["repeat2"](x)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):  # Kernel.launch uses the capturing stream (PyTorch's current one)
+            y = OPS["repeat2"](x)
+        x.copy_(torch.randn(64, 48, device="cuda"))
+        g.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(y, torch.cat([x, x], 1), rtol=0, atol=0)
+
+    @unittest.skipUnless(CUDA and torch.cuda.device_count() > 1, "needs two CUDA devices")
+    def test_second_device(self):
+        x = torch.randn(100, 7, device="cuda:1")
+        for name in ("repeat2", "repeat2_meta"):
+            with self.subTest(name):
+                y = OPS[name](x)
+                self.assertEqual(y.device, torch.device("cuda:1"))
+                torch.testing.assert_close(y, torch.cat([x, x], 1), rtol=0, atol=0)
+        y = torch.empty(100, 14, device="cuda:0")
+        with self.assertRaisesRegex(RuntimeError, "argument 3 \\('out0', float\\*\\) is on device 0 but an earlier "
+                                                  "tensor is on device 1"):
+            ko.kernel("kop_ov::repeat2_meta").launch(1, 32, (x, 7, 1400, y))
+
     def test_kernel_launch_errors(self):
         k = ko.kernel("kop_ov::repeat2_meta")
         x = torch.randn(4, 4, device="cuda")
