@@ -252,6 +252,25 @@ def build_package(op_name: str, spec: KernelSpec, path: str, *, archs: Optional[
     return str(path)
 
 
+def register_spec_file(path: str, *, archs: Optional[Sequence[str]] = None) -> Any:
+    """Registers the op of a JSON spec file (docs/spec-format.md, e.g. examples/relu.json), whose
+    relative paths resolve against the file's folder; returns its torch.ops packet."""
+    path = os.path.abspath(str(path))
+    with open(path) as f:
+        text = f.read()
+    schema = _kernelop.register_spec(text, os.path.dirname(path), list(archs or []), _kernelop.Overrides())
+    return _op_object(schema.split("(", 1)[0])
+
+
+def build_package_file(path: str, out: str, *, archs: Optional[Sequence[str]] = None) -> str:
+    """Compiles the op of a JSON spec file and writes its .kop package to ``out``."""
+    path = os.path.abspath(str(path))
+    with open(path) as f:
+        text = f.read()
+    _kernelop.build_package(text, os.path.dirname(path), list(archs or []), str(out))
+    return str(out)
+
+
 def load_package(path: str) -> Any:
     """Registers the op of a .kop package (no NVRTC, no source) and returns its torch.ops packet."""
     schema = _kernelop.load_package(str(path))

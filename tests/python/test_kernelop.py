@@ -4,6 +4,7 @@ round trips and CUDA graphs (GPU, skipped without one)."""
 
 import os
 import pathlib
+import sys
 import tempfile
 import unittest
 
@@ -12,6 +13,8 @@ import torch
 import kernelop as ko
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
+sys.path.insert(0, str(EXAMPLES))
+import torch_examples as tex  # noqa: E402  (every example spec file as a torch op)
 ARCHS = ["sm_80", "sm_90", "compute_90"]
 CUDA = torch.cuda.is_available()
 
@@ -54,6 +57,7 @@ def register_all():
 
 
 OPS = register_all()
+EX = tex.register(archs=ARCHS)
 
 
 class Registration(unittest.TestCase):
@@ -122,6 +126,33 @@ def _nvcc():
     import shutil
     home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
     return shutil.which("nvcc") or (os.path.join(home, "bin", "nvcc") if os.path.exists(os.path.join(home, "bin", "nvcc")) else None)
+
+
+class Examples(unittest.TestCase):
+    """Every example spec file as a torch op, without a GPU: schemas, Meta shapes, export."""
+
+    def test_every_example_is_registered_from_its_spec_file(self):
+        self.assertEqual(sorted(EX), tex.NAMES)
+        self.assertEqual(len(tex.NAMES), 12)
+        self.assertEqual(str(EX["cache_scatter"].default._schema),
+                         "kernelop_examples::cache_scatter(Tensor(a!) cache, Tensor index, Tensor values) -> ()")
+        self.assertIs(ko.register_spec_file(tex.spec_file("relu"), archs=ARCHS), EX["relu"])  # again: no-op
+
+    def test_meta_shapes_and_dtypes_match_the_references(self):
+        for name, (args, reference) in tex.cases(5, device="cpu").items():
+            with self.subTest(name):
+                meta_args = [a.to("meta") if isinstance(a, torch.Tensor) else a for a in args]
+                got = tex.outputs_of(EX[name](*meta_args))
+                want = tex.outputs_of(reference(*args)) if name != "cache_scatter" else []
+                self.assertEqual([(t.shape, t.dtype) for t in got], [(t.shape, t.dtype) for t in want])
+
+    def test_export_of_all_ops_with_fake_inputs(self):
+        model = tex.AllOps().to("meta")
+        x = torch.empty(8, tex.WIDTH, device="meta")
+        ep = torch.export.export(model, (x,), dynamic_shapes={"x": {0: torch.export.Dim("b", min=4)}})
+        graph = str(ep.graph)
+        for name in tex.NAMES:
+            self.assertIn(f"kernelop_examples.{name}", graph)
 
 
 class Meta(unittest.TestCase):
@@ -230,6 +261,93 @@ class Cuda(unittest.TestCase):
             out = compiled(x)
         torch.testing.assert_close(out, model(x), rtol=0, atol=0)
 
+    def test_every_example_matches_its_reference(self):
+        for batch in (37, 1, 0):
+            for name, (args, reference) in tex.cases(batch).items():
+                with self.subTest(name=name, batch=batch):
+                    want = reference(*args)
+                    got = EX[name](*args)
+                    if name == "cache_scatter":
+                        got = args[0]  # written in place
+                    for g, w in zip(tex.outputs_of(got), tex.outputs_of(want)):
+                        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+
+    def test_opcheck_every_example(self):
+        for name, (args, _) in tex.cases(19).items():
+            with self.subTest(name):
+                torch.library.opcheck(EX[name].default, args)
+
+    def test_all_ops_compiled_exported_and_captured(self):
+        model = tex.AllOps().cuda()
+        torch._dynamo.reset()
+        counts = {"n": 0}
+
+        def backend(gm, example_inputs):
+            counts["n"] += 1
+            from torch._inductor.compile_fx import compile_fx
+            return compile_fx(gm, example_inputs)
+
+        compiled = torch.compile(model, fullgraph=True, dynamic=True, backend=backend)
+        for batch in (8, 29, 300):
+            x = torch.randn(batch, tex.WIDTH, device="cuda")
+            torch.testing.assert_close(compiled(x), tex.reference_all_ops(model, x), rtol=1e-4, atol=1e-4)
+            torch.testing.assert_close(model(x), tex.reference_all_ops(model, x), rtol=1e-4, atol=1e-4)
+        self.assertEqual(counts["n"], 1, "every example op in one graph, compiled once across sizes")
+
+        x = torch.randn(16, tex.WIDTH, device="cuda")
+        ep = torch.export.export(model, (x,), dynamic_shapes={"x": {0: torch.export.Dim("b", min=4)}})
+        with tempfile.TemporaryDirectory() as d:
+            torch.export.save(ep, os.path.join(d, "all.pt2"))
+            loaded = torch.export.load(os.path.join(d, "all.pt2")).module()
+        y = torch.randn(45, tex.WIDTH, device="cuda")
+        torch.testing.assert_close(loaded(y), model(y), rtol=1e-5, atol=1e-5)
+
+        model(x)  # loads every module outside the capture
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            out = model(x)
+        x.copy_(torch.randn(16, tex.WIDTH, device="cuda"))
+        g.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out, tex.reference_all_ops(model, x), rtol=1e-4, atol=1e-4)
+
+        torch._dynamo.reset()
+        overhead = torch.compile(model, mode="reduce-overhead", fullgraph=True)
+        for _ in range(3):
+            out = overhead(x)
+        torch.testing.assert_close(out, model(x), rtol=1e-5, atol=1e-5)
+
+    def test_bad_inputs_for_every_example(self):
+        for name, (args, _) in tex.cases(6).items():
+            with self.subTest(name):
+                cpu = [a.cpu() if isinstance(a, torch.Tensor) else a for a in args]
+                with self.assertRaisesRegex(RuntimeError, "got CPU tensors; kernelop ops run on CUDA tensors"):
+                    EX[name](*cpu)
+                wrong = [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+                with self.assertRaisesRegex(TypeError, "must be float32, got float64|no instantiation of"):
+                    EX[name](*wrong)
+        with self.assertRaisesRegex(RuntimeError, "input 'x' has rank 1 but output 'y' shape needs rank >= 2"):
+            EX["repeat2"](torch.randn(8, device="cuda"))
+        with self.assertRaisesRegex(RuntimeError, "has rank 1 but geometry Elementwise\\(block=\\(16, 16\\), "
+                                                  "layout=nd, over=y\\) needs rank >= 2"):
+            EX["bias_add_2d"](torch.randn(8, device="cuda"), torch.randn(8, device="cuda"))
+        with self.assertRaisesRegex(TypeError, "cache_scatter: input 'index' must be int64, got int32"):
+            EX["cache_scatter"](torch.zeros(4, 3, device="cuda"), torch.zeros(2, dtype=torch.int32, device="cuda"),
+                                torch.zeros(2, 3, device="cuda"))
+        with self.assertRaises(RuntimeError):  # the dispatcher's own argument check: a str for a float
+            EX["scale"](torch.randn(4, device="cuda"), "2")
+        with self.assertRaisesRegex(RuntimeError, "is written in place and must be contiguous"):
+            EX["cache_scatter"](torch.zeros(3, 4, device="cuda").t(), torch.zeros(1, dtype=torch.int64, device="cuda"),
+                                torch.zeros(1, 3, device="cuda"))
+
+    @unittest.skipUnless(CUDA and torch.cuda.device_count() > 1, "needs two CUDA devices")
+    def test_all_ops_on_the_second_device(self):
+        model = tex.AllOps().to("cuda:1")
+        x = torch.randn(9, tex.WIDTH, device="cuda:1")
+        out = model(x)
+        self.assertEqual(out.device, torch.device("cuda:1"))
+        torch.testing.assert_close(out, tex.reference_all_ops(model, x), rtol=1e-4, atol=1e-4)
+
     @unittest.skipUnless(CUDA and torch.cuda.device_count() > 1, "needs two CUDA devices")
     def test_second_device(self):
         x = torch.randn(1000, 7, device="cuda:1")
@@ -260,7 +378,8 @@ if __name__ == "__main__":
     if part == "--gpu" and not CUDA:
         print("SKIPPED: no CUDA device")
         sys.exit(77)
-    classes = {"--cpu": [Registration, Meta, Ptx], "--gpu": [Cuda]}.get(part, [Registration, Meta, Ptx, Cuda])
+    classes = {"--cpu": [Registration, Examples, Meta, Ptx], "--gpu": [Cuda]}.get(
+        part, [Registration, Examples, Meta, Ptx, Cuda])
     suite = unittest.TestSuite(unittest.defaultTestLoader.loadTestsFromTestCase(c) for c in classes)
     result = unittest.TextTestRunner(verbosity=2).run(suite)
     sys.exit(0 if result.wasSuccessful() else 1)
