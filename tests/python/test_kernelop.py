@@ -324,14 +324,14 @@ class Cuda(unittest.TestCase):
                 with self.assertRaisesRegex(RuntimeError, "got CPU tensors; kernelop ops run on CUDA tensors"):
                     EX[name](*cpu)
                 wrong = [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
-                with self.assertRaisesRegex(TypeError, "must be float32, got float64|no instantiation of"):
+                with self.assertRaisesRegex(TypeError, "must be float32 .*got float64|no instantiation of"):
                     EX[name](*wrong)
-        with self.assertRaisesRegex(RuntimeError, "input 'x' has rank 1 but output 'y' shape needs rank >= 2"):
+        with self.assertRaisesRegex(RuntimeError, "input 'x' has rank 1 \\(shape \\[8\\]\\) but output 'y' shape needs rank >= 2"):
             EX["repeat2"](torch.randn(8, device="cuda"))
-        with self.assertRaisesRegex(RuntimeError, "has rank 1 but geometry Elementwise\\(block=\\(16, 16\\), "
-                                                  "layout=nd, over=y\\) needs rank >= 2"):
+        with self.assertRaisesRegex(RuntimeError, "input 'x' has rank 1 \\(shape \\[8\\]\\) but extra 0 "
+                                                  "'dim\\(x, -2\\)' needs rank >= 2"):
             EX["bias_add_2d"](torch.randn(8, device="cuda"), torch.randn(8, device="cuda"))
-        with self.assertRaisesRegex(TypeError, "cache_scatter: input 'index' must be int64, got int32"):
+        with self.assertRaisesRegex(TypeError, "cache_scatter: input 'index' must be int64 .*got int32"):
             EX["cache_scatter"](torch.zeros(4, 3, device="cuda"), torch.zeros(2, dtype=torch.int32, device="cuda"),
                                 torch.zeros(2, 3, device="cuda"))
         with self.assertRaises(RuntimeError):  # the dispatcher's own argument check: a str for a float
