@@ -11,6 +11,7 @@ import unittest
 import torch
 
 import kernelop as ko
+from compile_counter import counting_inductor
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 sys.path.insert(0, str(EXAMPLES))
@@ -208,12 +209,7 @@ class Cuda(unittest.TestCase):
 
     def test_compile_fullgraph_dynamic_without_recompiling(self):
         torch._dynamo.reset()
-        counts = {"n": 0}
-
-        def backend(gm, example_inputs):
-            counts["n"] += 1
-            from torch._inductor.compile_fx import compile_fx
-            return compile_fx(gm, example_inputs)
+        backend, counts = counting_inductor()
 
         def model(x):
             return OPS["rowsum"](OPS["repeat2"](torch.sigmoid(x)) + 1.0) * 0.5
@@ -280,12 +276,7 @@ class Cuda(unittest.TestCase):
     def test_all_ops_compiled_exported_and_captured(self):
         model = tex.AllOps().cuda()
         torch._dynamo.reset()
-        counts = {"n": 0}
-
-        def backend(gm, example_inputs):
-            counts["n"] += 1
-            from torch._inductor.compile_fx import compile_fx
-            return compile_fx(gm, example_inputs)
+        backend, counts = counting_inductor()
 
         compiled = torch.compile(model, fullgraph=True, dynamic=True, backend=backend)
         for batch in (8, 29, 300):

@@ -12,6 +12,7 @@ import unittest
 import torch
 
 import kernelop as ko
+from compile_counter import counting_inductor
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 ARCHS = ["sm_80", "sm_90", "compute_90"]
@@ -270,12 +271,7 @@ class OverrideCuda(unittest.TestCase):
 
     def test_compile_fullgraph_dynamic_without_recompiling(self):
         torch._dynamo.reset()
-        counts = {"n": 0}
-
-        def backend(gm, example_inputs):
-            counts["n"] += 1
-            from torch._inductor.compile_fx import compile_fx
-            return compile_fx(gm, example_inputs)
+        backend, counts = counting_inductor()
 
         def model(x):
             return OPS["relu_eager"](OPS["repeat2_meta"](x) - 0.5) + OPS["repeat2"](x)
