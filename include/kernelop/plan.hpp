@@ -80,6 +80,15 @@ struct RankRequirement {
   bool operator==(const RankRequirement&) const = default;
 };
 
+/// A requirement on the inputs with resolved expressions (see Requirement).
+struct RequirementPlan {
+  Expr lhs;
+  Compare op = Compare::Eq;
+  Expr rhs;
+  std::string text;  ///< as declared, for messages
+  bool operator==(const RequirementPlan&) const = default;
+};
+
 /// Launch geometry as resolved expressions over input and output shapes.
 struct LaunchGeometry {
   std::array<Expr, 3> grid = {1, 1, 1};
@@ -114,6 +123,7 @@ struct OpPlan {
   /// is compiled, and only raw launches are possible.
   bool args_from_kernel = false;
   std::vector<RankRequirement> rank_requirements;
+  std::vector<RequirementPlan> requirements;
   std::vector<TypeParam> type_params;
   std::vector<KernelInstance> instances;
   KernelSpec spec;  ///< the validated spec this plan was derived from

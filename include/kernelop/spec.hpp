@@ -137,6 +137,21 @@ struct Custom {
 
 using Geometry = std::variant<Elementwise, Reduction, Custom>;
 
+/// A relation the inputs must satisfy for the kernel to be safe, e.g. `dim(bias, 0) ==
+/// dim(x, -1)` (kernelop addition): checked before every launch, and a guard under tracing.
+enum class Compare : std::uint8_t { Eq, Ne, Lt, Le, Gt, Ge };
+struct Requirement {
+  Expr lhs;
+  Compare op = Compare::Eq;
+  Expr rhs;
+  /// "lhs OP rhs" with OP one of == != < <= > >=; throws Error(Spec) saying what is wrong.
+  static Requirement parse(std::string_view text);
+  std::string to_string() const;
+  bool holds(std::int64_t lhs_value, std::int64_t rhs_value) const;
+  bool operator==(const Requirement&) const = default;
+};
+std::string_view compare_text(Compare op);
+
 /// A template type parameter of a dtype-generic kernel: the kernel is instantiated once per
 /// combination of the parameters' dtypes (their cartesian product).
 struct TypeParam {
@@ -165,6 +180,7 @@ struct KernelSpec {
   bool fast_math = false;
   bool line_info = false;
   std::vector<TypeParam> type_params;
+  std::vector<Requirement> requirements;  ///< JSON "requires
   bool operator==(const KernelSpec&) const = default;
 };
 

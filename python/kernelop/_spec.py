@@ -207,6 +207,9 @@ class KernelSpec:
     fast_math: bool = False
     line_info: bool = False
     type_params: Optional[Dict[str, Sequence[Any]]] = None
+    # Relations the inputs must satisfy, e.g. "dim(bias, 0) == dim(x, -1)": checked before every
+    # launch and a guard under tracing (== != < <= > >= between expressions over the inputs).
+    requires: Sequence[str] = ()
 
     def to_json(self, op_name: str) -> Dict[str, Any]:
         """The JSON spec document (docs/spec-format.md) for ``op_name``."""
@@ -236,6 +239,8 @@ class KernelSpec:
         if self.type_params:
             doc["type_params"] = [{"name": k, "dtypes": [_dtype_name(d) for d in v]}
                                   for k, v in self.type_params.items()]
+        if self.requires:
+            doc["requires"] = [self._typed(r, (str,), "requires") for r in self.requires]
         return doc
 
     @staticmethod

@@ -74,6 +74,7 @@ class Deriver {
     derive_outputs();
     derive_args();
     derive_geometry();
+    derive_requirements();
     derive_schema();
     return std::move(plan_);
   }
@@ -289,6 +290,15 @@ class Deriver {
     g.shared_mem = resolve(g.shared_mem.simplified());
     require_ranks_of(g.shared_mem, "geometry " + g.description);
     plan_.geometry = std::move(g);
+  }
+
+  void derive_requirements() {
+    for (const Requirement& r : spec_.requirements) {
+      RequirementPlan p{resolve(r.lhs), r.op, resolve(r.rhs), r.to_string()};
+      require_ranks_of(p.lhs, "requirement '" + p.text + "'");
+      require_ranks_of(p.rhs, "requirement '" + p.text + "'");
+      plan_.requirements.push_back(std::move(p));
+    }
   }
 
   void derive_instances() {

@@ -255,7 +255,7 @@ class Reader {
     expect_keys(root, "",
                 {"op", "kernel_name", "kernel_source", "source_file", "inputs", "outputs", "extras",
                  "geometry", "include_paths", "compile_std", "arch_override", "defines",
-                 "fast_math", "line_info", "type_params"});
+                 "fast_math", "line_info", "type_params", "requires"});
     OpDecl decl;
     decl.base_dir = base_dir;
     if (!root.contains("op")) fail("op", "missing; expected \"namespace::name\"");
@@ -315,6 +315,18 @@ class Reader {
         for (std::size_t k = 0; k < ds.size(); ++k)
           tp.dtypes.push_back(get_dtype(ds[k], index(join(p, "dtypes"), k)));
         s.type_params.push_back(std::move(tp));
+      }
+    }
+    if (root.contains("requires")) {
+      const Json& arr = get_array(root["requires"], "requires");
+      for (std::size_t i = 0; i < arr.size(); ++i) {
+        std::string p = index("requires", i);
+        std::string text = get_string(arr[i], p);
+        try {
+          s.requirements.push_back(Requirement::parse(text));
+        } catch (const Error& e) {
+          fail(p, e.message());
+        }
       }
     }
     return decl;
@@ -453,6 +465,11 @@ Json write(const OpDecl& decl, const JsonWriteOptions& options) {
       arr.push_back(Json{{"name", tp.name}, {"dtypes", std::move(dtypes)}});
     }
     root["type_params"] = std::move(arr);
+  }
+  if (!s.requirements.empty()) {
+    Json arr = Json::array();
+    for (const Requirement& r : s.requirements) arr.push_back(r.to_string());
+    root["requires"] = std::move(arr);
   }
   return root;
 }

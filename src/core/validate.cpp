@@ -85,6 +85,7 @@ class Validator {
       check_outputs();
       check_extras();
       check_geometry();
+      check_requirements();
     }
     check_compile_options();
   }
@@ -190,10 +191,11 @@ class Validator {
         KOP_FIELD_FAIL("inputs") << "missing; required unless both meta_fn and eager_fn are given";
       }
       // Without inputs nothing else can be derived; a field that would be ignored is an error.
-      const char* ignored = spec_.outputs           ? "outputs"
-                            : !spec_.extras.empty() ? "extras"
-                            : spec_.geometry        ? "geometry"
-                                                    : nullptr;
+      const char* ignored = spec_.outputs                 ? "outputs"
+                            : !spec_.extras.empty()       ? "extras"
+                            : spec_.geometry              ? "geometry"
+                            : !spec_.requirements.empty() ? "requires"
+                                                          : nullptr;
       if (ignored) {
         KOP_FIELD_FAIL("inputs") << "missing, so '" << ignored
                                  << "' cannot be used (it refers to the inputs); declare the "
@@ -306,9 +308,10 @@ class Validator {
       if (!options_.has_meta_fn) {
         KOP_FIELD_FAIL("outputs") << "missing; required unless meta_fn is given";
       }
-      const char* ignored = !spec_.extras.empty() ? "extras"
-                            : spec_.geometry      ? "geometry"
-                                                  : nullptr;
+      const char* ignored = !spec_.extras.empty()         ? "extras"
+                            : spec_.geometry              ? "geometry"
+                            : !spec_.requirements.empty() ? "requires"
+                                                          : nullptr;
       if (options_.has_eager_fn && ignored) {
         KOP_FIELD_FAIL("outputs") << "missing, so '" << ignored
                                   << "' cannot be used: the eager_fn launches the kernel with its "
@@ -413,6 +416,16 @@ class Validator {
     }
     if (block.size() == 3 && block[2] > 64) {
       KOP_FIELD_FAIL(path) << "z dimension is " << block[2] << "; CUDA allows at most 64";
+    }
+  }
+
+  // Requirements constrain the inputs: outputs are not known when they are checked.
+  void check_requirements() {
+    for (std::size_t i = 0; i < spec_.requirements.size(); ++i) {
+      const Requirement& r = spec_.requirements[i];
+      std::string path = "requires[" + std::to_string(i) + "]";
+      check_expr(r.lhs, path, false);
+      check_expr(r.rhs, path, false);
     }
   }
 

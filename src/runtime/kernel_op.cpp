@@ -283,6 +283,13 @@ struct KernelOp::State {
     }
     check_rank_requirements(f, false);
     FrameEnv env{p, f};
+    for (const RequirementPlan& r : p.requirements) {
+      std::int64_t a = evaluate<std::int64_t>(r.lhs, env), b = evaluate<std::int64_t>(r.rhs, env);
+      if (!Requirement{r.lhs, r.op, r.rhs}.holds(a, b)) {
+        fail("the inputs break the requirement '" + r.text + "': " + std::to_string(a) + " " +
+             std::string(compare_text(r.op)) + " " + std::to_string(b) + " is false");
+      }
+    }
     for (const OutputPlan& out : p.outputs) {
       Shape& shape = f.shapes[static_cast<std::size_t>(out.slot)];
       const Shape& src = f.shapes[static_cast<std::size_t>(out.shape.source)];

@@ -85,6 +85,24 @@ std::string shapes_text(const std::vector<Shape>& shapes) {
   return out;
 }
 
+TEST(Runtime, RequirementsOnTheInputsAreChecked) {
+  std::vector<TensorView> short_bias = {tensor({2, 8, 16}), tensor({15})};
+  expect_error([&] { make_op("bias_add_2d").output_shapes(short_bias); }, ErrorKind::Launch,
+               "op kernelop_examples::bias_add_2d: the inputs break the requirement 'dim(bias, 0) "
+               "== dim(x, -1)': 15 == 16 is false");
+  std::vector<TensorView> add = {tensor({5}), tensor({3})};
+  expect_error([&] { make_op("add").output_shapes(add); }, ErrorKind::Launch,
+               "'numel(b) == numel(a)': 3 == 5 is false");
+  std::vector<TensorView> scatter = {tensor({8, 4}), tensor({2}, DType::Int64), tensor({3, 4})};
+  expect_error([&] { make_op("cache_scatter").output_shapes(scatter); }, ErrorKind::Launch,
+               "'numel(index) == numel_except(values, -1)': 2 == 3 is false");
+  std::vector<TensorView> narrow = {tensor({8, 4}), tensor({3}, DType::Int64), tensor({3, 5})};
+  expect_error([&] { make_op("cache_scatter").output_shapes(narrow); }, ErrorKind::Launch,
+               "'dim(values, -1) == dim(cache, -1)': 5 == 4 is false");
+  std::vector<TensorView> ok = {tensor({2, 8, 16}), tensor({16})};
+  EXPECT_EQ(shapes_text(make_op("bias_add_2d").output_shapes(ok)), "[2, 8, 16]");
+}
+
 TEST(Runtime, OutputShapesForEveryKindOfRelation) {
   std::vector<TensorView> x = {tensor({4, 6})};
   EXPECT_EQ(shapes_text(make_op("relu").output_shapes(x)), "[4, 6]");

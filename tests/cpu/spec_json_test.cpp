@@ -585,7 +585,40 @@ TEST(SpecJsonTest, UnknownTopLevelField) {
                      "t.json: kernel: unknown field (known fields: op, kernel_name, "
                      "kernel_source, source_file, inputs, outputs, extras, geometry, "
                      "include_paths, compile_std, arch_override, defines, fast_math, line_info, "
-                     "type_params)");
+                     "type_params, requires)");
+}
+
+TEST(SpecJsonTest, RequirementsParseAndPrint) {
+  OpDecl d = parse_op_json(
+      Doc()
+          .set("requires",
+               R"J(["dim(x,0)==4", "numel(x) <= 2 * 2", "dim(x, -1)!=cdiv(numel(x), 2)"])J")
+          .str(),
+      kBaseDir, "t.json");
+  ASSERT_EQ(d.spec.requirements.size(), 3u);
+  EXPECT_EQ(d.spec.requirements[0].to_string(), "dim(x, 0) == 4");
+  EXPECT_EQ(d.spec.requirements[0].op, Compare::Eq);
+  EXPECT_EQ(d.spec.requirements[2].op, Compare::Ne);
+  EXPECT_EQ(parse_op_json(print_op_json(d), kBaseDir, "again").spec.requirements,
+            d.spec.requirements);
+  EXPECT_TRUE(Requirement::parse("numel(x) >= 3").holds(3, 3));
+  EXPECT_FALSE(Requirement::parse("numel(x) > 3").holds(3, 3));
+  EXPECT_TRUE(Requirement::parse("numel(x) < 3").holds(2, 3));
+}
+
+TEST(SpecJsonTest, MalformedRequirementsNameTheEntry) {
+  expect_parse_error(Doc().set("requires", R"J(["dim(x, 0)"])J"), ErrorKind::Spec,
+                     "t.json: requires[0]: 'dim(x, 0)' has no comparison; expected 'lhs OP rhs'");
+  expect_parse_error(Doc().set("requires", R"J(["1 < dim(x, 0) < 4"])J"), ErrorKind::Spec,
+                     "requires[0]: '1 < dim(x, 0) < 4' has more than one comparison");
+  expect_parse_error(Doc().set("requires", R"J(["dim(x, 0) =< 4"])J"), ErrorKind::Spec,
+                     "requires[0]: 'dim(x, 0) =< 4': unknown comparison at '=< '");
+  expect_parse_error(Doc().set("requires", R"J(["dim(x, 0) = 4"])J"), ErrorKind::Spec,
+                     "unknown comparison");
+  expect_parse_error(Doc().set("requires", R"J(["dim(x, ) == 4"])J"), ErrorKind::Spec,
+                     "requires[0]: ");
+  expect_parse_error(Doc().set("requires", R"J([3])J"), ErrorKind::Spec,
+                     "requires[0]: expected a string, found number");
 }
 
 TEST(SpecJsonTest, UnknownNestedField) {

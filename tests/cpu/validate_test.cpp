@@ -904,3 +904,33 @@ TEST(ValidateTest, TooManyInstantiations) {
 
 }  // namespace
 }  // namespace kernelop
+
+namespace kernelop {
+namespace {
+
+TEST(ValidateRequirements, LeavesMustBeInputsOrIntScalars) {
+  OpDecl d = relu_decl();
+  d.spec.requirements = {Requirement::parse("dim(x, -1) == 4"),
+                         Requirement::parse("numel(x) >= 1")};
+  EXPECT_NO_THROW(validate(d));
+  d.spec.requirements = {Requirement::parse("numel(y) == 4")};
+  expect_invalid(d, "requires[0]: 'numel(y)': output 'y' cannot be used here");
+  d.spec.requirements = {Requirement::parse("numel(x) == 4"), Requirement::parse("dim(q, 0) < 2")};
+  expect_invalid(d, "requires[1]: 'dim(q, 0)': 'q' is not a tensor");
+  d.spec.requirements = {Requirement::parse("numel(x) == alpha")};
+  expect_invalid(d, "requires[0]: 'alpha': 'alpha' is not an integer scalar input");
+}
+
+TEST(ValidateRequirements, IgnoredRequirementsAreErrors) {
+  OpDecl d = relu_decl();
+  d.spec.requirements = {Requirement::parse("numel(x) == 4")};
+  d.spec.inputs.reset();
+  d.spec.outputs.reset();
+  d.spec.extras.clear();
+  d.spec.geometry.reset();
+  expect_invalid(d, "inputs: missing, so 'requires' cannot be used",
+                 {.has_meta_fn = true, .has_eager_fn = true});
+}
+
+}  // namespace
+}  // namespace kernelop

@@ -147,6 +147,28 @@ class Examples(unittest.TestCase):
                 want = tex.outputs_of(reference(*args)) if name != "cache_scatter" else []
                 self.assertEqual([(t.shape, t.dtype) for t in got], [(t.shape, t.dtype) for t in want])
 
+    def test_requirements_on_the_inputs(self):
+        x = torch.empty(2, 8, 16, device="meta")
+        with self.assertRaisesRegex(RuntimeError, "bias_add_2d: the inputs break the requirement 'dim\\(bias, 0\\) == "
+                                                  "dim\\(x, -1\\)': 15 == 16 is false"):
+            EX["bias_add_2d"](x, torch.empty(15, device="meta"))
+        with self.assertRaisesRegex(RuntimeError, "'numel\\(b\\) == numel\\(a\\)': 3 == 5 is false"):
+            EX["add"](torch.empty(5, device="meta"), torch.empty(3, device="meta"))
+
+        class BiasAdd(torch.nn.Module):
+            def forward(self, x, bias):
+                return EX["bias_add_2d"](x, bias) * 2
+
+        # Under export the requirement is a guard on the symbolic sizes: one Dim for both passes.
+        c = torch.export.Dim("c")
+        ep = torch.export.export(BiasAdd(), (x, torch.empty(16, device="meta")),
+                                 dynamic_shapes={"x": {2: c}, "bias": {0: c}})
+        self.assertIn("kernelop_examples.bias_add_2d", str(ep.graph))
+        # Two independent Dims contradict the requirement: PyTorch says how to fix it.
+        with self.assertRaisesRegex(Exception, "must always be equal"):
+            torch.export.export(BiasAdd(), (x, torch.empty(16, device="meta")),
+                                dynamic_shapes={"x": {2: torch.export.Dim("c")}, "bias": {0: torch.export.Dim("d")}})
+
     def test_export_of_all_ops_with_fake_inputs(self):
         model = tex.AllOps().to("meta")
         x = torch.empty(8, tex.WIDTH, device="meta")

@@ -290,6 +290,24 @@ class CudaKernel final : public c10::OperatorKernel {
   const Registration::State* state_;
 };
 
+c10::SymBool sym_compare(const c10::SymInt& a, Compare op, const c10::SymInt& b) {
+  switch (op) {
+    case Compare::Eq:
+      return a.sym_eq(b);
+    case Compare::Ne:
+      return a.sym_ne(b);
+    case Compare::Lt:
+      return a.sym_lt(b);
+    case Compare::Le:
+      return a.sym_le(b);
+    case Compare::Gt:
+      return a.sym_gt(b);
+    case Compare::Ge:
+      return a.sym_ge(b);
+  }
+  return c10::SymBool(false);
+}
+
 // Evaluates plan expressions on (symbolic) input sizes and int scalars.
 struct MetaEnv {
   const OpPlan& plan;
@@ -349,6 +367,13 @@ class MetaKernel final : public c10::OperatorKernel {
         }
       }
       MetaEnv env{p, call};
+      for (const RequirementPlan& r : p.requirements) {
+        c10::SymInt a = evaluate<c10::SymInt>(r.lhs, env), b = evaluate<c10::SymInt>(r.rhs, env);
+        // A guard (or, in export, a runtime assertion) when the sizes are symbolic.
+        TORCH_SYM_CHECK(sym_compare(a, r.op, b), "op ", p.op_name,
+                        ": the inputs break the requirement '", r.text, "': ", a, " ",
+                        compare_text(r.op), " ", b, " is false");
+      }
       c10::SmallVector<at::Tensor, 4> outputs;
       for (std::size_t o = 0; o < p.outputs.size(); ++o) {
         const OutputPlan& out = p.outputs[o];
