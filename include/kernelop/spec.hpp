@@ -151,6 +151,8 @@ struct Requirement {
   bool operator==(const Requirement&) const = default;
 };
 std::string_view compare_text(Compare op);
+/// `a OP b`.
+bool compare_holds(Compare op, std::int64_t a, std::int64_t b);
 
 /// A template type parameter of a dtype-generic kernel: the kernel is instantiated once per
 /// combination of the parameters' dtypes (their cartesian product).

@@ -63,7 +63,7 @@ std::string Requirement::to_string() const {
   return lhs.to_string() + " " + std::string(compare_text(op)) + " " + rhs.to_string();
 }
 
-bool Requirement::holds(std::int64_t a, std::int64_t b) const {
+bool compare_holds(Compare op, std::int64_t a, std::int64_t b) {
   switch (op) {
     case Compare::Eq:
       return a == b;
@@ -79,6 +79,10 @@ bool Requirement::holds(std::int64_t a, std::int64_t b) const {
       return a >= b;
   }
   return false;
+}
+
+bool Requirement::holds(std::int64_t a, std::int64_t b) const {
+  return compare_holds(op, a, b);
 }
 
 }  // namespace kernelop

@@ -18,7 +18,6 @@ namespace kernelop::torch_ops {
 
 struct Registration::State {
   KernelOp op;
-  RegisterOptions options;
   std::string schema;       // qualified
   std::string fingerprint;  // schema + spec + options: what "identical" means
   std::unique_ptr<torch::Library> library;
@@ -195,6 +194,16 @@ void push_outputs(torch::jit::Stack* stack, std::size_t n_args,
   for (auto& t : outputs) torch::jit::push(*stack, std::move(t));
 }
 
+// The outputs of one call, allocated through the caching allocator, and their views.
+struct Outputs {
+  c10::SmallVector<at::Tensor, 4> tensors;
+  c10::SmallVector<TensorView, 4> views;
+  void add(at::Tensor t, DType dtype, Shape shape, c10::Device device) {
+    views.push_back(TensorView{t.data_ptr(), dtype, std::move(shape), {}, device.index()});
+    tensors.push_back(std::move(t));
+  }
+};
+
 class CudaKernel final : public c10::OperatorKernel {
  public:
   explicit CudaKernel(const Registration::State* state) : state_(state) {}
@@ -203,7 +212,6 @@ class CudaKernel final : public c10::OperatorKernel {
                   torch::jit::Stack* stack) {
     const KernelOp& op = state_->op;
     const OpPlan& p = op.plan();
-    if (p.has_external_outputs()) return run_with_meta_shapes(handle, stack);
     Call call(p, stack, true);
     for (std::size_t i = 0; i < call.tensors.size(); ++i) {
       TORCH_CHECK(call.tensors[i].is_cuda(), "op ", p.op_name, ": input '", p.tensors[i].name,
@@ -213,21 +221,22 @@ class CudaKernel final : public c10::OperatorKernel {
       auto views = call.views();
       std::span<const TensorView> in(views.data(), views.size());
       std::span<const ScalarArg> sc(call.scalars.data(), call.scalars.size());
-      std::vector<Shape> shapes = op.output_shapes(in, sc);
-      std::vector<DType> dtypes = op.output_dtypes(in);
       c10::Device device = call.tensors.front().device();
-      c10::SmallVector<at::Tensor, 4> outputs;
-      c10::SmallVector<TensorView, 4> out_views;
-      for (std::size_t o = 0; o < shapes.size(); ++o) {
-        outputs.push_back(at::empty(c10::IntArrayRef(shapes[o].begin(), shapes[o].end()),
-                                    at::TensorOptions().dtype(to_torch(dtypes[o])).device(device)));
-        out_views.push_back(
-            TensorView{outputs.back().data_ptr(), dtypes[o], shapes[o], {}, device.index()});
+      Outputs out;
+      if (p.has_external_outputs()) {
+        allocate_from_meta(handle, call, stack, device, out);
+      } else {
+        std::vector<Shape> shapes = op.output_shapes(in, sc);
+        std::vector<DType> dtypes = op.output_dtypes(in);
+        for (std::size_t o = 0; o < shapes.size(); ++o) {
+          out.add(at::empty(c10::IntArrayRef(shapes[o].begin(), shapes[o].end()),
+                            at::TensorOptions().dtype(to_torch(dtypes[o])).device(device)),
+                  dtypes[o], shapes[o], device);
+        }
       }
-      c10::impl::VirtualGuardImpl guard(c10::DeviceType::CUDA);
-      void* stream = guard.getStream(device).native_handle();
-      op.launch(in, sc, std::span<const TensorView>(out_views.data(), out_views.size()), stream);
-      push_outputs(stack, p.input_order.size(), outputs);
+      op.launch(in, sc, std::span<const TensorView>(out.views.data(), out.views.size()),
+                current_stream(device.index()));
+      push_outputs(stack, p.input_order.size(), out.tensors);
     } catch (const Error& e) {
       rethrow_as_torch(e);
     }
@@ -235,15 +244,10 @@ class CudaKernel final : public c10::OperatorKernel {
 
  private:
   // The outputs are shaped by the caller's meta function (registered for the Meta key): run it
-  // on meta copies of the inputs, allocate what it returns, and launch.
-  void run_with_meta_shapes(const c10::OperatorHandle& handle, torch::jit::Stack* stack) const {
-    const KernelOp& op = state_->op;
-    const OpPlan& p = op.plan();
-    Call call(p, stack, true);
-    for (std::size_t i = 0; i < call.tensors.size(); ++i) {
-      TORCH_CHECK(call.tensors[i].is_cuda(), "op ", p.op_name, ": input '", p.tensors[i].name,
-                  "' is on ", call.tensors[i].device(), "; kernelop ops run on CUDA tensors");
-    }
+  // on meta copies of the inputs and allocate what it returns.
+  void allocate_from_meta(const c10::OperatorHandle& handle, const Call& call,
+                          torch::jit::Stack* stack, c10::Device device, Outputs& out) const {
+    const OpPlan& p = call.plan;
     torch::jit::Stack meta;
     std::size_t t = 0;
     for (const c10::IValue& v : torch::jit::last(*stack, p.input_order.size())) {
@@ -258,33 +262,14 @@ class CudaKernel final : public c10::OperatorKernel {
     handle.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
     TORCH_CHECK(meta.size() == p.outputs.size(), "op ", p.op_name, ": its meta_fn returned ",
                 meta.size(), " value(s); the kernel writes ", p.outputs.size(), " output(s)");
-    c10::Device device = call.tensors.front().device();
-    c10::SmallVector<at::Tensor, 4> outputs;
-    c10::SmallVector<TensorView, 4> out_views;
     for (std::size_t o = 0; o < meta.size(); ++o) {
       TORCH_CHECK_TYPE(meta[o].isTensor(), "op ", p.op_name, ": its meta_fn returned a ",
                        meta[o].tagKind(), " as output ", o, "; expected a tensor");
       const at::Tensor& m = meta[o].toTensor();
-      outputs.push_back(at::empty(m.sizes(), m.options().device(device)));
       const std::string& name = p.tensors[static_cast<std::size_t>(p.outputs[o].slot)].name;
-      out_views.push_back(
-          TensorView{outputs.back().data_ptr(),
-                     call.dtype_of(outputs.back(), name),
-                     Shape(std::span<const std::int64_t>(m.sizes().data(), m.sizes().size())),
-                     {},
-                     device.index()});
+      out.add(at::empty(m.sizes(), m.options().device(device)), call.dtype_of(m, name),
+              Shape(std::span<const std::int64_t>(m.sizes().data(), m.sizes().size())), device);
     }
-    try {
-      auto views = call.views();
-      c10::impl::VirtualGuardImpl guard(c10::DeviceType::CUDA);
-      op.launch(std::span<const TensorView>(views.data(), views.size()),
-                std::span<const ScalarArg>(call.scalars.data(), call.scalars.size()),
-                std::span<const TensorView>(out_views.data(), out_views.size()),
-                guard.getStream(device).native_handle());
-    } catch (const Error& e) {
-      rethrow_as_torch(e);
-    }
-    push_outputs(stack, p.input_order.size(), outputs);
   }
 
   const Registration::State* state_;
@@ -505,7 +490,7 @@ Registration register_op(KernelOp op, const RegisterOptions& options) {
                         << p.op_name << schema_text << "'. Use another name, or the same spec";
   }
   auto state = std::make_shared<Registration::State>(
-      Registration::State{std::move(op), options, {}, std::move(print), {}});
+      Registration::State{std::move(op), {}, std::move(print), {}});
   const OpPlan& plan = state->op.plan();
   state->schema = plan.op_name + schema_text;
   // Built in a local object: if any step throws, its destructor undoes the steps before it.
