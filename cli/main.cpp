@@ -1,9 +1,16 @@
 // The kernelop command-line tool: validate specs, compile them, report what they imply.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <optional>
+#include <set>
 
+#include "core/file_io.hpp"
 #include "kernelop/cache.hpp"
 #include "kernelop/compile.hpp"
 #include "kernelop/package.hpp"
@@ -20,11 +27,59 @@ std::string file_stem(const OpPlan& plan) {
   return plan.ns + "." + plan.name;
 }
 
-void write_file(const fs::path& path, const std::string& data) {
-  std::ofstream out(path, std::ios::binary);
-  out << data;
-  if (!out) KERNELOP_FAIL(Io) << "cannot write '" << path.string() << "'";
+// The identity (device, inode) of an existing file, to recognise one under any spelling.
+std::optional<std::pair<dev_t, ino_t>> file_identity(const fs::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return std::pair<dev_t, ino_t>(st.st_dev, st.st_ino);
 }
+
+// What `build -o DIR` writes: never one of its own inputs, never one op twice, and nothing
+// partial: each file is written atomically, and an op whose outputs fail half-way has the ones
+// already written removed.
+class OutputWriter {
+ public:
+  explicit OutputWriter(fs::path dir) : dir_(std::move(dir)) {}
+
+  void add_input(const fs::path& path) {
+    if (auto id = file_identity(path)) inputs_.insert(*id);
+  }
+
+  // Claims the output names of `op` (defined in `spec`); throws when another spec of this run
+  // already defined that op.
+  void claim(const std::string& op, const std::string& spec) {
+    auto [it, fresh] = ops_.emplace(op, spec);
+    if (!fresh) {
+      KERNELOP_FAIL(Spec) << "op " << op << " is defined by both '" << it->second << "' and '"
+                          << spec << "'; refusing to overwrite its output in '" << dir_.string()
+                          << "'";
+    }
+  }
+
+  // Writes every file of one op, or none.
+  void write_all(const std::vector<std::pair<std::string, std::string>>& files) {
+    std::vector<fs::path> written;
+    try {
+      for (const auto& [name, bytes] : files) {
+        fs::path path = dir_ / name;
+        if (auto id = file_identity(path); id && inputs_.count(*id)) {
+          KERNELOP_FAIL(Io) << "refusing to write '" << path.string()
+                            << "': it is one of this build's inputs";
+        }
+        detail::write_file(path, bytes, "output");
+        written.push_back(path);
+      }
+    } catch (...) {
+      for (const fs::path& path : written) ::unlink(path.c_str());
+      throw;
+    }
+  }
+
+ private:
+  fs::path dir_;
+  std::set<std::pair<dev_t, ino_t>> inputs_;
+  std::map<std::string, std::string> ops_;
+};
 
 // Runs `fn` on each spec; reports errors on stderr and returns the exit code.
 template <class Fn>
@@ -33,20 +88,18 @@ int for_each_spec(const std::vector<std::string>& specs, Fn fn) {
   for (const auto& path : specs) {
     try {
       fn(path);
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {
       ++failures;
       std::string what = e.what();
       // Errors about the file itself already start with its path.
-      std::cerr << "kernelop: error: " << (what.rfind(path, 0) == 0 ? "" : path + ": ") << what
+      std::cerr << "kernelop: error: " << (what.find(path) != std::string::npos ? "" : path + ": ") << what
                 << "\n";
     }
   }
   return failures ? 1 : 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run_cli(int argc, char** argv) {
   CLI::App app{"kernelop: hand-written CUDA kernels + a declarative spec -> operators"};
   app.require_subcommand(1);
 
@@ -152,31 +205,70 @@ int main(int argc, char** argv) {
     std::cerr << "kernelop: error: build --package needs -o DIR\n";
     return 2;
   }
-  if (!out_dir.empty()) fs::create_directories(out_dir);
+  if (!out_dir.empty()) {
+    if (std::string why = detail::make_directories(out_dir, 0755); !why.empty()) {
+      std::cerr << "kernelop: error: cannot use output directory '" << out_dir << "': " << why
+                << "\n";
+      return 1;
+    }
+  }
   CompileOptions options;
   options.archs = archs;
   options.use_cache = !no_cache;
   options.jobs = jobs;
+  OutputWriter writer(out_dir);
+  std::vector<OpDecl> decls;
+  // Every spec and source of this run is an input that no output may replace.
+  for (const auto& path : build_specs) {
+    writer.add_input(path);
+    try {
+      OpDecl decl = load_op_file(path);
+      if (decl.spec.source_file) writer.add_input(fs::path(decl.base_dir) / *decl.spec.source_file);
+    } catch (const Error&) {
+      // Reported when the spec is built below.
+    }
+  }
   return for_each_spec(build_specs, [&](const std::string& path) {
     OpDecl decl = load_op_file(path);
     OpPlan plan = derive_plan(decl);
+    if (!out_dir.empty()) writer.claim(plan.op_name, path);
     CompiledImage image = compile(plan, options);
     std::cout << "op " << plan.op_name << "  (" << path << ")\n";
     cli::print_plan(std::cout, image.plan);
     cli::print_images(std::cout, image);
     if (package) {
       fs::path pkg = fs::path(out_dir) / (file_stem(plan) + ".kop");
-      write_package(image, pkg);
-      std::cout << "  package   " << pkg.string() << " (" << fs::file_size(pkg) << " bytes)\n";
+      std::string bytes = write_package_bytes(image);
+      writer.write_all({{pkg.filename().string(), bytes}});
+      std::cout << "  package   " << pkg.string() << " (" << bytes.size() << " bytes)\n";
     } else if (!out_dir.empty()) {
+      std::vector<std::pair<std::string, std::string>> files;
       for (const ArchImage& a : image.images) {
-        write_file(
-            fs::path(out_dir) / (file_stem(plan) + "." + a.arch + (a.is_ptx() ? ".ptx" : ".cubin")),
-            a.data);
+        files.emplace_back(file_stem(plan) + "." + a.arch + (a.is_ptx() ? ".ptx" : ".cubin"),
+                           a.data);
       }
-      write_file(fs::path(out_dir) / (file_stem(plan) + ".json"),
-                 print_op_json(decl, JsonWriteOptions{2, true}));
+      files.emplace_back(file_stem(plan) + ".json", print_op_json(decl, JsonWriteOptions{2, true}));
+      writer.write_all(files);
     }
     std::cout << "\n";
   });
+}
+
+}  // namespace
+
+// Every failure is reported and ends with status 1: no exception type escapes, so nothing ends
+// in std::terminate's SIGABRT.
+int main(int argc, char** argv) {
+  try {
+    return run_cli(argc, argv);
+  } catch (const Error& e) {
+    std::cerr << "kernelop: error: " << e.what() << "\n";
+  } catch (const std::bad_alloc&) {
+    std::cerr << "kernelop: error: out of memory\n";
+  } catch (const std::exception& e) {
+    std::cerr << "kernelop: error: " << e.what() << "\n";
+  } catch (...) {
+    std::cerr << "kernelop: error: unknown failure\n";
+  }
+  return 1;
 }

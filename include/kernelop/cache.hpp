@@ -28,7 +28,7 @@ void warn(std::string_view message);
 class CompileCache {
  public:
   /// Bump when the entry layout or the meaning of its payload changes (golden tests pin it).
-  static constexpr std::uint32_t kFormatVersion = 1;
+  static constexpr std::uint32_t kFormatVersion = 2;
 
   /// A cache in `dir`; an empty path gives a memory-only cache. The directory is created and
   /// checked on first use.
@@ -41,8 +41,10 @@ class CompileCache {
 
   const std::filesystem::path& dir() const { return dir_; }
 
-  /// Creates the directory if needed and checks that it is safe; throws Error(Cache) if not.
-  void prepare();
+  /// Creates the directory if needed and checks it. False when there is no usable directory
+  /// (memory-only, or it cannot be created or written: warned once, then memory-only). Throws
+  /// Error(Cache) when the directory is unsafe (another owner, writable by group or others).
+  bool prepare();
 
   /// The payload stored under `key`, or nullptr. Throws Error(Cache) if the directory is unsafe.
   std::shared_ptr<const std::string> load(const std::string& key);
@@ -55,12 +57,32 @@ class CompileCache {
     std::uint64_t memory_hits = 0, disk_hits = 0, misses = 0, corrupt = 0, stores = 0;
   };
   Stats stats() const;
-  void clear_memory();
+
+  /// An exclusive per-entry lock across processes (Note [compile once per host]); released
+  /// when destroyed.
+  class EntryLock {
+   public:
+    EntryLock(const EntryLock&) = delete;
+    EntryLock& operator=(const EntryLock&) = delete;
+    ~EntryLock();
+
+   private:
+    friend class CompileCache;
+    EntryLock(int fd, std::filesystem::path path) : fd_(fd), path_(std::move(path)) {}
+    int fd_;
+    std::filesystem::path path_;
+  };
+  /// Waits for and takes the lock of `key`'s entry; nullptr when there is no usable directory.
+  std::unique_ptr<EntryLock> lock_entry(const std::string& key);
+
+  /// The entry of `key` from the directory only (skipping the memory layer), or nullptr; not
+  /// counted as a miss (it is the second look after lock_entry).
+  std::shared_ptr<const std::string> load_from_disk(const std::string& key);
 
  private:
   std::filesystem::path dir_;
   mutable std::mutex mutex_;
-  bool dir_checked_ = false;
+  bool dir_checked_ = false, unusable_ = false;
   std::map<std::string, std::shared_ptr<const std::string>> memory_;
   Stats stats_;
 };

@@ -173,6 +173,10 @@ Int evaluate(const Expr& expr, const Env& env) {
   return evaluate<Int>(expr.node(), env);
 }
 
+/// True when `node` can never be negative whatever the input sizes: sizes and non-negative
+/// constants combined by + * // cdiv % min max (no subtraction, no scalar inputs).
+bool is_nonnegative(const ExprNode& node);
+
 /// The canonical text of a node (see Note [expression text]).
 std::string to_string(const ExprNode& node);
 

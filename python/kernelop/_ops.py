@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 import torch
 
 from . import _kernelop
-from ._spec import InputDecl, KernelSpec
+from ._spec import InputDecl, KernelSpec, _str_list
 
 # The reference's TensorRT-only keywords: kernelop has no engine to act on them yet, so passing
 # one is an error rather than being silently ignored.
@@ -150,7 +150,7 @@ def cuda_kernel_op(op_name: str, spec: KernelSpec, *, meta_fn: Optional[Callable
     """
     _refuse_engine_options(f"cuda_kernel_op({op_name!r})", engine_options)
     base = os.path.abspath(base_dir)
-    arch_list = list(archs or [])
+    arch_list = _str_list(archs, "archs")
     return _register(f"cuda_kernel_op({op_name!r})", op_name, spec, meta_fn, eager_fn, schema,
                      ("nvrtc", base, tuple(arch_list)),
                      lambda doc, o: _kernelop.register_spec(json.dumps(doc), base, arch_list, o),
@@ -247,27 +247,21 @@ def kernel(op_name: str) -> Kernel:
 def build_package(op_name: str, spec: KernelSpec, path: str, *, archs: Optional[Sequence[str]] = None,
                   base_dir: str = ".") -> str:
     """Compiles ``spec`` and writes a self-contained .kop package to ``path``."""
-    _kernelop.build_package(json.dumps(spec.to_json(op_name)), os.path.abspath(base_dir), list(archs or []),
-                            str(path))
+    _kernelop.build_package(json.dumps(spec.to_json(op_name)), os.path.abspath(base_dir),
+                            _str_list(archs, "archs"), os.fspath(path))
     return str(path)
 
 
 def register_spec_file(path: str, *, archs: Optional[Sequence[str]] = None) -> Any:
     """Registers the op of a JSON spec file (docs/spec-format.md, e.g. examples/relu.json), whose
     relative paths resolve against the file's folder; returns its torch.ops packet."""
-    path = os.path.abspath(str(path))
-    with open(path) as f:
-        text = f.read()
-    schema = _kernelop.register_spec(text, os.path.dirname(path), list(archs or []), _kernelop.Overrides())
+    schema = _kernelop.register_spec_file(os.fspath(path), _str_list(archs, "archs"))
     return _op_object(schema.split("(", 1)[0])
 
 
 def build_package_file(path: str, out: str, *, archs: Optional[Sequence[str]] = None) -> str:
     """Compiles the op of a JSON spec file and writes its .kop package to ``out``."""
-    path = os.path.abspath(str(path))
-    with open(path) as f:
-        text = f.read()
-    _kernelop.build_package(text, os.path.dirname(path), list(archs or []), str(out))
+    _kernelop.build_package_file(os.fspath(path), _str_list(archs, "archs"), os.fspath(out))
     return str(out)
 
 

@@ -18,6 +18,42 @@ def _dtype_name(dtype: Any) -> str:
     return text[len("torch."):] if text.startswith("torch.") else text
 
 
+def _str_list(value: Any, where: str) -> List[str]:
+    """A list of strings from a list/tuple; a lone str is a TypeError, not a list of characters."""
+    if value is None:
+        return []
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise TypeError(f"{where}: expected a list of str, got {type(value).__name__} {value!r}"
+                        + (f"; write [{value!r}]" if isinstance(value, str) else ""))
+    for i, item in enumerate(value):
+        if not isinstance(item, str):
+            raise TypeError(f"{where}[{i}]: expected a str, got {type(item).__name__} {item!r}")
+    return list(value)
+
+
+def _int_list(value: Any, where: str) -> List[int]:
+    """A list of ints from a list/tuple; a lone int or a str is a TypeError."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise TypeError(f"{where}: expected a tuple of int, got {type(value).__name__} {value!r}"
+                        + (f"; write ({value!r},)" if isinstance(value, int) else ""))
+    for i, item in enumerate(value):
+        if isinstance(item, bool) or not isinstance(item, int):
+            raise TypeError(f"{where}[{i}]: expected an int, got {type(item).__name__} {item!r}")
+    return list(value)
+
+
+def _bool(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{where}: expected a bool, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _int(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{where}: expected an int, got {type(value).__name__} {value!r}")
+    return value
+
+
 def _expr(value: Union[int, str]) -> Union[int, str]:
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise TypeError(f"expected an expression (str) or an int, got {type(value).__name__}")
@@ -36,7 +72,7 @@ class InputDecl:
         out: Dict[str, Any] = {"name": self.name}
         if self.dtype is not None:
             out["dtype"] = _dtype_name(self.dtype)
-        if self.mutated:
+        if _bool(self.mutated, f"InputDecl({self.name!r}).mutated"):
             out["mutated"] = True
         return out
 
@@ -82,8 +118,9 @@ class ReduceDims:
     keepdim: bool = False
 
     def _json(self) -> Dict[str, Any]:
-        out: Dict[str, Any] = {"input": _input_ref(self.input_idx), "dims": list(self.dims)}
-        if self.keepdim:
+        out: Dict[str, Any] = {"input": _input_ref(self.input_idx),
+                               "dims": _int_list(self.dims, "ReduceDims.dims")}
+        if _bool(self.keepdim, "ReduceDims.keepdim"):
             out["keepdim"] = True
         return {"reduce_dims": out}
 
@@ -123,7 +160,7 @@ class Numel:
     int64: bool = False
 
     def _json(self) -> Dict[str, Any]:
-        return {"numel": self.input_name, **({"int64": True} if self.int64 else {})}
+        return {"numel": self.input_name, **({"int64": True} if _bool(self.int64, "Numel.int64") else {})}
 
 
 @dataclass
@@ -133,7 +170,8 @@ class DimSize:
     int64: bool = False
 
     def _json(self) -> Dict[str, Any]:
-        return {"dim_size": self.input_name, "axis": self.dim, **({"int64": True} if self.int64 else {})}
+        return {"dim_size": self.input_name, "axis": _int(self.dim, "DimSize.dim"),
+                **({"int64": True} if _bool(self.int64, "DimSize.int64") else {})}
 
 
 @dataclass
@@ -144,7 +182,7 @@ class Expr:
     int64: bool = False
 
     def _json(self) -> Dict[str, Any]:
-        return {"expr": _expr(self.text), **({"int64": True} if self.int64 else {})}
+        return {"expr": _expr(self.text), **({"int64": True} if _bool(self.int64, "Expr.int64") else {})}
 
 
 @dataclass
@@ -154,7 +192,7 @@ class Elementwise:
     over: Optional[str] = None
 
     def _json(self) -> Dict[str, Any]:
-        out: Dict[str, Any] = {"block": list(self.block), "layout": self.layout}
+        out: Dict[str, Any] = {"block": _int_list(self.block, "Elementwise.block"), "layout": self.layout}
         if self.over is not None:
             out["over"] = self.over
         return {"elementwise": out}
@@ -167,7 +205,8 @@ class Reduction:
     shared_mem: Optional[Union[int, str]] = None
 
     def _json(self) -> Dict[str, Any]:
-        out: Dict[str, Any] = {"reduce_dims": list(self.reduce_dims), "block_size": self.block_size}
+        out: Dict[str, Any] = {"reduce_dims": _int_list(self.reduce_dims, "Reduction.reduce_dims"),
+                               "block_size": _int(self.block_size, "Reduction.block_size")}
         if self.shared_mem is not None:
             out["shared_mem"] = _expr(self.shared_mem)
         return {"reduction": out}
@@ -187,6 +226,10 @@ class Custom:
     def _json(self) -> Dict[str, Any]:
         if callable(self.grid):
             raise TypeError("Custom: kernelop takes grid/block expressions, not a callable")
+        for where, dims in (("grid", self.grid), ("block", self.block)):
+            if isinstance(dims, (str, bytes, int)) or not isinstance(dims, (list, tuple)):
+                raise TypeError(f"Custom.{where}: expected a list of expressions, got "
+                                f"{type(dims).__name__} {dims!r}")
         return {"custom": {"grid": [_expr(g) for g in self.grid], "block": [_expr(b) for b in self.block],
                            "shared_mem": _expr(self.shared_mem)}}
 
@@ -223,24 +266,25 @@ class KernelSpec:
             doc["extras"] = [self._typed(e, (Numel, DimSize, Expr), "extras")._json() for e in self.extras]
         if self.geometry is not None:
             doc["geometry"] = self._typed(self.geometry, (Elementwise, Reduction, Custom), "geometry")._json()
-        if self.include_paths:
+        if _str_list(self.include_paths, "KernelSpec.include_paths"):
             doc["include_paths"] = list(self.include_paths)
         if self.compile_std != "c++17":
             doc["compile_std"] = self.compile_std
         if self.arch_override:
+            # One string is the reference's form of arch_override; kernelop also takes a list.
             doc["arch_override"] = ([self.arch_override] if isinstance(self.arch_override, str)
-                                    else list(self.arch_override))
-        if self.defines:
+                                    else _str_list(self.arch_override, "KernelSpec.arch_override"))
+        if _str_list(self.defines, "KernelSpec.defines"):
             doc["defines"] = list(self.defines)
-        if self.fast_math:
+        if _bool(self.fast_math, "KernelSpec.fast_math"):
             doc["fast_math"] = True
-        if self.line_info:
+        if _bool(self.line_info, "KernelSpec.line_info"):
             doc["line_info"] = True
         if self.type_params:
             doc["type_params"] = [{"name": k, "dtypes": [_dtype_name(d) for d in v]}
                                   for k, v in self.type_params.items()]
-        if self.requires:
-            doc["requires"] = [self._typed(r, (str,), "requires") for r in self.requires]
+        if _str_list(self.requires, "KernelSpec.requires"):
+            doc["requires"] = list(self.requires)
         return doc
 
     @staticmethod

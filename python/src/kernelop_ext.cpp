@@ -120,6 +120,21 @@ NB_MODULE(_kernelop, m) {
       },
       nb::arg("spec_json"), nb::arg("base_dir"), nb::arg("archs"), nb::arg("path"));
   m.def(
+      "register_spec_file",
+      [](const std::string& path, const std::vector<std::string>& archs) {
+        OpPlan plan = derive_plan(load_op_file(path));
+        return torch_ops::register_op(KernelOp(compile(plan, options_for(archs)))).schema();
+      },
+      nb::arg("path"), nb::arg("archs"),
+      "Registers the op of a JSON spec file (read as kernelop reads every file: regular files "
+      "only, size-capped); returns the schema.");
+  m.def(
+      "build_package_file",
+      [](const std::string& path, const std::vector<std::string>& archs, const std::string& out) {
+        write_package(compile(derive_plan(load_op_file(path)), options_for(archs)), out);
+      },
+      nb::arg("path"), nb::arg("archs"), nb::arg("out"));
+  m.def(
       "load_package",
       [](const std::string& path) {
         return torch_ops::register_op(KernelOp::from_package(path)).schema();

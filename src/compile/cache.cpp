@@ -2,6 +2,7 @@
 #include "kernelop/cache.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -39,16 +40,6 @@ std::string errno_text() {
   return std::strerror(errno);
 }
 
-// Creates `dir` and missing parents with mode 0700.
-void make_private_dirs(const fs::path& dir) {
-  if (dir.empty() || fs::exists(dir)) return;
-  make_private_dirs(dir.parent_path());
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    KERNELOP_FAIL(Cache) << "cannot create compile cache directory '" << dir.string()
-                         << "': " << errno_text();
-  }
-}
-
 }  // namespace
 
 void set_warning_handler(std::function<void(std::string_view)> handler) {
@@ -82,20 +73,27 @@ CompileCache& CompileCache::global() {
   return cache;
 }
 
-void CompileCache::prepare() {
+bool CompileCache::prepare() {
   {
     std::lock_guard lock(mutex_);
-    if (dir_checked_ || dir_.empty()) return;
+    if (dir_.empty() || unusable_) return false;
+    if (dir_checked_) return true;
   }
-  make_private_dirs(dir_);
+  // Unusable (cannot be created, not a directory, not writable): a warning and memory only.
+  auto give_up = [&](const std::string& why) {
+    std::lock_guard lock(mutex_);
+    if (!unusable_) {
+      warn("compile cache directory '" + detail::shorten(dir_.string(), 300) +
+           "' is unusable (" + why + "); compiling without the persistent cache");
+    }
+    unusable_ = true;
+    return false;
+  };
+  if (std::string why = detail::make_directories(dir_, 0700); !why.empty()) return give_up(why);
   struct stat st {};
-  if (::stat(dir_.c_str(), &st) != 0) {
-    KERNELOP_FAIL(Cache) << "compile cache directory '" << dir_.string()
-                         << "' is not accessible: " << errno_text();
-  }
-  if (!S_ISDIR(st.st_mode)) {
-    KERNELOP_FAIL(Cache) << "compile cache path '" << dir_.string() << "' is not a directory";
-  }
+  if (::stat(dir_.c_str(), &st) != 0) return give_up(errno_text());
+  if (!S_ISDIR(st.st_mode)) return give_up("not a directory");
+  // Unsafe (others control it): an error, never a silent fallback.
   if (st.st_uid != ::geteuid()) {
     KERNELOP_FAIL(Cache) << "compile cache directory '" << dir_.string() << "' is owned by uid "
                          << st.st_uid << ", not by this user (uid " << ::geteuid()
@@ -111,8 +109,10 @@ void CompileCache::prepare() {
                             "'chmod 700 "
                          << dir_.string() << "' or set KERNELOP_CACHE_DIR";
   }
+  if (::access(dir_.c_str(), W_OK | X_OK) != 0) return give_up(errno_text());
   std::lock_guard lock(mutex_);
   dir_checked_ = true;
+  return true;
 }
 
 fs::path CompileCache::entry_path(const std::string& key) const {
@@ -127,20 +127,29 @@ std::shared_ptr<const std::string> CompileCache::load(const std::string& key) {
       return it->second;
     }
   }
-  prepare();
-  if (dir_.empty()) {
+  auto payload = load_from_disk(key);
+  if (!payload) {
     std::lock_guard lock(mutex_);
     ++stats_.misses;
-    return nullptr;
   }
+  return payload;
+}
+
+std::shared_ptr<const std::string> CompileCache::load_from_disk(const std::string& key) {
+  auto miss = [] { return nullptr; };
+  if (!prepare()) return miss();
   fs::path path = entry_path(key);
-  std::string file;
-  if (!detail::read_file(path, &file)) {
-    std::lock_guard lock(mutex_);
-    ++stats_.misses;
-    return nullptr;
+  std::string file, why;
+  switch (detail::try_read_file(path, detail::kMaxBinaryFileBytes, &file, &why)) {
+    case detail::ReadStatus::Ok:
+      break;
+    case detail::ReadStatus::Missing:
+      return miss();
+    case detail::ReadStatus::Failed:
+      warn("cannot read compile cache entry '" + path.string() + "' (" + why +
+           "); recompiling");
+      return miss();
   }
-  std::string why;
   if (file.size() < kHeaderSize || std::memcmp(file.data(), kMagic, 8) != 0) {
     why = "bad header";
   } else if (detail::get_le<std::uint32_t>(file, 8) != kFormatVersion) {
@@ -163,7 +172,6 @@ std::shared_ptr<const std::string> CompileCache::load(const std::string& key) {
     fs::remove(path, ignored);
     std::lock_guard lock(mutex_);
     ++stats_.corrupt;
-    ++stats_.misses;
     return nullptr;
   }
   auto payload = std::make_shared<const std::string>(file.substr(kHeaderSize));
@@ -180,10 +188,12 @@ void CompileCache::store(const std::string& key, std::string payload) {
     memory_[key] = shared;
     ++stats_.stores;
   }
-  prepare();
-  if (dir_.empty()) return;
+  if (!prepare()) return;
   fs::path path = entry_path(key);
-  make_private_dirs(path.parent_path());
+  if (std::string why = detail::make_directories(path.parent_path(), 0700); !why.empty()) {
+    warn("cannot write compile cache entry '" + path.string() + "': " + why);
+    return;
+  }
   std::string file;
   file.reserve(kHeaderSize + shared->size());
   file.append(kMagic, 8);
@@ -202,9 +212,37 @@ CompileCache::Stats CompileCache::stats() const {
   return stats_;
 }
 
-void CompileCache::clear_memory() {
-  std::lock_guard lock(mutex_);
-  memory_.clear();
+// Note [compile once per host]: flock() on <entry>.lock serialises the processes (and threads)
+// that miss one key; the holder compiles and stores, the others wake up and find the entry. The
+// kernel drops a flock when its holder exits or crashes, so nothing can wedge the lock. The
+// holder unlinks the lock file before unlocking; a waiter that then holds a lock on an unlinked
+// file notices (its descriptor no longer matches the path) and locks the new file instead.
+CompileCache::EntryLock::~EntryLock() {
+  if (fd_ < 0) return;
+  ::unlink(path_.c_str());
+  ::close(fd_);
+}
+
+std::unique_ptr<CompileCache::EntryLock> CompileCache::lock_entry(const std::string& key) {
+  if (!prepare()) return nullptr;
+  fs::path path = entry_path(key);
+  path += ".lock";
+  if (!detail::make_directories(path.parent_path(), 0700).empty()) return nullptr;
+  for (;;) {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return nullptr;  // uncoordinated, still correct: writes are atomic
+    int rc;
+    do {
+      rc = ::flock(fd, LOCK_EX);
+    } while (rc != 0 && errno == EINTR);
+    struct stat held {}, named {};
+    if (rc == 0 && ::fstat(fd, &held) == 0 && ::stat(path.c_str(), &named) == 0 &&
+        held.st_dev == named.st_dev && held.st_ino == named.st_ino) {
+      return std::unique_ptr<EntryLock>(new EntryLock(fd, path));
+    }
+    ::close(fd);
+    if (rc != 0) return nullptr;
+  }
 }
 
 }  // namespace kernelop

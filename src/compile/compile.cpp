@@ -13,6 +13,7 @@
 #include <thread>
 
 #include <nvrtc.h>
+#include <sys/stat.h>
 
 #include "compile/cubin_info.hpp"
 #include "compile/include_scan.hpp"
@@ -20,6 +21,7 @@
 #include "compile/resource_usage.hpp"
 #include "compile/signature.hpp"
 #include "core/arch.hpp"
+#include "core/file_io.hpp"
 #include "core/hash.hpp"
 #include "kernelop/cache.hpp"
 
@@ -48,10 +50,11 @@ struct JobResult {
   bool cache_hit = false;
 };
 
+// Note [cache payload]: [u64 n][n bytes: CBOR of the small fields][u64 n][CUBIN][u64 n][PTX].
+// The two large blobs are raw bytes: CBOR reads strings byte by byte (1.7 ms for a CUB kernel's
+// 120 KiB CUBIN and its PTX), a memcpy does not. Every length is checked against what is left.
 std::string serialize(const JobResult& r) {
   nlohmann::json j;
-  j["cubin"] = nlohmann::json::binary(std::vector<std::uint8_t>(r.cubin.begin(), r.cubin.end()));
-  j["ptx"] = r.ptx;
   j["log"] = r.log;
   j["lowered"] = r.lowered;
   j["codes"] = r.codes;
@@ -61,17 +64,34 @@ std::string serialize(const JobResult& r) {
                      u.const_bytes});
   }
   j["usage"] = usage;
-  auto bytes = nlohmann::json::to_cbor(j);
-  return std::string(bytes.begin(), bytes.end());
+  auto meta = nlohmann::json::to_cbor(j);
+  std::string out;
+  out.reserve(24 + meta.size() + r.cubin.size() + r.ptx.size());
+  detail::put_le<std::uint64_t>(out, meta.size());
+  out.append(meta.begin(), meta.end());
+  for (const std::string* blob : {&r.cubin, &r.ptx}) {
+    detail::put_le<std::uint64_t>(out, blob->size());
+    out.append(*blob);
+  }
+  return out;
 }
 
-std::optional<JobResult> deserialize(const std::string& payload) {
+std::optional<JobResult> deserialize(std::string_view payload) {
+  auto take = [&](std::string_view* part) {
+    if (payload.size() < 8) return false;
+    std::uint64_t n = detail::get_le<std::uint64_t>(payload, 0);
+    if (n > payload.size() - 8) return false;
+    *part = payload.substr(8, n);
+    payload.remove_prefix(8 + n);
+    return true;
+  };
+  std::string_view meta, cubin, ptx;
+  if (!take(&meta) || !take(&cubin) || !take(&ptx) || !payload.empty()) return std::nullopt;
   try {
-    auto j = nlohmann::json::from_cbor(payload);
+    auto j = nlohmann::json::from_cbor(meta.begin(), meta.end());
     JobResult r;
-    const auto& cubin = j.at("cubin").get_binary();
-    r.cubin.assign(cubin.begin(), cubin.end());
-    r.ptx = j.at("ptx").get<std::string>();
+    r.cubin.assign(cubin);
+    r.ptx.assign(ptx);
     r.log = j.at("log").get<std::string>();
     r.lowered = j.at("lowered").get<std::vector<std::string>>();
     r.codes = j.at("codes").get<std::vector<std::vector<std::int64_t>>>();
@@ -82,6 +102,30 @@ std::optional<JobResult> deserialize(const std::string& payload) {
   } catch (const nlohmann::json::exception&) {
     return std::nullopt;
   }
+}
+
+// The program's directory when there is no base directory: never the working directory.
+constexpr std::string_view kNoDirectory = "/dev/null";
+
+// The toolkit's headers (CUDA, CCCL) are not scanned (Note [include scan]); the key covers the
+// toolkit install instead: where it is, and the size and time of its version headers.
+const std::string& toolkit_identity() {
+  static const std::string identity = [] {
+    std::string id;
+    for (const std::string& dir : cuda_include_dirs()) {
+      id += detail::normalized_path(dir) + ";";
+      for (const char* file : {"cuda.h", "cuda/std/__cccl/version.h", "cuda_fp16.h"}) {
+        struct stat st {};
+        if (::stat((fs::path(dir) / file).c_str(), &st) == 0) {
+          id += std::string(file) + ":" + std::to_string(st.st_size) + ":" +
+                std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) +
+                ";";
+        }
+      }
+    }
+    return id;
+  }();
+  return identity;
 }
 
 bool nvrtc_at_least(int major, int minor) {
@@ -105,11 +149,9 @@ class Compiler {
              : !spec.arch_override.empty() ? spec.arch_override
                                            : default_archs();
     check_archs();
+    name_program();
     build_options();
     source_ = spec.kernel_source + "\n" + detail::signature_probe_source();
-    // Inline sources get a fixed name, so that the cache key does not depend on the op name.
-    program_name_ =
-        spec.source_file ? fs::path(*spec.source_file).filename().string() : "kernel.cu";
     for (const auto& inst : plan_.instances) {
       expressions_.push_back(inst.name_expression);
       expressions_.push_back(detail::signature_probe_expression(inst.name_expression));
@@ -170,12 +212,33 @@ class Compiler {
     if (archs_.empty()) KERNELOP_FAIL(Spec) << "op " << plan_.op_name << ": no architecture";
   }
 
+  // Note [include resolution] in include_scan.hpp: NVRTC looks for the top-level source's quoted
+  // includes in the directory of the program's name, so the name is the source's absolute path
+  // (an inline source is named kernel.cu in the spec's directory). Without a base directory, the
+  // name's directory is one that cannot exist (/dev/null is not a directory), never the working
+  // directory.
+  void name_program() {
+    const KernelSpec& spec = plan_.spec;
+    std::string base = plan_.base_dir.empty() ? "" : detail::normalized_path(plan_.base_dir);
+    fs::path file = spec.source_file ? fs::path(*spec.source_file) : fs::path("kernel.cu");
+    if (base.empty() && !file.is_absolute()) {
+      program_name_ = std::string(kNoDirectory) + "/" + file.filename().string();
+      return;
+    }
+    program_name_ = detail::normalized_path(file.is_absolute() ? file : fs::path(base) / file);
+    rules_.source_dir = fs::path(program_name_).parent_path().string();
+  }
+
   void build_options() {
     const KernelSpec& spec = plan_.spec;
     options_list_.push_back("--std=" + spec.compile_std);
+    rules_.trigraphs = spec.compile_std == "c++11" || spec.compile_std == "c++14";
+    // Every directory absolute and normalised: the key must not depend on the working
+    // directory or on how a path is spelled.
     auto add_dir = [&](const std::string& dir) {
-      include_dirs_.push_back(dir);
-      options_list_.push_back("-I" + dir);
+      std::string d = detail::normalized_path(dir);
+      rules_.dirs.push_back(d);
+      options_list_.push_back("-I" + d);
     };
     if (!plan_.base_dir.empty()) add_dir(plan_.base_dir);
     for (const auto& p : spec.include_paths) {
@@ -184,7 +247,10 @@ class Compiler {
                   : (fs::path(plan_.base_dir) / p).string());
     }
     for (const auto& p : options_.include_paths) add_dir(p);
-    for (const auto& dir : cuda_include_dirs()) add_dir(dir);
+    for (const auto& dir : cuda_include_dirs()) {
+      add_dir(dir);
+      rules_.toolkit_dirs.push_back(rules_.dirs.back());
+    }
     for (const auto& d : spec.defines) options_list_.push_back("-D" + d);
     for (const auto& d : options_.defines) options_list_.push_back("-D" + d);
     if (options_.fast_math.value_or(spec.fast_math)) options_list_.push_back("--use_fast_math");
@@ -197,16 +263,21 @@ class Compiler {
 
   void make_jobs(CompiledImage& image) {
     const KernelSpec& spec = plan_.spec;
-    detail::IncludeScan scan =
-        detail::scan_includes(spec.kernel_source, plan_.base_dir, include_dirs_);
-    image.cache_bypassed = scan.has_computed_include;
+    detail::IncludeScan scan;
+    try {
+      scan = detail::scan_includes(spec.kernel_source, display_name(), rules_);
+    } catch (const Error& e) {
+      KERNELOP_FAIL(Io).context({plan_.op_name, spec.kernel_name, {}, "compile", {}})
+          << "op " << plan_.op_name << ": " << e.message();
+    }
+    image.cache_bypassed = !scan.bypass.empty();
     detail::Hasher base;
     base.field("kernelop.compile").field(static_cast<std::int64_t>(CompileCache::kFormatVersion));
-    base.field(image.nvrtc_version).field(program_name_).field(source_);
+    base.field(image.nvrtc_version).field(toolkit_identity()).field(program_name_).field(source_);
     for (const auto& e : expressions_) base.field(e);
     for (const auto& o : options_list_) base.field(o);
     for (const auto& f : scan.files) {
-      base.field(f.spelled).field(f.path).field(f.content.hex());
+      base.field(f.spelled).field(f.path).field(f.state).field(f.content.hex());
     }
     std::string base_key = base.digest().hex();
     // One job per architecture number; an sm_ job also yields that number's PTX.
@@ -226,11 +297,10 @@ class Compiler {
       h.field(base_key).field("-arch=" + job.arch_option);
       job.key = h.digest().hex();
     }
-    use_cache_ = options_.use_cache && !scan.has_computed_include;
-    if (options_.use_cache && scan.has_computed_include) {
-      warn("op " + plan_.op_name +
-           ": the source has a computed #include, which the cache key cannot cover; "
-           "compiling without the persistent cache");
+    use_cache_ = options_.use_cache && scan.bypass.empty();
+    if (options_.use_cache && !scan.bypass.empty()) {
+      warn("op " + plan_.op_name + ": the cache key cannot cover " + scan.bypass +
+           "; compiling without the persistent cache");
     }
   }
 
@@ -264,21 +334,66 @@ class Compiler {
 
   JobResult run_job(const Job& job, CompileCache* cache) {
     auto t0 = Clock::now();
-    if (use_cache_) {
-      if (auto payload = cache->load(job.key)) {
-        if (auto r = deserialize(*payload)) {
-          r->cache_hit = true;
-          r->ms = ms_since(t0);
-          return *r;
-        }
-        warn("compile cache entry '" + cache->entry_path(job.key).string() +
-             "' could not be decoded; recompiling");
-      }
+    if (!use_cache_) {
+      JobResult r = compile_job(job);
+      r.ms = ms_since(t0);
+      return r;
+    }
+    auto first = cache->load(job.key);
+    if (auto r = cached(job, first, cache, t0)) return *r;
+    // Note [compile once per host]: wait for whoever compiles this entry, then look again
+    // (unless the entry was there and invalid: then it is this process's to replace).
+    auto lock = cache->lock_entry(job.key);
+    if (lock && !first) {
+      if (auto r = cached(job, cache->load_from_disk(job.key), cache, t0)) return *r;
     }
     JobResult r = compile_job(job);
     r.ms = ms_since(t0);
-    if (use_cache_) cache->store(job.key, serialize(r));
+    cache->store(job.key, serialize(r));
     return r;
+  }
+
+  // A cached result, decoded and checked as if hostile (a valid checksum only proves that the
+  // bytes are the ones written, not that the writer was kernelop).
+  std::optional<JobResult> cached(const Job& job, const std::shared_ptr<const std::string>& payload,
+                                  CompileCache* cache, Clock::time_point t0) const {
+    if (!payload) return std::nullopt;
+    std::optional<JobResult> r = deserialize(*payload);
+    std::string why = r ? check_cached(job, *r) : "not a compile result";
+    if (!why.empty()) {
+      warn("compile cache entry '" + cache->entry_path(job.key).string() + "' is invalid (" +
+           why + "); recompiling");
+      return std::nullopt;
+    }
+    r->cache_hit = true;
+    r->ms = ms_since(t0);
+    return r;
+  }
+
+  std::string check_cached(const Job& job, const JobResult& r) const {
+    std::size_t n = plan_.instances.size();
+    bool cubin_job = job.arch_option.rfind("sm_", 0) == 0;
+    if (r.lowered.size() != n)
+      return std::to_string(r.lowered.size()) + " symbols for " + std::to_string(n) + " instances";
+    if (r.codes.size() != n)
+      return std::to_string(r.codes.size()) + " signatures for " + std::to_string(n) + " instances";
+    if (r.ptx.empty()) return "no PTX";
+    if (cubin_job != !r.cubin.empty()) return cubin_job ? "no CUBIN" : "an unexpected CUBIN";
+    if (r.usage.size() != (cubin_job ? n : 0)) return "resource usage of the wrong length";
+    for (std::size_t i = 0; i < n; ++i) {
+      if (r.lowered[i].empty() || r.lowered[i].find('\0') != std::string::npos)
+        return "an invalid symbol name";
+      const auto& c = r.codes[i];
+      if (c.empty() || c[0] < 0 || static_cast<std::size_t>(c[0]) + 1 != c.size())
+        return "invalid signature codes";
+    }
+    for (const ResourceUsage& u : r.usage) {
+      for (int v : {u.registers, u.stack_frame, u.spill_stores, u.spill_loads, u.static_shared,
+                    u.const_bytes}) {
+        if (v < -1) return "negative resource usage";
+      }
+    }
+    return {};
   }
 
   JobResult compile_job(const Job& job) {
@@ -289,9 +404,9 @@ class Compiler {
       for (const auto& e : expressions_) program.add_name_expression(e);
       std::vector<std::string> opts = options_list_;
       opts.push_back("-arch=" + job.arch_option);
-      bool ok = program.compile(opts);
+      nvrtcResult result = program.compile(opts);
       std::string log = program.log();
-      if (!ok) fail_compile(job, log);
+      if (result != NVRTC_SUCCESS) fail_compile(job, result, log);
       JobResult r;
       r.log = detail::strip_ptxas_report(log);
       r.ptx = program.ptx();
@@ -327,43 +442,76 @@ class Compiler {
     return *u;
   }
 
-  [[noreturn]] void fail_compile(const Job& job, const std::string& log) const {
-    std::string user_log = detail::strip_ptxas_report(log);
-    // Errors only inside the generated probe mean NVRTC could not take the kernel's address.
-    // NVRTC reports errors as "<file>(<line>): error ...".
+  // True when every error of the log lies in code kernelop generated: NVRTC's name-expression
+  // map ("__nv_name_map(2): error") or the signature probe after the user's lines. NVRTC reports
+  // errors as "<file>(<line>): error ...".
+  bool only_generated_errors(const std::string& log) const {
     std::size_t user_lines = count_lines(plan_.spec.kernel_source);
-    bool any = false, all_generated = true;
-    for (std::size_t at = user_log.find("): error"); at != std::string::npos;
-         at = user_log.find("): error", at + 1)) {
-      std::size_t open = user_log.rfind('(', at);
-      if (open == std::string::npos) continue;
-      std::string digits = user_log.substr(open + 1, at - open - 1);
+    bool any = false;
+    for (std::size_t at = log.find("): error"); at != std::string::npos;
+         at = log.find("): error", at + 1)) {
+      std::size_t open = log.rfind('(', at);
+      std::size_t line_start = log.rfind('\n', at);
+      line_start = line_start == std::string::npos ? 0 : line_start + 1;
+      if (open == std::string::npos || open < line_start) continue;
+      std::string file = log.substr(line_start, open - line_start);
+      std::string digits = log.substr(open + 1, at - open - 1);
       if (digits.empty() || digits.size() > 9 ||
           digits.find_first_not_of("0123456789") != std::string::npos)
         continue;
       any = true;
-      if (std::stoul(digits) <= user_lines) all_generated = false;
+      bool generated = file == "__nv_name_map" ||
+                       (file == display_name() && std::stoul(digits) > user_lines);
+      if (!generated) return false;
     }
-    ErrorContext ctx{plan_.op_name, plan_.spec.kernel_name, job.arch_option, "compile", user_log};
+    return any;
+  }
+
+  [[noreturn]] void fail_compile(const Job& job, nvrtcResult result, std::string log) const {
+    // The program's name without a directory is shown as it was given: kernel.cu.
+    for (std::size_t at = log.find(kNoDirectory); at != std::string::npos;
+         at = log.find(kNoDirectory, at))
+      log.erase(at, kNoDirectory.size() + 1);
+    std::string user_log = detail::strip_ptxas_report(log);
+    ErrorContext ctx{plan_.op_name, plan_.spec.kernel_name, job.arch_option, "compile", log};
     std::string opts;
     for (const auto& o : options_list_) opts += " " + o;
-    if (any && all_generated) {
+    std::string shown = display_name();
+    if (result == NVRTC_ERROR_INVALID_OPTION && log.find("gpu-architecture") != std::string::npos) {
+      KERNELOP_FAIL(Compile).context(ctx)
+          << "op " << plan_.op_name << ": NVRTC " << detail::nvrtc_version()
+          << " cannot compile for architecture '" << job.arch_option << "' (it supports "
+          << detail::nvrtc_supported_archs() << "); NVRTC log:\n"
+          << user_log;
+    }
+    if (only_generated_errors(user_log)) {
       KERNELOP_FAIL(Compile).context(ctx)
           << "op " << plan_.op_name << ": kernel '" << plan_.spec.kernel_name
-          << "' is not a __global__ function of " << program_name_
+          << "' is not a __global__ function of " << shown
           << " that NVRTC can take the address of (missing, misspelled, not __global__, "
              "overloaded, or wrong template arguments); NVRTC log:\n"
           << user_log;
     }
+    // ptxas' own errors ("ptxas error : Entry function 'k' uses too much shared data") are part
+    // of user_log; should a failure leave no error line at all, its report is the only clue.
+    bool has_error_line = user_log.find("error") != std::string::npos;
     KERNELOP_FAIL(Compile).context(ctx)
-        << "op " << plan_.op_name << ": NVRTC failed to compile " << program_name_ << " for "
-        << job.arch_option << " (options:" << opts << "):\n"
-        << user_log;
+        << "op " << plan_.op_name << ": NVRTC failed to compile " << shown << " for "
+        << job.arch_option << " (options:" << opts << ")"
+        << (has_error_line ? ":\n" + user_log
+                           : "; no error message; the compiler's report:\n" + log);
+  }
+
+  std::string display_name() const {
+    return program_name_.rfind(kNoDirectory, 0) == 0
+               ? program_name_.substr(kNoDirectory.size() + 1)
+               : program_name_;
   }
 
   const OpPlan& plan_;
   const CompileOptions& options_;
-  std::vector<std::string> archs_, options_list_, include_dirs_, expressions_;
+  std::vector<std::string> archs_, options_list_, expressions_;
+  detail::IncludeRules rules_;
   std::string source_, program_name_;
   std::vector<Job> jobs_;
   std::map<std::string, std::size_t> job_of_number_;
@@ -378,7 +526,16 @@ const std::vector<std::string>& default_archs() {
 }
 
 std::vector<std::string> cuda_include_dirs() {
-  auto has_headers = [](const fs::path& dir) { return fs::exists(dir / "cuda_fp16.h"); };
+  // Environment variables are user input: only error_code overloads (a 300-character name must
+  // not throw).
+  auto is_dir = [](const fs::path& p) {
+    std::error_code ec;
+    return fs::is_directory(p, ec);
+  };
+  auto has_headers = [](const fs::path& dir) {
+    std::error_code ec;
+    return fs::is_regular_file(dir / "cuda_fp16.h", ec);
+  };
   std::string found;
   for (const char* var : {"CUDA_HOME", "CUDA_PATH"}) {
     const char* v = std::getenv(var);
@@ -390,8 +547,7 @@ std::vector<std::string> cuda_include_dirs() {
   }
   if (found.empty()) return {};
   std::vector<std::string> dirs = {found};
-  if (fs::is_directory(fs::path(found) / "cccl"))
-    dirs.push_back((fs::path(found) / "cccl").string());
+  if (is_dir(fs::path(found) / "cccl")) dirs.push_back((fs::path(found) / "cccl").string());
   return dirs;
 }
 

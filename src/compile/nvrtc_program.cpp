@@ -24,14 +24,14 @@ void NvrtcProgram::add_name_expression(const std::string& expression) {
               name_);
 }
 
-bool NvrtcProgram::compile(const std::vector<std::string>& options) {
+nvrtcResult NvrtcProgram::compile(const std::vector<std::string>& options) {
   std::vector<const char*> argv;
   argv.reserve(options.size());
   for (const auto& o : options) argv.push_back(o.c_str());
   nvrtcResult r = nvrtcCompileProgram(program_.get(), static_cast<int>(argv.size()), argv.data());
-  if (r == NVRTC_ERROR_COMPILATION) return false;
+  if (r == NVRTC_ERROR_COMPILATION || r == NVRTC_ERROR_INVALID_OPTION) return r;
   check_nvrtc(r, "nvrtcCompileProgram", name_);
-  return true;
+  return r;
 }
 
 std::string NvrtcProgram::log() const {
@@ -40,6 +40,8 @@ std::string NvrtcProgram::log() const {
   std::string log(size, '\0');
   check_nvrtc(nvrtcGetProgramLog(program_.get(), log.data()), "nvrtcGetProgramLog", name_);
   while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+  // NVRTC separates ptxas' messages from the front end's with a NUL: keep both.
+  for (char& c : log) c = c == '\0' ? '\n' : c;
   return log;
 }
 
@@ -65,6 +67,16 @@ std::string NvrtcProgram::lowered_name(const std::string& expression) const {
   check_nvrtc(nvrtcGetLoweredName(program_.get(), expression.c_str(), &lowered),
               "nvrtcGetLoweredName", name_);
   return lowered;
+}
+
+std::string nvrtc_supported_archs() {
+  int n = 0;
+  if (nvrtcGetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0) return {};
+  std::vector<int> archs(static_cast<std::size_t>(n));
+  if (nvrtcGetSupportedArchs(archs.data()) != NVRTC_SUCCESS) return {};
+  std::string out;
+  for (int a : archs) out += (out.empty() ? "sm_" : ", sm_") + std::to_string(a);
+  return out;
 }
 
 std::string nvrtc_version() {

@@ -15,7 +15,9 @@ class NvrtcProgram {
 
   void add_name_expression(const std::string& expression);
   /// Compiles; returns false on a compilation error (the log says why).
-  bool compile(const std::vector<std::string>& options);
+  /// NVRTC_SUCCESS, NVRTC_ERROR_COMPILATION or NVRTC_ERROR_INVALID_OPTION (both with a log);
+  /// throws Error(Compile) for any other failure.
+  nvrtcResult compile(const std::vector<std::string>& options);
   std::string log() const;
   std::string ptx() const;    ///< empty when the program produced no PTX
   std::string cubin() const;  ///< empty when the program produced no CUBIN (compute_XX)
@@ -31,6 +33,9 @@ class NvrtcProgram {
 
 /// "13.0"
 std::string nvrtc_version();
+
+/// The architectures this NVRTC compiles for, "sm_75, sm_80, ..." (empty if it cannot say).
+std::string nvrtc_supported_archs();
 
 /// Throws Error(Compile): "<call>(program=<name>) failed: NVRTC_ERROR_... (<code>)".
 void check_nvrtc(nvrtcResult result, const char* call, const std::string& program);

@@ -344,7 +344,10 @@ std::string signature_probe_source() {
        "template <class... A> struct sig<void (*)(A...)> {\n"
        "  using type = codes<sizeof...(A), param<A>::code...>;\n"
        "};\n"
+       // noexcept is part of a function's type from C++17 on; before, this would redefine sig.
+       "#if __cplusplus >= 201703L\n"
        "template <class... A> struct sig<void (*)(A...) noexcept> : sig<void (*)(A...)> {};\n"
+       "#endif\n"
        "template <class T> __device__ int probe = 0;\n"
        "}  // namespace __kop_sig\n";
   return s.str();

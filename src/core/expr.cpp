@@ -1,6 +1,8 @@
 // Expression construction, parsing, printing, simplification and checked int64 arithmetic.
 #include "kernelop/expr.hpp"
 
+#include "core/words.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <limits>
@@ -123,8 +125,8 @@ class Parser {
   };
 
   [[noreturn]] void fail(const std::string& what) const {
-    KERNELOP_FAIL(Spec) << "invalid expression '" << text_ << "': " << what << " at column "
-                        << (pos_ + 1);
+    KERNELOP_FAIL(Spec) << "invalid expression '" << detail::excerpt(text_, pos_) << "': " << what
+                        << " at column " << (pos_ + 1);
   }
 
   [[noreturn]] void fail_too_deep() const {
@@ -308,10 +310,33 @@ bool nodes_equal(const ExprNode& a, const ExprNode& b) {
 }
 
 [[noreturn]] void arith_fail(const ExprNode& where, std::string_view what) {
-  KERNELOP_FAIL(Launch) << "expression '" << to_string(where) << "' " << what;
+  KERNELOP_FAIL(Launch) << "expression '" << detail::shorten(to_string(where)) << "' " << what;
 }
 
 }  // namespace
+
+bool is_nonnegative(const ExprNode& node) {
+  switch (node.op) {
+    case ExprOp::Const:
+      return node.value >= 0;
+    case ExprOp::Dim:
+    case ExprOp::Numel:
+    case ExprOp::NumelExcept:
+      return true;
+    case ExprOp::Scalar:
+    case ExprOp::Sub:
+      return false;
+    case ExprOp::Add:
+    case ExprOp::Mul:
+    case ExprOp::FloorDiv:
+    case ExprOp::CeilDiv:
+    case ExprOp::Mod:
+    case ExprOp::Min:
+    case ExprOp::Max:
+      return is_nonnegative(*node.lhs) && is_nonnegative(*node.rhs);
+  }
+  return false;
+}
 
 bool is_leaf(ExprOp op) {
   return op == ExprOp::Const || op == ExprOp::Dim || op == ExprOp::Numel ||

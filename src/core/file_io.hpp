@@ -1,24 +1,69 @@
-// Whole-file reads, atomic writes and little-endian fields: shared by the compile cache, packages
-// and spec files.
+// Every file kernelop reads or writes goes through here: bounded reads of regular files only,
+// atomic writes, directory creation, path normalisation, and little-endian fields. Shared by the
+// compile cache, packages, spec files, sources and headers.
+//
+// Note [untrusted files]: whatever kernelop reads from disk may be hostile or simply wrong (a
+// FIFO, /dev/zero, a symlink loop, a 5000-character name, a file the user cannot read). Reads
+// open with O_NONBLOCK (a FIFO never blocks the open), refuse anything that is not a regular
+// file, and stop at a size cap; every OS failure becomes an Error(Io) that names the file, the
+// operation and the OS reason. No std::filesystem call that can throw is used on a user path.
 #pragma once
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <string>
 #include <string_view>
 
+#include "core/words.hpp"
+
 namespace kernelop::detail {
 
-/// Reads a whole regular file into *out; false when it cannot be read or is a directory.
-bool read_file(const std::filesystem::path& path, std::string* out);
+/// Size caps for files kernelop reads (one table, one place).
+inline constexpr std::uint64_t kMaxTextFileBytes = 64ull << 20;     ///< specs, sources, headers
+inline constexpr std::uint64_t kMaxBinaryFileBytes = 1024ull << 20; ///< packages, cache entries
+
+/// What happened to a read.
+enum class ReadStatus {
+  Ok,
+  Missing,  ///< the path (or a directory on it) does not exist
+  Failed,   ///< anything else; `why` says what, in words
+};
+
+/// Reads the whole regular file at `path`, at most `max_bytes`. On failure `*why` is set to the
+/// reason ("Permission denied", "not a regular file (it is a FIFO)", "larger than the 64 MiB
+/// limit (...)").
+ReadStatus try_read_file(const std::filesystem::path& path, std::uint64_t max_bytes,
+                         std::string* out, std::string* why);
+
+/// Reads a whole regular file or throws Error(Io): "cannot read <what> '<path>': <why>".
+std::string read_file(const std::filesystem::path& path, std::string_view what,
+                      std::uint64_t max_bytes = kMaxTextFileBytes);
 
 /// Writes through a temporary file in the same directory and rename(), so that readers see the
 /// old contents or the new, never a part, and concurrent writers of one path are safe. Returns
-/// an empty string on success, else why it failed (strerror).
+/// an empty string on success, else why it failed. Refuses to replace anything that is not a
+/// regular file (/dev/null, a FIFO, a directory), and leaves no temporary file behind.
 std::string write_file_atomically(const std::filesystem::path& path, std::string_view bytes,
                                   mode_t mode);
+
+/// write_file_atomically or throw Error(Io): "cannot write <what> '<path>': <why>".
+void write_file(const std::filesystem::path& path, std::string_view bytes, std::string_view what,
+                mode_t mode = 0644);
+
+/// Creates `dir` and its missing parents with `mode`; "" when it exists as a directory or was
+/// created, else why not (a parent that is a file, a name too long, permission denied).
+std::string make_directories(const std::filesystem::path& dir, mode_t mode);
+
+/// The file type of `st_mode` in words, for messages: "a FIFO", "a directory", ...
+std::string_view file_type_name(mode_t mode);
+
+/// An absolute, normalised spelling of `path` (symlinks resolved where the path exists), so that
+/// "t.json", "./t.json" and "$PWD/t.json" name the same thing. Never throws; falls back to the
+/// lexically normalised absolute path.
+std::string normalized_path(const std::filesystem::path& path);
 
 /// Appends / reads a fixed-size field in host byte order (little-endian on every supported host).
 template <class T>

@@ -255,10 +255,7 @@ std::string write_package_bytes(const CompiledImage& image) {
 }
 
 void write_package(const CompiledImage& image, const std::filesystem::path& path) {
-  if (std::string why = detail::write_file_atomically(path, write_package_bytes(image), 0644);
-      !why.empty()) {
-    KERNELOP_FAIL(Io) << "cannot write package '" << path.string() << "': " << why;
-  }
+  detail::write_file(path, write_package_bytes(image), "package");
 }
 
 Package parse_package(std::string_view bytes, std::string_view origin) {
@@ -266,14 +263,8 @@ Package parse_package(std::string_view bytes, std::string_view origin) {
 }
 
 Package load_package(const std::filesystem::path& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    KERNELOP_FAIL(Io) << "package '" << path.string() << "' is a directory";
-  }
-  std::string bytes;
-  if (!detail::read_file(path, &bytes))
-    KERNELOP_FAIL(Io) << "cannot read package '" << path.string() << "'";
-  return parse_package(bytes, path.string());
+  return parse_package(detail::read_file(path, "package", detail::kMaxBinaryFileBytes),
+                       path.string());
 }
 
 CompiledImage read_package(const std::filesystem::path& path) {

@@ -272,8 +272,10 @@ class Reader {
     } else {
       s.source_file = get_string(root["source_file"], "source_file");
       std::filesystem::path p = std::filesystem::path(base_dir) / *s.source_file;
-      if (!detail::read_file(p, &s.kernel_source)) {
-        fail("source_file", "cannot read '" + p.string() + "'");
+      std::string why;
+      if (detail::try_read_file(p, detail::kMaxTextFileBytes, &s.kernel_source, &why) !=
+          detail::ReadStatus::Ok) {
+        fail("source_file", "cannot read '" + detail::shorten(p.string(), 300) + "': " + why);
       }
     }
     if (root.contains("inputs")) {
@@ -513,10 +515,7 @@ OpDecl parse_op_json(std::string_view text, const std::string& base_dir, std::st
 }
 
 OpDecl load_op_file(const std::filesystem::path& path) {
-  std::string text;
-  if (!detail::read_file(path, &text)) {
-    KERNELOP_FAIL(Io) << "cannot read spec file '" << path.string() << "'";
-  }
+  std::string text = detail::read_file(path, "spec file");
   std::string base = path.parent_path().string();
   if (base.empty()) base = ".";
   return parse_op_json(text, base, path.string());

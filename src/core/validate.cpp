@@ -7,6 +7,7 @@
 #include <array>
 #include <cctype>
 #include <limits>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -264,6 +265,7 @@ class Validator {
   // Checks every leaf of an expression: tensors must be known (inputs, and outputs when
   // allowed), scalars must be integer scalar inputs.
   void check_expr(const Expr& expr, const std::string& path, bool outputs_allowed) {
+    fold_constants(expr, path);
     expr.for_each_leaf([&](const Expr& leaf) {
       const std::string& name = leaf.name();
       if (leaf.op() == ExprOp::Scalar) {
@@ -290,6 +292,27 @@ class Validator {
       KOP_FIELD_FAIL(path) << "'" << expr.to_string() << "': '" << name
                            << "' is not a tensor (known tensors: " << join(known) << ")";
     });
+  }
+
+  // The value of `expr` when it is constant. A constant part that overflows or divides by zero,
+  // or a division by a constant zero, could never be evaluated: refused here, not at the first
+  // launch.
+  std::optional<std::int64_t> fold_constants(const Expr& expr, const std::string& path) {
+    if (expr.is_const()) return expr.const_value();
+    if (is_leaf(expr.op())) return std::nullopt;
+    std::optional<std::int64_t> a = fold_constants(expr.lhs(), path);
+    std::optional<std::int64_t> b = fold_constants(expr.rhs(), path);
+    bool division = expr.op() == ExprOp::FloorDiv || expr.op() == ExprOp::CeilDiv ||
+                    expr.op() == ExprOp::Mod;
+    if (division && b && *b == 0) {
+      KOP_FIELD_FAIL(path) << "'" << detail::shorten(expr.to_string()) << "' divides by zero";
+    }
+    if (!a || !b) return std::nullopt;
+    try {
+      return ExprArith<std::int64_t>::apply(expr.op(), *a, *b, expr.node());
+    } catch (const Error& e) {
+      KOP_FIELD_FAIL(path) << e.message();
+    }
   }
 
   void check_unique_axes(const std::vector<std::int64_t>& axes, const std::string& path) const {
@@ -426,6 +449,11 @@ class Validator {
       std::string path = "requires[" + std::to_string(i) + "]";
       check_expr(r.lhs, path, false);
       check_expr(r.rhs, path, false);
+      std::optional<std::int64_t> a = fold_constants(r.lhs, path), b = fold_constants(r.rhs, path);
+      if (a && b && !compare_holds(r.op, *a, *b)) {
+        KOP_FIELD_FAIL(path) << "'" << detail::shorten(r.to_string())
+                             << "' is always false: no input could ever satisfy it";
+      }
     }
   }
 

@@ -2,6 +2,7 @@
 // texts can come from untrusted packages, and libstdc++'s regex recurses once per character.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 namespace kernelop::detail {
@@ -35,6 +36,27 @@ inline std::size_t find_word(std::string_view text, std::string_view word, std::
     p = end;
   }
   return std::string_view::npos;
+}
+
+/// `text` cut to about `max` characters for a message, keeping its start and end and saying how
+/// long it was.
+inline std::string shorten(std::string_view text, std::size_t max = 120) {
+  if (text.size() <= max || max < 10) return std::string(text);
+  std::size_t head = (max - 5) * 2 / 3, tail = max - 5 - head;
+  return std::string(text.substr(0, head)) + "[...]" +
+         std::string(text.substr(text.size() - tail)) + " (" + std::to_string(text.size()) +
+         " characters)";
+}
+
+/// `text` cut to about `max` characters around `column` (0-based), for messages that point at
+/// a position: "[...]dim(x, 0) +* 1[...]".
+inline std::string excerpt(std::string_view text, std::size_t column, std::size_t max = 80) {
+  if (text.size() <= max) return std::string(text);
+  std::size_t half = max / 2;
+  std::size_t from = column > half ? column - half : 0;
+  if (from + max > text.size()) from = text.size() - max;
+  return (from > 0 ? "[...]" : "") + std::string(text.substr(from, max)) +
+         (from + max < text.size() ? "[...]" : "");
 }
 
 }  // namespace kernelop::detail

@@ -297,5 +297,55 @@ TEST_F(CacheTest, TwoProcessesCompilingTheSameKernelAtOnce) {
   EXPECT_TRUE(warnings_.empty());
 }
 
+// Note [compile once per host]: 8 processes that miss the same entries at once run NVRTC once
+// per entry; the others wait on the entry's lock and read what the first stored.
+TEST_F(CacheTest, EightProcessesCompileEachImageOnce) {
+  write_header("#define H 1\n");
+  // A kernel slow enough to compile (a few hundred ms) that all 8 processes overlap.
+  OpDecl d = op("{ float s = 0; for (int j = 0; j < 64; ++j) s += __sinf(x[i] * j); y[i] = s; }");
+  d.spec.kernel_source = "#include <cub/block/block_reduce.cuh>\n" + d.spec.kernel_source;
+  constexpr int kProcesses = 8;
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  std::vector<pid_t> children;
+  for (int p = 0; p < kProcesses; ++p) {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::close(pipe_fds[0]);
+      int compiled = -1;
+      try {
+        CompileCache cache(dir_ / "cache");
+        CompileOptions o;
+        o.archs = {"sm_80", "sm_90"};
+        o.cache = &cache;
+        CompiledImage image = compile(derive_plan(d), o);
+        compiled = 0;
+        for (const ArchImage& a : image.images) compiled += a.cache_hit ? 0 : 1;
+      } catch (...) {
+        compiled = 100;
+      }
+      char byte = static_cast<char>(compiled);
+      ssize_t ignored = ::write(pipe_fds[1], &byte, 1);
+      (void)ignored;
+      ::_exit(0);
+    }
+    children.push_back(pid);
+  }
+  ::close(pipe_fds[1]);
+  int total = 0;
+  for (int p = 0; p < kProcesses; ++p) {
+    char byte = 0;
+    ASSERT_EQ(::read(pipe_fds[0], &byte, 1), 1);
+    ASSERT_NE(byte, 100) << "a process failed";
+    total += byte;
+  }
+  ::close(pipe_fds[0]);
+  for (pid_t pid : children) ::waitpid(pid, nullptr, 0);
+  // Two images (sm_80, sm_90), each compiled by exactly one of the 8 processes.
+  EXPECT_EQ(total, 2);
+  for (const auto& e : entries()) EXPECT_EQ(e.extension(), ".kce") << "left behind: " << e;
+}
+
 }  // namespace
 }  // namespace kernelop

@@ -7,7 +7,9 @@
 #include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
+#include <limits>
 #include <map>
+#include <optional>
 #include <mutex>
 
 #include "kernelop/spec_json.hpp"
@@ -293,6 +295,44 @@ c10::SymBool sym_compare(const c10::SymInt& a, Compare op, const c10::SymInt& b)
   return c10::SymBool(false);
 }
 
+// Note [requirement guards]: a requirement becomes a guard on the symbolic sizes. An upper bound
+// by a constant, `a <= C` with a >= 0 by construction, is written `a // (C + 1) == 0` (and
+// `a < C` as `a // C == 0`): the same truth for every a >= 0, but PyTorch's export solver turns
+// it into an integral range and suggests `Dim(..., max=...)`, where the plain `16*s0 <= C` makes
+// it derive a rational bound (C/16) that its error formatter cannot print (an AssertionError
+// "Expected op to be '=='" from inside torch.export).
+c10::SymBool requirement_guard(const RequirementPlan& r, const c10::SymInt& a,
+                               const c10::SymInt& b) {
+  auto upper_bound = [](const c10::SymInt& x, const Expr& x_expr, const c10::SymInt& bound,
+                        bool strict) -> std::optional<c10::SymBool> {
+    std::optional<std::int64_t> c = bound.maybe_as_int();
+    if (!c || !is_nonnegative(x_expr.node())) return std::nullopt;
+    if (!strict && *c == std::numeric_limits<std::int64_t>::max()) return std::nullopt;
+    std::int64_t divisor = strict ? *c : *c + 1;
+    if (divisor < 1) return std::nullopt;
+    return (x / c10::SymInt(divisor)).sym_eq(c10::SymInt(0));
+  };
+  std::optional<c10::SymBool> guard;
+  switch (r.op) {
+    case Compare::Le:
+      guard = upper_bound(a, r.lhs, b, false);
+      break;
+    case Compare::Lt:
+      guard = upper_bound(a, r.lhs, b, true);
+      break;
+    case Compare::Ge:
+      guard = upper_bound(b, r.rhs, a, false);
+      break;
+    case Compare::Gt:
+      guard = upper_bound(b, r.rhs, a, true);
+      break;
+    case Compare::Eq:
+    case Compare::Ne:
+      break;
+  }
+  return guard ? *guard : sym_compare(a, r.op, b);
+}
+
 // Evaluates plan expressions on (symbolic) input sizes and int scalars.
 struct MetaEnv {
   const OpPlan& plan;
@@ -355,7 +395,7 @@ class MetaKernel final : public c10::OperatorKernel {
       for (const RequirementPlan& r : p.requirements) {
         c10::SymInt a = evaluate<c10::SymInt>(r.lhs, env), b = evaluate<c10::SymInt>(r.rhs, env);
         // A guard (or, in export, a runtime assertion) when the sizes are symbolic.
-        TORCH_SYM_CHECK(sym_compare(a, r.op, b), "op ", p.op_name,
+        TORCH_SYM_CHECK(requirement_guard(r, a, b), "op ", p.op_name,
                         ": the inputs break the requirement '", r.text, "': ", a, " ",
                         compare_text(r.op), " ", b, " is false");
       }
