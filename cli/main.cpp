@@ -92,8 +92,8 @@ int for_each_spec(const std::vector<std::string>& specs, Fn fn) {
       ++failures;
       std::string what = e.what();
       // Errors about the file itself already start with its path.
-      std::cerr << "kernelop: error: " << (what.find(path) != std::string::npos ? "" : path + ": ") << what
-                << "\n";
+      std::cerr << "kernelop: error: " << (what.find(path) != std::string::npos ? "" : path + ": ")
+                << what << "\n";
     }
   }
   return failures ? 1 : 0;

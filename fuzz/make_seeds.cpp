@@ -53,15 +53,32 @@ void write_file(const fs::path& path, const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: %s EXAMPLES_DIR PACKAGE_CORPUS_DIR SPEC_JSON_CORPUS_DIR\n",
+  if (argc != 5) {
+    std::fprintf(stderr,
+                 "usage: %s EXAMPLES_DIR PACKAGE_CORPUS_DIR SPEC_JSON_CORPUS_DIR "
+                 "INCLUDE_SCAN_CORPUS_DIR\n",
                  argv[0]);
     return 2;
   }
-  const fs::path examples = argv[1], packages = argv[2], specs = argv[3];
+  const fs::path examples = argv[1], packages = argv[2], specs = argv[3], sources = argv[4];
   try {
     fs::create_directories(packages);
     fs::create_directories(specs);
+    fs::create_directories(sources);
+    // The include scanner starts from every example source and header (first byte: trigraphs
+    // off), plus the spellings of Note [include scan].
+    for (const auto& entry : fs::directory_iterator(examples)) {
+      std::string ext = entry.path().extension().string();
+      if (ext != ".cu" && ext != ".cuh" && ext != ".h") continue;
+      std::ifstream in(entry.path(), std::ios::binary);
+      write_file(sources / entry.path().filename(),
+                 std::string(1, '\0') + std::string(std::istreambuf_iterator<char>(in), {}));
+    }
+    write_file(sources / "spellings.cu",
+               std::string("\1# /* c */ include \"a.h\"\n%:include <b.h>\n#\\\ninclude \"c.h\"\n"
+                           "?\?=include \"d.h\"\n#if __has_include(<e.h>)\n#include_next <f.h>\n"
+                           "#include MACRO\nauto r = R\"x(\n#include \"g.h\"\n)x\";\n"
+                           "char c = '\"'; int n = 1'000; // ?\?/\n#include \"h.h\"\n"));
     std::vector<fs::path> files;
     for (const auto& entry : fs::directory_iterator(examples)) {
       if (entry.path().extension() == ".json") files.push_back(entry.path());

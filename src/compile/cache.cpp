@@ -83,8 +83,8 @@ bool CompileCache::prepare() {
   auto give_up = [&](const std::string& why) {
     std::lock_guard lock(mutex_);
     if (!unusable_) {
-      warn("compile cache directory '" + detail::shorten(dir_.string(), 300) +
-           "' is unusable (" + why + "); compiling without the persistent cache");
+      warn("compile cache directory '" + detail::shorten(dir_.string(), 300) + "' is unusable (" +
+           why + "); compiling without the persistent cache");
     }
     unusable_ = true;
     return false;
@@ -146,8 +146,7 @@ std::shared_ptr<const std::string> CompileCache::load_from_disk(const std::strin
     case detail::ReadStatus::Missing:
       return miss();
     case detail::ReadStatus::Failed:
-      warn("cannot read compile cache entry '" + path.string() + "' (" + why +
-           "); recompiling");
+      warn("cannot read compile cache entry '" + path.string() + "' (" + why + "); recompiling");
       return miss();
   }
   if (file.size() < kHeaderSize || std::memcmp(file.data(), kMagic, 8) != 0) {
@@ -235,7 +234,8 @@ std::unique_ptr<CompileCache::EntryLock> CompileCache::lock_entry(const std::str
     do {
       rc = ::flock(fd, LOCK_EX);
     } while (rc != 0 && errno == EINTR);
-    struct stat held {}, named {};
+    struct stat held {
+    }, named{};
     if (rc == 0 && ::fstat(fd, &held) == 0 && ::stat(path.c_str(), &named) == 0 &&
         held.st_dev == named.st_dev && held.st_ino == named.st_ino) {
       return std::unique_ptr<EntryLock>(new EntryLock(fd, path));

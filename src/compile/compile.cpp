@@ -118,8 +118,7 @@ const std::string& toolkit_identity() {
         struct stat st {};
         if (::stat((fs::path(dir) / file).c_str(), &st) == 0) {
           id += std::string(file) + ":" + std::to_string(st.st_size) + ":" +
-                std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) +
-                ";";
+                std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + ";";
         }
       }
     }
@@ -361,8 +360,8 @@ class Compiler {
     std::optional<JobResult> r = deserialize(*payload);
     std::string why = r ? check_cached(job, *r) : "not a compile result";
     if (!why.empty()) {
-      warn("compile cache entry '" + cache->entry_path(job.key).string() + "' is invalid (" +
-           why + "); recompiling");
+      warn("compile cache entry '" + cache->entry_path(job.key).string() + "' is invalid (" + why +
+           "); recompiling");
       return std::nullopt;
     }
     r->cache_hit = true;
@@ -460,8 +459,8 @@ class Compiler {
           digits.find_first_not_of("0123456789") != std::string::npos)
         continue;
       any = true;
-      bool generated = file == "__nv_name_map" ||
-                       (file == display_name() && std::stoul(digits) > user_lines);
+      bool generated =
+          file == "__nv_name_map" || (file == display_name() && std::stoul(digits) > user_lines);
       if (!generated) return false;
     }
     return any;
@@ -503,9 +502,8 @@ class Compiler {
   }
 
   std::string display_name() const {
-    return program_name_.rfind(kNoDirectory, 0) == 0
-               ? program_name_.substr(kNoDirectory.size() + 1)
-               : program_name_;
+    return program_name_.rfind(kNoDirectory, 0) == 0 ? program_name_.substr(kNoDirectory.size() + 1)
+                                                     : program_name_;
   }
 
   const OpPlan& plan_;

@@ -71,16 +71,26 @@ class Cursor {
   int trigraph_at(std::size_t p) const {
     if (!trigraphs_ || p + 2 >= t_.size() || t_[p] != '?' || t_[p + 1] != '?') return 0;
     switch (t_[p + 2]) {
-      case '=': return '#';
-      case '/': return '\\';
-      case '\'': return '^';
-      case '(': return '[';
-      case ')': return ']';
-      case '!': return '|';
-      case '<': return '{';
-      case '>': return '}';
-      case '-': return '~';
-      default: return 0;
+      case '=':
+        return '#';
+      case '/':
+        return '\\';
+      case '\'':
+        return '^';
+      case '(':
+        return '[';
+      case ')':
+        return ']';
+      case '!':
+        return '|';
+      case '<':
+        return '{';
+      case '>':
+        return '}';
+      case '-':
+        return '~';
+      default:
+        return 0;
     }
   }
   // A backslash (or ??/) immediately followed by a newline (or CR LF). EDG, like the standard,
@@ -210,7 +220,7 @@ class Lexer {
       c_.next();
     }
     c_.next();
-    d.kind = next ? IncludeDirective::Kind::Next
+    d.kind = next          ? IncludeDirective::Kind::Next
              : open == '"' ? IncludeDirective::Kind::Quoted
                            : IncludeDirective::Kind::Angle;
     visit_(d);
@@ -222,7 +232,8 @@ class Lexer {
     } else if (is_ident_start(c)) {
       int line = c_.line();
       std::string id = identifier();
-      if (c_.peek() == '"' && (id == "R" || id == "u8R" || id == "uR" || id == "UR" || id == "LR")) {
+      if (c_.peek() == '"' &&
+          (id == "R" || id == "u8R" || id == "uR" || id == "UR" || id == "LR")) {
         raw_string();
       } else if (id == "__has_include" || id == "__has_include_next") {
         skip_directive_space();
@@ -353,9 +364,8 @@ class Scanner {
         return;
       }
       if (!S_ISREG(st.st_mode)) {
-        KERNELOP_FAIL(Io) << "#include " << shorten(spelled) << " at " << where
-                          << " resolves to '" << shorten(path) << "', which is "
-                          << file_type_name(st.st_mode)
+        KERNELOP_FAIL(Io) << "#include " << shorten(spelled) << " at " << where << " resolves to '"
+                          << shorten(path) << "', which is " << file_type_name(st.st_mode)
                           << "; kernelop compiles regular files only";
       }
       if (under_toolkit(path)) {

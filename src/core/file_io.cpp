@@ -130,8 +130,7 @@ std::string write_file_atomically(const fs::path& path, std::string_view bytes, 
   return {};
 }
 
-void write_file(const fs::path& path, std::string_view bytes, std::string_view what,
-                mode_t mode) {
+void write_file(const fs::path& path, std::string_view bytes, std::string_view what, mode_t mode) {
   if (std::string why = write_file_atomically(path, bytes, mode); !why.empty()) {
     KERNELOP_FAIL(Io) << "cannot write " << what << " '" << shorten(path.string(), 300)
                       << "': " << why;

@@ -22,8 +22,8 @@
 namespace kernelop::detail {
 
 /// Size caps for files kernelop reads (one table, one place).
-inline constexpr std::uint64_t kMaxTextFileBytes = 64ull << 20;     ///< specs, sources, headers
-inline constexpr std::uint64_t kMaxBinaryFileBytes = 1024ull << 20; ///< packages, cache entries
+inline constexpr std::uint64_t kMaxTextFileBytes = 64ull << 20;      ///< specs, sources, headers
+inline constexpr std::uint64_t kMaxBinaryFileBytes = 1024ull << 20;  ///< packages, cache entries
 
 /// What happened to a read.
 enum class ReadStatus {

@@ -302,8 +302,8 @@ class Validator {
     if (is_leaf(expr.op())) return std::nullopt;
     std::optional<std::int64_t> a = fold_constants(expr.lhs(), path);
     std::optional<std::int64_t> b = fold_constants(expr.rhs(), path);
-    bool division = expr.op() == ExprOp::FloorDiv || expr.op() == ExprOp::CeilDiv ||
-                    expr.op() == ExprOp::Mod;
+    bool division =
+        expr.op() == ExprOp::FloorDiv || expr.op() == ExprOp::CeilDiv || expr.op() == ExprOp::Mod;
     if (division && b && *b == 0) {
       KOP_FIELD_FAIL(path) << "'" << detail::shorten(expr.to_string()) << "' divides by zero";
     }

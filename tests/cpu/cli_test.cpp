@@ -1,5 +1,6 @@
 // The kernelop command-line tool: exit codes, reports, cache reuse, output files.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +25,10 @@ std::string slurp(const fs::path& p) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+bool contains(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
+
 class CliTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -35,21 +40,27 @@ class CliTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  CliRun run(const std::string& args) {
-    std::string cmd = "cd '" + testing::source_dir().string() + "' && KERNELOP_CACHE_DIR='" +
-                      (dir_ / "cache").string() + "' '" + KERNELOP_CLI_PATH + "' " + args + " >'" +
-                      (dir_ / "out").string() + "' 2>'" + (dir_ / "err").string() + "'";
+  // Runs the CLI in `cwd` (default: the source tree) under a 60 s timeout; a hang or a signal
+  // shows as an exit code of 124 or >= 128.
+  CliRun run(const std::string& args, const std::string& env = "", std::string cwd = "") {
+    if (cwd.empty()) cwd = testing::source_dir().string();
+    std::string cmd = "cd '" + cwd + "' && KERNELOP_CACHE_DIR='" + (dir_ / "cache").string() +
+                      "' " + env + " timeout -s KILL 60 '" + KERNELOP_CLI_PATH + "' " + args +
+                      " >'" + (dir_ / "out").string() + "' 2>'" + (dir_ / "err").string() + "'";
     int status = std::system(cmd.c_str());
     return CliRun{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir_ / "out"),
                   slurp(dir_ / "err")};
   }
 
+  // A failure the user can act on: status 1 or 2 (never a signal or a timeout), a message.
+  void expect_clean_failure(const CliRun& r, const std::string& needle) {
+    EXPECT_TRUE(r.code == 1 || r.code == 2) << "exit status " << r.code << "\n" << r.err;
+    EXPECT_TRUE(contains(r.err, needle)) << r.err;
+    EXPECT_FALSE(contains(r.err, "terminate called")) << r.err;
+  }
+
   fs::path dir_;
 };
-
-bool contains(const std::string& text, const std::string& needle) {
-  return text.find(needle) != std::string::npos;
-}
 
 TEST_F(CliTest, HelpEverywhere) {
   CliRun top = run("--help");
@@ -140,6 +151,99 @@ TEST_F(CliTest, CompileErrorsExitWithOne) {
                                   fs::weakly_canonical(dir_).string() + "/kernel.cu for sm_90"))
       << r.err;
   EXPECT_TRUE(contains(r.err, "identifier \"oops\" is undefined")) << r.err;
+}
+
+TEST_F(CliTest, UnusableOutputDirectoriesAreErrorsNamingThePath) {
+  std::ofstream(dir_ / "file") << "";
+  for (const std::string& out : {std::string("/dev/null"), (dir_ / "file").string(),
+                                 std::string("/proc/kernelop-x"), (dir_ / "file" / "sub").string()}) {
+    SCOPED_TRACE(out);
+    CliRun r = run("build examples/relu.json --arch compute_90 -o '" + out + "'");
+    expect_clean_failure(r, "cannot use output directory '" + out + "'");
+    r = run("build examples/relu.json --arch compute_90 --package -o '" + out + "'");
+    expect_clean_failure(r, "cannot use output directory '" + out + "'");
+  }
+}
+
+TEST_F(CliTest, FilesThatAreNotRegularAreRefusedWithoutHanging) {
+  ASSERT_EQ(::mkfifo((dir_ / "fifo").c_str(), 0600), 0);
+  expect_clean_failure(run("inspect /dev/zero"),
+                       "cannot read package '/dev/zero': not a regular file (it is a character "
+                       "device)");
+  expect_clean_failure(run("inspect '" + (dir_ / "fifo").string() + "'"), "(it is a FIFO)");
+  expect_clean_failure(run("check '" + (dir_ / "fifo").string() + "'"), "(it is a FIFO)");
+  expect_clean_failure(run("build /dev/zero"), "cannot read spec file '/dev/zero'");
+  std::ofstream(dir_ / "t.json") << R"({"op": "t::op", "kernel_name": "k", "source_file": "fifo",
+    "inputs": [{"name": "x", "dtype": "float32"}], "outputs": [{"name": "y", "shape": {"same_as": "x"}}],
+    "extras": [{"numel": "x"}], "geometry": {"elementwise": {}}})";
+  expect_clean_failure(run("build '" + (dir_ / "t.json").string() + "'"),
+                       "source_file: cannot read '" + (dir_ / "fifo").string() + "'");
+}
+
+TEST_F(CliTest, ABadCacheDirectoryIsAWarningAndTheBuildSucceeds) {
+  std::string long_dir = (dir_ / std::string(300, 'c')).string();
+  for (const std::string& cache : {long_dir, std::string("/dev/null")}) {
+    SCOPED_TRACE(cache.substr(0, 60));
+    CliRun r = run("build examples/relu.json --arch compute_90", "KERNELOP_CACHE_DIR='" + cache + "'");
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(contains(r.err, "kernelop: warning: compile cache directory")) << r.err;
+    EXPECT_TRUE(contains(r.err, "compiling without the persistent cache")) << r.err;
+  }
+  CliRun r = run("build examples/relu.json --arch compute_90", "CUDA_HOME='" + long_dir + "'");
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
+TEST_F(CliTest, BuildNeverOverwritesItsOwnInputs) {
+  // The spec is named like the file build -o writes: <ns>.<name>.json.
+  std::string spec = R"({"op": "t::op", "kernel_name": "k", "source_file": "t.op.compute_90.ptx",
+    "inputs": [{"name": "x", "dtype": "float32"}], "outputs": [{"name": "y", "shape": {"same_as": "x"}}],
+    "extras": [{"numel": "x"}], "geometry": {"elementwise": {}}})";
+  std::string source =
+      "extern \"C\" __global__ void k(const float* x, int n, float* y) { y[0] = x[0]; }\n";
+  std::ofstream(dir_ / "t.op.json") << spec;
+  std::ofstream(dir_ / "t.op.compute_90.ptx") << source;
+  CliRun r = run("build t.op.json --arch compute_90 -o .", "", dir_.string());
+  expect_clean_failure(r, "it is one of this build's inputs");
+  EXPECT_EQ(slurp(dir_ / "t.op.json"), spec);
+  EXPECT_EQ(slurp(dir_ / "t.op.compute_90.ptx"), source);
+  // A hard link is the same file under another name.
+  fs::create_directories(dir_ / "outdir");
+  fs::create_hard_link(dir_ / "t.op.json", dir_ / "outdir" / "t.op.json");
+  r = run("build t.op.json --arch compute_90 -o outdir", "", dir_.string());
+  expect_clean_failure(r, "it is one of this build's inputs");
+  EXPECT_EQ(slurp(dir_ / "t.op.json"), spec);
+  EXPECT_FALSE(fs::exists(dir_ / "outdir" / "t.op.compute_90.ptx")) << "a failed build left a file";
+}
+
+TEST_F(CliTest, TwoSpecsOfOneOpInOneRunAreAnError) {
+  std::string spec = R"({"op": "t::twice", "kernel_name": "k", "kernel_source":
+    "extern \"C\" __global__ void k(const float* x, int n, float* y) { y[0] = VALUE; }",
+    "inputs": [{"name": "x", "dtype": "float32"}], "outputs": [{"name": "y", "shape": {"same_as": "x"}}],
+    "extras": [{"numel": "x"}], "geometry": {"elementwise": {}}, "defines": ["VALUE=)";
+  std::ofstream(dir_ / "a.json") << spec << R"(1.0f"]})";
+  std::ofstream(dir_ / "b.json") << spec << R"(2.0f"]})";
+  CliRun r = run("build a.json b.json --arch compute_90 --package -o pkg", "", dir_.string());
+  expect_clean_failure(r, "op t::twice is defined by both 'a.json' and 'b.json'");
+  // The first one's package stays, whole.
+  EXPECT_TRUE(fs::exists(dir_ / "pkg" / "t.twice.kop"));
+  EXPECT_EQ(run("inspect '" + (dir_ / "pkg" / "t.twice.kop").string() + "'").code, 0);
+}
+
+TEST_F(CliTest, HowTheSpecPathIsSpelledDoesNotChangeTheCacheEntry) {
+  fs::copy_file(testing::examples_dir() / "relu.json", dir_ / "t.json");
+  fs::copy_file(testing::examples_dir() / "relu.cu", dir_ / "relu.cu");
+  CliRun first = run("build t.json --arch compute_90", "", dir_.string());
+  ASSERT_EQ(first.code, 0) << first.err;
+  EXPECT_TRUE(contains(first.out, "0 from the cache")) << first.out;
+  for (const std::string& spelled :
+       {(dir_ / "t.json").string(), std::string("./t.json"), std::string("../") +
+                                                                 dir_.filename().string() +
+                                                                 "/t.json"}) {
+    SCOPED_TRACE(spelled);
+    CliRun again = run("build '" + spelled + "' --arch compute_90", "", dir_.string());
+    EXPECT_EQ(again.code, 0) << again.err;
+    EXPECT_TRUE(contains(again.out, "1 from the cache")) << again.out;
+  }
 }
 
 }  // namespace

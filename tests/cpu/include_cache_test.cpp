@@ -134,8 +134,8 @@ std::string value_header(const std::string& value) {
 }
 
 Step change_file(const std::string& path, const std::string& text, std::string cwd = ".") {
-  return Step{"change " + path,
-              [path, text](const fs::path& root) { write(root / path, text); }, std::move(cwd)};
+  return Step{"change " + path, [path, text](const fs::path& root) { write(root / path, text); },
+              std::move(cwd)};
 }
 
 Step remove_file(const std::string& path) {
@@ -208,7 +208,8 @@ TEST_F(IncludeCacheTest, CachedBuildsEqualFreshBuildsOverTheCorpus) {
       {"multiline_comment_before", "/* a\n */ # include \"h.h\""},
       {"multiline_comment_inside", "# /* a\n b */ include \"h.h\""},
       {"comment_after_name", "#include /* c */ \"h.h\" // d"},
-      {"has_include", "#if __has_include(\"h.h\")\n#include \"h.h\"\n#else\n#define VALUE 0.5f\n#endif"},
+      {"has_include",
+       "#if __has_include(\"h.h\")\n#include \"h.h\"\n#else\n#define VALUE 0.5f\n#endif"},
   };
   for (const auto& [name, line] : spellings) {
     corpus.push_back({"spelling_" + name,
@@ -349,8 +350,9 @@ TEST_F(IncludeCacheTest, LexerFindsWhatThePreprocessorSeesAndNothingElse) {
     std::vector<std::string> out;
     detail::find_includes(text, trigraphs, [&](const detail::IncludeDirective& d) {
       using K = detail::IncludeDirective::Kind;
-      out.push_back((d.kind == K::Computed ? "computed" : d.kind == K::Next ? "next:" + d.name
-                                                                             : d.name) +
+      out.push_back((d.kind == K::Computed ? "computed"
+                     : d.kind == K::Next   ? "next:" + d.name
+                                           : d.name) +
                     "@" + std::to_string(d.line));
     });
     return out;

@@ -112,7 +112,8 @@ TEST_F(TrustTest, SourceFilesAreReadTheSameWay) {
       "outputs": [{"name": "y", "shape": {"same_as": "x"}}], "extras": [{"numel": "x"}],
       "geometry": {"elementwise": {}}})";
     std::ofstream(dir_ / "t.json") << spec;
-    expect_error([&] { load_op_file(dir_ / "t.json"); }, ErrorKind::Spec, "source_file: cannot read");
+    expect_error([&] { load_op_file(dir_ / "t.json"); }, ErrorKind::Spec,
+                 "source_file: cannot read");
     expect_error([&] { load_op_file(dir_ / "t.json"); }, ErrorKind::Spec, "not a regular file");
   }
 }
@@ -144,8 +145,9 @@ TEST_F(TrustTest, HostileIncludesAreErrorsNotSignalsOrHangs) {
   std::vector<Case> cases = {
       {"\"" + std::string(5000, 'a') + ".h\"", ErrorKind::Compile, "cannot open source file"},
       {"\"self.h\"", ErrorKind::Compile, "cannot open source file \"self.h\""},
-      {"\"fifo.h\"", ErrorKind::Io, "resolves to '" + (dir_ / "fifo.h").string() +
-                                        "', which is a FIFO; kernelop compiles regular files only"},
+      {"\"fifo.h\"", ErrorKind::Io,
+       "resolves to '" + (dir_ / "fifo.h").string() +
+           "', which is a FIFO; kernelop compiles regular files only"},
       {"\"/dev/zero\"", ErrorKind::Io, "which is a character device"},
       {"<fifo.h>", ErrorKind::Io, "which is a FIFO"},
   };
@@ -171,8 +173,8 @@ TEST_F(TrustTest, AnIncludePathThatIsAFileOrMissingIsSkipped) {
 
 TEST_F(TrustTest, AnUnusableCacheDirectoryIsAWarningAndAnUncachedBuild) {
   std::ofstream(dir_ / "file") << "";
-  for (const fs::path& bad : {dir_ / std::string(300, 'c') / "cache", dir_ / "file",
-                              dir_ / "file" / "below"}) {
+  for (const fs::path& bad :
+       {dir_ / std::string(300, 'c') / "cache", dir_ / "file", dir_ / "file" / "below"}) {
     SCOPED_TRACE(bad.string().substr(0, 80));
     warnings_.clear();
     CompileCache cache(bad);
@@ -218,10 +220,8 @@ TEST_F(TrustTest, ForgedCacheEntriesWithAValidChecksumAreRecompiled) {
     file += payload;
     std::ofstream(entry, std::ios::binary | std::ios::trunc) << file;
   };
-  nlohmann::json good = {{"log", ""},
-                         {"lowered", {"k"}},
-                         {"codes", {{3, 1, 2, 3}}},
-                         {"usage", {{1, 0, 0, 0, 0, 0}}}};
+  nlohmann::json good = {
+      {"log", ""}, {"lowered", {"k"}}, {"codes", {{3, 1, 2, 3}}}, {"usage", {{1, 0, 0, 0, 0, 0}}}};
   struct Case {
     std::string what;
     nlohmann::json meta;
@@ -276,8 +276,7 @@ TEST_F(TrustTest, ConstantExpressionsThatCannotBeEvaluatedAreRefusedByValidation
   }
   OpDecl d = testing::relu_like_op(kKernel);
   d.spec.requirements = {Requirement::parse("1 == 2")};
-  expect_error([&] { derive_plan(d); }, ErrorKind::Spec,
-               "requires[0]: '1 == 2' is always false");
+  expect_error([&] { derive_plan(d); }, ErrorKind::Spec, "requires[0]: '1 == 2' is always false");
   d.spec.requirements = {Requirement::parse("numel(x) >= 0"), Requirement::parse("2 > 1")};
   EXPECT_NO_THROW(derive_plan(d));
 }
@@ -293,8 +292,7 @@ TEST_F(TrustTest, MessagesCutLongExpressionsAroundTheColumn) {
     std::string what = e.what();
     EXPECT_LT(what.size(), 300u) << what;
     EXPECT_NE(what.find("+* 2"), std::string::npos) << what;
-    EXPECT_NE(what.find("at column " + std::to_string(text.size() - 2)), std::string::npos)
-        << what;
+    EXPECT_NE(what.find("at column " + std::to_string(text.size() - 2)), std::string::npos) << what;
   }
 }
 

@@ -9,8 +9,8 @@
 
 #include <limits>
 #include <map>
-#include <optional>
 #include <mutex>
+#include <optional>
 
 #include "kernelop/spec_json.hpp"
 #include "kernelop/torch.hpp"
