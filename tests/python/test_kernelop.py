@@ -91,6 +91,46 @@ class Registration(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "KernelSpec.geometry: expected"):
             ko.cuda_kernel_op("kop_py::bad6", relu_spec(geometry="flat"))
 
+    def test_a_string_where_a_list_is_expected_is_a_type_error(self):
+        # A str is a sequence: without the check it would be split into characters.
+        cases = [
+            (dict(defines="FOO"), "KernelSpec.defines: expected a list of str, got str 'FOO'; write \\['FOO'\\]"),
+            (dict(include_paths="inc"), "KernelSpec.include_paths: expected a list of str, got str 'inc'"),
+            (dict(requires="numel(x) > 0"), "KernelSpec.requires: expected a list of str, got str"),
+            (dict(geometry=ko.Elementwise(block=256)), "Elementwise.block: expected a tuple of int, got int 256"),
+            (dict(geometry=ko.Reduction(reduce_dims=-1)), "Reduction.reduce_dims: expected a tuple of int"),
+            (dict(inputs=[ko.InputDecl("x", torch.float32, mutated="no")]),
+             "InputDecl\\('x'\\).mutated: expected a bool, got str 'no'"),
+            (dict(fast_math="yes"), "KernelSpec.fast_math: expected a bool"),
+            (dict(extras=[ko.Numel("x", int64=1)]), "Numel.int64: expected a bool, got int 1"),
+            (dict(defines=["A", 3]), "KernelSpec.defines\\[1\\]: expected a str, got int 3"),
+        ]
+        for i, (overrides, message) in enumerate(cases):
+            with self.subTest(message=message), self.assertRaisesRegex(TypeError, message):
+                ko.cuda_kernel_op(f"kop_py::str_list{i}", relu_spec(**overrides))
+            self.assertFalse(hasattr(torch.ops.kop_py, f"str_list{i}"))
+        with self.assertRaisesRegex(TypeError, "archs: expected a list of str, got str 'sm_80'"):
+            ko.cuda_kernel_op("kop_py::str_archs", relu_spec(), archs="sm_80")
+        with self.assertRaisesRegex(TypeError, "archs: expected a list of str"):
+            ko.build_package("kop_py::str_archs", relu_spec(), "/tmp/never.kop", archs="sm_80")
+        # The reference's one-string arch_override stays valid.
+        self.assertIn("Tensor", str(ko.cuda_kernel_op("kop_py::one_arch", relu_spec(arch_override="sm_90"))._schemas))
+
+    def test_files_that_are_not_regular_are_refused_without_hanging(self):
+        with tempfile.TemporaryDirectory() as d:
+            fifo = os.path.join(d, "fifo.json")
+            os.mkfifo(fifo)
+            for path, reason in [("/dev/zero", "not a regular file \\(it is a character device\\)"),
+                                 (fifo, "not a regular file \\(it is a FIFO\\)"),
+                                 (os.path.join(d, "missing.json"), "No such file or directory")]:
+                with self.subTest(path=path):
+                    with self.assertRaisesRegex(RuntimeError, "cannot read spec file '.*': " + reason):
+                        ko.register_spec_file(path)
+                    with self.assertRaisesRegex(RuntimeError, "cannot read"):
+                        ko.build_package_file(path, os.path.join(d, "out.kop"))
+            with self.assertRaisesRegex(RuntimeError, "cannot read package '/dev/zero': not a regular file"):
+                ko.load_package("/dev/zero")
+
     def test_compile_errors_are_runtime_errors_with_the_log(self):
         with self.assertRaisesRegex(RuntimeError, "identifier \"oops\" is undefined"):
             ko.cuda_kernel_op("kop_py::bad7", relu_spec(kernel_source="extern \"C\" __global__ void relu(const float* x, int n, float* y) { oops; }"))
@@ -176,6 +216,44 @@ class Examples(unittest.TestCase):
         graph = str(ep.graph)
         for name in tex.NAMES:
             self.assertIn(f"kernelop_examples.{name}", graph)
+
+
+class ExportBounds(unittest.TestCase):
+    """A requirement that bounds a size from above (Note [requirement guards])."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.op = ko.cuda_kernel_op("kop_py::bounded", relu_spec(requires=["numel(x) <= 4294967295"]), archs=["sm_90"])
+
+    def module(self):
+        op = self.op
+
+        class M(torch.nn.Module):
+            def forward(self, x):
+                return op(x)
+        return M()
+
+    def test_unbounded_dim_fails_with_pytorchs_suggestion(self):
+        x = torch.empty(8, 16, device="meta")
+        with self.assertRaisesRegex(Exception, r"Suggested fixes:\s+b = Dim\('b', max=268435455\)"):
+            torch.export.export(self.module(), (x,), dynamic_shapes={"x": {0: torch.export.Dim("b")}})
+
+    def test_bounded_and_symbolic_products_export(self):
+        x = torch.empty(8, 16, device="meta")
+        ep = torch.export.export(self.module(), (x,), dynamic_shapes={"x": {0: torch.export.Dim("b", max=268435455)}})
+        self.assertEqual(ep.module()(torch.empty(5, 16, device="meta")).shape, (5, 16))
+        torch.export.export(self.module(), (x,), dynamic_shapes={"x": {0: torch.export.Dim("b"), 1: torch.export.Dim("c")}})
+
+    def test_the_guard_holds_exactly_where_the_requirement_does(self):
+        # Meta tensors of any size: the rewritten guard must agree with the plain comparison.
+        for n in [0, 1, 4294967295, 4294967296]:
+            with self.subTest(n=n):
+                x = torch.empty(n, device="meta")
+                if n <= 4294967295:
+                    self.assertEqual(self.op(x).shape, (n,))
+                else:
+                    with self.assertRaisesRegex(RuntimeError, "break the requirement 'numel\\(x\\) <= 4294967295'"):
+                        self.op(x)
 
 
 class Meta(unittest.TestCase):
@@ -391,8 +469,8 @@ if __name__ == "__main__":
     if part == "--gpu" and not CUDA:
         print("SKIPPED: no CUDA device")
         sys.exit(77)
-    classes = {"--cpu": [Registration, Examples, Meta, Ptx], "--gpu": [Cuda]}.get(
-        part, [Registration, Examples, Meta, Ptx, Cuda])
+    classes = {"--cpu": [Registration, Examples, Meta, ExportBounds, Ptx], "--gpu": [Cuda]}.get(
+        part, [Registration, Examples, Meta, ExportBounds, Ptx, Cuda])
     suite = unittest.TestSuite(unittest.defaultTestLoader.loadTestsFromTestCase(c) for c in classes)
     result = unittest.TextTestRunner(verbosity=2).run(suite)
     sys.exit(0 if result.wasSuccessful() else 1)
