@@ -111,7 +111,7 @@ void print_images(std::ostream& out, const CompiledImage& image, bool compiled) 
   if (!compiled) return;
   out << "  total     " << std::fixed << std::setprecision(1) << image.total_ms << " ms, "
       << image.images.size() << " images, " << hits << " from the cache"
-      << (image.cache_bypassed ? " (persistent cache bypassed: computed #include)" : "") << "\n";
+      << (image.cache_bypassed ? " (persistent cache bypassed: see the warning)" : "") << "\n";
   if (!image.log.empty()) out << "  warnings\n" << image.log << "\n";
 }
 

@@ -26,19 +26,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
   auto lines = static_cast<int>(std::count(text.begin(), text.end(), '\n')) + 1;
   int last_line = 0;
-  kernelop::detail::find_includes(text, trigraphs,
-                                  [&](const kernelop::detail::IncludeDirective& d) {
-    using Kind = kernelop::detail::IncludeDirective::Kind;
-    if (d.line < 1 || d.line > lines) fail("a directive's line is outside the text");
-    if (d.line < last_line) fail("directives are reported out of order");
-    last_line = d.line;
-    if (d.name.size() > text.size()) fail("a header name longer than the text");
-    if (d.name.find('\n') != std::string::npos) fail("a header name spans lines");
-    if (d.kind == Kind::Quoted && d.name.find('"') != std::string::npos)
-      fail("a quoted header name contains its delimiter");
-    if (d.kind == Kind::Angle && d.name.find('>') != std::string::npos)
-      fail("an angled header name contains its delimiter");
-    if (d.kind == Kind::Computed && !d.name.empty()) fail("a computed include has a name");
-  });
+  kernelop::detail::find_includes(
+      text, trigraphs, [&](const kernelop::detail::IncludeDirective& d) {
+        using Kind = kernelop::detail::IncludeDirective::Kind;
+        if (d.line < 1 || d.line > lines) fail("a directive's line is outside the text");
+        if (d.line < last_line) fail("directives are reported out of order");
+        last_line = d.line;
+        if (d.name.size() > text.size()) fail("a header name longer than the text");
+        if (d.name.find('\n') != std::string::npos) fail("a header name spans lines");
+        if (d.kind == Kind::Quoted && d.name.find('"') != std::string::npos)
+          fail("a quoted header name contains its delimiter");
+        if (d.kind == Kind::Angle && d.name.find('>') != std::string::npos)
+          fail("an angled header name contains its delimiter");
+        if (d.kind == Kind::Computed && !d.name.empty()) fail("a computed include has a name");
+      });
   return 0;
 }

@@ -4,9 +4,11 @@
 // reader never sees a partial entry and concurrent writers of one key are safe (last rename
 // wins, both contents are identical). Every read verifies a magic, a format version, the
 // length and a checksum; a damaged entry is reported through the warning handler, removed and
-// recompiled, never trusted. The directory is created with mode 0700 and refused when another
+// recompiled, never trusted; a payload with a valid checksum is still decoded and checked as if
+// hostile by the compile step. The directory is created with mode 0700 and refused when another
 // user owns it or it is writable by group or others: loading machine code from a directory
-// others can write is a code-injection hole.
+// others can write is a code-injection hole. A directory that cannot be used at all (not
+// creatable, not a directory, not writable) is a warning, and the cache is memory-only.
 #pragma once
 
 #include <cstdint>

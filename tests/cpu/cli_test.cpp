@@ -155,8 +155,9 @@ TEST_F(CliTest, CompileErrorsExitWithOne) {
 
 TEST_F(CliTest, UnusableOutputDirectoriesAreErrorsNamingThePath) {
   std::ofstream(dir_ / "file") << "";
-  for (const std::string& out : {std::string("/dev/null"), (dir_ / "file").string(),
-                                 std::string("/proc/kernelop-x"), (dir_ / "file" / "sub").string()}) {
+  for (const std::string& out :
+       {std::string("/dev/null"), (dir_ / "file").string(), std::string("/proc/kernelop-x"),
+        (dir_ / "file" / "sub").string()}) {
     SCOPED_TRACE(out);
     CliRun r = run("build examples/relu.json --arch compute_90 -o '" + out + "'");
     expect_clean_failure(r, "cannot use output directory '" + out + "'");
@@ -184,7 +185,8 @@ TEST_F(CliTest, ABadCacheDirectoryIsAWarningAndTheBuildSucceeds) {
   std::string long_dir = (dir_ / std::string(300, 'c')).string();
   for (const std::string& cache : {long_dir, std::string("/dev/null")}) {
     SCOPED_TRACE(cache.substr(0, 60));
-    CliRun r = run("build examples/relu.json --arch compute_90", "KERNELOP_CACHE_DIR='" + cache + "'");
+    CliRun r =
+        run("build examples/relu.json --arch compute_90", "KERNELOP_CACHE_DIR='" + cache + "'");
     EXPECT_EQ(r.code, 0) << r.err;
     EXPECT_TRUE(contains(r.err, "kernelop: warning: compile cache directory")) << r.err;
     EXPECT_TRUE(contains(r.err, "compiling without the persistent cache")) << r.err;
@@ -235,10 +237,8 @@ TEST_F(CliTest, HowTheSpecPathIsSpelledDoesNotChangeTheCacheEntry) {
   CliRun first = run("build t.json --arch compute_90", "", dir_.string());
   ASSERT_EQ(first.code, 0) << first.err;
   EXPECT_TRUE(contains(first.out, "0 from the cache")) << first.out;
-  for (const std::string& spelled :
-       {(dir_ / "t.json").string(), std::string("./t.json"), std::string("../") +
-                                                                 dir_.filename().string() +
-                                                                 "/t.json"}) {
+  for (const std::string& spelled : {(dir_ / "t.json").string(), std::string("./t.json"),
+                                     std::string("../") + dir_.filename().string() + "/t.json"}) {
     SCOPED_TRACE(spelled);
     CliRun again = run("build '" + spelled + "' --arch compute_90", "", dir_.string());
     EXPECT_EQ(again.code, 0) << again.err;
