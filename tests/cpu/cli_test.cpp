@@ -231,6 +231,61 @@ TEST_F(CliTest, TwoSpecsOfOneOpInOneRunAreAnError) {
   EXPECT_EQ(run("inspect '" + (dir_ / "pkg" / "t.twice.kop").string() + "'").code, 0);
 }
 
+TEST_F(CliTest, HostileIncludesEndInAMessageNotASignalOrAHang) {
+  ASSERT_EQ(::mkfifo((dir_ / "fifo.h").c_str(), 0600), 0);
+  fs::create_symlink("self.h", dir_ / "self.h");
+  const std::string body =
+      "\nextern \"C\" __global__ void k(const float* x, int n, float* y) { y[0] = x[0]; }\n";
+  struct Case {
+    std::string include, message;
+  };
+  std::vector<Case> cases = {
+      {"\"" + std::string(5000, 'a') + ".h\"", "cannot open source file"},
+      {"\"self.h\"", "cannot open source file \"self.h\""},
+      {"\"fifo.h\"", "which is a FIFO; kernelop compiles regular files only"},
+      {"\"/dev/zero\"", "which is a character device"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.message);
+    std::ofstream(dir_ / "k.cu") << "#include " << c.include << body;
+    std::ofstream(dir_ / "t.json") << R"({"op": "t::inc", "kernel_name": "k", "source_file": "k.cu",
+      "inputs": [{"name": "x", "dtype": "float32"}], "outputs": [{"name": "y", "shape": {"same_as": "x"}}],
+      "extras": [{"numel": "x"}], "geometry": {"elementwise": {}}})";
+    expect_clean_failure(run("build t.json --arch compute_90", "", dir_.string()), c.message);
+  }
+  // An include path the build cannot use (a file, a missing directory) is skipped.
+  std::ofstream(dir_ / "k.cu") << "#include <h.h>" << body;
+  std::ofstream(dir_ / "inc.h") << "";
+  fs::create_directories(dir_ / "real");
+  std::ofstream(dir_ / "real" / "h.h") << "#define H 1\n";
+  std::ofstream(dir_ / "t.json") << R"({"op": "t::inc", "kernel_name": "k", "source_file": "k.cu",
+    "include_paths": ["inc.h", "missing", "real"],
+    "inputs": [{"name": "x", "dtype": "float32"}], "outputs": [{"name": "y", "shape": {"same_as": "x"}}],
+    "extras": [{"numel": "x"}], "geometry": {"elementwise": {}}})";
+  CliRun r = run("build t.json --arch compute_90", "", dir_.string());
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
+TEST_F(CliTest, CheckRefusesExpressionsThatCanNeverBeEvaluated) {
+  struct Case {
+    std::string field, message;
+  };
+  std::vector<Case> cases = {
+      {R"("extras": [{"expr": "1 // 0"}])", "extras[0].expr: '1 // 0' divides by zero"},
+      {R"("extras": [{"expr": "9223372036854775807 + 1"}])", "overflows int64"},
+      {R"("extras": [{"numel": "x"}], "requires": ["1 == 2"])",
+       "requires[0]: '1 == 2' is always false"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.field);
+    std::ofstream(dir_ / "t.json") << R"({"op": "t::expr", "kernel_name": "k",
+      "kernel_source": "extern \"C\" __global__ void k(const float* x, int n, float* y) {}",
+      "inputs": [{"name": "x", "dtype": "float32"}], "outputs": [{"name": "y", "shape": {"same_as": "x"}}],
+      )" << c.field << R"(, "geometry": {"elementwise": {}}})";
+    expect_clean_failure(run("check '" + (dir_ / "t.json").string() + "'"), c.message);
+  }
+}
+
 TEST_F(CliTest, HowTheSpecPathIsSpelledDoesNotChangeTheCacheEntry) {
   fs::copy_file(testing::examples_dir() / "relu.json", dir_ / "t.json");
   fs::copy_file(testing::examples_dir() / "relu.cu", dir_ / "relu.cu");
