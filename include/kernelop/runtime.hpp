@@ -84,6 +84,11 @@ class KernelOp {
                                    std::span<const ScalarArg> scalars = {}) const;
   /// Output dtypes for these inputs (they follow inputs for dtype-generic kernels).
   std::vector<DType> output_dtypes(std::span<const TensorView> inputs) const;
+  /// The checks of a launch that need no sizes: argument counts, input dtypes (for every
+  /// instance), scalar kinds and ranges. The Meta kernel runs them on fake tensors, so a traced
+  /// graph refuses what a launch would.
+  void check_arguments(std::span<const TensorView> inputs,
+                       std::span<const ScalarArg> scalars) const;
 
   /// Launches on `stream` (a CUstream; nullptr is the device's legacy default stream) in the
   /// primary context of the tensors' device. Outputs must be allocated by the caller with the

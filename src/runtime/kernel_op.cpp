@@ -8,6 +8,7 @@
 
 #include "kernelop/package.hpp"
 #include "kernelop/runtime.hpp"
+#include "kernelop/shape_eval.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/image_select.hpp"
 
@@ -30,45 +31,18 @@ std::string join_dtypes(const std::vector<DType>& dtypes) {
   return out;
 }
 
-// Evaluates plan expressions against a frame.
-struct FrameEnv {
-  const OpPlan& plan;
+// The sizes a frame knows, for the one shape evaluator (Note [one shape evaluator]).
+struct FrameSizes {
   const Frame& frame;
-
-  std::int64_t leaf(const ExprNode& n) const {
-    if (n.op == ExprOp::Scalar) return frame.ints[static_cast<std::size_t>(n.slot)];
-    const Shape& s = frame.shapes[static_cast<std::size_t>(n.slot)];
-    if (n.op == ExprOp::Numel) return s.numel();
-    if (n.op == ExprOp::Dim) {
-      std::int64_t a = 0;
-      if (!normalize_axis(n.value, s.rank(), &a)) {
-        KERNELOP_FAIL(Launch) << "op " << plan.op_name << ": '" << to_string(n) << "': axis "
-                              << n.value << " is out of range for " << n.name << " of shape "
-                              << s.to_string();
-      }
-      return s[static_cast<int>(a)];
-    }
-    // NumelExcept: the product over the axes not listed.
-    std::uint64_t skip = 0;
-    for (auto axis : n.axes) {
-      std::int64_t a = 0;
-      if (!normalize_axis(axis, s.rank(), &a) || (skip >> a & 1u)) {
-        KERNELOP_FAIL(Launch) << "op " << plan.op_name << ": '" << to_string(n)
-                              << "': axes out of range or repeated for " << n.name << " of shape "
-                              << s.to_string();
-      }
-      skip |= 1ull << a;
-    }
-    std::int64_t p = 1;
-    for (int i = 0; i < s.rank(); ++i) {
-      if (!(skip >> i & 1u) && __builtin_mul_overflow(p, s[i], &p)) {
-        KERNELOP_FAIL(Launch) << "op " << plan.op_name << ": '" << to_string(n)
-                              << "' overflows int64";
-      }
-    }
-    return p;
-  }
+  const Shape& shape(int slot) const { return frame.shapes[static_cast<std::size_t>(slot)]; }
+  std::int64_t rank(int slot) const { return shape(slot).rank(); }
+  std::int64_t size(int slot, std::int64_t a) const { return shape(slot)[static_cast<int>(a)]; }
+  std::int64_t numel(int slot) const { return shape(slot).numel(); }
+  std::int64_t scalar(int slot) const { return frame.ints[static_cast<std::size_t>(slot)]; }
+  bool negative(std::int64_t v) const { return v < 0; }
+  std::string shape_text(int slot) const { return shape(slot).to_string(); }
 };
+using FrameEnv = SizeEnv<std::int64_t, FrameSizes>;
 
 // Writes a checked scalar into its 8-byte parameter slot as the kernel's by-value type.
 void pack_scalar(void* slot, ScalarType type, const ScalarArg& v) {
@@ -206,24 +180,10 @@ struct KernelOp::State {
     return "";
   }
 
-  void check_rank_requirements(const Frame& f, bool outputs) const {
-    for (const RankRequirement& r : plan().rank_requirements) {
-      bool is_output = plan().tensors[static_cast<std::size_t>(r.slot)].is_output;
-      if (is_output != outputs) continue;
-      const Shape& s = f.shapes[static_cast<std::size_t>(r.slot)];
-      if (s.rank() < r.min_rank) {
-        fail((is_output ? "output '" : "input '") +
-             plan().tensors[static_cast<std::size_t>(r.slot)].name + "' has rank " +
-             std::to_string(s.rank()) + " (shape " + s.to_string() + ") but " + r.reason +
-             " needs rank >= " + std::to_string(r.min_rank));
-      }
-    }
-  }
-
-  // Checks inputs and scalars and fills the frame with every tensor's shape. Outputs shaped by
-  // the meta function take theirs from `outputs` (absent: output_shapes() cannot answer).
-  void prepare(std::span<const TensorView> inputs, std::span<const ScalarArg> scalars, Frame& f,
-               std::span<const TensorView> outputs = {}) const {
+  // The checks that need no sizes (KernelOp::check_arguments); fills the frame's instance and
+  // scalars.
+  void check_arguments(std::span<const TensorView> inputs, std::span<const ScalarArg> scalars,
+                       Frame& f) const {
     const OpPlan& p = plan();
     if (p.args_from_kernel) fail_spec("declares no inputs; its meta_fn gives the output shapes");
     auto n_in = static_cast<std::size_t>(p.num_tensor_inputs);
@@ -249,7 +209,6 @@ struct KernelOp::State {
                   param_text(static_cast<int>(i)) + "), got " +
                   std::string(dtype_name(inputs[i].dtype)));
       }
-      f.shapes[i] = inputs[i].shape;
     }
     for (std::size_t i = 0; i < p.scalars.size(); ++i) {
       const ScalarSlot& s = p.scalars[i];
@@ -281,10 +240,20 @@ struct KernelOp::State {
           break;
       }
     }
-    check_rank_requirements(f, false);
-    FrameEnv env{p, f};
+  }
+
+  // Checks inputs and scalars and fills the frame with every tensor's shape. Outputs shaped by
+  // the meta function take theirs from `outputs` (absent: output_shapes() cannot answer).
+  void prepare(std::span<const TensorView> inputs, std::span<const ScalarArg> scalars, Frame& f,
+               std::span<const TensorView> outputs = {}) const {
+    const OpPlan& p = plan();
+    check_arguments(inputs, scalars, f);
+    for (std::size_t i = 0; i < inputs.size(); ++i) f.shapes[i] = inputs[i].shape;
+    FrameSizes sizes{f};
+    check_ranks(p, sizes, false);
+    FrameEnv env{p, sizes};
     for (const RequirementPlan& r : p.requirements) {
-      std::int64_t a = evaluate<std::int64_t>(r.lhs, env), b = evaluate<std::int64_t>(r.rhs, env);
+      std::int64_t a = env.eval(r.lhs), b = env.eval(r.rhs);
       if (!compare_holds(r.op, a, b)) {
         fail("the inputs break the requirement '" + r.text + "': " + std::to_string(a) + " " +
              std::string(compare_text(r.op)) + " " + std::to_string(b) + " is false");
@@ -292,61 +261,18 @@ struct KernelOp::State {
     }
     for (const OutputPlan& out : p.outputs) {
       Shape& shape = f.shapes[static_cast<std::size_t>(out.slot)];
-      const Shape& src = f.shapes[static_cast<std::size_t>(out.shape.source)];
-      const std::string& name = p.tensors[static_cast<std::size_t>(out.slot)].name;
-      switch (out.shape.kind) {
-        case ShapeRule::Kind::External: {
-          auto o = static_cast<std::size_t>(out.slot - p.num_tensor_inputs);
-          if (o >= outputs.size()) {
-            fail_spec("gets the shape of output '" + name +
-                      "' from its meta_fn; allocate the outputs by calling it");
-          }
+      if (out.shape.kind == ShapeRule::Kind::External) {
+        auto o = static_cast<std::size_t>(out.slot - p.num_tensor_inputs);
+        if (o < outputs.size()) {
           shape = outputs[o].shape;
-          break;
+          continue;
         }
-        case ShapeRule::Kind::Like:
-          shape = src;
-          break;
-        case ShapeRule::Kind::Reduce: {
-          std::uint64_t reduced = 0;
-          for (auto axis : out.shape.axes) {
-            std::int64_t a = 0;
-            if (!normalize_axis(axis, src.rank(), &a)) {
-              fail("output '" + name + "' reduces axis " + std::to_string(axis) +
-                   ", out of range for " +
-                   p.tensors[static_cast<std::size_t>(out.shape.source)].name + " of shape " +
-                   src.to_string());
-            }
-            if (reduced >> a & 1u) {
-              fail("output '" + name + "' reduces axis " + std::to_string(axis) +
-                   " twice for rank " + std::to_string(src.rank()));
-            }
-            reduced |= 1ull << a;
-          }
-          shape = Shape();
-          for (int d = 0; d < src.rank(); ++d) {
-            if (!(reduced >> d & 1u)) {
-              shape.push_back(src[d]);
-            } else if (out.shape.keepdim) {
-              shape.push_back(1);
-            }
-          }
-          break;
-        }
-        case ShapeRule::Kind::Exprs:
-          shape = Shape();
-          for (std::size_t d = 0; d < out.shape.dims.size(); ++d) {
-            std::int64_t v = evaluate<std::int64_t>(out.shape.dims[d], env);
-            if (v < 0) {
-              fail("output '" + name + "' dim " + std::to_string(d) + " = '" +
-                   out.shape.dims[d].to_string() + "' evaluates to " + std::to_string(v));
-            }
-            shape.push_back(v);
-          }
-          break;
       }
+      Shape dims;
+      output_dims<std::int64_t>(p, out, sizes, dims);
+      shape = dims;
     }
-    check_rank_requirements(f, true);
+    check_ranks(p, sizes, true);
   }
 
   // nullopt: an output of the meta function whose dtype the kernel's signature leaves open.
@@ -532,6 +458,12 @@ std::vector<DType> KernelOp::output_dtypes(std::span<const TensorView> inputs) c
   return out;
 }
 
+void KernelOp::check_arguments(std::span<const TensorView> inputs,
+                               std::span<const ScalarArg> scalars) const {
+  Frame f;
+  state_->check_arguments(inputs, scalars, f);
+}
+
 LoadInfo KernelOp::load(int device) const {
   return state_->module_for(device).info;
 }
@@ -587,7 +519,8 @@ void KernelOp::launch(std::span<const TensorView> inputs, std::span<const Scalar
   }
   if (!work) return;  // zero-element outputs: nothing to launch
 
-  FrameEnv env{p, f};
+  FrameSizes sizes{f};
+  FrameEnv env{p, sizes};
   const LaunchGeometry& g = *p.geometry;
   std::array<std::int64_t, 3> grid{}, block{};
   for (int i = 0; i < 3; ++i) {

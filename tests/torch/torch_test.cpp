@@ -228,6 +228,70 @@ TEST(TorchMeta, OutputShapesAndDtypesWithoutAGpu) {
   EXPECT_TRUE(half[0].toTensor().is_meta());
 }
 
+// Note [one shape evaluator]: a launch's checks (KernelOp::output_shapes, no GPU needed) and the
+// Meta kernel refuse the same inputs with the same message.
+TEST(TorchMeta, TheLaunchAndTheMetaKernelAgree) {
+  struct Case {
+    std::string op, shape, needle;
+    std::vector<std::int64_t> x;
+  };
+  std::vector<Case> cases = {
+      {"drift::negative",
+       R"j(["dim(x, 0) - 5"])j",
+       "output 'y' dim 0 = 'dim(x, 0) - 5' evaluates to a negative size",
+       {3}},
+      {"drift::axis_range",
+       R"j(["numel_except(x, 3)"])j",
+       "input 'x' has rank 2 (shape [4, 2]) but output 'y' shape needs rank >= 4",
+       {4, 2}},
+      {"drift::axis_twice",
+       R"j(["numel_except(x, 0, -2)"])j",
+       "'numel_except(x, 0, -2)': axis -2 is listed twice for x",
+       {4, 2}},
+      {"drift::dim_range",
+       R"j(["dim(x, -3)"])j",
+       "input 'x' has rank 2 (shape [4, 2]) but output 'y' shape needs rank >= 3",
+       {4, 2}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.op);
+    OpDecl d = parse_op_json(R"({"op": ")" + c.op + R"(", "kernel_name": "k",
+      "kernel_source": "extern \"C\" __global__ void k(const float* x, float* y) {}",
+      "inputs": [{"name": "x", "dtype": "float32"}], "outputs": [{"name": "y", "shape": )" +
+                                 c.shape + R"(, "dtype": "float32"}],
+      "geometry": {"custom": {"grid": [1], "block": [1]}}})",
+                             "", "drift");
+    CompileOptions o;
+    o.archs = {"compute_90"};
+    KernelOp op = compile_op(d, o);
+    torch_ops::register_op(KernelOp(op.image()));
+    TensorView x{nullptr, DType::Float32, Shape(std::span<const std::int64_t>(c.x)), {}, 0};
+    std::string launch;
+    try {
+      op.output_shapes(std::span<const TensorView>(&x, 1), {});
+    } catch (const Error& e) {
+      launch = e.what();
+    }
+    std::string traced = error_of([&] { call(c.op, {meta(c.x)}); });
+    EXPECT_NE(launch.find(c.needle), std::string::npos) << launch;
+    EXPECT_NE(traced.find(c.needle), std::string::npos) << traced;
+  }
+}
+
+TEST(TorchMeta, AnInPlaceInputThatIsNotContiguousIsRefusedOnMetaTensorsToo) {
+  reg("cache_scatter");
+  // cache [rows, width] written in place, given transposed (not contiguous).
+  at::Tensor cache = at::empty({8, 4}, at::TensorOptions().device(c10::kMeta)).t();
+  at::Tensor values = at::empty({2, 8}, at::TensorOptions().device(c10::kMeta));
+  at::Tensor index = at::empty({2}, at::TensorOptions().dtype(at::kLong).device(c10::kMeta));
+  std::string traced = error_of([&] {
+    call("kernelop_examples::cache_scatter", {cache, index, values});
+  });
+  EXPECT_NE(traced.find("input 'cache' is written in place and must be contiguous"),
+            std::string::npos)
+      << traced;
+}
+
 TEST(TorchMeta, ClearErrors) {
   reg("relu_generic");
   reg("bias_add_2d");
@@ -238,7 +302,7 @@ TEST(TorchMeta, ClearErrors) {
             std::string::npos);
   EXPECT_NE(error_of([] {
               call("kernelop_examples::bias_add_2d", {meta({16}), meta({16})});
-            }).find("input 'x' has rank 1 but extra 0 'dim(x, -2)' needs rank >= 2"),
+            }).find("input 'x' has rank 1 (shape [16]) but extra 0 'dim(x, -2)' needs rank >= 2"),
             std::string::npos);
   EXPECT_NE(
       error_of([] {

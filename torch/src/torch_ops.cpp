@@ -11,7 +11,9 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <sstream>
 
+#include "kernelop/shape_eval.hpp"
 #include "kernelop/spec_json.hpp"
 #include "kernelop/torch.hpp"
 #include "symint_arith.hpp"
@@ -130,7 +132,7 @@ struct Call {
   c10::SmallVector<at::Tensor, 8> tensors;  // tensor inputs (contiguous where needed)
   c10::SmallVector<ScalarArg, 8> scalars;
 
-  Call(const OpPlan& p, torch::jit::Stack* stack, bool need_contiguous) : plan(p) {
+  Call(const OpPlan& p, torch::jit::Stack* stack, bool make_contiguous) : plan(p) {
     auto args = torch::jit::last(*stack, p.input_order.size());
     for (std::size_t i = 0; i < p.input_order.size(); ++i) {
       auto [is_tensor, slot] = p.input_order[i];
@@ -140,11 +142,13 @@ struct Call {
         TORCH_CHECK_TYPE(v.isTensor() && v.toTensor().defined(), "op ", p.op_name, ": input '",
                          name, "' must be a tensor");
         at::Tensor t = v.toTensor();
-        if (need_contiguous && !t.is_contiguous()) {
-          // Documented: inputs the kernel only reads are made contiguous; one it writes cannot be.
+        // Documented: inputs the kernel only reads are made contiguous; one it writes cannot be.
+        // That is knowable on meta tensors too, so the Meta kernel refuses it as the CUDA one
+        // does (a traced graph must not pass fake-tensor checks and fail at run time).
+        if (!t.is_contiguous()) {
           TORCH_CHECK(!p.tensors[static_cast<std::size_t>(slot)].mutated, "op ", p.op_name,
                       ": input '", name, "' is written in place and must be contiguous");
-          t = t.contiguous();
+          if (make_contiguous) t = t.contiguous();
         }
         tensors.push_back(std::move(t));
       } else {
@@ -333,32 +337,24 @@ c10::SymBool requirement_guard(const RequirementPlan& r, const c10::SymInt& a,
   return guard ? *guard : sym_compare(a, r.op, b);
 }
 
-// Evaluates plan expressions on (symbolic) input sizes and int scalars.
-struct MetaEnv {
-  const OpPlan& plan;
+// The (symbolic) sizes of a call's inputs, for the one shape evaluator (Note [one shape
+// evaluator]).
+struct MetaSizes {
   const Call& call;
-  c10::SymInt leaf(const ExprNode& n) const {
-    if (n.op == ExprOp::Scalar)
-      return c10::SymInt(call.scalars[static_cast<std::size_t>(n.slot)].i);
-    const at::Tensor& t = call.tensors[static_cast<std::size_t>(n.slot)];
-    auto rank = static_cast<std::int64_t>(t.dim());
-    if (n.op == ExprOp::Numel) return t.sym_numel();
-    if (n.op == ExprOp::Dim) {
-      std::int64_t a = 0;
-      TORCH_CHECK(normalize_axis(n.value, rank, &a), "op ", plan.op_name, ": '", to_string(n),
-                  "' is out of range for ", n.name, " of rank ", rank);
-      return t.sym_size(a);
-    }
-    c10::SymInt p = 1;
-    for (std::int64_t d = 0; d < rank; ++d) {
-      bool skip = false;
-      for (auto axis : n.axes) {
-        std::int64_t a = 0;
-        skip = skip || (normalize_axis(axis, rank, &a) && a == d);
-      }
-      if (!skip) p = p * t.sym_size(d);
-    }
-    return p;
+  const at::Tensor& t(int slot) const { return call.tensors[static_cast<std::size_t>(slot)]; }
+  std::int64_t rank(int slot) const { return t(slot).dim(); }
+  c10::SymInt size(int slot, std::int64_t a) const { return t(slot).sym_size(a); }
+  c10::SymInt numel(int slot) const { return t(slot).sym_numel(); }
+  c10::SymInt scalar(int slot) const {
+    return c10::SymInt(call.scalars[static_cast<std::size_t>(slot)].i);
+  }
+  bool negative(const c10::SymInt& v) const { return v < 0; }
+  std::string shape_text(int slot) const {
+    std::ostringstream out;
+    out << "[";
+    for (std::int64_t d = 0; d < rank(slot); ++d) out << (d ? ", " : "") << size(slot, d);
+    out << "]";
+    return out.str();
   }
 };
 
@@ -371,29 +367,16 @@ class MetaKernel final : public c10::OperatorKernel {
     const OpPlan& p = op.plan();
     Call call(p, stack, false);
     try {
-      for (const RankRequirement& r : p.rank_requirements) {
-        if (p.tensors[static_cast<std::size_t>(r.slot)].is_output) continue;
-        const at::Tensor& t = call.tensors[static_cast<std::size_t>(r.slot)];
-        TORCH_CHECK(t.dim() >= r.min_rank, "op ", p.op_name, ": input '",
-                    p.tensors[static_cast<std::size_t>(r.slot)].name, "' has rank ", t.dim(),
-                    " but ", r.reason, " needs rank >= ", r.min_rank);
-      }
+      MetaSizes sizes{call};
+      check_ranks(p, sizes, false);
       auto views = call.views();
-      std::vector<DType> dtypes =
-          op.output_dtypes(std::span<const TensorView>(views.data(), views.size()));
-      for (std::size_t i = 0; i < views.size();
-           ++i) {  // declared dtypes, as the CUDA kernel checks them
-        const auto& decl = p.tensors[i].dtype;
-        if (decl && std::holds_alternative<DType>(*decl) &&
-            std::get<DType>(*decl) != views[i].dtype) {
-          TORCH_CHECK_TYPE(false, "op ", p.op_name, ": input '", p.tensors[i].name, "' must be ",
-                           dtype_name(std::get<DType>(*decl)), ", got ",
-                           dtype_name(views[i].dtype));
-        }
-      }
-      MetaEnv env{p, call};
+      std::span<const TensorView> in(views.data(), views.size());
+      // The same checks as a launch, as far as they need no sizes.
+      op.check_arguments(in, std::span<const ScalarArg>(call.scalars.data(), call.scalars.size()));
+      std::vector<DType> dtypes = op.output_dtypes(in);
+      SizeEnv<c10::SymInt, MetaSizes> env{p, sizes};
       for (const RequirementPlan& r : p.requirements) {
-        c10::SymInt a = evaluate<c10::SymInt>(r.lhs, env), b = evaluate<c10::SymInt>(r.rhs, env);
+        c10::SymInt a = env.eval(r.lhs), b = env.eval(r.rhs);
         // A guard (or, in export, a runtime assertion) when the sizes are symbolic.
         TORCH_SYM_CHECK(requirement_guard(r, a, b), "op ", p.op_name,
                         ": the inputs break the requirement '", r.text, "': ", a, " ",
@@ -403,40 +386,10 @@ class MetaKernel final : public c10::OperatorKernel {
       for (std::size_t o = 0; o < p.outputs.size(); ++o) {
         const OutputPlan& out = p.outputs[o];
         const std::string& name = p.tensors[static_cast<std::size_t>(out.slot)].name;
-        std::vector<c10::SymInt> sizes;
-        switch (out.shape.kind) {
-          case ShapeRule::Kind::Like: {
-            auto s = call.tensors[static_cast<std::size_t>(out.shape.source)].sym_sizes();
-            sizes.assign(s.begin(), s.end());
-            break;
-          }
-          case ShapeRule::Kind::Reduce: {
-            const at::Tensor& src = call.tensors[static_cast<std::size_t>(out.shape.source)];
-            std::uint64_t reduced = 0;
-            for (auto axis : out.shape.axes) {
-              std::int64_t a = 0;
-              TORCH_CHECK(normalize_axis(axis, src.dim(), &a) && !(reduced >> a & 1u), "op ",
-                          p.op_name, ": output '", name, "' reduces axis ", axis,
-                          ", out of range or repeated for rank ", src.dim());
-              reduced |= 1ull << a;
-            }
-            for (std::int64_t d = 0; d < src.dim(); ++d) {
-              if (!(reduced >> d & 1u)) {
-                sizes.push_back(src.sym_size(d));
-              } else if (out.shape.keepdim) {
-                sizes.emplace_back(1);
-              }
-            }
-            break;
-          }
-          case ShapeRule::Kind::Exprs:
-            for (const Expr& e : out.shape.dims) sizes.push_back(evaluate<c10::SymInt>(e, env));
-            break;
-          case ShapeRule::Kind::External:  // refused by register_op
-            KERNELOP_FAIL(Internal) << "op " << p.op_name << ": Meta kernel for meta_fn outputs";
-        }
+        std::vector<c10::SymInt> dims;
+        output_dims<c10::SymInt>(p, out, sizes, dims);
         outputs.push_back(at::empty_symint(
-            sizes, at::TensorOptions().dtype(to_torch(dtypes[o])).device(c10::kMeta)));
+            dims, at::TensorOptions().dtype(to_torch(dtypes[o])).device(c10::kMeta)));
       }
       push_outputs(stack, p.input_order.size(), outputs);
     } catch (const Error& e) {

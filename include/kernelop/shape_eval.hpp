@@ -1,0 +1,141 @@
+// The one evaluator of a plan's size expressions and output shapes, generic over the integer
+// type like evaluate<Int>: int64_t at launch time (KernelOp), c10::SymInt in the PyTorch Meta
+// kernel. Both paths call it, so a launch and a Meta kernel accept and refuse the same inputs
+// with the same messages (Note [one shape evaluator]).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kernelop/expr.hpp"
+#include "kernelop/plan.hpp"
+
+namespace kernelop {
+
+/// Note [one shape evaluator]: `Sizes` gives the evaluator what a call knows about its inputs:
+///
+///   std::int64_t rank(int slot) const;        // rank of tensor slot `slot`
+///   Int size(int slot, std::int64_t a) const; // size of a normalised axis
+///   Int numel(int slot) const;                // product of the sizes
+///   Int scalar(int slot) const;               // integer (or bool) scalar input `slot`
+///   bool negative(const Int& v) const;        // v < 0 (a SymInt may guard)
+///   std::string shape_text(int slot) const;   // "[8, s0]", for messages
+///
+/// Errors are Error(Launch) naming the op, the expression and the shape, whatever Int is.
+template <class Int, class Sizes>
+struct SizeEnv {
+  const OpPlan& plan;
+  const Sizes& sizes;
+
+  [[noreturn]] void fail(const std::string& what) const {
+    KERNELOP_FAIL(Launch) << "op " << plan.op_name << ": " << what;
+  }
+
+  std::int64_t axis(int slot, std::int64_t axis, const ExprNode& n) const {
+    std::int64_t a = 0;
+    if (!normalize_axis(axis, sizes.rank(slot), &a)) {
+      fail("'" + to_string(n) + "': axis " + std::to_string(axis) + " is out of range for " +
+           n.name + " of shape " + sizes.shape_text(slot));
+    }
+    return a;
+  }
+
+  Int leaf(const ExprNode& n) const {
+    switch (n.op) {
+      case ExprOp::Scalar:
+        return sizes.scalar(n.slot);
+      case ExprOp::Numel:
+        return sizes.numel(n.slot);
+      case ExprOp::Dim:
+        return sizes.size(n.slot, axis(n.slot, n.value, n));
+      case ExprOp::NumelExcept: {
+        std::uint64_t skip = 0;
+        for (auto listed : n.axes) {
+          std::int64_t a = axis(n.slot, listed, n);
+          if (skip >> a & 1u)
+            fail("'" + to_string(n) + "': axis " + std::to_string(listed) +
+                 " is listed twice for " + n.name);
+          skip |= 1ull << a;
+        }
+        Int p = ExprArith<Int>::constant(1);
+        for (std::int64_t d = 0; d < sizes.rank(n.slot); ++d) {
+          if (!(skip >> d & 1u))
+            p = ExprArith<Int>::apply(ExprOp::Mul, p, sizes.size(n.slot, d), n);
+        }
+        return p;
+      }
+      default:
+        break;
+    }
+    KERNELOP_FAIL(Internal) << "SizeEnv::leaf: not a leaf";
+  }
+
+  Int eval(const Expr& e) const { return evaluate<Int>(e, *this); }
+};
+
+/// Appends the dims of output `out` to `dims` (anything with push_back(Int)).
+template <class Int, class Sizes, class Dims>
+void output_dims(const OpPlan& plan, const OutputPlan& out, const Sizes& sizes, Dims& dims) {
+  SizeEnv<Int, Sizes> env{plan, sizes};
+  const std::string& name = plan.tensors[static_cast<std::size_t>(out.slot)].name;
+  switch (out.shape.kind) {
+    case ShapeRule::Kind::Like:
+      for (std::int64_t d = 0; d < sizes.rank(out.shape.source); ++d)
+        dims.push_back(sizes.size(out.shape.source, d));
+      return;
+    case ShapeRule::Kind::Reduce: {
+      const int src = out.shape.source;
+      std::uint64_t reduced = 0;
+      for (auto axis : out.shape.axes) {
+        std::int64_t a = 0;
+        if (!normalize_axis(axis, sizes.rank(src), &a) || (reduced >> a & 1u)) {
+          env.fail("output '" + name + "' reduces axis " + std::to_string(axis) +
+                   ", out of range or repeated for " +
+                   plan.tensors[static_cast<std::size_t>(src)].name + " of shape " +
+                   sizes.shape_text(src));
+        }
+        reduced |= 1ull << a;
+      }
+      for (std::int64_t d = 0; d < sizes.rank(src); ++d) {
+        if (!(reduced >> d & 1u)) {
+          dims.push_back(sizes.size(src, d));
+        } else if (out.shape.keepdim) {
+          dims.push_back(ExprArith<Int>::constant(1));
+        }
+      }
+      return;
+    }
+    case ShapeRule::Kind::Exprs:
+      for (std::size_t d = 0; d < out.shape.dims.size(); ++d) {
+        const Expr& e = out.shape.dims[d];
+        Int v = env.eval(e);
+        // Sizes and non-negative constants cannot go negative: no check (and no guard).
+        if (!is_nonnegative(e.node()) && sizes.negative(v)) {
+          env.fail("output '" + name + "' dim " + std::to_string(d) + " = '" + e.to_string() +
+                   "' evaluates to a negative size");
+        }
+        dims.push_back(std::move(v));
+      }
+      return;
+    case ShapeRule::Kind::External:
+      KERNELOP_FAIL(Spec) << "op " << plan.op_name << " gets the shape of output '" << name
+                          << "' from its meta_fn; allocate the outputs by calling it";
+  }
+}
+
+/// Checks the rank requirements of the inputs (outputs = false) or outputs (true).
+template <class Sizes>
+void check_ranks(const OpPlan& plan, const Sizes& sizes, bool outputs) {
+  for (const RankRequirement& r : plan.rank_requirements) {
+    const TensorSlot& t = plan.tensors[static_cast<std::size_t>(r.slot)];
+    if (t.is_output != outputs) continue;
+    if (sizes.rank(r.slot) < r.min_rank) {
+      KERNELOP_FAIL(Launch) << "op " << plan.op_name << ": " << (outputs ? "output '" : "input '")
+                            << t.name << "' has rank " << sizes.rank(r.slot) << " (shape "
+                            << sizes.shape_text(r.slot) << ") but " << r.reason
+                            << " needs rank >= " << r.min_rank;
+    }
+  }
+}
+
+}  // namespace kernelop
