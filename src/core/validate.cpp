@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "core/words.hpp"
+#include "kernelop/launch_limits.hpp"
 
 namespace kernelop {
 namespace {
@@ -432,13 +433,17 @@ class Validator {
     }
     if (overflow) {
       KOP_FIELD_FAIL(path) << "has more than " << std::numeric_limits<std::int64_t>::max()
-                           << " threads per block; CUDA allows at most 1024";
+                           << " threads per block; CUDA allows at most " << kMaxThreadsPerBlock;
     }
-    if (threads > 1024) {
-      KOP_FIELD_FAIL(path) << "has " << threads << " threads per block; CUDA allows at most 1024";
+    if (threads > kMaxThreadsPerBlock) {
+      KOP_FIELD_FAIL(path) << "has " << threads << " threads per block; CUDA allows at most "
+                           << kMaxThreadsPerBlock;
     }
-    if (block.size() == 3 && block[2] > 64) {
-      KOP_FIELD_FAIL(path) << "z dimension is " << block[2] << "; CUDA allows at most 64";
+    for (std::size_t i = 0; i < block.size(); ++i) {
+      if (block[i] > kMaxBlock[i]) {
+        KOP_FIELD_FAIL(path) << kAxisNames[i] << " dimension is " << block[i]
+                             << "; CUDA allows at most " << kMaxBlock[i];
+      }
     }
   }
 
@@ -485,7 +490,7 @@ class Validator {
                   << "is empty; expected the reduced axes";
             }
             check_unique_axes(g.reduce_dims, "geometry.reduction.reduce_dims");
-            if (g.block_size <= 0 || g.block_size > 1024) {
+            if (g.block_size <= 0 || g.block_size > kMaxThreadsPerBlock) {
               KOP_FIELD_FAIL("geometry.reduction.block_size")
                   << "is " << g.block_size << "; expected 1 to 1024";
             }

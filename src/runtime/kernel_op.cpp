@@ -1,4 +1,5 @@
-// KernelOp: argument checks, output shapes, lazy per-device loading and the launch.
+// KernelOp: argument checks, output shapes and the launch (the per-device module is in
+// device_module.cpp, the argument helpers both launch paths share in launch_args.cpp).
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -6,11 +7,13 @@
 #include <limits>
 #include <sstream>
 
+#include "kernelop/launch_limits.hpp"
 #include "kernelop/package.hpp"
 #include "kernelop/runtime.hpp"
 #include "kernelop/shape_eval.hpp"
+#include "runtime/device_module.hpp"
 #include "runtime/driver.hpp"
-#include "runtime/image_select.hpp"
+#include "runtime/launch_args.hpp"
 
 namespace kernelop {
 namespace {
@@ -18,86 +21,17 @@ namespace {
 using detail::check_cuda;
 using detail::Driver;
 
-// Everything a call derives from its arguments, on the stack (Note [launch path]).
-struct Frame {
-  std::array<Shape, kMaxKernelArgs> shapes;       // per tensor slot
-  std::array<std::int64_t, kMaxKernelArgs> ints;  // per scalar slot (int and bool scalars)
-  int instance = 0;
-};
+using detail::DeviceModule;
+using detail::Frame;
+using detail::FrameEnv;
+using detail::FrameSizes;
+using detail::PackedArgs;
+using detail::scalar_kind_name;
 
 std::string join_dtypes(const std::vector<DType>& dtypes) {
   std::string out;
   for (DType d : dtypes) out += (out.empty() ? "" : ", ") + std::string(dtype_name(d));
   return out;
-}
-
-// The sizes a frame knows, for the one shape evaluator (Note [one shape evaluator]).
-struct FrameSizes {
-  const Frame& frame;
-  const Shape& shape(int slot) const { return frame.shapes[static_cast<std::size_t>(slot)]; }
-  std::int64_t rank(int slot) const { return shape(slot).rank(); }
-  std::int64_t size(int slot, std::int64_t a) const { return shape(slot)[static_cast<int>(a)]; }
-  std::int64_t numel(int slot) const { return shape(slot).numel(); }
-  std::int64_t scalar(int slot) const { return frame.ints[static_cast<std::size_t>(slot)]; }
-  bool negative(std::int64_t v) const { return v < 0; }
-  std::string shape_text(int slot) const { return shape(slot).to_string(); }
-};
-using FrameEnv = SizeEnv<std::int64_t, FrameSizes>;
-
-// Writes a checked scalar into its 8-byte parameter slot as the kernel's by-value type.
-void pack_scalar(void* slot, ScalarType type, const ScalarArg& v) {
-  double real = v.kind == ScalarArg::Kind::Int ? static_cast<double>(v.i) : v.f;
-  switch (type) {
-    case ScalarType::Float: {
-      auto x = static_cast<float>(real);
-      std::memcpy(slot, &x, sizeof x);
-      break;
-    }
-    case ScalarType::Float64:
-      std::memcpy(slot, &real, sizeof real);
-      break;
-    case ScalarType::Int: {
-      auto x = static_cast<std::int32_t>(v.i);
-      std::memcpy(slot, &x, sizeof x);
-      break;
-    }
-    case ScalarType::Int64:
-      std::memcpy(slot, &v.i, sizeof v.i);
-      break;
-    case ScalarType::Bool: {
-      bool x = v.b;
-      std::memcpy(slot, &x, sizeof x);
-      break;
-    }
-  }
-}
-
-const char* scalar_kind_name(ScalarArg::Kind k) {
-  return k == ScalarArg::Kind::Float ? "float" : k == ScalarArg::Kind::Int ? "int" : "bool";
-}
-
-constexpr std::array<std::int64_t, 3> kGridMax = {2147483647, 65535, 65535};
-constexpr std::array<const char*, 3> kAxis = {"x", "y", "z"};
-
-struct DeviceModule {
-  std::unique_ptr<detail::PrimaryContext> ctx;
-  CUmodule module = nullptr;
-  std::vector<CUfunction> functions;  // per instance
-  std::vector<int> max_threads;       // per instance
-  std::vector<int> static_shared;     // per instance
-  int max_dynamic_shared = 48 * 1024;
-  LoadInfo info;
-
-  ~DeviceModule() {
-    if (module) {
-      if (const Driver* d = Driver::get()) d->cuModuleUnload(module);
-    }
-  }
-};
-
-bool log_enabled(const LoadOptions& options) {
-  const char* env = std::getenv("KERNELOP_LOG");
-  return options.log || (env && std::string_view(env) == "1");
 }
 
 }  // namespace
@@ -225,10 +159,9 @@ struct KernelOp::State {
           if (a.kind != ScalarArg::Kind::Int) {
             fail_type("scalar '" + s.name + "' must be an int, got " + scalar_kind_name(a.kind));
           }
-          if (s.type == ScalarType::Int && (a.i < std::numeric_limits<std::int32_t>::min() ||
-                                            a.i > std::numeric_limits<std::int32_t>::max())) {
-            fail("scalar '" + s.name + "' = " + std::to_string(a.i) +
-                 " does not fit the kernel's 32-bit int; declare it int64 and take a long long");
+          if (s.type == ScalarType::Int) {
+            detail::check_int32(p.op_name, "scalar '" + s.name + "'", a.i,
+                                "; declare it int64 and take a long long");
           }
           f.ints[i] = a.i;
           break;
@@ -308,80 +241,8 @@ struct KernelOp::State {
                      const std::array<std::int64_t, 3>& block, std::int64_t smem, void** params,
                      void* stream);
 
-  std::unique_ptr<DeviceModule> load_module(int device) {
-    const Driver& d = Driver::require();
-    int count = 0;
-    check_cuda(d.cuDeviceGetCount(&count), "cuDeviceGetCount", "");
-    if (device >= count) {
-      fail("device " + std::to_string(device) + " does not exist (" + std::to_string(count) +
-           " CUDA device(s))");
-    }
-    auto t0 = std::chrono::steady_clock::now();
-    auto m = std::make_unique<DeviceModule>();
-    m->ctx = std::make_unique<detail::PrimaryContext>(device);
-    CUdevice dev = 0;
-    check_cuda(d.cuDeviceGet(&dev, device), "cuDeviceGet", std::to_string(device));
-    int major = 0, minor = 0, optin = 0;
-    check_cuda(d.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
-               "cuDeviceGetAttribute", "compute capability");
-    check_cuda(d.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
-               "cuDeviceGetAttribute", "compute capability");
-    check_cuda(
-        d.cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev),
-        "cuDeviceGetAttribute", "shared memory");
-    char name[256] = {};
-    check_cuda(d.cuDeviceGetName(name, sizeof name, dev), "cuDeviceGetName",
-               std::to_string(device));
-    std::string why;
-    int index = detail::select_image(image.images, major, minor, options.prefer_ptx, &why);
-    if (index < 0) fail(why + " (device " + std::to_string(device) + " '" + name + "')");
-    const ArchImage& chosen = image.images[static_cast<std::size_t>(index)];
-
-    detail::ScopedContext scope(m->ctx->get());
-    char jit_log[8192] = {};
-    CUjit_option jit_options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
-    void* jit_values[] = {jit_log, reinterpret_cast<void*>(sizeof jit_log)};
-    CUresult r = d.cuModuleLoadDataEx(&m->module, chosen.data.c_str(), 2, jit_options, jit_values);
-    if (r != CUDA_SUCCESS) {
-      fail("cuModuleLoadDataEx(" + chosen.arch + " image on device " + std::to_string(device) +
-           " '" + name + "') failed: " + detail::cuda_error_text(r) +
-           (jit_log[0] ? std::string("\n") + jit_log : ""));
-    }
-    for (const std::string& lowered : image.lowered_names) {
-      CUfunction fn = nullptr;
-      check_cuda(d.cuModuleGetFunction(&fn, m->module, lowered.c_str()), "cuModuleGetFunction",
-                 "kernel=\"" + lowered + "\", op " + plan().op_name);
-      int threads = 0, shared = 0;
-      check_cuda(d.cuFuncGetAttribute(&threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn),
-                 "cuFuncGetAttribute", lowered);
-      check_cuda(d.cuFuncGetAttribute(&shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn),
-                 "cuFuncGetAttribute", lowered);
-      if (dynamic_shared) {
-        // Allow dynamic shared memory beyond the 48 KiB default, up to what the device offers.
-        check_cuda(d.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                        optin - shared),
-                   "cuFuncSetAttribute", lowered);
-      }
-      m->functions.push_back(fn);
-      m->max_threads.push_back(threads);
-      m->static_shared.push_back(shared);
-    }
-    m->max_dynamic_shared = dynamic_shared ? optin : 48 * 1024;
-    m->info.device = device;
-    m->info.device_name = name;
-    m->info.device_arch = "sm_" + std::to_string(major * 10 + minor);
-    m->info.image_arch = chosen.arch;
-    m->info.via_ptx = chosen.is_ptx();
-    m->info.load_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (log_enabled(options)) {
-      std::cerr << "kernelop: op " << plan().op_name << " on device " << device << " (" << name
-                << ", " << m->info.device_arch << "): loaded "
-                << (m->info.via_ptx ? "PTX " : "CUBIN ") << chosen.arch
-                << (m->info.via_ptx ? " through the driver's JIT" : "") << " in " << m->info.load_ms
-                << " ms\n";
-    }
-    return m;
+  std::unique_ptr<detail::DeviceModule> load_module(int device) {
+    return detail::load_device_module(image, options, device, dynamic_shared);
   }
 };
 
@@ -480,27 +341,11 @@ void KernelOp::launch(std::span<const TensorView> inputs, std::span<const Scalar
   Frame f;
   s.prepare(inputs, scalars, f, outputs);
   // One device for everything, contiguous memory, outputs of the right dtype and shape.
-  int device = inputs.empty() ? outputs[0].device : inputs[0].device;
-  const std::string& first = p.tensors[0].name;
-  bool work = false;
-  auto check_tensor = [&](const TensorView& t, const char* role, const std::string& name,
-                          bool writes) {
-    if (t.device != device) {
-      s.fail(std::string(role) + " '" + name + "' is on device " + std::to_string(t.device) +
-             " but input '" + first + "' is on device " + std::to_string(device) +
-             "; all tensors must be on one device");
-    }
-    if (!t.is_contiguous()) {
-      s.fail(std::string(role) + " '" + name + "' is not contiguous (shape " + t.shape.to_string() +
-             ", strides " + t.strides.to_string() + "); kernelop launches need contiguous tensors");
-    }
-    std::int64_t n = t.shape.numel();
-    if (n > 0 && t.data == nullptr)
-      s.fail(std::string(role) + " '" + name + "' has a null data pointer");
-    if (writes && n > 0) work = true;
-  };
+  detail::TensorChecker tensors(p.op_name);
+  bool work = false;  // anything to write
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    check_tensor(inputs[i], "input", p.tensors[i].name, p.tensors[i].mutated);
+    tensors.check(inputs[i], "input '" + p.tensors[i].name + "'");
+    work = work || (p.tensors[i].mutated && inputs[i].shape.numel() > 0);
   }
   for (std::size_t o = 0; o < outputs.size(); ++o) {
     const OutputPlan& out = p.outputs[o];
@@ -515,75 +360,60 @@ void KernelOp::launch(std::span<const TensorView> inputs, std::span<const Scalar
       s.fail("output '" + name + "' has shape " + outputs[o].shape.to_string() +
              " but the op produces " + expected.to_string());
     }
-    check_tensor(outputs[o], "output", name, true);
+    tensors.check(outputs[o], "output '" + name + "'");
+    work = work || outputs[o].shape.numel() > 0;
   }
+  int device = tensors.device();
   if (!work) return;  // zero-element outputs: nothing to launch
 
   FrameSizes sizes{f};
   FrameEnv env{p, sizes};
   const LaunchGeometry& g = *p.geometry;
-  std::array<std::int64_t, 3> grid{}, block{};
-  for (int i = 0; i < 3; ++i) {
-    grid[i] = evaluate<std::int64_t>(g.grid[i], env);
-    block[i] = evaluate<std::int64_t>(g.block[i], env);
+  Dims3 grid{}, block{};
+  for (std::size_t i = 0; i < 3; ++i) {
+    grid[i] = env.eval(g.grid[i]);
+    block[i] = env.eval(g.block[i]);
   }
-  std::int64_t smem = evaluate<std::int64_t>(g.shared_mem, env);
-  if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) return;
-  for (int i = 0; i < 3; ++i) {
-    if (grid[i] < 0 || grid[i] > kGridMax[i]) {
-      s.fail(std::string("grid ") + kAxis[i] + " = " + std::to_string(grid[i]) + " ('" +
-             g.grid[i].to_string() + "') exceeds the CUDA limit " + std::to_string(kGridMax[i]));
+  std::int64_t smem = env.eval(g.shared_mem);
+  if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) return;  // an empty grid: nothing to do
+  if (!within_launch_limits(grid, block, smem)) {
+    DimsText text;
+    for (std::size_t i = 0; i < 3; ++i) {
+      text.grid[i] = g.grid[i].to_string();
+      text.block[i] = g.block[i].to_string();
     }
-    if (block[i] <= 0) {
-      s.fail(std::string("block ") + kAxis[i] + " = " + std::to_string(block[i]) + " ('" +
-             g.block[i].to_string() + "') must be positive");
-    }
+    text.shared_mem = g.shared_mem.to_string();
+    check_launch_dims(p.op_name, grid, block, smem, &text);
   }
-  if (smem < 0)
-    s.fail("shared memory '" + g.shared_mem.to_string() + "' evaluates to " + std::to_string(smem));
 
-  // Pack the arguments: one 8-byte slot per parameter, no heap.
-  alignas(8) std::array<std::uint64_t, kMaxKernelArgs> storage;  // filled below, slot by slot
-  std::array<void*, kMaxKernelArgs> params;
+  PackedArgs packed;
   for (std::size_t i = 0; i < p.args.size(); ++i) {
     const ArgSlot& a = p.args[i];
-    void* slot = &storage[i];
-    params[i] = slot;
+    void* slot = packed.slot(i);
     switch (a.kind) {
-      case ArgSlot::Kind::TensorInput: {
-        auto ptr = reinterpret_cast<CUdeviceptr>(inputs[static_cast<std::size_t>(a.index)].data);
-        std::memcpy(slot, &ptr, sizeof ptr);
+      case ArgSlot::Kind::TensorInput:
+        detail::pack_pointer(slot, inputs[static_cast<std::size_t>(a.index)].data);
         break;
-      }
-      case ArgSlot::Kind::Output: {
-        auto ptr = reinterpret_cast<CUdeviceptr>(
-            outputs[static_cast<std::size_t>(a.index - p.num_tensor_inputs)].data);
-        std::memcpy(slot, &ptr, sizeof ptr);
+      case ArgSlot::Kind::Output:
+        detail::pack_pointer(slot,
+                             outputs[static_cast<std::size_t>(a.index - p.num_tensor_inputs)].data);
         break;
-      }
       case ArgSlot::Kind::ScalarInput:
-        pack_scalar(slot, a.value_type, scalars[static_cast<std::size_t>(a.index)]);
+        detail::pack_scalar(slot, a.value_type, scalars[static_cast<std::size_t>(a.index)]);
         break;
       case ArgSlot::Kind::ExtraValue: {
-        std::int64_t v = evaluate<std::int64_t>(*a.value, env);
+        std::int64_t v = env.eval(*a.value);
         if (a.value_type == ScalarType::Int) {
-          if (v < std::numeric_limits<std::int32_t>::min() ||
-              v > std::numeric_limits<std::int32_t>::max()) {
-            s.fail("extra " + std::to_string(a.index) + " '" + a.name + "' = " + std::to_string(v) +
-                   " does not fit the kernel's 32-bit int; declare the extra int64 (\"int64\": "
-                   "true) and "
-                   "take a long long");
-          }
-          auto x = static_cast<std::int32_t>(v);
-          std::memcpy(slot, &x, sizeof x);
-        } else {
-          std::memcpy(slot, &v, sizeof v);
+          detail::check_int32(p.op_name, "extra " + std::to_string(a.index) + " '" + a.name + "'",
+                              v,
+                              "; declare the extra int64 (\"int64\": true) and take a long long");
         }
+        detail::pack_scalar(slot, a.value_type, ScalarArg::of_int(v));
         break;
       }
     }
   }
-  s.launch_packed(device, f.instance, grid, block, smem, params.data(), stream);
+  s.launch_packed(device, f.instance, grid, block, smem, packed.params.data(), stream);
 }
 
 void KernelOp::State::launch_packed(int device, int inst, const std::array<std::int64_t, 3>& grid,
@@ -656,14 +486,12 @@ void KernelOp::launch_raw(const LaunchDims& dims, std::span<const RawArg> args, 
                 dtypes + ")");
   }
   instance = std::max(instance, 0);  // one instance: the loop below names the mismatch
-  alignas(8) std::array<std::uint64_t, kMaxKernelArgs> storage;  // filled below, slot by slot
-  std::array<void*, kMaxKernelArgs> params;
-  int tensor_device = -1;
+  PackedArgs packed;
+  detail::TensorChecker tensors(p.op_name);
   for (std::size_t i = 0; i < args.size(); ++i) {
     const ArgSlot& a = p.args[i];
     const RawArg& v = args[i];
-    void* slot = &storage[i];
-    params[i] = slot;
+    void* slot = packed.slot(i);
     if (a.is_pointer()) {
       if (!v.is_tensor) {
         s.fail_type(where(i) + " must be a tensor, got " + scalar_kind_name(v.scalar.kind));
@@ -673,18 +501,8 @@ void KernelOp::launch_raw(const LaunchDims& dims, std::span<const RawArg> args, 
         s.fail_type(where(i) + " must be " + std::string(dtype_name(*want)) + ", got " +
                     std::string(dtype_name(v.tensor.dtype)));
       }
-      if (!v.tensor.is_contiguous()) {
-        s.fail(where(i) + " is not contiguous (shape " + v.tensor.shape.to_string() + ", strides " +
-               v.tensor.strides.to_string() + "); the kernel gets a data pointer");
-      }
-      if (tensor_device >= 0 && v.tensor.device != tensor_device) {
-        s.fail(where(i) + " is on device " + std::to_string(v.tensor.device) +
-               " but an earlier tensor is on device " + std::to_string(tensor_device) +
-               "; all tensors must be on one device");
-      }
-      tensor_device = v.tensor.device;
-      auto ptr = reinterpret_cast<CUdeviceptr>(v.tensor.data);
-      std::memcpy(slot, &ptr, sizeof ptr);
+      tensors.check(v.tensor, where(i));
+      detail::pack_pointer(slot, v.tensor.data);
       continue;
     }
     if (v.is_tensor) s.fail_type(where(i) + " is passed by value, got a tensor");
@@ -698,32 +516,17 @@ void KernelOp::launch_raw(const LaunchDims& dims, std::span<const RawArg> args, 
                                                     : "a float") +
                   ", got " + scalar_kind_name(x.kind));
     }
-    if (a.value_type == ScalarType::Int && (x.i < std::numeric_limits<std::int32_t>::min() ||
-                                            x.i > std::numeric_limits<std::int32_t>::max())) {
-      s.fail(where(i) + " = " + std::to_string(x.i) + " does not fit the kernel's 32-bit int");
-    }
-    pack_scalar(slot, a.value_type, x);
+    if (a.value_type == ScalarType::Int) detail::check_int32(p.op_name, where(i), x.i, "");
+    detail::pack_scalar(slot, a.value_type, x);
   }
-  if (tensor_device < 0) tensor_device = device < 0 ? 0 : device;
+  int tensor_device = tensors.device() >= 0 ? tensors.device() : std::max(device, 0);
   if (device >= 0 && device != tensor_device) {
     s.fail("the tensors are on device " + std::to_string(tensor_device) +
            " but the launch asks for device " + std::to_string(device));
   }
-  for (int i = 0; i < 3; ++i) {
-    if (dims.grid[i] <= 0 || dims.grid[i] > kGridMax[i]) {
-      s.fail(std::string("grid ") + kAxis[i] + " = " + std::to_string(dims.grid[i]) +
-             "; expected 1.." + std::to_string(kGridMax[i]));
-    }
-    if (dims.block[i] <= 0 || dims.block[i] > 1024) {
-      s.fail(std::string("block ") + kAxis[i] + " = " + std::to_string(dims.block[i]) +
-             "; expected 1..1024");
-    }
-  }
-  if (dims.shared_mem < 0 || dims.shared_mem > std::numeric_limits<std::int32_t>::max()) {
-    s.fail("shared memory " + std::to_string(dims.shared_mem) + " is out of range");
-  }
-  s.launch_packed(tensor_device, instance, dims.grid, dims.block, dims.shared_mem, params.data(),
-                  stream);
+  check_launch_dims(p.op_name, dims.grid, dims.block, dims.shared_mem);
+  s.launch_packed(tensor_device, instance, dims.grid, dims.block, dims.shared_mem,
+                  packed.params.data(), stream);
 }
 
 bool cuda_available() {

@@ -203,7 +203,9 @@ TEST(Override, RawLaunchChecksEveryArgumentBeforeTheDriver) {
       [&] {
         raw({RawArg::of_tensor(x), n, RawArg::of_tensor(other)});
       },
-      ErrorKind::Launch, "argument 2 ('y', float*) is on device 1 but an earlier tensor");
+      ErrorKind::Launch,
+      "argument 2 ('y', float*) is on device 1 but argument 0 ('x', const float*) is on "
+      "device 0; all tensors must be on one device");
   TensorView strided = x;
   strided.shape = Shape({2, 4});
   strided.strides = Shape({1, 2});
@@ -217,17 +219,29 @@ TEST(Override, RawLaunchChecksEveryArgumentBeforeTheDriver) {
       [&] {
         raw(ok, {{0, 1, 1}, {32, 1, 1}, 0});
       },
-      ErrorKind::Launch, "grid x = 0; expected 1..2147483647");
+      ErrorKind::Launch, "grid x = 0; CUDA allows 1..2147483647");
   expect_error(
       [&] {
         raw(ok, {{1, 70000, 1}, {32, 1, 1}, 0});
       },
-      ErrorKind::Launch, "grid y = 70000; expected 1..65535");
+      ErrorKind::Launch, "grid y = 70000; CUDA allows 1..65535");
   expect_error(
       [&] {
         raw(ok, {{1, 1, 1}, {2048, 1, 1}, 0});
       },
-      ErrorKind::Launch, "block x = 2048; expected 1..1024");
+      ErrorKind::Launch, "block x = 2048; CUDA allows 1..1024");
+  // One table of CUDA limits: block z is at most 64 here as in validation (launch_raw once
+  // took 1024).
+  expect_error(
+      [&] {
+        raw(ok, {{1, 1, 1}, {1, 1, 128}, 0});
+      },
+      ErrorKind::Launch, "block z = 128; CUDA allows 1..64");
+  expect_error(
+      [&] {
+        raw(ok, {{1, 1, 1}, {64, 32, 1}, 0});
+      },
+      ErrorKind::Launch, "a block of 64 x 32 x 1 = 2048 threads; CUDA allows at most 1024");
   expect_error(
       [&] {
         raw(ok, {{1, 1, 1}, {32, 1, 1}, -1});

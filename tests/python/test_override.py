@@ -332,7 +332,7 @@ class OverrideCuda(unittest.TestCase):
             k.launch(1, 32, (x, 4, 2 ** 32, y))
         with self.assertRaisesRegex(RuntimeError, "argument 3 \\('out0', float\\*\\) is not contiguous"):
             k.launch(1, 32, (x, 4, 32, y.t()))
-        with self.assertRaisesRegex(RuntimeError, "block x = 2048; expected 1..1024"):
+        with self.assertRaisesRegex(RuntimeError, "block x = 2048; CUDA allows 1..1024"):
             k.launch(1, 2048, (x, 4, 32, y))
         k.launch(1, 32, (x, 4, 32, y))
         torch.testing.assert_close(y, torch.cat([x, x], 1), rtol=0, atol=0)

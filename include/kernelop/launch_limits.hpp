@@ -1,0 +1,43 @@
+// CUDA's launch limits: one table, used by validation (constant geometry) and by every launch
+// (KernelOp::launch and launch_raw), so the two can never disagree.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace kernelop {
+
+using Dims3 = std::array<std::int64_t, 3>;
+
+/// Grid and block extents per axis (x, y, z), threads per block, dynamic shared memory.
+inline constexpr Dims3 kMaxGrid = {2147483647, 65535, 65535};
+inline constexpr Dims3 kMaxBlock = {1024, 1024, 64};
+inline constexpr std::int64_t kMaxThreadsPerBlock = 1024;
+inline constexpr std::int64_t kMaxSharedMemBytes = 2147483647;  // what cuLaunchKernel takes
+inline constexpr std::array<std::string_view, 3> kAxisNames = {"x", "y", "z"};
+
+/// True when the dimensions are within CUDA's limits (the launch path's cheap test).
+constexpr bool within_launch_limits(const Dims3& grid, const Dims3& block,
+                                    std::int64_t shared_mem) {
+  for (std::size_t i = 0; i < 3; ++i) {
+    if (grid[i] < 1 || grid[i] > kMaxGrid[i] || block[i] < 1 || block[i] > kMaxBlock[i])
+      return false;
+  }
+  return block[0] * block[1] * block[2] <= kMaxThreadsPerBlock && shared_mem >= 0 &&
+         shared_mem <= kMaxSharedMemBytes;
+}
+
+/// The expressions behind launch dimensions, for messages ("" when the caller gave numbers).
+struct DimsText {
+  std::array<std::string, 3> grid, block;
+  std::string shared_mem;
+};
+
+/// Throws Error(Launch) "op <op>: grid y = 70000 ('expr'); CUDA allows 1..65535" when a
+/// dimension, the threads per block or the shared memory are outside CUDA's limits.
+void check_launch_dims(std::string_view op, const Dims3& grid, const Dims3& block,
+                       std::int64_t shared_mem, const DimsText* text = nullptr);
+
+}  // namespace kernelop

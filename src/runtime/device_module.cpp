@@ -1,0 +1,114 @@
+// Loading an op's image on a device (Note [launch path] in runtime.hpp).
+#include "runtime/device_module.hpp"
+
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+
+#include "runtime/image_select.hpp"
+
+namespace kernelop::detail {
+namespace {
+
+bool log_enabled(const LoadOptions& options) {
+  const char* env = std::getenv("KERNELOP_LOG");
+  return options.log || (env && std::string_view(env) == "1");
+}
+
+[[noreturn]] void fail(const CompiledImage& image, const std::string& what) {
+  KERNELOP_FAIL(Launch) << "op " << image.plan.op_name << ": " << what;
+}
+
+}  // namespace
+
+DeviceModule::~DeviceModule() {
+  if (!module) return;
+  const Driver* d = Driver::get();
+  if (!d) return;
+  // cuModuleUnload acts on the current context: make the module's own current first, without
+  // throwing (at exit the driver may already be shutting down).
+  CUcontext previous = nullptr;
+  bool switched = d->cuCtxGetCurrent(&previous) == CUDA_SUCCESS && previous != ctx->get() &&
+                  d->cuCtxSetCurrent(ctx->get()) == CUDA_SUCCESS;
+  d->cuModuleUnload(module);
+  if (switched) d->cuCtxSetCurrent(previous);
+}
+
+std::unique_ptr<DeviceModule> load_device_module(const CompiledImage& image,
+                                                 const LoadOptions& options, int device,
+                                                 bool dynamic_shared) {
+  const Driver& d = Driver::require();
+  int count = 0;
+  check_cuda(d.cuDeviceGetCount(&count), "cuDeviceGetCount", "");
+  if (device >= count) {
+    fail(image, "device " + std::to_string(device) + " does not exist (" + std::to_string(count) +
+                    " CUDA device(s))");
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  auto m = std::make_unique<DeviceModule>();
+  m->ctx = std::make_unique<detail::PrimaryContext>(device);
+  CUdevice dev = 0;
+  check_cuda(d.cuDeviceGet(&dev, device), "cuDeviceGet", std::to_string(device));
+  int major = 0, minor = 0, optin = 0;
+  check_cuda(d.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
+             "cuDeviceGetAttribute", "compute capability");
+  check_cuda(d.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
+             "cuDeviceGetAttribute", "compute capability");
+  check_cuda(
+      d.cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev),
+      "cuDeviceGetAttribute", "shared memory");
+  char name[256] = {};
+  check_cuda(d.cuDeviceGetName(name, sizeof name, dev), "cuDeviceGetName", std::to_string(device));
+  std::string why;
+  int index = detail::select_image(image.images, major, minor, options.prefer_ptx, &why);
+  if (index < 0) fail(image, why + " (device " + std::to_string(device) + " '" + name + "')");
+  const ArchImage& chosen = image.images[static_cast<std::size_t>(index)];
+
+  detail::ScopedContext scope(m->ctx->get());
+  char jit_log[8192] = {};
+  CUjit_option jit_options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void* jit_values[] = {jit_log, reinterpret_cast<void*>(sizeof jit_log)};
+  CUresult r = d.cuModuleLoadDataEx(&m->module, chosen.data.c_str(), 2, jit_options, jit_values);
+  if (r != CUDA_SUCCESS) {
+    fail(image, "cuModuleLoadDataEx(" + chosen.arch + " image on device " + std::to_string(device) +
+                    " '" + name + "') failed: " + detail::cuda_error_text(r) +
+                    (jit_log[0] ? std::string("\n") + jit_log : ""));
+  }
+  for (const std::string& lowered : image.lowered_names) {
+    CUfunction fn = nullptr;
+    check_cuda(d.cuModuleGetFunction(&fn, m->module, lowered.c_str()), "cuModuleGetFunction",
+               "kernel=\"" + lowered + "\", op " + image.plan.op_name);
+    int threads = 0, shared = 0;
+    check_cuda(d.cuFuncGetAttribute(&threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn),
+               "cuFuncGetAttribute", lowered);
+    check_cuda(d.cuFuncGetAttribute(&shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn),
+               "cuFuncGetAttribute", lowered);
+    if (dynamic_shared) {
+      // Allow dynamic shared memory beyond the 48 KiB default, up to what the device offers.
+      check_cuda(
+          d.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, optin - shared),
+          "cuFuncSetAttribute", lowered);
+    }
+    m->functions.push_back(fn);
+    m->max_threads.push_back(threads);
+    m->static_shared.push_back(shared);
+  }
+  m->max_dynamic_shared = dynamic_shared ? optin : 48 * 1024;
+  m->info.device = device;
+  m->info.device_name = name;
+  m->info.device_arch = "sm_" + std::to_string(major * 10 + minor);
+  m->info.image_arch = chosen.arch;
+  m->info.via_ptx = chosen.is_ptx();
+  m->info.load_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (log_enabled(options)) {
+    std::cerr << "kernelop: op " << image.plan.op_name << " on device " << device << " (" << name
+              << ", " << m->info.device_arch << "): loaded "
+              << (m->info.via_ptx ? "PTX " : "CUBIN ") << chosen.arch
+              << (m->info.via_ptx ? " through the driver's JIT" : "") << " in " << m->info.load_ms
+              << " ms\n";
+  }
+  return m;
+}
+
+}  // namespace kernelop::detail

@@ -1,0 +1,38 @@
+// An op's module on one device: the image chosen for the device, loaded in its primary context,
+// with each instance's function and limits.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernelop/image.hpp"
+#include "kernelop/runtime.hpp"
+#include "runtime/driver.hpp"
+
+namespace kernelop::detail {
+
+/// Move-less and copy-less: owned by the KernelOp that loaded it. The destructor makes the
+/// module's context current before unloading it (cuModuleUnload acts on the current context).
+struct DeviceModule {
+  std::unique_ptr<PrimaryContext> ctx;
+  CUmodule module = nullptr;
+  std::vector<CUfunction> functions;  // per instance
+  std::vector<int> max_threads;       // per instance
+  std::vector<int> static_shared;     // per instance
+  int max_dynamic_shared = 48 * 1024;
+  LoadInfo info;
+
+  DeviceModule() = default;
+  DeviceModule(const DeviceModule&) = delete;
+  DeviceModule& operator=(const DeviceModule&) = delete;
+  ~DeviceModule();
+};
+
+/// Loads `image` on `device`: the exact CUBIN, else a compatible one, else PTX through the
+/// driver's JIT. `dynamic_shared`: allow dynamic shared memory beyond the 48 KiB default.
+std::unique_ptr<DeviceModule> load_device_module(const CompiledImage& image,
+                                                 const LoadOptions& options, int device,
+                                                 bool dynamic_shared);
+
+}  // namespace kernelop::detail

@@ -1,0 +1,83 @@
+// Argument checks and packing shared by KernelOp::launch and launch_raw.
+#include "runtime/launch_args.hpp"
+
+#include <cstring>
+#include <limits>
+
+namespace kernelop::detail {
+
+const char* scalar_kind_name(ScalarArg::Kind kind) {
+  switch (kind) {
+    case ScalarArg::Kind::Float:
+      return "float";
+    case ScalarArg::Kind::Int:
+      return "int";
+    case ScalarArg::Kind::Bool:
+      return "bool";
+  }
+  return "?";
+}
+
+void pack_scalar(void* slot, ScalarType type, const ScalarArg& v) {
+  double real = v.kind == ScalarArg::Kind::Int ? static_cast<double>(v.i) : v.f;
+  switch (type) {
+    case ScalarType::Float: {
+      auto x = static_cast<float>(real);
+      std::memcpy(slot, &x, sizeof x);
+      return;
+    }
+    case ScalarType::Float64:
+      std::memcpy(slot, &real, sizeof real);
+      return;
+    case ScalarType::Int: {
+      auto x = static_cast<std::int32_t>(v.i);
+      std::memcpy(slot, &x, sizeof x);
+      return;
+    }
+    case ScalarType::Int64:
+      std::memcpy(slot, &v.i, sizeof v.i);
+      return;
+    case ScalarType::Bool: {
+      bool x = v.b;
+      std::memcpy(slot, &x, sizeof x);
+      return;
+    }
+  }
+}
+
+void pack_pointer(void* slot, const void* data) {
+  auto ptr = reinterpret_cast<std::uintptr_t>(data);
+  static_assert(sizeof ptr == 8, "device pointers are 64-bit");
+  std::memcpy(slot, &ptr, sizeof ptr);
+}
+
+void TensorChecker::check(const TensorView& t, const std::string& who) {
+  if (device_ >= 0 && t.device != device_) {
+    KERNELOP_FAIL(Launch) << "op " << op_ << ": " << who << " is on device " << t.device << " but "
+                          << first_ << " is on device " << device_
+                          << "; all tensors must be on one device";
+  }
+  if (device_ < 0) {
+    device_ = t.device;
+    first_ = who;
+  }
+  if (!t.is_contiguous()) {
+    KERNELOP_FAIL(Launch) << "op " << op_ << ": " << who << " is not contiguous (shape "
+                          << t.shape.to_string() << ", strides " << t.strides.to_string()
+                          << "); kernelop launches need contiguous tensors";
+  }
+  if (t.data == nullptr && t.shape.numel() > 0) {
+    KERNELOP_FAIL(Launch) << "op " << op_ << ": " << who << " has a null data pointer";
+  }
+}
+
+void check_int32(std::string_view op, const std::string& who, std::int64_t value,
+                 std::string_view hint) {
+  if (value < std::numeric_limits<std::int32_t>::min() ||
+      value > std::numeric_limits<std::int32_t>::max()) {
+    KERNELOP_FAIL(Launch) << "op " << op << ": " << who << " = " << value
+                          << " does not fit the kernel's 32-bit int" << hint;
+  }
+}
+
+}  // namespace kernelop::detail

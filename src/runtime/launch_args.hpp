@@ -1,0 +1,73 @@
+// The pieces of a launch's argument handling that KernelOp::launch and launch_raw share: the
+// per-call frame, checks of tensors and 32-bit values, and packing into parameter slots.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "kernelop/runtime.hpp"
+#include "kernelop/shape_eval.hpp"
+
+namespace kernelop::detail {
+
+/// Everything a call derives from its arguments, on the stack (Note [launch path]).
+struct Frame {
+  std::array<Shape, kMaxKernelArgs> shapes;       // per tensor slot
+  std::array<std::int64_t, kMaxKernelArgs> ints;  // per scalar slot (int and bool scalars)
+  int instance = 0;
+};
+
+/// The sizes a frame knows, for the one shape evaluator (Note [one shape evaluator]).
+struct FrameSizes {
+  const Frame& frame;
+  const Shape& shape(int slot) const { return frame.shapes[static_cast<std::size_t>(slot)]; }
+  std::int64_t rank(int slot) const { return shape(slot).rank(); }
+  std::int64_t size(int slot, std::int64_t a) const { return shape(slot)[static_cast<int>(a)]; }
+  std::int64_t numel(int slot) const { return shape(slot).numel(); }
+  std::int64_t scalar(int slot) const { return frame.ints[static_cast<std::size_t>(slot)]; }
+  bool negative(std::int64_t v) const { return v < 0; }
+  std::string shape_text(int slot) const { return shape(slot).to_string(); }
+};
+using FrameEnv = SizeEnv<std::int64_t, FrameSizes>;
+
+/// One parameter slot per kernel argument, 8 bytes each, and the pointer array cuLaunchKernel
+/// takes. Filled slot by slot; no heap.
+struct PackedArgs {
+  alignas(8) std::array<std::uint64_t, kMaxKernelArgs> storage;
+  std::array<void*, kMaxKernelArgs> params;
+  void* slot(std::size_t i) {
+    params[i] = &storage[i];
+    return &storage[i];
+  }
+};
+
+/// "float", "int" or "bool".
+const char* scalar_kind_name(ScalarArg::Kind kind);
+
+/// Writes a checked scalar into its parameter slot as the kernel's by-value type.
+void pack_scalar(void* slot, ScalarType type, const ScalarArg& value);
+void pack_pointer(void* slot, const void* data);
+
+/// Where a tensor argument must live and what it must be: one device for all (the first tensor
+/// checked sets it), contiguous memory, a data pointer when it has elements. `who` names it in
+/// messages ("input 'x'", "argument 0 ('x', const float*)").
+class TensorChecker {
+ public:
+  explicit TensorChecker(std::string_view op) : op_(op) {}
+  void check(const TensorView& t, const std::string& who);
+  int device() const { return device_; }
+
+ private:
+  std::string_view op_;
+  int device_ = -1;
+  std::string first_;
+};
+
+/// Throws Error(Launch) when `value` does not fit the kernel's 32-bit int; `hint` says what to
+/// declare instead.
+void check_int32(std::string_view op, const std::string& who, std::int64_t value,
+                 std::string_view hint);
+
+}  // namespace kernelop::detail
