@@ -15,6 +15,21 @@
 
 namespace kernelop {
 
+/// Exhaustive variant dispatch: `std::visit(Overloaded{[&](const A&) {...}, [&](const B&) {...}},
+/// v)` fails to compile when an alternative of `v` has no handler, so adding a kind to a spec
+/// variant shows every place that must learn it.
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+template <class... F>
+Overloaded(F...) -> Overloaded<F...>;
+
+/// For the last branch of an `if constexpr` chain over a variant's alternatives:
+/// `else static_assert(kUnhandled<T>, "...")` makes the chain exhaustive.
+template <class>
+inline constexpr bool kUnhandled = false;
+
 /// A tensor's element type as declared: a concrete dtype, or the name of a type parameter of a
 /// dtype-generic kernel ("T"), bound per instantiation.
 using DTypeDecl = std::variant<DType, std::string>;

@@ -28,6 +28,18 @@ constexpr std::array<DTypeInfo, kAllDTypes.size()> kInfo = {{
     {DType::Bool, "bool", 1, "bool"},
 }};
 
+// The table is indexed by DType: each row must sit at its own enumerator's position.
+constexpr bool info_matches_enum() {
+  for (std::size_t i = 0; i < kInfo.size(); ++i) {
+    if (static_cast<std::size_t>(kInfo[i].dtype) != i || kAllDTypes[i] != kInfo[i].dtype)
+      return false;
+  }
+  return true;
+}
+static_assert(info_matches_enum(), "kInfo and kAllDTypes must list every DType in enum order");
+static_assert(static_cast<std::size_t>(DType::Bool) + 1 == kAllDTypes.size(),
+              "a DType was added: add it to kAllDTypes and kInfo");
+
 const DTypeInfo& info(DType dtype) {
   return kInfo[static_cast<std::size_t>(dtype)];
 }

@@ -82,14 +82,17 @@ class Deriver {
  private:
   void derive_slots() {
     for (const Input& input : *spec_.inputs) {
-      if (const auto* t = std::get_if<InputDecl>(&input)) {
-        plan_.input_order.emplace_back(true, static_cast<int>(plan_.tensors.size()));
-        plan_.tensors.push_back(TensorSlot{t->name, false, t->mutated, t->dtype});
-      } else {
-        const auto& s = std::get<ScalarInput>(input);
-        plan_.input_order.emplace_back(false, static_cast<int>(plan_.scalars.size()));
-        plan_.scalars.push_back(ScalarSlot{s.name, s.type});
-      }
+      std::visit(Overloaded{
+                     [&](const InputDecl& t) {
+                       plan_.input_order.emplace_back(true, static_cast<int>(plan_.tensors.size()));
+                       plan_.tensors.push_back(TensorSlot{t.name, false, t.mutated, t.dtype});
+                     },
+                     [&](const ScalarInput& s) {
+                       plan_.input_order.emplace_back(false, static_cast<int>(plan_.scalars.size()));
+                       plan_.scalars.push_back(ScalarSlot{s.name, s.type});
+                     },
+                 },
+                 input);
     }
     plan_.num_tensor_inputs = static_cast<int>(plan_.tensors.size());
     for (const auto& name : output_names()) {
@@ -116,8 +119,11 @@ class Deriver {
   }
 
   int input_ref_slot(const InputRef& ref) const {
-    if (const auto* index = std::get_if<std::int64_t>(&ref)) return static_cast<int>(*index);
-    return plan_.tensor_slot(std::get<std::string>(ref));
+    return std::visit(Overloaded{
+                          [](std::int64_t index) { return static_cast<int>(index); },
+                          [&](const std::string& name) { return plan_.tensor_slot(name); },
+                      },
+                      ref);
   }
 
   void require_rank(int slot, std::int64_t rank, std::string reason) {
@@ -160,22 +166,27 @@ class Deriver {
       out.slot = plan_.num_tensor_inputs + static_cast<int>(i);
       std::string where = "output '" + decl.name + "' shape";
       int source = 0;
-      if (const auto* same = std::get_if<SameAs>(&decl.shape)) {
-        out.shape.kind = ShapeRule::Kind::Like;
-        source = input_ref_slot(same->input);
-      } else if (const auto* reduce = std::get_if<ReduceDims>(&decl.shape)) {
-        out.shape.kind = ShapeRule::Kind::Reduce;
-        source = input_ref_slot(reduce->input);
-        out.shape.axes = reduce->dims;
-        out.shape.keepdim = reduce->keepdim;
-        require_rank(source, rank_needed(reduce->dims), where);
-      } else {
-        out.shape.kind = ShapeRule::Kind::Exprs;
-        for (const Expr& d : std::get<ShapeExprs>(decl.shape).dims) {
-          out.shape.dims.push_back(resolve(d));
-          require_ranks_of(out.shape.dims.back(), where);
-        }
-      }
+      std::visit(Overloaded{
+                     [&](const SameAs& same) {
+                       out.shape.kind = ShapeRule::Kind::Like;
+                       source = input_ref_slot(same.input);
+                     },
+                     [&](const ReduceDims& reduce) {
+                       out.shape.kind = ShapeRule::Kind::Reduce;
+                       source = input_ref_slot(reduce.input);
+                       out.shape.axes = reduce.dims;
+                       out.shape.keepdim = reduce.keepdim;
+                       require_rank(source, rank_needed(reduce.dims), where);
+                     },
+                     [&](const ShapeExprs& exprs) {
+                       out.shape.kind = ShapeRule::Kind::Exprs;
+                       for (const Expr& d : exprs.dims) {
+                         out.shape.dims.push_back(resolve(d));
+                         require_ranks_of(out.shape.dims.back(), where);
+                       }
+                     },
+                 },
+                 decl.shape);
       out.shape.source = source;
       if (decl.dtype) {
         out.dtype = decl.dtype;
@@ -212,19 +223,12 @@ class Deriver {
       arg.index = static_cast<int>(i);
       Expr value = 0;
       bool int64 = false;
-      std::visit(
-          [&](const auto& extra) {
-            using T = std::decay_t<decltype(extra)>;
-            if constexpr (std::is_same_v<T, Numel>) {
-              value = Expr::numel(extra.input);
-            } else if constexpr (std::is_same_v<T, DimSize>) {
-              value = Expr::dim(extra.input, extra.axis);
-            } else {
-              value = extra.value;
-            }
-            int64 = extra.int64;
-          },
-          spec_.extras[i]);
+      std::visit(Overloaded{
+                     [&](const Numel& e) { value = Expr::numel(e.input), int64 = e.int64; },
+                     [&](const DimSize& e) { value = Expr::dim(e.input, e.axis), int64 = e.int64; },
+                     [&](const ExtraExpr& e) { value = e.value, int64 = e.int64; },
+                 },
+                 spec_.extras[i]);
       arg.value = resolve(value);
       arg.name = value.to_string();
       arg.value_type = int64 ? ScalarType::Int64 : ScalarType::Int;
@@ -245,7 +249,16 @@ class Deriver {
     if (!spec_.geometry) return;
     LaunchGeometry g;
     std::ostringstream desc;
-    if (const auto* e = std::get_if<Elementwise>(&*spec_.geometry)) {
+    std::visit(Overloaded{[&](const Elementwise& e) { elementwise(e, g, desc); },
+                          [&](const Reduction& r) { reduction(r, g, desc); },
+                          [&](const Custom& c) { custom(c, g, desc); }},
+               *spec_.geometry);
+    finish_geometry(g, desc);
+  }
+
+  void elementwise(const Elementwise& elementwise, LaunchGeometry& g, std::ostringstream& desc) {
+    const Elementwise* e = &elementwise;
+    {
       std::string over =
           e->over ? *e->over
                   : plan_.tensors[static_cast<std::size_t>(plan_.num_tensor_inputs)].name;
@@ -266,20 +279,29 @@ class Deriver {
         Expr leading = Expr::numel_except(over, trailing);
         g.grid[2] = k == 3 ? g.grid[2] * leading : leading;
       }
-    } else if (const auto* r = std::get_if<Reduction>(&*spec_.geometry)) {
+    }
+  }
+
+  void reduction(const Reduction& reduction, LaunchGeometry& g, std::ostringstream& desc) {
+    const Reduction* r = &reduction;
+    {
       const std::string& first = plan_.tensors.front().name;
       desc << "Reduction(reduce_dims=" << axes_text(r->reduce_dims)
            << ", block_size=" << r->block_size << ", over=" << first << ")";
       g.grid[0] = Expr::numel_except(first, r->reduce_dims);
       g.block[0] = r->block_size;
       if (r->shared_mem) g.shared_mem = *r->shared_mem;
-    } else {
-      const auto& c = std::get<Custom>(*spec_.geometry);
-      desc << "Custom";
-      for (std::size_t i = 0; i < c.grid.size(); ++i) g.grid[i] = c.grid[i];
-      for (std::size_t i = 0; i < c.block.size(); ++i) g.block[i] = c.block[i];
-      g.shared_mem = c.shared_mem;
     }
+  }
+
+  void custom(const Custom& c, LaunchGeometry& g, std::ostringstream& desc) {
+    desc << "Custom";
+    for (std::size_t i = 0; i < c.grid.size(); ++i) g.grid[i] = c.grid[i];
+    for (std::size_t i = 0; i < c.block.size(); ++i) g.block[i] = c.block[i];
+    g.shared_mem = c.shared_mem;
+  }
+
+  void finish_geometry(LaunchGeometry& g, std::ostringstream& desc) {
     g.description = desc.str();
     for (auto* part : {&g.grid, &g.block}) {
       for (Expr& x : *part) {
@@ -409,17 +431,18 @@ int OpPlan::scalar_slot(std::string_view n) const {
 }
 
 std::string dtype_decl_text(const DTypeDecl& dtype) {
-  if (const auto* d = std::get_if<DType>(&dtype)) return std::string(dtype_name(*d));
-  return std::get<std::string>(dtype);
+  return std::visit(Overloaded{[](DType d) { return std::string(dtype_name(d)); },
+                               [](const std::string& param) { return param; }},
+                    dtype);
 }
 
 std::string ArgSlot::c_type() const {
   if (!is_pointer()) return std::string(scalar_cuda_type(value_type));
   std::string type = "?";
   if (element) {
-    type = std::holds_alternative<DType>(*element)
-               ? std::string(dtype_cuda_type(std::get<DType>(*element)))
-               : std::get<std::string>(*element);
+    type = std::visit(Overloaded{[](DType d) { return std::string(dtype_cuda_type(d)); },
+                                 [](const std::string& param) { return param; }},
+                      *element);
   }
   return (is_const ? "const " : "") + type + "*";
 }

@@ -344,13 +344,15 @@ Json expr_json(const Expr& e) {
 }
 
 Json dtype_json(const DTypeDecl& d) {
-  if (const auto* dt = std::get_if<DType>(&d)) return std::string(dtype_name(*dt));
-  return std::get<std::string>(d);
+  return std::visit(Overloaded{[](DType dt) { return Json(std::string(dtype_name(dt))); },
+                               [](const std::string& param) { return Json(param); }},
+                    d);
 }
 
 Json input_ref_json(const InputRef& r) {
-  if (const auto* i = std::get_if<std::int64_t>(&r)) return *i;
-  return std::get<std::string>(r);
+  return std::visit(Overloaded{[](std::int64_t i) { return Json(i); },
+                               [](const std::string& name) { return Json(name); }},
+                    r);
 }
 
 Json write(const OpDecl& decl, const JsonWriteOptions& options) {
@@ -367,15 +369,18 @@ Json write(const OpDecl& decl, const JsonWriteOptions& options) {
     Json arr = Json::array();
     for (const Input& input : *s.inputs) {
       Json j = Json::object();
-      if (const auto* t = std::get_if<InputDecl>(&input)) {
-        j["name"] = t->name;
-        if (t->dtype) j["dtype"] = dtype_json(*t->dtype);
-        if (t->mutated) j["mutated"] = true;
-      } else {
-        const auto& sc = std::get<ScalarInput>(input);
-        j["name"] = sc.name;
-        j["scalar"] = std::string(scalar_type_name(sc.type));
-      }
+      std::visit(Overloaded{
+                     [&](const InputDecl& t) {
+                       j["name"] = t.name;
+                       if (t.dtype) j["dtype"] = dtype_json(*t.dtype);
+                       if (t.mutated) j["mutated"] = true;
+                     },
+                     [&](const ScalarInput& sc) {
+                       j["name"] = sc.name;
+                       j["scalar"] = std::string(scalar_type_name(sc.type));
+                     },
+                 },
+                 input);
       arr.push_back(std::move(j));
     }
     root["inputs"] = std::move(arr);
@@ -385,19 +390,24 @@ Json write(const OpDecl& decl, const JsonWriteOptions& options) {
     for (const OutputDecl& o : *s.outputs) {
       Json j = Json::object();
       j["name"] = o.name;
-      if (const auto* same = std::get_if<SameAs>(&o.shape)) {
-        j["shape"] = Json{{"same_as", input_ref_json(same->input)}};
-      } else if (const auto* r = std::get_if<ReduceDims>(&o.shape)) {
-        Json rd = Json::object();
-        rd["input"] = input_ref_json(r->input);
-        rd["dims"] = r->dims;
-        if (r->keepdim) rd["keepdim"] = true;
-        j["shape"] = Json{{"reduce_dims", std::move(rd)}};
-      } else {
-        Json dims = Json::array();
-        for (const Expr& e : std::get<ShapeExprs>(o.shape).dims) dims.push_back(expr_json(e));
-        j["shape"] = std::move(dims);
-      }
+      std::visit(Overloaded{
+                     [&](const SameAs& same) {
+                       j["shape"] = Json{{"same_as", input_ref_json(same.input)}};
+                     },
+                     [&](const ReduceDims& r) {
+                       Json rd = Json::object();
+                       rd["input"] = input_ref_json(r.input);
+                       rd["dims"] = r.dims;
+                       if (r.keepdim) rd["keepdim"] = true;
+                       j["shape"] = Json{{"reduce_dims", std::move(rd)}};
+                     },
+                     [&](const ShapeExprs& exprs) {
+                       Json dims = Json::array();
+                       for (const Expr& e : exprs.dims) dims.push_back(expr_json(e));
+                       j["shape"] = std::move(dims);
+                     },
+                 },
+                 o.shape);
       if (o.dtype_from) j["dtype_from"] = *o.dtype_from;
       if (o.dtype) j["dtype"] = dtype_json(*o.dtype);
       arr.push_back(std::move(j));
@@ -408,49 +418,56 @@ Json write(const OpDecl& decl, const JsonWriteOptions& options) {
     Json arr = Json::array();
     for (const Extra& extra : s.extras) {
       Json j = Json::object();
-      std::visit(
-          [&](const auto& x) {
-            using T = std::decay_t<decltype(x)>;
-            if constexpr (std::is_same_v<T, Numel>) {
-              j["numel"] = x.input;
-            } else if constexpr (std::is_same_v<T, DimSize>) {
-              j["dim_size"] = x.input;
-              j["axis"] = x.axis;
-            } else {
-              j["expr"] = expr_json(x.value);
-            }
-            if (x.int64) j["int64"] = true;
-          },
-          extra);
+      bool int64 = std::visit(Overloaded{
+                                  [&](const Numel& x) {
+                                    j["numel"] = x.input;
+                                    return x.int64;
+                                  },
+                                  [&](const DimSize& x) {
+                                    j["dim_size"] = x.input;
+                                    j["axis"] = x.axis;
+                                    return x.int64;
+                                  },
+                                  [&](const ExtraExpr& x) {
+                                    j["expr"] = expr_json(x.value);
+                                    return x.int64;
+                                  },
+                              },
+                              extra);
+      if (int64) j["int64"] = true;
       arr.push_back(std::move(j));
     }
     root["extras"] = std::move(arr);
   }
   if (s.geometry) {
     Json g = Json::object();
-    if (const auto* e = std::get_if<Elementwise>(&*s.geometry)) {
-      Json j = Json::object();
-      j["block"] = e->block;
-      j["layout"] = e->layout == Layout::Flat ? "flat" : "nd";
-      if (e->over) j["over"] = *e->over;
-      g["elementwise"] = std::move(j);
-    } else if (const auto* r = std::get_if<Reduction>(&*s.geometry)) {
-      Json j = Json::object();
-      j["reduce_dims"] = r->reduce_dims;
-      j["block_size"] = r->block_size;
-      if (r->shared_mem) j["shared_mem"] = expr_json(*r->shared_mem);
-      g["reduction"] = std::move(j);
-    } else {
-      const auto& c = std::get<Custom>(*s.geometry);
-      Json j = Json::object();
-      Json grid = Json::array(), block = Json::array();
-      for (const Expr& x : c.grid) grid.push_back(expr_json(x));
-      for (const Expr& x : c.block) block.push_back(expr_json(x));
-      j["grid"] = std::move(grid);
-      j["block"] = std::move(block);
-      j["shared_mem"] = expr_json(c.shared_mem);
-      g["custom"] = std::move(j);
-    }
+    std::visit(Overloaded{
+                   [&](const Elementwise& e) {
+                     Json j = Json::object();
+                     j["block"] = e.block;
+                     j["layout"] = e.layout == Layout::Flat ? "flat" : "nd";
+                     if (e.over) j["over"] = *e.over;
+                     g["elementwise"] = std::move(j);
+                   },
+                   [&](const Reduction& r) {
+                     Json j = Json::object();
+                     j["reduce_dims"] = r.reduce_dims;
+                     j["block_size"] = r.block_size;
+                     if (r.shared_mem) j["shared_mem"] = expr_json(*r.shared_mem);
+                     g["reduction"] = std::move(j);
+                   },
+                   [&](const Custom& c) {
+                     Json j = Json::object();
+                     Json grid = Json::array(), block = Json::array();
+                     for (const Expr& x : c.grid) grid.push_back(expr_json(x));
+                     for (const Expr& x : c.block) block.push_back(expr_json(x));
+                     j["grid"] = std::move(grid);
+                     j["block"] = std::move(block);
+                     j["shared_mem"] = expr_json(c.shared_mem);
+                     g["custom"] = std::move(j);
+                   },
+               },
+               *s.geometry);
     root["geometry"] = std::move(g);
   }
   if (!s.include_paths.empty()) root["include_paths"] = s.include_paths;

@@ -220,14 +220,18 @@ class Validator {
       if (type_param_names.count(name)) {
         KOP_FIELD_FAIL(path + ".name") << "'" << name << "' is also a type parameter's name";
       }
-      if (const auto* t = std::get_if<InputDecl>(&input)) {
-        check_dtype_decl(t->dtype, path + ".dtype");
-        tensor_inputs_.push_back(name);
-      } else {
-        const auto& s = std::get<ScalarInput>(input);
-        scalar_inputs_.push_back(name);
-        if (s.type == ScalarType::Int || s.type == ScalarType::Int64) int_scalars_.insert(name);
-      }
+      std::visit(Overloaded{
+                     [&](const InputDecl& t) {
+                       check_dtype_decl(t.dtype, path + ".dtype");
+                       tensor_inputs_.push_back(name);
+                     },
+                     [&](const ScalarInput& s) {
+                       scalar_inputs_.push_back(name);
+                       if (s.type == ScalarType::Int || s.type == ScalarType::Int64)
+                         int_scalars_.insert(name);
+                     },
+                 },
+                 input);
     }
     if (tensor_inputs_.empty()) {
       KOP_FIELD_FAIL("inputs") << "has no tensor input (found " << scalar_inputs_.size()
@@ -237,17 +241,23 @@ class Validator {
 
   // Resolves a SameAs/ReduceDims input reference to a tensor input's name.
   std::string check_input_ref(const InputRef& ref, const std::string& path) {
-    if (const auto* index = std::get_if<std::int64_t>(&ref)) {
-      auto n = static_cast<std::int64_t>(tensor_inputs_.size());
-      if (*index < 0 || *index >= n) {
-        KOP_FIELD_FAIL(path) << "index " << *index << " is out of range; expected 0 <= index < "
-                             << n << " (tensor inputs: " << join(tensor_inputs_) << ")";
-      }
-      return tensor_inputs_[static_cast<std::size_t>(*index)];
-    }
-    const auto& name = std::get<std::string>(ref);
-    check_tensor_input_name(name, path);
-    return name;
+    return std::visit(
+        Overloaded{
+            [&](std::int64_t index) {
+              auto n = static_cast<std::int64_t>(tensor_inputs_.size());
+              if (index < 0 || index >= n) {
+                KOP_FIELD_FAIL(path) << "index " << index
+                                     << " is out of range; expected 0 <= index < " << n
+                                     << " (tensor inputs: " << join(tensor_inputs_) << ")";
+              }
+              return tensor_inputs_[static_cast<std::size_t>(index)];
+            },
+            [&](const std::string& name) {
+              check_tensor_input_name(name, path);
+              return name;
+            },
+        },
+        ref);
   }
 
   void check_tensor_input_name(const std::string& name, const std::string& path) {
@@ -387,10 +397,12 @@ class Validator {
                     << "is empty; expected the axes to reduce";
               }
               check_unique_axes(rel.dims, path + ".shape.reduce_dims.dims");
-            } else {
+            } else if constexpr (std::is_same_v<T, ShapeExprs>) {
               for (std::size_t d = 0; d < rel.dims.size(); ++d) {
                 check_expr(rel.dims[d], path + ".shape[" + std::to_string(d) + "]", false);
               }
+            } else {
+              static_assert(kUnhandled<T>, "an output shape kind without validation");
             }
           },
           out.shape);
@@ -412,8 +424,10 @@ class Validator {
               check_expr(Expr::numel(extra.input), path + ".numel", true);
             } else if constexpr (std::is_same_v<T, DimSize>) {
               check_expr(Expr::dim(extra.input, extra.axis), path + ".dim_size", true);
-            } else {
+            } else if constexpr (std::is_same_v<T, ExtraExpr>) {
               check_expr(extra.value, path + ".expr", true);
+            } else {
+              static_assert(kUnhandled<T>, "an extra kind without validation");
             }
           },
           spec_.extras[i]);
@@ -495,7 +509,7 @@ class Validator {
                   << "is " << g.block_size << "; expected 1 to 1024";
             }
             if (g.shared_mem) check_expr(*g.shared_mem, "geometry.reduction.shared_mem", true);
-          } else {
+          } else if constexpr (std::is_same_v<T, Custom>) {
             if (g.grid.empty() || g.grid.size() > 3) {
               KOP_FIELD_FAIL("geometry.custom.grid")
                   << "has " << g.grid.size() << " dims; expected 1 to 3";
@@ -516,6 +530,8 @@ class Validator {
             if (const_block.size() == g.block.size())
               check_block(const_block, "geometry.custom.block");
             check_expr(g.shared_mem, "geometry.custom.shared_mem", true);
+          } else {
+            static_assert(kUnhandled<T>, "a geometry kind without validation");
           }
         },
         *spec_.geometry);

@@ -14,6 +14,24 @@ struct kop_op {
   std::string schema;
 };
 
+// The C ABI's numbers are the C++ enumerators' (Note in c_api.h: "numbered as kernelop::DType").
+static_assert(KOP_MAX_RANK == kernelop::kMaxRank, "KOP_MAX_RANK must equal kernelop::kMaxRank");
+static_assert(KOP_FLOAT32 == static_cast<int>(kernelop::DType::Float32) &&
+                  KOP_FLOAT16 == static_cast<int>(kernelop::DType::Float16) &&
+                  KOP_BFLOAT16 == static_cast<int>(kernelop::DType::BFloat16) &&
+                  KOP_FLOAT64 == static_cast<int>(kernelop::DType::Float64) &&
+                  KOP_FLOAT8_E4M3FN == static_cast<int>(kernelop::DType::Float8E4M3) &&
+                  KOP_FLOAT8_E5M2 == static_cast<int>(kernelop::DType::Float8E5M2) &&
+                  KOP_INT8 == static_cast<int>(kernelop::DType::Int8) &&
+                  KOP_UINT8 == static_cast<int>(kernelop::DType::UInt8) &&
+                  KOP_INT16 == static_cast<int>(kernelop::DType::Int16) &&
+                  KOP_INT32 == static_cast<int>(kernelop::DType::Int32) &&
+                  KOP_INT64 == static_cast<int>(kernelop::DType::Int64) &&
+                  KOP_BOOL == static_cast<int>(kernelop::DType::Bool),
+              "kop_dtype must number the element types as kernelop::DType does");
+static_assert(KOP_BOOL + 1 == static_cast<int>(kernelop::kAllDTypes.size()),
+              "a DType was added: add it to kop_dtype");
+
 namespace {
 
 thread_local std::string last_error;

@@ -48,6 +48,8 @@ constexpr DTypePair kDTypes[] = {
     {DType::Bool, c10::ScalarType::Bool},
 };
 
+static_assert(std::size(kDTypes) == kAllDTypes.size(), "every DType needs its torch dtype here");
+
 c10::ScalarType to_torch(DType d) {
   for (const auto& p : kDTypes) {
     if (p.ours == d) return p.theirs;
