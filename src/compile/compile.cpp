@@ -23,6 +23,7 @@
 #include "core/arch.hpp"
 #include "core/file_io.hpp"
 #include "core/hash.hpp"
+#include "core/json_util.hpp"
 #include "kernelop/cache.hpp"
 
 namespace kernelop {
@@ -58,12 +59,7 @@ std::string serialize(const JobResult& r) {
   j["log"] = r.log;
   j["lowered"] = r.lowered;
   j["codes"] = r.codes;
-  nlohmann::json usage = nlohmann::json::array();
-  for (const auto& u : r.usage) {
-    usage.push_back({u.registers, u.stack_frame, u.spill_stores, u.spill_loads, u.static_shared,
-                     u.const_bytes});
-  }
-  j["usage"] = usage;
+  j["usage"] = detail::usage_to_json(r.usage);
   auto meta = nlohmann::json::to_cbor(j);
   std::string out;
   out.reserve(24 + meta.size() + r.cubin.size() + r.ptx.size());
@@ -95,9 +91,10 @@ std::optional<JobResult> deserialize(std::string_view payload) {
     r.log = j.at("log").get<std::string>();
     r.lowered = j.at("lowered").get<std::vector<std::string>>();
     r.codes = j.at("codes").get<std::vector<std::vector<std::int64_t>>>();
-    for (const auto& u : j.at("usage")) {
-      r.usage.push_back(ResourceUsage{u.at(0), u.at(1), u.at(2), u.at(3), u.at(4), u.at(5)});
-    }
+    std::string why;
+    auto usage = detail::usage_from_json(j.at("usage"), &why);
+    if (!usage) return std::nullopt;
+    r.usage = std::move(*usage);
     return r;
   } catch (const nlohmann::json::exception&) {
     return std::nullopt;
@@ -385,12 +382,6 @@ class Compiler {
       const auto& c = r.codes[i];
       if (c.empty() || c[0] < 0 || static_cast<std::size_t>(c[0]) + 1 != c.size())
         return "invalid signature codes";
-    }
-    for (const ResourceUsage& u : r.usage) {
-      for (int v : {u.registers, u.stack_frame, u.spill_stores, u.spill_loads, u.static_shared,
-                    u.const_bytes}) {
-        if (v < -1) return "negative resource usage";
-      }
     }
     return {};
   }

@@ -13,6 +13,7 @@
 
 #include "core/file_io.hpp"
 #include "core/hash.hpp"
+#include "core/json_util.hpp"
 #include "kernelop/spec_json.hpp"
 
 namespace kernelop {
@@ -24,7 +25,6 @@ constexpr char kMagic[8] = {'K', 'O', 'P', 'K', 'G', '\r', '\n', '\x1a'};
 constexpr std::size_t kHeaderSize = 40;
 constexpr std::uint32_t kMaxSections = 1024;
 // The metadata nests a few levels; printing or copying JSON recurses, so deeper is rejected.
-constexpr int kMaxJsonDepth = 64;
 constexpr const char* kCreatedBy = "kernelop 0.1.0";
 
 // The spec as a package stores it: source inline, dtypes the compiler inferred filled in.
@@ -94,24 +94,10 @@ class Reader {
       previous_end = offset + length;
       sections.push_back(bytes_.substr(offset, length));
     }
-    Json meta;
-    bool too_deep = false;
-    Json::parser_callback_t limit_depth = [&](int depth, nlohmann::json::parse_event_t event,
-                                              Json&) {
-      using E = nlohmann::json::parse_event_t;
-      if ((event == E::object_start || event == E::array_start) && depth >= kMaxJsonDepth)
-        too_deep = true;
-      return !too_deep;  // false drops the value, so nothing deeper is built
-    };
-    try {
-      meta = Json::parse(sections[0], limit_depth);
-    } catch (const nlohmann::json::exception& e) {
-      fail(std::string("metadata is not valid JSON: ") + e.what());
-    }
-    if (too_deep) {
-      fail("metadata is not valid JSON: it nests deeper than " + std::to_string(kMaxJsonDepth) +
-           " levels");
-    }
+    std::string why;
+    std::optional<Json> parsed = detail::parse_json_strict<Json>(sections[0], &why);
+    if (!parsed) fail("metadata is not valid JSON: " + why);
+    const Json& meta = *parsed;
     try {
       read_metadata(meta, sections, pkg);
     } catch (const nlohmann::json::exception& e) {
@@ -173,14 +159,14 @@ class Reader {
       if (!cubin && a.arch.rfind("compute_", 0) != 0)
         fail("image " + std::to_string(i) + " has arch '" + a.arch + "'");
       a.data.assign(sections[i + 1]);
-      for (const Json& u : images[i].at("usage")) {
-        if (!u.is_array() || u.size() != 6)
-          fail("image " + std::to_string(i) + " has malformed resource usage");
-        std::string what = "image " + std::to_string(i) + " resource usage";
-        a.usage.push_back(ResourceUsage{get_int<int>(u[0], what), get_int<int>(u[1], what),
-                                        get_int<int>(u[2], what), get_int<int>(u[3], what),
-                                        get_int<int>(u[4], what), get_int<int>(u[5], what)});
-      }
+      // "kind" is redundant with the arch; a package where they disagree is not one we wrote.
+      if (images[i].at("kind").get<std::string>() != (cubin ? "cubin" : "ptx"))
+        fail("image " + std::to_string(i) + " (" + a.arch + ") has kind '" +
+             images[i].at("kind").get<std::string>() + "'");
+      std::string why;
+      auto usage = detail::usage_from_json(images[i].at("usage"), &why);
+      if (!usage) fail("image " + std::to_string(i) + ": " + why);
+      a.usage = std::move(*usage);
       if (cubin && a.usage.size() != image.plan.instances.size()) {
         fail("image " + a.arch + " has usage for " + std::to_string(a.usage.size()) + " of " +
              std::to_string(image.plan.instances.size()) + " instantiations");
@@ -214,13 +200,9 @@ std::string write_package_bytes(const CompiledImage& image) {
   meta["compile_options"] = image.options;
   Json images = Json::array();
   for (const ArchImage& a : image.images) {
-    Json usage = Json::array();
-    for (const ResourceUsage& u : a.usage) {
-      usage.push_back({u.registers, u.stack_frame, u.spill_stores, u.spill_loads, u.static_shared,
-                       u.const_bytes});
-    }
-    images.push_back(Json{
-        {"arch", a.arch}, {"kind", a.is_ptx() ? "ptx" : "cubin"}, {"usage", std::move(usage)}});
+    images.push_back(Json{{"arch", a.arch},
+                          {"kind", a.is_ptx() ? "ptx" : "cubin"},
+                          {"usage", detail::usage_to_json(a.usage)}});
   }
   meta["images"] = std::move(images);
 

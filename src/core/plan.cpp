@@ -88,7 +88,8 @@ class Deriver {
                        plan_.tensors.push_back(TensorSlot{t.name, false, t.mutated, t.dtype});
                      },
                      [&](const ScalarInput& s) {
-                       plan_.input_order.emplace_back(false, static_cast<int>(plan_.scalars.size()));
+                       plan_.input_order.emplace_back(false,
+                                                      static_cast<int>(plan_.scalars.size()));
                        plan_.scalars.push_back(ScalarSlot{s.name, s.type});
                      },
                  },

@@ -2,6 +2,7 @@
 #include "kernelop/spec_json.hpp"
 
 #include "core/file_io.hpp"
+#include "core/json_util.hpp"
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -15,7 +16,6 @@ using Json = nlohmann::ordered_json;
 
 // No spec nests more than a few levels, and printing or copying a JSON value recurses, so a
 // document nesting deeper than this is rejected while it is parsed.
-constexpr int kMaxJsonDepth = 64;
 
 // Reads a whole file into *out; false when it cannot be read. A directory opens as a stream
 // on Linux but reads as nothing, so it is rejected explicitly.
@@ -496,38 +496,14 @@ Json write(const OpDecl& decl, const JsonWriteOptions& options) {
 }  // namespace
 
 OpDecl parse_op_json(std::string_view text, const std::string& base_dir, std::string_view origin) {
-  Json root;
-  // Strict: a key given twice in one object is an error, not "the last one wins".
-  std::vector<std::set<std::string>> keys;
-  std::string duplicate;
-  bool too_deep = false;
-  Json::parser_callback_t check = [&](int depth, nlohmann::json::parse_event_t event,
-                                      Json& parsed) {
-    using E = nlohmann::json::parse_event_t;
-    if ((event == E::object_start || event == E::array_start) && depth >= kMaxJsonDepth)
-      too_deep = true;
-    if (too_deep) return false;  // drops the value, so nothing deeper is built
-    if (event == E::object_start) keys.emplace_back();
-    if (event == E::object_end && !keys.empty()) keys.pop_back();
-    if (event == E::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second &&
-        duplicate.empty()) {
-      duplicate = parsed.get<std::string>();
-    }
-    return true;
-  };
-  try {
-    root = Json::parse(text.begin(), text.end(), check);
-  } catch (const nlohmann::json::exception& e) {
-    // parse_error, and out_of_range for numbers beyond double ("1e999").
-    KERNELOP_FAIL(Spec) << origin << ": not valid JSON: " << e.what();
+  std::string why;
+  std::optional<Json> root = detail::parse_json_strict<Json>(text, &why);
+  if (!root) {
+    // A duplicate key is named as a field; anything else is "not valid JSON".
+    if (why.rfind("field '", 0) == 0) KERNELOP_FAIL(Spec) << origin << ": " << why;
+    KERNELOP_FAIL(Spec) << origin << ": not valid JSON: " << why;
   }
-  if (too_deep) {
-    KERNELOP_FAIL(Spec) << origin << ": not valid JSON: nests deeper than " << kMaxJsonDepth
-                        << " levels";
-  }
-  if (!duplicate.empty())
-    KERNELOP_FAIL(Spec) << origin << ": field '" << duplicate << "' is given twice";
-  OpDecl decl = Reader(std::string(origin)).read(root, base_dir);
+  OpDecl decl = Reader(std::string(origin)).read(*root, base_dir);
   return decl;
 }
 

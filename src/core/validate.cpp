@@ -241,23 +241,22 @@ class Validator {
 
   // Resolves a SameAs/ReduceDims input reference to a tensor input's name.
   std::string check_input_ref(const InputRef& ref, const std::string& path) {
-    return std::visit(
-        Overloaded{
-            [&](std::int64_t index) {
-              auto n = static_cast<std::int64_t>(tensor_inputs_.size());
-              if (index < 0 || index >= n) {
-                KOP_FIELD_FAIL(path) << "index " << index
-                                     << " is out of range; expected 0 <= index < " << n
-                                     << " (tensor inputs: " << join(tensor_inputs_) << ")";
-              }
-              return tensor_inputs_[static_cast<std::size_t>(index)];
-            },
-            [&](const std::string& name) {
-              check_tensor_input_name(name, path);
-              return name;
-            },
-        },
-        ref);
+    return std::visit(Overloaded{
+                          [&](std::int64_t index) {
+                            auto n = static_cast<std::int64_t>(tensor_inputs_.size());
+                            if (index < 0 || index >= n) {
+                              KOP_FIELD_FAIL(path)
+                                  << "index " << index << " is out of range; expected 0 <= index < "
+                                  << n << " (tensor inputs: " << join(tensor_inputs_) << ")";
+                            }
+                            return tensor_inputs_[static_cast<std::size_t>(index)];
+                          },
+                          [&](const std::string& name) {
+                            check_tensor_input_name(name, path);
+                            return name;
+                          },
+                      },
+                      ref);
   }
 
   void check_tensor_input_name(const std::string& name, const std::string& path) {

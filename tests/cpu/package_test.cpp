@@ -279,13 +279,13 @@ TEST(PackageHostile, SourceFileIsRejected) {
 // get<int>() on a floating-point or out-of-range number is undefined behaviour (UBSan).
 TEST(PackageHostile, IntegersAreRangeChecked) {
   expect_hostile(with_metadata_edit("[[16,", "[[1e300,"),
-                 "image 0 resource usage is 1e+300; expected an integer in range");
+                 "image 0: resource usage value 1e+300 is not an integer in [-1, 2147483647]");
   expect_hostile(with_metadata_edit("[[16,", "[[-1.5,"),
-                 "image 0 resource usage is -1.5; expected an integer in range");
+                 "image 0: resource usage value -1.5 is not an integer in [-1, 2147483647]");
   expect_hostile(with_metadata_edit("[[16,", "[[2147483648,"),
-                 "image 0 resource usage is 2147483648; expected an integer in range");
+                 "image 0: resource usage value 2147483648 is not an integer in [-1, 2147483647]");
   expect_hostile(with_metadata_edit("[[16,", "[[\"16\","),
-                 "image 0 resource usage is \"16\"; expected an integer in range");
+                 "image 0: resource usage value \"16\" is not an integer in [-1, 2147483647]");
   expect_hostile(with_metadata_edit("\"format\":1,", "\"format\":1e300,"),
                  "metadata.format is 1e+300; expected an integer in range");
   expect_hostile(with_metadata_edit("\"format\":1,", "\"format\":-1,"),
@@ -294,14 +294,23 @@ TEST(PackageHostile, IntegersAreRangeChecked) {
                  "metadata is not valid JSON: ");
 }
 
+// Fields that say the same thing twice must agree; JSON keys appear once (one strict parser for
+// specs and packages).
+TEST(PackageHostile, RedundantFieldsAndDuplicateKeysAreRejected) {
+  expect_hostile(with_metadata_edit("\"kind\":\"cubin\"", "\"kind\":\"ptx\""),
+                 "image 0 (sm_80) has kind 'ptx'");
+  expect_hostile(with_metadata_edit("\"format\":1,", "\"format\":1,\"format\":1,"),
+                 "metadata is not valid JSON: field 'format' is given twice");
+}
+
 // Printing and copying JSON recurse: metadata nesting deeper than 64 levels is rejected while
 // it is parsed, before anything walks it.
 TEST(PackageHostile, DeepMetadataIsRejected) {
   std::string deep = "\"x\":" + std::string(100000, '[') + std::string(100000, ']') + ",";
   expect_hostile(with_metadata_edit("{\"format\"", "{" + deep + "\"format\""),
-                 "metadata is not valid JSON: it nests deeper than 64 levels");
+                 "metadata is not valid JSON: nests deeper than 64 levels");
   expect_hostile(with_metadata_edit("\"spec\":{", "\"spec\":{" + deep),
-                 "metadata is not valid JSON: it nests deeper than 64 levels");
+                 "metadata is not valid JSON: nests deeper than 64 levels");
 }
 
 TEST(PackageHostile, DeepExpressionsInTheSpecAreRejected) {
