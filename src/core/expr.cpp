@@ -226,13 +226,9 @@ class Parser {
   std::string parse_ident() {
     skip_space();
     std::size_t start = pos_;
-    if (pos_ < text_.size() &&
-        (std::isalpha(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_')) {
+    if (pos_ < text_.size() && detail::is_ident_start(text_[pos_])) {
       ++pos_;
-      while (pos_ < text_.size() &&
-             (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_')) {
-        ++pos_;
-      }
+      while (pos_ < text_.size() && detail::is_ident_char(text_[pos_])) ++pos_;
     }
     if (start == pos_) fail("expected a name");
     return std::string(text_.substr(start, pos_ - start));

@@ -3,6 +3,7 @@
 
 #include "core/file_io.hpp"
 #include "core/json_util.hpp"
+#include "core/words.hpp"
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -36,9 +37,8 @@ class Reader {
       bool known = false;
       for (auto a : allowed) known = known || a == item.key();
       if (!known) {
-        std::string list;
-        for (auto a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-        fail(join(path, item.key()), "unknown field (known fields: " + list + ")");
+        fail(join(path, item.key()),
+             "unknown field (known fields: " + detail::join(allowed) + ")");
       }
     }
   }
@@ -99,9 +99,8 @@ class Reader {
   DType get_dtype(const Json& j, const std::string& path) const {
     std::string name = get_string(j, path);
     if (auto d = parse_dtype(name)) return *d;
-    std::string known;
-    for (DType d : kAllDTypes) known += (known.empty() ? "" : ", ") + std::string(dtype_name(d));
-    fail(path, "'" + name + "' is not a dtype (dtypes: " + known + ")");
+    fail(path, "'" + name + "' is not a dtype (dtypes: " + detail::join(kAllDTypes, dtype_name) +
+                   ")");
   }
   // A dtype name, or else the name of a type parameter (checked later by validate()).
   DTypeDecl get_dtype_decl(const Json& j, const std::string& path) const {

@@ -17,13 +17,6 @@
 namespace kernelop {
 namespace {
 
-bool is_identifier(std::string_view s) {
-  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-  });
-}
-
 // The largest number of kernel instantiations type parameters may ask for: each is compiled
 // for every architecture, and the product of the dtype lists grows fast.
 constexpr std::size_t kMaxInstances = 1024;
@@ -66,11 +59,9 @@ bool is_define(std::string_view s) {
   return s[i] == '=' && s.find_first_of("\r\n", i) == std::string_view::npos;
 }
 
+// A list for messages; "none" when empty.
 std::string join(const std::vector<std::string>& items) {
-  if (items.empty()) return "none";
-  std::string out;
-  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
-  return out;
+  return items.empty() ? "none" : detail::join(items);
 }
 
 class Validator {
@@ -179,7 +170,7 @@ class Validator {
   }
 
   void check_name(const std::string& name, const std::string& path) {
-    if (!is_identifier(name)) {
+    if (!detail::is_identifier(name)) {
       KOP_FIELD_FAIL(path) << "'" << name
                            << "' is not an identifier (letters, digits, '_', not starting "
                               "with a digit)";
@@ -577,7 +568,7 @@ class Validator {
 bool is_valid_op_name(std::string_view op_name) {
   auto pos = op_name.find("::");
   if (pos == std::string_view::npos) return false;
-  return is_identifier(op_name.substr(0, pos)) && is_identifier(op_name.substr(pos + 2));
+  return detail::is_identifier(op_name.substr(0, pos)) && detail::is_identifier(op_name.substr(pos + 2));
 }
 
 bool is_reserved_name(std::string_view name) {

@@ -20,6 +20,33 @@ inline bool is_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
 }
 
+/// An ASCII C identifier ([A-Za-z_][A-Za-z0-9_]*), independent of the locale: the one
+/// identifier rule for op, input and parameter names and for expression leaves.
+inline bool is_identifier(std::string_view s) {
+  if (s.empty() || !is_ident_start(s[0])) return false;
+  for (char c : s) {
+    if (!is_ident_char(c)) return false;
+  }
+  return true;
+}
+
+/// The items' texts separated by ", " (or `separator`): join(dtypes, dtype_name).
+template <class Range, class Text>
+std::string join(const Range& items, Text text, std::string_view separator = ", ") {
+  std::string out;
+  bool first = true;
+  for (const auto& item : items) {
+    if (!first) out += separator;
+    out += std::string_view(text(item));
+    first = false;
+  }
+  return out;
+}
+template <class Range>
+std::string join(const Range& items, std::string_view separator = ", ") {
+  return join(items, [](const auto& item) -> std::string_view { return item; }, separator);
+}
+
 /// The first position at or after `from` where the identifier `word` occurs in `text` as a
 /// whole word (a maximal run of identifier characters); npos when there is none. Linear time.
 inline std::size_t find_word(std::string_view text, std::string_view word, std::size_t from = 0) {

@@ -1,6 +1,8 @@
 // Image selection by compute capability.
 #include "runtime/image_select.hpp"
 
+#include "core/words.hpp"
+
 namespace kernelop::detail {
 
 int select_image(const std::vector<ArchImage>& images, int major, int minor, bool prefer_ptx,
@@ -30,8 +32,7 @@ int select_image(const std::vector<ArchImage>& images, int major, int minor, boo
   int second = best(!prefer_ptx);
   if (second >= 0) return second;
   if (why) {
-    std::string built;
-    for (const auto& image : images) built += (built.empty() ? "" : ", ") + image.arch;
+    std::string built = join(images, [](const ArchImage& image) { return image.arch; });
     *why = "no image runs on sm_" + std::to_string(device) +
            " (built: " + (built.empty() ? "nothing" : built) +
            "); rebuild with that architecture or with PTX for an older one";

@@ -11,6 +11,7 @@
 #include "kernelop/package.hpp"
 #include "kernelop/runtime.hpp"
 #include "kernelop/shape_eval.hpp"
+#include "core/words.hpp"
 #include "runtime/device_module.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/launch_args.hpp"
@@ -27,12 +28,6 @@ using detail::FrameEnv;
 using detail::FrameSizes;
 using detail::PackedArgs;
 using detail::scalar_kind_name;
-
-std::string join_dtypes(const std::vector<DType>& dtypes) {
-  std::string out;
-  for (DType d : dtypes) out += (out.empty() ? "" : ", ") + std::string(dtype_name(d));
-  return out;
-}
 
 }  // namespace
 
@@ -99,7 +94,7 @@ struct KernelOp::State {
     msg << "); instantiated for";
     for (const auto& tp : p.type_params) {
       std::vector<DType> d = tp.dtypes;
-      msg << " " << tp.name << " in {" << join_dtypes(d) << "}";
+      msg << " " << tp.name << " in {" << detail::join(d, dtype_name) << "}";
     }
     fail_type(msg.str());
   }
