@@ -2,6 +2,7 @@
  * stream. For embedding in any engine's plugin mechanism (see docs/c-api.md). No exception
  * crosses it: every function returns a status, and kop_last_error() says what went wrong on
  * the calling thread. All functions are thread-safe; a kop_op may be used from many threads. */
+/* NOLINTBEGIN: a C header (typedefs, C names), outside clang-tidy's C++ style. */
 #ifndef KERNELOP_C_API_H_
 #define KERNELOP_C_API_H_
 
@@ -104,3 +105,4 @@ int32_t kop_abi_version(void);
 #endif
 
 #endif /* KERNELOP_C_API_H_ */
+/* NOLINTEND */

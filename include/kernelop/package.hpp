@@ -1,4 +1,5 @@
-// The .kop AOT package: one file holding an op's spec and plan, CUBIN per architecture, PTX,
+// The .kop AOT package: one file holding an op's spec (the plan is derived again on load),
+// CUBIN per architecture, PTX,
 // resource usage and a format version, checksummed. Loading one needs neither NVRTC nor the
 // kernel source, and a package is untrusted input: a malformed file is an Error, never a crash.
 //

@@ -52,9 +52,10 @@ struct SizeEnv {
         std::uint64_t skip = 0;
         for (auto listed : n.axes) {
           std::int64_t a = axis(n.slot, listed, n);
-          if (skip >> a & 1u)
+          if (skip >> a & 1u) {
             fail("'" + to_string(n) + "': axis " + std::to_string(listed) +
                  " is listed twice for " + n.name);
+          }
           skip |= 1ull << a;
         }
         Int p = ExprArith<Int>::constant(1);

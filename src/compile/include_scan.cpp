@@ -276,11 +276,10 @@ class Lexer {
   // A pp-number, so that digit separators (1'000) do not open a character literal.
   void pp_number() {
     for (int c = c_.peek(); c != kEnd; c = c_.peek()) {
-      if ((c == 'e' || c == 'E' || c == 'p' || c == 'P') &&
-          (c_.peek_second() == '+' || c_.peek_second() == '-')) {
-        c_.next();
-        c_.next();
-      } else if (c == '\'' && is_ident_char(c_.peek_second())) {
+      bool exponent = (c == 'e' || c == 'E' || c == 'p' || c == 'P') &&
+                      (c_.peek_second() == '+' || c_.peek_second() == '-');
+      bool separator = c == '\'' && is_ident_char(c_.peek_second());
+      if (exponent || separator) {
         c_.next();
         c_.next();
       } else if (is_ident_char(c) || c == '.') {

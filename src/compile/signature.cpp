@@ -322,7 +322,7 @@ std::string signature_probe_source() {
     if (b.code == kUnknown) continue;
     std::string type(b.text);
     if (type == "__half" || type == "__nv_bfloat16" || type.rfind("__nv_fp8", 0) == 0) {
-      type = "::" + type;
+      type.insert(0, "::");
     }
     spec(type, std::to_string(b.code));
   }

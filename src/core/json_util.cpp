@@ -28,12 +28,12 @@ std::optional<std::vector<ResourceUsage>> usage_from_json(const Json& j, std::st
     }
     for (std::size_t i = 0; i < 6; ++i) {
       // get<int>() on 1e300 or -1.5 would be undefined behaviour: integers in range only.
-      if (!u[i].is_number_integer() || (u[i].is_number_unsigned() && u[i].get<std::uint64_t>() >
-                                                                          std::uint64_t{INT_MAX}) ||
+      if (!u[i].is_number_integer() ||
+          (u[i].is_number_unsigned() && u[i].get<std::uint64_t>() > std::uint64_t{INT_MAX}) ||
           (!u[i].is_number_unsigned() &&
            (u[i].get<std::int64_t>() < -1 || u[i].get<std::int64_t>() > INT_MAX))) {
-        *why = "resource usage value " + u[i].dump().substr(0, 40) +
-               " is not an integer in [-1, " + std::to_string(INT_MAX) + "]";
+        *why = "resource usage value " + u[i].dump().substr(0, 40) + " is not an integer in [-1, " +
+               std::to_string(INT_MAX) + "]";
         return std::nullopt;
       }
       v[i] = static_cast<int>(u[i].get<std::int64_t>());

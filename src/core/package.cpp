@@ -83,8 +83,8 @@ class Reader {
     // bytes for every image, and loading it would copy them as many times.
     std::uint64_t previous_end = table_end;
     for (std::uint32_t i = 0; i < count; ++i) {
-      auto offset = detail::get_le<std::uint64_t>(bytes_, kHeaderSize + 16 * i);
-      auto length = detail::get_le<std::uint64_t>(bytes_, kHeaderSize + 16 * i + 8);
+      auto offset = detail::get_le<std::uint64_t>(bytes_, kHeaderSize + 16 * std::size_t{i});
+      auto length = detail::get_le<std::uint64_t>(bytes_, kHeaderSize + 16 * std::size_t{i} + 8);
       if (offset < table_end || offset > bytes_.size() || length > bytes_.size() - offset) {
         fail("section " + std::to_string(i) + " lies outside the file");
       }
@@ -160,9 +160,10 @@ class Reader {
         fail("image " + std::to_string(i) + " has arch '" + a.arch + "'");
       a.data.assign(sections[i + 1]);
       // "kind" is redundant with the arch; a package where they disagree is not one we wrote.
-      if (images[i].at("kind").get<std::string>() != (cubin ? "cubin" : "ptx"))
+      if (images[i].at("kind").get<std::string>() != (cubin ? "cubin" : "ptx")) {
         fail("image " + std::to_string(i) + " (" + a.arch + ") has kind '" +
              images[i].at("kind").get<std::string>() + "'");
+      }
       std::string why;
       auto usage = detail::usage_from_json(images[i].at("usage"), &why);
       if (!usage) fail("image " + std::to_string(i) + ": " + why);

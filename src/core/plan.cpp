@@ -13,7 +13,7 @@
 namespace kernelop {
 namespace {
 
-std::string trim(std::string s) {
+std::string trim(const std::string& s) {
   auto b = s.find_first_not_of(" \t\r\n");
   auto e = s.find_last_not_of(" \t\r\n");
   return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);

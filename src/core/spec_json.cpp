@@ -15,11 +15,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-// No spec nests more than a few levels, and printing or copying a JSON value recurses, so a
-// document nesting deeper than this is rejected while it is parsed.
-
-// Reads a whole file into *out; false when it cannot be read. A directory opens as a stream
-// on Linux but reads as nothing, so it is rejected explicitly.
+// Reads an OpDecl out of a parsed document, naming the field path of every error.
 class Reader {
  public:
   explicit Reader(std::string origin) : origin_(std::move(origin)) {}
@@ -37,8 +33,7 @@ class Reader {
       bool known = false;
       for (auto a : allowed) known = known || a == item.key();
       if (!known) {
-        fail(join(path, item.key()),
-             "unknown field (known fields: " + detail::join(allowed) + ")");
+        fail(join(path, item.key()), "unknown field (known fields: " + detail::join(allowed) + ")");
       }
     }
   }
@@ -99,8 +94,8 @@ class Reader {
   DType get_dtype(const Json& j, const std::string& path) const {
     std::string name = get_string(j, path);
     if (auto d = parse_dtype(name)) return *d;
-    fail(path, "'" + name + "' is not a dtype (dtypes: " + detail::join(kAllDTypes, dtype_name) +
-                   ")");
+    fail(path,
+         "'" + name + "' is not a dtype (dtypes: " + detail::join(kAllDTypes, dtype_name) + ")");
   }
   // A dtype name, or else the name of a type parameter (checked later by validate()).
   DTypeDecl get_dtype_decl(const Json& j, const std::string& path) const {

@@ -100,7 +100,7 @@ class Validator {
                              "identifiers (letters, digits, '_', not starting with a digit)";
     }
     auto pos = decl_.op_name.find("::");
-    for (auto part : {decl_.op_name.substr(0, pos), decl_.op_name.substr(pos + 2)}) {
+    for (const std::string& part : {decl_.op_name.substr(0, pos), decl_.op_name.substr(pos + 2)}) {
       if (is_reserved_name(part)) {
         KERNELOP_FAIL(Spec) << "op name '" << decl_.op_name << "': '" << part
                             << "' is a reserved name";
@@ -568,7 +568,8 @@ class Validator {
 bool is_valid_op_name(std::string_view op_name) {
   auto pos = op_name.find("::");
   if (pos == std::string_view::npos) return false;
-  return detail::is_identifier(op_name.substr(0, pos)) && detail::is_identifier(op_name.substr(pos + 2));
+  return detail::is_identifier(op_name.substr(0, pos)) &&
+         detail::is_identifier(op_name.substr(pos + 2));
 }
 
 bool is_reserved_name(std::string_view name) {

@@ -44,7 +44,8 @@ std::string join(const Range& items, Text text, std::string_view separator = ", 
 }
 template <class Range>
 std::string join(const Range& items, std::string_view separator = ", ") {
-  return join(items, [](const auto& item) -> std::string_view { return item; }, separator);
+  return join(
+      items, [](const auto& item) -> std::string_view { return item; }, separator);
 }
 
 /// The first position at or after `from` where the identifier `word` occurs in `text` as a

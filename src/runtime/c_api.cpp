@@ -102,9 +102,10 @@ kernelop::TensorView view_of(const kop_tensor& t, const char* role, int32_t inde
   v.dtype = static_cast<kernelop::DType>(t.dtype);
   v.device = t.device;
   v.shape = kernelop::Shape(std::span<const int64_t>(t.shape, static_cast<std::size_t>(t.rank)));
-  if (t.strides)
+  if (t.strides) {
     v.strides =
         kernelop::Shape(std::span<const int64_t>(t.strides, static_cast<std::size_t>(t.rank)));
+  }
   return v;
 }
 

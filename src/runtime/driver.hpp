@@ -13,7 +13,6 @@ namespace kernelop::detail {
 // symbols (cuMemAlloc -> cuMemAlloc_v2); the table resolves whatever the macro expands to.
 #define KERNELOP_DRIVER_FUNCTIONS(X) \
   X(cuInit)                          \
-  X(cuDriverGetVersion)              \
   X(cuGetErrorName)                  \
   X(cuGetErrorString)                \
   X(cuDeviceGetCount)                \
@@ -43,10 +42,10 @@ namespace kernelop::detail {
   X(cuEventDestroy)                  \
   X(cuEventRecord)                   \
   X(cuEventSynchronize)              \
-  X(cuEventElapsedTime)              \
-  X(cuPointerGetAttribute)
+  X(cuEventElapsedTime)
 
 struct Driver {
+// NOLINTNEXTLINE(bugprone-macro-parentheses): `name` is a declarator, not an expression
 #define KERNELOP_DRIVER_MEMBER(name) decltype(&::name) name = nullptr;
   KERNELOP_DRIVER_FUNCTIONS(KERNELOP_DRIVER_MEMBER)
 #undef KERNELOP_DRIVER_MEMBER

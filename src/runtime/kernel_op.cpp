@@ -7,11 +7,11 @@
 #include <limits>
 #include <sstream>
 
+#include "core/words.hpp"
 #include "kernelop/launch_limits.hpp"
 #include "kernelop/package.hpp"
 #include "kernelop/runtime.hpp"
 #include "kernelop/shape_eval.hpp"
-#include "core/words.hpp"
 #include "runtime/device_module.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/launch_args.hpp"
@@ -208,9 +208,10 @@ struct KernelOp::State {
                                     std::span<const TensorView> inputs) const {
     if (out.dtype_from >= 0) return inputs[static_cast<std::size_t>(out.dtype_from)].dtype;
     auto d = bound(instance, out.dtype);
-    if (!d && out.shape.kind != ShapeRule::Kind::External)
+    if (!d && out.shape.kind != ShapeRule::Kind::External) {
       fail("output '" + plan().tensors[static_cast<std::size_t>(out.slot)].name +
            "' has no known dtype");
+    }
     return d;
   }
 

@@ -36,11 +36,18 @@ TEST(Signature, MatchingKernelCompiles) {
 
 TEST(Signature, AcceptsRestrictNonConstInputsUnsignedExtrasAndLong) {
   // __restrict__, a non-const pointer for an input the kernel only reads, unsigned extras.
-  build(op(
+  CompiledImage restrict_unsigned = build(op(
       R"(extern "C" __global__ void k(float* __restrict__ x, unsigned n, float* __restrict__ y) {})"));
+  EXPECT_EQ(restrict_unsigned.lowered_names, std::vector<std::string>{"k"});
+  EXPECT_EQ(restrict_unsigned.plan.args.at(1).value_type, ScalarType::Int);
+  EXPECT_EQ(restrict_unsigned.plan.args.at(1).c_type(), "int");
   OpDecl d = op(R"(extern "C" __global__ void k(const float* x, long n, float* y) {})");
   d.spec.extras = {Numel{"x", true}};
-  build(d);  // long is 64-bit on LP64
+  CompiledImage long_extra = build(d);  // long is 64-bit on LP64
+  EXPECT_EQ(long_extra.plan.args.at(1).value_type, ScalarType::Int64);
+  EXPECT_EQ(long_extra.plan.args.at(1).c_type(), "long long");
+  // The plan keeps the calling convention's types; the kernel's compatible spellings pass.
+  EXPECT_EQ(restrict_unsigned.plan.args.at(0).c_type(), "const float*");
 }
 
 TEST(Signature, WrongArity) {
