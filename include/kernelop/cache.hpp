@@ -21,11 +21,9 @@
 #include <string>
 #include <string_view>
 
-namespace kernelop {
+#include "kernelop/error.hpp"
 
-/// Where warnings go (default: stderr, prefixed "kernelop: warning: ").
-void set_warning_handler(std::function<void(std::string_view)> handler);
-void warn(std::string_view message);
+namespace kernelop {
 
 class CompileCache {
  public:

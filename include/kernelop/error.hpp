@@ -2,6 +2,7 @@
 #pragma once
 
 #include <exception>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -47,6 +48,11 @@ class Error : public std::exception {
   std::string message_;
   ErrorContext context_;
 };
+
+/// Where warnings go (default: stderr, prefixed "kernelop: warning: "); nullptr drops them.
+/// Warnings report what kernelop did instead of failing: an uncached build, a damaged cache entry.
+void set_warning_handler(std::function<void(std::string_view)> handler);
+void warn(std::string_view message);
 
 namespace detail {
 

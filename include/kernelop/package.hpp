@@ -27,6 +27,9 @@ namespace kernelop {
 
 inline constexpr std::uint32_t kPackageFormatVersion = 1;
 
+/// kernelop's version, "0.1.0" (from CMake's project(); recorded in packages as created_by).
+std::string_view version();
+
 /// A package's contents plus what only the file knows.
 struct Package {
   CompiledImage image;

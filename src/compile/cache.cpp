@@ -25,32 +25,11 @@ namespace fs = std::filesystem;
 constexpr char kMagic[8] = {'K', 'O', 'P', 'C', 'A', 'C', 'H', 'E'};
 constexpr std::size_t kHeaderSize = 8 + 4 + 4 + 8 + 16;
 
-std::mutex& warning_mutex() {
-  static std::mutex m;
-  return m;
-}
-std::function<void(std::string_view)>& warning_handler() {
-  static std::function<void(std::string_view)> handler = [](std::string_view message) {
-    std::cerr << "kernelop: warning: " << message << "\n";
-  };
-  return handler;
-}
-
 std::string errno_text() {
   return std::strerror(errno);
 }
 
 }  // namespace
-
-void set_warning_handler(std::function<void(std::string_view)> handler) {
-  std::lock_guard lock(warning_mutex());
-  warning_handler() = std::move(handler);
-}
-
-void warn(std::string_view message) {
-  std::lock_guard lock(warning_mutex());
-  if (warning_handler()) warning_handler()(message);
-}
 
 CompileCache::CompileCache(fs::path dir) : dir_(std::move(dir)) {}
 

@@ -1,9 +1,35 @@
-// Error construction and kind names.
+// Error construction and kind names; the warning channel.
 #include "kernelop/error.hpp"
 
+#include <iostream>
+#include <mutex>
 #include <utility>
 
 namespace kernelop {
+namespace {
+
+std::mutex& warning_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::function<void(std::string_view)>& warning_handler() {
+  static std::function<void(std::string_view)> handler = [](std::string_view message) {
+    std::cerr << "kernelop: warning: " << message << "\n";
+  };
+  return handler;
+}
+
+}  // namespace
+
+void set_warning_handler(std::function<void(std::string_view)> handler) {
+  std::lock_guard lock(warning_mutex());
+  warning_handler() = std::move(handler);
+}
+
+void warn(std::string_view message) {
+  std::lock_guard lock(warning_mutex());
+  if (warning_handler()) warning_handler()(message);
+}
 
 std::string_view error_kind_name(ErrorKind kind) {
   switch (kind) {

@@ -25,7 +25,6 @@ constexpr char kMagic[8] = {'K', 'O', 'P', 'K', 'G', '\r', '\n', '\x1a'};
 constexpr std::size_t kHeaderSize = 40;
 constexpr std::uint32_t kMaxSections = 1024;
 // The metadata nests a few levels; printing or copying JSON recurses, so deeper is rejected.
-constexpr const char* kCreatedBy = "kernelop 0.1.0";
 
 // The spec as a package stores it: source inline, dtypes the compiler inferred filled in.
 OpDecl packaged_decl(const CompiledImage& image) {
@@ -192,7 +191,7 @@ std::string write_package_bytes(const CompiledImage& image) {
   }
   Json meta = Json::object();
   meta["format"] = kPackageFormatVersion;
-  meta["created_by"] = kCreatedBy;
+  meta["created_by"] = "kernelop " + std::string(version());
   meta["op"] = image.plan.op_name;
   meta["schema"] = image.plan.qualified_schema();
   meta["spec"] = Json::parse(print_op_json(packaged_decl(image), JsonWriteOptions{-1, true}));
@@ -235,6 +234,10 @@ std::string write_package_bytes(const CompiledImage& image) {
   out.append(reinterpret_cast<const char*>(digest.bytes.data()), 16);
   out.append(body);
   return out;
+}
+
+std::string_view version() {
+  return KERNELOP_VERSION;
 }
 
 void write_package(const CompiledImage& image, const std::filesystem::path& path) {
