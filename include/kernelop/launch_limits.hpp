@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kernelop {
 
@@ -28,6 +29,10 @@ constexpr bool within_launch_limits(const Dims3& grid, const Dims3& block,
   return block[0] * block[1] * block[2] <= kMaxThreadsPerBlock && shared_mem >= 0 &&
          shared_mem <= kMaxSharedMemBytes;
 }
+
+/// Why a constant block (1 to 3 extents, as a spec declares it) cannot launch, or "": "has 2048
+/// threads per block; CUDA allows at most 1024", "z dimension is 128; CUDA allows at most 64".
+std::string block_problem(const std::vector<std::int64_t>& block);
 
 /// The expressions behind launch dimensions, for messages ("" when the caller gave numbers).
 struct DimsText {

@@ -3,7 +3,37 @@
 
 #include "kernelop/error.hpp"
 
+#include <limits>
+
 namespace kernelop {
+
+std::string block_problem(const std::vector<std::int64_t>& block) {
+  if (block.empty()) return "is empty; expected 1 to 3 positive ints";
+  if (block.size() > 3) {
+    return "has " + std::to_string(block.size()) + " dims; CUDA blocks have at most 3";
+  }
+  std::int64_t threads = 1;
+  bool overflow = false;
+  for (auto b : block) {
+    if (b <= 0) return "has " + std::to_string(b) + "; expected positive ints";
+    overflow = overflow || __builtin_mul_overflow(threads, b, &threads);
+  }
+  if (overflow) {
+    return "has more than " + std::to_string(std::numeric_limits<std::int64_t>::max()) +
+           " threads per block; CUDA allows at most " + std::to_string(kMaxThreadsPerBlock);
+  }
+  if (threads > kMaxThreadsPerBlock) {
+    return "has " + std::to_string(threads) + " threads per block; CUDA allows at most " +
+           std::to_string(kMaxThreadsPerBlock);
+  }
+  for (std::size_t i = 0; i < block.size(); ++i) {
+    if (block[i] > kMaxBlock[i]) {
+      return std::string(kAxisNames[i]) + " dimension is " + std::to_string(block[i]) +
+             "; CUDA allows at most " + std::to_string(kMaxBlock[i]);
+    }
+  }
+  return {};
+}
 
 void check_launch_dims(std::string_view op, const Dims3& grid, const Dims3& block,
                        std::int64_t shared_mem, const DimsText* text) {

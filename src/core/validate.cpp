@@ -21,44 +21,6 @@ namespace {
 // for every architecture, and the product of the dtype lists grows fast.
 constexpr std::size_t kMaxInstances = 1024;
 
-// Matches what the regex \s*ID(::ID)*\s*(<.*>)?\s* (ID = [A-Za-z_][A-Za-z0-9_]*) matches, in
-// linear time and constant stack. As in the regex, '.' is anything but a line break.
-bool is_kernel_name(std::string_view s) {
-  std::size_t i = 0;
-  auto skip_space = [&] {
-    while (i < s.size() && detail::is_space(s[i])) ++i;
-  };
-  auto identifier = [&] {
-    if (i >= s.size() || !detail::is_ident_start(s[i])) return false;
-    while (i < s.size() && detail::is_ident_char(s[i])) ++i;
-    return true;
-  };
-  skip_space();
-  if (!identifier()) return false;
-  while (s.substr(i, 2) == "::") {
-    i += 2;
-    if (!identifier()) return false;
-  }
-  skip_space();
-  if (i < s.size() && s[i] == '<') {
-    std::size_t gt = s.rfind('>');  // only the last '>' can leave nothing but space after it
-    if (gt == std::string_view::npos || gt <= i) return false;
-    if (s.substr(i, gt - i).find_first_of("\r\n") != std::string_view::npos) return false;
-    i = gt + 1;
-  }
-  skip_space();
-  return i == s.size();
-}
-
-// Matches what the regex [A-Za-z_][A-Za-z0-9_]*(=.*)? matches ('.': anything but a line break).
-bool is_define(std::string_view s) {
-  if (s.empty() || !detail::is_ident_start(s[0])) return false;
-  std::size_t i = 1;
-  while (i < s.size() && detail::is_ident_char(s[i])) ++i;
-  if (i == s.size()) return true;
-  return s[i] == '=' && s.find_first_of("\r\n", i) == std::string_view::npos;
-}
-
 // A list for messages; "none" when empty.
 std::string join(const std::vector<std::string>& items) {
   return items.empty() ? "none" : detail::join(items);
@@ -112,7 +74,7 @@ class Validator {
     if (spec_.kernel_source.find_first_not_of(" \t\r\n") == std::string::npos) {
       KOP_FIELD_FAIL("kernel_source") << "is empty; expected CUDA C++ source text";
     }
-    if (!is_kernel_name(spec_.kernel_name)) {
+    if (!detail::is_kernel_name(spec_.kernel_name)) {
       KOP_FIELD_FAIL("kernel_name")
           << "'" << spec_.kernel_name
           << "' is not a kernel name; expected an identifier, optionally qualified and with "
@@ -425,30 +387,7 @@ class Validator {
   }
 
   void check_block(const std::vector<std::int64_t>& block, const std::string& path) {
-    if (block.empty()) KOP_FIELD_FAIL(path) << "is empty; expected 1 to 3 positive ints";
-    if (block.size() > 3) {
-      KOP_FIELD_FAIL(path) << "has " << block.size() << " dims; CUDA blocks have at most 3";
-    }
-    std::int64_t threads = 1;
-    bool overflow = false;
-    for (auto b : block) {
-      if (b <= 0) KOP_FIELD_FAIL(path) << "has " << b << "; expected positive ints";
-      overflow = overflow || __builtin_mul_overflow(threads, b, &threads);
-    }
-    if (overflow) {
-      KOP_FIELD_FAIL(path) << "has more than " << std::numeric_limits<std::int64_t>::max()
-                           << " threads per block; CUDA allows at most " << kMaxThreadsPerBlock;
-    }
-    if (threads > kMaxThreadsPerBlock) {
-      KOP_FIELD_FAIL(path) << "has " << threads << " threads per block; CUDA allows at most "
-                           << kMaxThreadsPerBlock;
-    }
-    for (std::size_t i = 0; i < block.size(); ++i) {
-      if (block[i] > kMaxBlock[i]) {
-        KOP_FIELD_FAIL(path) << kAxisNames[i] << " dimension is " << block[i]
-                             << "; CUDA allows at most " << kMaxBlock[i];
-      }
-    }
+    if (std::string why = block_problem(block); !why.empty()) KOP_FIELD_FAIL(path) << why;
   }
 
   // Requirements constrain the inputs: outputs are not known when they are checked.
@@ -542,7 +481,7 @@ class Validator {
       }
     }
     for (std::size_t i = 0; i < spec_.defines.size(); ++i) {
-      if (!is_define(spec_.defines[i])) {
+      if (!detail::is_define(spec_.defines[i])) {
         KOP_FIELD_FAIL("defines[" + std::to_string(i) + "]")
             << "'" << spec_.defines[i] << "' is not 'NAME' or 'NAME=VALUE'";
       }

@@ -30,6 +30,44 @@ inline bool is_identifier(std::string_view s) {
   return true;
 }
 
+// Matches what the regex \s*ID(::ID)*\s*(<.*>)?\s* (ID = [A-Za-z_][A-Za-z0-9_]*) matches, in
+// linear time and constant stack. As in the regex, '.' is anything but a line break.
+inline bool is_kernel_name(std::string_view s) {
+  std::size_t i = 0;
+  auto skip_space = [&] {
+    while (i < s.size() && is_space(s[i])) ++i;
+  };
+  auto identifier = [&] {
+    if (i >= s.size() || !is_ident_start(s[i])) return false;
+    while (i < s.size() && is_ident_char(s[i])) ++i;
+    return true;
+  };
+  skip_space();
+  if (!identifier()) return false;
+  while (s.substr(i, 2) == "::") {
+    i += 2;
+    if (!identifier()) return false;
+  }
+  skip_space();
+  if (i < s.size() && s[i] == '<') {
+    std::size_t gt = s.rfind('>');  // only the last '>' can leave nothing but space after it
+    if (gt == std::string_view::npos || gt <= i) return false;
+    if (s.substr(i, gt - i).find_first_of("\r\n") != std::string_view::npos) return false;
+    i = gt + 1;
+  }
+  skip_space();
+  return i == s.size();
+}
+
+// Matches what the regex [A-Za-z_][A-Za-z0-9_]*(=.*)? matches ('.': anything but a line break).
+inline bool is_define(std::string_view s) {
+  if (s.empty() || !is_ident_start(s[0])) return false;
+  std::size_t i = 1;
+  while (i < s.size() && is_ident_char(s[i])) ++i;
+  if (i == s.size()) return true;
+  return s[i] == '=' && s.find_first_of("\r\n", i) == std::string_view::npos;
+}
+
 /// The items' texts separated by ", " (or `separator`): join(dtypes, dtype_name).
 template <class Range, class Text>
 std::string join(const Range& items, Text text, std::string_view separator = ", ") {

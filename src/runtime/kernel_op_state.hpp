@@ -1,0 +1,244 @@
+// KernelOp's private state, shared by kernel_op.cpp (checks, shapes, launch) and
+// launch_raw.cpp (the caller-geometry launch and the final cuLaunchKernel).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/words.hpp"
+#include "kernelop/runtime.hpp"
+#include "kernelop/shape_eval.hpp"
+#include "runtime/device_module.hpp"
+#include "runtime/launch_args.hpp"
+
+namespace kernelop {
+
+// The runtime's own names for its private helpers (this header is included only by its files).
+using detail::check_cuda;
+using detail::DeviceModule;
+using detail::Driver;
+using detail::Frame;
+using detail::FrameEnv;
+using detail::FrameSizes;
+using detail::PackedArgs;
+using detail::scalar_kind_name;
+
+struct KernelOp::State {
+  CompiledImage image;
+  LoadOptions options;
+  std::mutex load_mutex;
+  std::array<std::atomic<DeviceModule*>, kMaxDevices> devices{};
+  std::vector<std::unique_ptr<DeviceModule>> owned;
+  bool dynamic_shared = false;  // the geometry's shared memory is not the constant 0
+
+  const OpPlan& plan() const { return image.plan; }
+  const OutputPlan& output_of(int slot) const {
+    return plan().outputs[static_cast<std::size_t>(slot - plan().num_tensor_inputs)];
+  }
+  void require_declared_launch() const {
+    if (plan().args_from_kernel) {
+      fail_spec("declares no inputs; its eager_fn launches it (launch_raw)");
+    }
+    if (!plan().geometry)
+      fail_spec("has no launch geometry; its eager_fn launches it (launch_raw)");
+  }
+  [[noreturn]] void fail_spec(const std::string& what) const {
+    KERNELOP_FAIL(Spec) << "op " << plan().op_name << " " << what;
+  }
+
+  [[noreturn]] void fail_type(const std::string& what) const {
+    KERNELOP_FAIL(Type) << "op " << plan().op_name << ": " << what;
+  }
+  [[noreturn]] void fail(const std::string& what) const {
+    KERNELOP_FAIL(Launch) << "op " << plan().op_name << ": " << what;
+  }
+
+  // The dtype an instance binds a declaration to (nullopt: unknown, anything goes).
+  std::optional<DType> bound(int instance, const std::optional<DTypeDecl>& decl) const {
+    if (!decl) return std::nullopt;
+    if (const auto* d = std::get_if<DType>(&*decl)) return *d;
+    const auto& name = std::get<std::string>(*decl);
+    for (std::size_t p = 0; p < plan().type_params.size(); ++p) {
+      if (plan().type_params[p].name == name) {
+        return plan().instances[static_cast<std::size_t>(instance)].bindings[p];
+      }
+    }
+    return std::nullopt;
+  }
+
+  int select_instance(std::span<const TensorView> inputs) const {
+    const OpPlan& p = plan();
+    if (p.type_params.empty()) return 0;
+    for (std::size_t inst = 0; inst < p.instances.size(); ++inst) {
+      bool match = true;
+      for (int i = 0; i < p.num_tensor_inputs && match; ++i) {
+        auto want = bound(static_cast<int>(inst), p.tensors[static_cast<std::size_t>(i)].dtype);
+        match = !want || *want == inputs[static_cast<std::size_t>(i)].dtype;
+      }
+      if (match) return static_cast<int>(inst);
+    }
+    std::ostringstream msg;
+    msg << "no instantiation of " << p.spec.kernel_name << " takes (";
+    for (int i = 0; i < p.num_tensor_inputs; ++i) {
+      msg << (i ? ", " : "") << p.tensors[static_cast<std::size_t>(i)].name << ": "
+          << dtype_name(inputs[static_cast<std::size_t>(i)].dtype);
+    }
+    msg << "); instantiated for";
+    for (const auto& tp : p.type_params) {
+      std::vector<DType> d = tp.dtypes;
+      msg << " " << tp.name << " in {" << detail::join(d, dtype_name) << "}";
+    }
+    fail_type(msg.str());
+  }
+
+  std::string param_text(int slot) const {
+    for (std::size_t i = 0; i < plan().args.size(); ++i) {
+      const ArgSlot& a = plan().args[i];
+      if (a.is_pointer() && a.index == slot) {
+        return "kernel parameter " + std::to_string(i) + " is " + a.c_type();
+      }
+    }
+    return "";
+  }
+
+  // The checks that need no sizes (KernelOp::check_arguments); fills the frame's instance and
+  // scalars.
+  void check_arguments(std::span<const TensorView> inputs, std::span<const ScalarArg> scalars,
+                       Frame& f) const {
+    const OpPlan& p = plan();
+    if (p.args_from_kernel) fail_spec("declares no inputs; its meta_fn gives the output shapes");
+    auto n_in = static_cast<std::size_t>(p.num_tensor_inputs);
+    if (inputs.size() != n_in) {
+      std::string names;
+      for (std::size_t i = 0; i < n_in; ++i) names += (i ? ", " : "") + p.tensors[i].name;
+      fail_type("expected " + std::to_string(n_in) + " tensor input(s) (" + names + "), got " +
+                std::to_string(inputs.size()));
+    }
+    if (scalars.size() != p.scalars.size()) {
+      std::string names;
+      for (std::size_t i = 0; i < p.scalars.size(); ++i)
+        names += (i ? ", " : "") + p.scalars[i].name;
+      fail_type("expected " + std::to_string(p.scalars.size()) + " scalar input(s) (" + names +
+                "), got " + std::to_string(scalars.size()));
+    }
+    f.instance = select_instance(inputs);
+    for (std::size_t i = 0; i < n_in; ++i) {
+      const TensorSlot& t = p.tensors[i];
+      auto want = bound(f.instance, t.dtype);
+      if (want && *want != inputs[i].dtype) {
+        fail_type("input '" + t.name + "' must be " + std::string(dtype_name(*want)) + " (" +
+                  param_text(static_cast<int>(i)) + "), got " +
+                  std::string(dtype_name(inputs[i].dtype)));
+      }
+    }
+    for (std::size_t i = 0; i < p.scalars.size(); ++i) {
+      const ScalarSlot& s = p.scalars[i];
+      const ScalarArg& a = scalars[i];
+      switch (s.type) {
+        case ScalarType::Float:
+        case ScalarType::Float64:
+          if (a.kind == ScalarArg::Kind::Bool) {
+            fail_type("scalar '" + s.name + "' must be a float, got bool");
+          }
+          break;
+        case ScalarType::Int:
+        case ScalarType::Int64:
+          if (a.kind != ScalarArg::Kind::Int) {
+            fail_type("scalar '" + s.name + "' must be an int, got " + scalar_kind_name(a.kind));
+          }
+          if (s.type == ScalarType::Int) {
+            detail::check_int32(p.op_name, "scalar '" + s.name + "'", a.i,
+                                "; declare it int64 and take a long long");
+          }
+          f.ints[i] = a.i;
+          break;
+        case ScalarType::Bool:
+          if (a.kind != ScalarArg::Kind::Bool) {
+            fail_type("scalar '" + s.name + "' must be a bool, got " + scalar_kind_name(a.kind));
+          }
+          f.ints[i] = a.b ? 1 : 0;
+          break;
+      }
+    }
+  }
+
+  // Checks inputs and scalars and fills the frame with every tensor's shape. Outputs shaped by
+  // the meta function take theirs from `outputs` (absent: output_shapes() cannot answer).
+  void prepare(std::span<const TensorView> inputs, std::span<const ScalarArg> scalars, Frame& f,
+               std::span<const TensorView> outputs = {}) const {
+    const OpPlan& p = plan();
+    check_arguments(inputs, scalars, f);
+    for (std::size_t i = 0; i < inputs.size(); ++i) f.shapes[i] = inputs[i].shape;
+    FrameSizes sizes{f};
+    check_ranks(p, sizes, false);
+    FrameEnv env{p, sizes};
+    for (const RequirementPlan& r : p.requirements) {
+      std::int64_t a = env.eval(r.lhs), b = env.eval(r.rhs);
+      if (!compare_holds(r.op, a, b)) {
+        fail("the inputs break the requirement '" + r.text + "': " + std::to_string(a) + " " +
+             std::string(compare_text(r.op)) + " " + std::to_string(b) + " is false");
+      }
+    }
+    for (const OutputPlan& out : p.outputs) {
+      Shape& shape = f.shapes[static_cast<std::size_t>(out.slot)];
+      if (out.shape.kind == ShapeRule::Kind::External) {
+        auto o = static_cast<std::size_t>(out.slot - p.num_tensor_inputs);
+        if (o < outputs.size()) {
+          shape = outputs[o].shape;
+          continue;
+        }
+      }
+      Shape dims;
+      output_dims<std::int64_t>(p, out, sizes, dims);
+      shape = dims;
+    }
+    check_ranks(p, sizes, true);
+  }
+
+  // nullopt: an output of the meta function whose dtype the kernel's signature leaves open.
+  std::optional<DType> output_dtype(const OutputPlan& out, int instance,
+                                    std::span<const TensorView> inputs) const {
+    if (out.dtype_from >= 0) return inputs[static_cast<std::size_t>(out.dtype_from)].dtype;
+    auto d = bound(instance, out.dtype);
+    if (!d && out.shape.kind != ShapeRule::Kind::External) {
+      fail("output '" + plan().tensors[static_cast<std::size_t>(out.slot)].name +
+           "' has no known dtype");
+    }
+    return d;
+  }
+
+  const DeviceModule& module_for(int device) {
+    if (device < 0 || device >= kMaxDevices) {
+      fail("device " + std::to_string(device) + " is out of range (0.." +
+           std::to_string(kMaxDevices - 1) + ")");
+    }
+    auto& slot = devices[static_cast<std::size_t>(device)];
+    if (DeviceModule* m = slot.load(std::memory_order_acquire)) return *m;
+    std::lock_guard lock(load_mutex);
+    if (DeviceModule* m = slot.load(std::memory_order_relaxed)) return *m;
+    auto m = load_module(device);
+    DeviceModule* raw = m.get();
+    owned.push_back(std::move(m));
+    slot.store(raw, std::memory_order_release);
+    return *raw;
+  }
+
+  // Loads the module on `device` if needed, checks the block against the kernel's limits and
+  // launches the packed parameters.
+  void launch_packed(int device, int instance, const std::array<std::int64_t, 3>& grid,
+                     const std::array<std::int64_t, 3>& block, std::int64_t smem, void** params,
+                     void* stream);
+
+  std::unique_ptr<detail::DeviceModule> load_module(int device) {
+    return detail::load_device_module(image, options, device, dynamic_shared);
+  }
+};
+
+}  // namespace kernelop

@@ -1,0 +1,123 @@
+// KernelOp::launch_raw (the caller's geometry and arguments, checked) and the cuLaunchKernel
+// both launch paths end in.
+#include <algorithm>
+
+#include "kernelop/launch_limits.hpp"
+#include "runtime/kernel_op_state.hpp"
+
+namespace kernelop {
+
+void KernelOp::State::launch_packed(int device, int inst, const std::array<std::int64_t, 3>& grid,
+                                    const std::array<std::int64_t, 3>& block, std::int64_t smem,
+                                    void** params, void* stream) {
+  State& s = *this;
+  const DeviceModule& m = s.module_for(device);
+  auto instance = static_cast<std::size_t>(inst);
+  std::int64_t threads = block[0] * block[1] * block[2];
+  if (threads > m.max_threads[instance]) {
+    s.fail("block of " + std::to_string(threads) + " threads exceeds the kernel's limit of " +
+           std::to_string(m.max_threads[instance]) + " on this device");
+  }
+  if (smem + m.static_shared[instance] > m.max_dynamic_shared) {
+    s.fail("shared memory " + std::to_string(smem) + " + " +
+           std::to_string(m.static_shared[instance]) + " static bytes exceeds the " +
+           std::to_string(m.max_dynamic_shared) + " bytes a block may use");
+  }
+
+  const Driver& d = Driver::require();
+  detail::ScopedContext scope(m.ctx->get());
+  CUresult r = d.cuLaunchKernel(m.functions[instance], static_cast<unsigned>(grid[0]),
+                                static_cast<unsigned>(grid[1]), static_cast<unsigned>(grid[2]),
+                                static_cast<unsigned>(block[0]), static_cast<unsigned>(block[1]),
+                                static_cast<unsigned>(block[2]), static_cast<unsigned>(smem),
+                                static_cast<CUstream>(stream), params, nullptr);
+  if (r != CUDA_SUCCESS) {
+    s.fail("cuLaunchKernel(kernel=\"" + s.image.lowered_names[instance] + "\", grid=[" +
+           std::to_string(grid[0]) + ", " + std::to_string(grid[1]) + ", " +
+           std::to_string(grid[2]) + "], block=[" + std::to_string(block[0]) + ", " +
+           std::to_string(block[1]) + ", " + std::to_string(block[2]) +
+           "], shared=" + std::to_string(smem) + ") failed: " + detail::cuda_error_text(r));
+  }
+}
+
+void KernelOp::launch_raw(const LaunchDims& dims, std::span<const RawArg> args, void* stream,
+                          int device) const {
+  State& s = *state_;
+  const OpPlan& p = s.plan();
+  if (args.size() != p.args.size()) {
+    std::string params;
+    for (std::size_t i = 0; i < p.args.size(); ++i) {
+      params += (i ? ", " : "") + p.args[i].c_type() + " " + p.args[i].name;
+    }
+    s.fail_type("the kernel takes " + std::to_string(p.args.size()) + " argument(s) (" + params +
+                "), got " + std::to_string(args.size()));
+  }
+  auto where = [&](std::size_t i) {
+    return "argument " + std::to_string(i) + " ('" + p.args[i].name + "', " + p.args[i].c_type() +
+           ")";
+  };
+  // The instance whose pointer dtypes match the tensors (dtype-generic kernels).
+  int instance = -1;
+  for (std::size_t inst = 0; inst < p.instances.size() && instance < 0; ++inst) {
+    bool match = true;
+    for (std::size_t i = 0; i < args.size() && match; ++i) {
+      if (!p.args[i].is_pointer() || !args[i].is_tensor) continue;
+      auto want = s.bound(static_cast<int>(inst), p.args[i].element);
+      match = !want || *want == args[i].tensor.dtype;
+    }
+    if (match) instance = static_cast<int>(inst);
+  }
+  if (instance < 0 && p.instances.size() > 1) {
+    std::string dtypes;
+    for (const RawArg& v : args) {
+      if (v.is_tensor)
+        dtypes += (dtypes.empty() ? "" : ", ") + std::string(dtype_name(v.tensor.dtype));
+    }
+    s.fail_type("no instantiation of " + p.spec.kernel_name + " takes tensors of dtypes (" +
+                dtypes + ")");
+  }
+  instance = std::max(instance, 0);  // one instance: the loop below names the mismatch
+  PackedArgs packed;
+  detail::TensorChecker tensors(p.op_name);
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const ArgSlot& a = p.args[i];
+    const RawArg& v = args[i];
+    void* slot = packed.slot(i);
+    if (a.is_pointer()) {
+      if (!v.is_tensor) {
+        s.fail_type(where(i) + " must be a tensor, got " + scalar_kind_name(v.scalar.kind));
+      }
+      auto want = s.bound(instance, a.element);
+      if (want && *want != v.tensor.dtype) {
+        s.fail_type(where(i) + " must be " + std::string(dtype_name(*want)) + ", got " +
+                    std::string(dtype_name(v.tensor.dtype)));
+      }
+      tensors.check(v.tensor, where(i));
+      detail::pack_pointer(slot, v.tensor.data);
+      continue;
+    }
+    if (v.is_tensor) s.fail_type(where(i) + " is passed by value, got a tensor");
+    const ScalarArg& x = v.scalar;
+    bool is_int = a.value_type == ScalarType::Int || a.value_type == ScalarType::Int64;
+    if ((a.value_type == ScalarType::Bool) != (x.kind == ScalarArg::Kind::Bool) ||
+        (is_int && x.kind != ScalarArg::Kind::Int)) {
+      s.fail_type(where(i) + " must be " +
+                  (a.value_type == ScalarType::Bool ? "a bool"
+                   : is_int                         ? "an int"
+                                                    : "a float") +
+                  ", got " + scalar_kind_name(x.kind));
+    }
+    if (a.value_type == ScalarType::Int) detail::check_int32(p.op_name, where(i), x.i, "");
+    detail::pack_scalar(slot, a.value_type, x);
+  }
+  int tensor_device = tensors.device() >= 0 ? tensors.device() : std::max(device, 0);
+  if (device >= 0 && device != tensor_device) {
+    s.fail("the tensors are on device " + std::to_string(tensor_device) +
+           " but the launch asks for device " + std::to_string(device));
+  }
+  check_launch_dims(p.op_name, dims.grid, dims.block, dims.shared_mem);
+  s.launch_packed(tensor_device, instance, dims.grid, dims.block, dims.shared_mem,
+                  packed.params.data(), stream);
+}
+
+}  // namespace kernelop

@@ -1,0 +1,372 @@
+// The dispatcher kernels of a kernelop op: CUDA (checks, allocates, launches on the current
+// stream), Meta (the same checks and the one shape evaluator on symbolic sizes), CPU (a clear
+// error).
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+#include <c10/util/SmallVector.h>
+#include <torch/library.h>
+
+#include <limits>
+#include <optional>
+#include <sstream>
+
+#include "kernelop/shape_eval.hpp"
+#include "kernelop/spec_json.hpp"
+#include "kernelop/torch.hpp"
+#include "registration.hpp"
+#include "symint_arith.hpp"
+
+namespace kernelop::torch_ops {
+
+namespace impl {
+namespace {
+
+struct DTypePair {
+  DType ours;
+  c10::ScalarType theirs;
+};
+constexpr DTypePair kDTypes[] = {
+    {DType::Float32, c10::ScalarType::Float},
+    {DType::Float16, c10::ScalarType::Half},
+    {DType::BFloat16, c10::ScalarType::BFloat16},
+    {DType::Float64, c10::ScalarType::Double},
+    {DType::Float8E4M3, c10::ScalarType::Float8_e4m3fn},
+    {DType::Float8E5M2, c10::ScalarType::Float8_e5m2},
+    {DType::Int8, c10::ScalarType::Char},
+    {DType::UInt8, c10::ScalarType::Byte},
+    {DType::Int16, c10::ScalarType::Short},
+    {DType::Int32, c10::ScalarType::Int},
+    {DType::Int64, c10::ScalarType::Long},
+    {DType::Bool, c10::ScalarType::Bool},
+};
+
+static_assert(std::size(kDTypes) == kAllDTypes.size(), "every DType needs its torch dtype here");
+
+}  // namespace
+
+c10::ScalarType to_torch(DType d) {
+  for (const auto& p : kDTypes) {
+    if (p.ours == d) return p.theirs;
+  }
+  KERNELOP_FAIL(Internal) << "no torch dtype for " << dtype_name(d);
+}
+
+// Re-raises a kernelop::Error as the matching torch error (TypeError, ValueError, RuntimeError).
+[[noreturn]] void rethrow_as_torch(const Error& e) {
+  switch (e.kind()) {
+    case ErrorKind::Type:
+      TORCH_CHECK_TYPE(false, e.what());
+    case ErrorKind::Spec:
+      TORCH_CHECK_VALUE(false, e.what());
+    default:
+      TORCH_CHECK(false, e.what());
+  }
+}
+
+namespace {
+
+// The tensor and scalar arguments of one call, read off the dispatcher's stack.
+struct Call {
+  const OpPlan& plan;
+  c10::SmallVector<at::Tensor, 8> tensors;  // tensor inputs (contiguous where needed)
+  c10::SmallVector<ScalarArg, 8> scalars;
+
+  Call(const OpPlan& p, torch::jit::Stack* stack, bool make_contiguous) : plan(p) {
+    auto args = torch::jit::last(*stack, p.input_order.size());
+    for (std::size_t i = 0; i < p.input_order.size(); ++i) {
+      auto [is_tensor, slot] = p.input_order[i];
+      const c10::IValue& v = args[i];
+      if (is_tensor) {
+        const std::string& name = p.tensors[static_cast<std::size_t>(slot)].name;
+        TORCH_CHECK_TYPE(v.isTensor() && v.toTensor().defined(), "op ", p.op_name, ": input '",
+                         name, "' must be a tensor");
+        at::Tensor t = v.toTensor();
+        // Documented: inputs the kernel only reads are made contiguous; one it writes cannot be.
+        // That is knowable on meta tensors too, so the Meta kernel refuses it as the CUDA one
+        // does (a traced graph must not pass fake-tensor checks and fail at run time).
+        if (!t.is_contiguous()) {
+          TORCH_CHECK(!p.tensors[static_cast<std::size_t>(slot)].mutated, "op ", p.op_name,
+                      ": input '", name, "' is written in place and must be contiguous");
+          if (make_contiguous) t = t.contiguous();
+        }
+        tensors.push_back(std::move(t));
+      } else {
+        const ScalarSlot& s = p.scalars[static_cast<std::size_t>(slot)];
+        if (v.isBool()) {
+          scalars.push_back(ScalarArg::of_bool(v.toBool()));
+        } else if (v.isInt() || v.isSymInt()) {
+          scalars.push_back(ScalarArg::of_int(
+              v.isInt() ? v.toInt() : v.toSymInt().guard_int(__FILE__, __LINE__)));
+        } else if (v.isDouble()) {
+          scalars.push_back(ScalarArg::of_float(v.toDouble()));
+        } else {
+          TORCH_CHECK_TYPE(false, "op ", p.op_name, ": scalar '", s.name, "' must be a ",
+                           scalar_schema_type(s.type), ", got ", v.tagKind());
+        }
+      }
+    }
+  }
+
+  DType dtype_of(const at::Tensor& t, const std::string& name) const {
+    for (const auto& pair : kDTypes) {
+      if (pair.theirs == t.scalar_type()) return pair.ours;
+    }
+    TORCH_CHECK_TYPE(false, "op ", plan.op_name, ": input '", name, "' has dtype ", t.scalar_type(),
+                     ", which kernelop does not support");
+  }
+
+  // Views for the runtime (shapes concrete; data pointers only for real launches).
+  c10::SmallVector<TensorView, 8> views() const {
+    c10::SmallVector<TensorView, 8> out;
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      const at::Tensor& t = tensors[i];
+      TensorView v;
+      v.data = t.is_meta() ? nullptr : t.data_ptr();
+      v.dtype = dtype_of(t, plan.tensors[i].name);
+      if (!t.unsafeGetTensorImpl()->has_symbolic_sizes_strides()) {
+        v.shape = Shape(std::span<const std::int64_t>(t.sizes().data(), t.sizes().size()));
+      }
+      v.device = t.is_cuda() ? t.get_device() : 0;
+      out.push_back(v);
+    }
+    return out;
+  }
+};
+
+void push_outputs(torch::jit::Stack* stack, std::size_t n_args,
+                  c10::SmallVector<at::Tensor, 4>& outputs) {
+  torch::jit::drop(*stack, n_args);
+  for (auto& t : outputs) torch::jit::push(*stack, std::move(t));
+}
+
+// The outputs of one call, allocated through the caching allocator, and their views.
+struct Outputs {
+  c10::SmallVector<at::Tensor, 4> tensors;
+  c10::SmallVector<TensorView, 4> views;
+  void add(at::Tensor t, DType dtype, Shape shape, c10::Device device) {
+    views.push_back(TensorView{t.data_ptr(), dtype, std::move(shape), {}, device.index()});
+    tensors.push_back(std::move(t));
+  }
+};
+
+class CudaKernel final : public c10::OperatorKernel {
+ public:
+  explicit CudaKernel(const Registration::State* state) : state_(state) {}
+
+  void operator()(const c10::OperatorHandle& handle, c10::DispatchKeySet,
+                  torch::jit::Stack* stack) {
+    const KernelOp& op = state_->op;
+    const OpPlan& p = op.plan();
+    Call call(p, stack, true);
+    for (std::size_t i = 0; i < call.tensors.size(); ++i) {
+      TORCH_CHECK(call.tensors[i].is_cuda(), "op ", p.op_name, ": input '", p.tensors[i].name,
+                  "' is on ", call.tensors[i].device(), "; kernelop ops run on CUDA tensors");
+    }
+    try {
+      auto views = call.views();
+      std::span<const TensorView> in(views.data(), views.size());
+      std::span<const ScalarArg> sc(call.scalars.data(), call.scalars.size());
+      c10::Device device = call.tensors.front().device();
+      Outputs out;
+      if (p.has_external_outputs()) {
+        allocate_from_meta(handle, call, stack, device, out);
+      } else {
+        std::vector<Shape> shapes = op.output_shapes(in, sc);
+        std::vector<DType> dtypes = op.output_dtypes(in);
+        for (std::size_t o = 0; o < shapes.size(); ++o) {
+          out.add(at::empty(c10::IntArrayRef(shapes[o].begin(), shapes[o].end()),
+                            at::TensorOptions().dtype(to_torch(dtypes[o])).device(device)),
+                  dtypes[o], shapes[o], device);
+        }
+      }
+      op.launch(in, sc, std::span<const TensorView>(out.views.data(), out.views.size()),
+                current_stream(device.index()));
+      push_outputs(stack, p.input_order.size(), out.tensors);
+    } catch (const Error& e) {
+      rethrow_as_torch(e);
+    }
+  }
+
+ private:
+  // The outputs are shaped by the caller's meta function (registered for the Meta key): run it
+  // on meta copies of the inputs and allocate what it returns.
+  void allocate_from_meta(const c10::OperatorHandle& handle, const Call& call,
+                          torch::jit::Stack* stack, c10::Device device, Outputs& out) const {
+    const OpPlan& p = call.plan;
+    torch::jit::Stack meta;
+    std::size_t t = 0;
+    for (const c10::IValue& v : torch::jit::last(*stack, p.input_order.size())) {
+      if (v.isTensor()) {
+        const at::Tensor& x = call.tensors[t++];
+        meta.emplace_back(
+            at::empty_strided(x.sizes(), x.strides(), x.options().device(c10::kMeta)));
+      } else {
+        meta.push_back(v);
+      }
+    }
+    handle.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
+    TORCH_CHECK(meta.size() == p.outputs.size(), "op ", p.op_name, ": its meta_fn returned ",
+                meta.size(), " value(s); the kernel writes ", p.outputs.size(), " output(s)");
+    for (std::size_t o = 0; o < meta.size(); ++o) {
+      TORCH_CHECK_TYPE(meta[o].isTensor(), "op ", p.op_name, ": its meta_fn returned a ",
+                       meta[o].tagKind(), " as output ", o, "; expected a tensor");
+      const at::Tensor& m = meta[o].toTensor();
+      const std::string& name = p.tensors[static_cast<std::size_t>(p.outputs[o].slot)].name;
+      out.add(at::empty(m.sizes(), m.options().device(device)), call.dtype_of(m, name),
+              Shape(std::span<const std::int64_t>(m.sizes().data(), m.sizes().size())), device);
+    }
+  }
+
+  const Registration::State* state_;
+};
+
+c10::SymBool sym_compare(const c10::SymInt& a, Compare op, const c10::SymInt& b) {
+  switch (op) {
+    case Compare::Eq:
+      return a.sym_eq(b);
+    case Compare::Ne:
+      return a.sym_ne(b);
+    case Compare::Lt:
+      return a.sym_lt(b);
+    case Compare::Le:
+      return a.sym_le(b);
+    case Compare::Gt:
+      return a.sym_gt(b);
+    case Compare::Ge:
+      return a.sym_ge(b);
+  }
+  return c10::SymBool(false);
+}
+
+// Note [requirement guards]: a requirement becomes a guard on the symbolic sizes. An upper bound
+// by a constant, `a <= C` with a >= 0 by construction, is written `a // (C + 1) == 0` (and
+// `a < C` as `a // C == 0`): the same truth for every a >= 0, but PyTorch's export solver turns
+// it into an integral range and suggests `Dim(..., max=...)`, where the plain `16*s0 <= C` makes
+// it derive a rational bound (C/16) that its error formatter cannot print (an AssertionError
+// "Expected op to be '=='" from inside torch.export).
+c10::SymBool requirement_guard(const RequirementPlan& r, const c10::SymInt& a,
+                               const c10::SymInt& b) {
+  auto upper_bound = [](const c10::SymInt& x, const Expr& x_expr, const c10::SymInt& bound,
+                        bool strict) -> std::optional<c10::SymBool> {
+    std::optional<std::int64_t> c = bound.maybe_as_int();
+    if (!c || !is_nonnegative(x_expr.node())) return std::nullopt;
+    if (!strict && *c == std::numeric_limits<std::int64_t>::max()) return std::nullopt;
+    std::int64_t divisor = strict ? *c : *c + 1;
+    if (divisor < 1) return std::nullopt;
+    return (x / c10::SymInt(divisor)).sym_eq(c10::SymInt(0));
+  };
+  std::optional<c10::SymBool> guard;
+  switch (r.op) {
+    case Compare::Le:
+      guard = upper_bound(a, r.lhs, b, false);
+      break;
+    case Compare::Lt:
+      guard = upper_bound(a, r.lhs, b, true);
+      break;
+    case Compare::Ge:
+      guard = upper_bound(b, r.rhs, a, false);
+      break;
+    case Compare::Gt:
+      guard = upper_bound(b, r.rhs, a, true);
+      break;
+    case Compare::Eq:
+    case Compare::Ne:
+      break;
+  }
+  return guard ? *guard : sym_compare(a, r.op, b);
+}
+
+// The (symbolic) sizes of a call's inputs, for the one shape evaluator (Note [one shape
+// evaluator]).
+struct MetaSizes {
+  const Call& call;
+  const at::Tensor& t(int slot) const { return call.tensors[static_cast<std::size_t>(slot)]; }
+  std::int64_t rank(int slot) const { return t(slot).dim(); }
+  c10::SymInt size(int slot, std::int64_t a) const { return t(slot).sym_size(a); }
+  c10::SymInt numel(int slot) const { return t(slot).sym_numel(); }
+  c10::SymInt scalar(int slot) const {
+    return c10::SymInt(call.scalars[static_cast<std::size_t>(slot)].i);
+  }
+  bool negative(const c10::SymInt& v) const { return v < 0; }
+  std::string shape_text(int slot) const {
+    std::ostringstream out;
+    out << "[";
+    for (std::int64_t d = 0; d < rank(slot); ++d) out << (d ? ", " : "") << size(slot, d);
+    out << "]";
+    return out.str();
+  }
+};
+
+class MetaKernel final : public c10::OperatorKernel {
+ public:
+  explicit MetaKernel(const Registration::State* state) : state_(state) {}
+
+  void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack* stack) {
+    const KernelOp& op = state_->op;
+    const OpPlan& p = op.plan();
+    Call call(p, stack, false);
+    try {
+      MetaSizes sizes{call};
+      check_ranks(p, sizes, false);
+      auto views = call.views();
+      std::span<const TensorView> in(views.data(), views.size());
+      // The same checks as a launch, as far as they need no sizes.
+      op.check_arguments(in, std::span<const ScalarArg>(call.scalars.data(), call.scalars.size()));
+      std::vector<DType> dtypes = op.output_dtypes(in);
+      SizeEnv<c10::SymInt, MetaSizes> env{p, sizes};
+      for (const RequirementPlan& r : p.requirements) {
+        c10::SymInt a = env.eval(r.lhs), b = env.eval(r.rhs);
+        // A guard (or, in export, a runtime assertion) when the sizes are symbolic.
+        TORCH_SYM_CHECK(requirement_guard(r, a, b), "op ", p.op_name,
+                        ": the inputs break the requirement '", r.text, "': ", a, " ",
+                        compare_text(r.op), " ", b, " is false");
+      }
+      c10::SmallVector<at::Tensor, 4> outputs;
+      for (std::size_t o = 0; o < p.outputs.size(); ++o) {
+        const OutputPlan& out = p.outputs[o];
+        std::vector<c10::SymInt> dims;
+        output_dims<c10::SymInt>(p, out, sizes, dims);
+        outputs.push_back(at::empty_symint(
+            dims, at::TensorOptions().dtype(to_torch(dtypes[o])).device(c10::kMeta)));
+      }
+      push_outputs(stack, p.input_order.size(), outputs);
+    } catch (const Error& e) {
+      rethrow_as_torch(e);
+    }
+  }
+
+ private:
+  const Registration::State* state_;
+};
+
+// Inputs on the CPU get a message that says what to do, not "could not run on the CPU backend".
+class CpuKernel final : public c10::OperatorKernel {
+ public:
+  explicit CpuKernel(const Registration::State* state) : state_(state) {}
+  void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack*) {
+    TORCH_CHECK(
+        false, "op ", state_->op.plan().op_name,
+        ": got CPU tensors; kernelop ops run on CUDA tensors (move the inputs with .cuda())");
+  }
+
+ private:
+  const Registration::State* state_;
+};
+
+}  // namespace
+
+torch::CppFunction make_cuda_kernel(const Registration::State* state) {
+  return torch::CppFunction::makeFromBoxedFunctor(std::make_unique<CudaKernel>(state));
+}
+torch::CppFunction make_meta_kernel(const Registration::State* state) {
+  return torch::CppFunction::makeFromBoxedFunctor(std::make_unique<MetaKernel>(state));
+}
+torch::CppFunction make_cpu_kernel(const Registration::State* state) {
+  return torch::CppFunction::makeFromBoxedFunctor(std::make_unique<CpuKernel>(state));
+}
+
+}  // namespace impl
+}  // namespace kernelop::torch_ops

@@ -1,0 +1,34 @@
+// Private to the PyTorch adapter: a registration's state, the dtype table, error mapping, and
+// the dispatcher kernels (kernels.cpp) that torch_ops.cpp registers.
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/library.h>
+
+#include <memory>
+#include <string>
+
+#include "kernelop/torch.hpp"
+
+namespace kernelop::torch_ops {
+
+struct Registration::State {
+  KernelOp op;
+  std::string schema;       // qualified
+  std::string fingerprint;  // schema + spec + options: what "identical" means
+  std::unique_ptr<torch::Library> library;
+};
+
+namespace impl {
+
+c10::ScalarType to_torch(DType d);
+/// Re-raises a kernelop::Error as the matching torch error (TypeError, ValueError, RuntimeError).
+[[noreturn]] void rethrow_as_torch(const Error& e);
+
+/// The boxed kernels of one registration, for the CUDA, Meta and CPU keys.
+torch::CppFunction make_cuda_kernel(const Registration::State* state);
+torch::CppFunction make_meta_kernel(const Registration::State* state);
+torch::CppFunction make_cpu_kernel(const Registration::State* state);
+
+}  // namespace impl
+}  // namespace kernelop::torch_ops
