@@ -105,26 +105,30 @@ void KernelOp::launch(std::span<const TensorView> inputs, std::span<const Scalar
   Frame f;
   s.prepare(inputs, scalars, f, outputs);
   // One device for everything, contiguous memory, outputs of the right dtype and shape.
-  detail::TensorChecker tensors(p.op_name);
+  auto describe = [&](std::size_t i) {
+    if (i < inputs.size()) return "input '" + p.tensors[i].name + "'";
+    return "output '" +
+           p.tensors[static_cast<std::size_t>(p.outputs[i - inputs.size()].slot)].name + "'";
+  };
+  detail::TensorChecker tensors(p.op_name, describe);
   bool work = false;  // anything to write
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    tensors.check(inputs[i], "input '" + p.tensors[i].name + "'");
+    tensors.check(inputs[i], i);
     work = work || (p.tensors[i].mutated && inputs[i].shape.numel() > 0);
   }
   for (std::size_t o = 0; o < outputs.size(); ++o) {
     const OutputPlan& out = p.outputs[o];
-    const std::string& name = p.tensors[static_cast<std::size_t>(out.slot)].name;
     auto want = s.output_dtype(out, f.instance, inputs);
     if (want && outputs[o].dtype != *want) {
-      s.fail_type("output '" + name + "' must be " + std::string(dtype_name(*want)) + ", got " +
-                  std::string(dtype_name(outputs[o].dtype)));
+      s.fail_type(describe(inputs.size() + o) + " must be " + std::string(dtype_name(*want)) +
+                  ", got " + std::string(dtype_name(outputs[o].dtype)));
     }
     const Shape& expected = f.shapes[static_cast<std::size_t>(out.slot)];
     if (!(outputs[o].shape == expected)) {
-      s.fail("output '" + name + "' has shape " + outputs[o].shape.to_string() +
+      s.fail(describe(inputs.size() + o) + " has shape " + outputs[o].shape.to_string() +
              " but the op produces " + expected.to_string());
     }
-    tensors.check(outputs[o], "output '" + name + "'");
+    tensors.check(outputs[o], inputs.size() + o);
     work = work || outputs[o].shape.numel() > 0;
   }
   int device = tensors.device();
@@ -168,9 +172,10 @@ void KernelOp::launch(std::span<const TensorView> inputs, std::span<const Scalar
       case ArgSlot::Kind::ExtraValue: {
         std::int64_t v = env.eval(*a.value);
         if (a.value_type == ScalarType::Int) {
-          detail::check_int32(p.op_name, "extra " + std::to_string(a.index) + " '" + a.name + "'",
-                              v,
-                              "; declare the extra int64 (\"int64\": true) and take a long long");
+          detail::check_int32(
+              p.op_name, v,
+              [&] { return "extra " + std::to_string(a.index) + " '" + a.name + "'"; },
+              "; declare the extra int64 (\"int64\": true) and take a long long");
         }
         detail::pack_scalar(slot, a.value_type, ScalarArg::of_int(v));
         break;

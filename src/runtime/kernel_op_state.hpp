@@ -154,8 +154,9 @@ struct KernelOp::State {
             fail_type("scalar '" + s.name + "' must be an int, got " + scalar_kind_name(a.kind));
           }
           if (s.type == ScalarType::Int) {
-            detail::check_int32(p.op_name, "scalar '" + s.name + "'", a.i,
-                                "; declare it int64 and take a long long");
+            detail::check_int32(
+                p.op_name, a.i, [&] { return "scalar '" + s.name + "'"; },
+                "; declare it int64 and take a long long");
           }
           f.ints[i] = a.i;
           break;

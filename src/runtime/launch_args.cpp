@@ -2,7 +2,6 @@
 #include "runtime/launch_args.hpp"
 
 #include <cstring>
-#include <limits>
 
 namespace kernelop::detail {
 
@@ -51,33 +50,26 @@ void pack_pointer(void* slot, const void* data) {
   std::memcpy(slot, &ptr, sizeof ptr);
 }
 
-void TensorChecker::check(const TensorView& t, const std::string& who) {
-  if (device_ >= 0 && t.device != device_) {
-    KERNELOP_FAIL(Launch) << "op " << op_ << ": " << who << " is on device " << t.device << " but "
-                          << first_ << " is on device " << device_
-                          << "; all tensors must be on one device";
-  }
-  if (device_ < 0) {
-    device_ = t.device;
-    first_ = who;
-  }
+void fail_device(std::string_view op, const std::string& who, int device, const std::string& first,
+                 int first_device) {
+  KERNELOP_FAIL(Launch) << "op " << op << ": " << who << " is on device " << device << " but "
+                        << first << " is on device " << first_device
+                        << "; all tensors must be on one device";
+}
+
+void fail_tensor(std::string_view op, const std::string& who, const TensorView& t) {
   if (!t.is_contiguous()) {
-    KERNELOP_FAIL(Launch) << "op " << op_ << ": " << who << " is not contiguous (shape "
+    KERNELOP_FAIL(Launch) << "op " << op << ": " << who << " is not contiguous (shape "
                           << t.shape.to_string() << ", strides " << t.strides.to_string()
                           << "); kernelop launches need contiguous tensors";
   }
-  if (t.data == nullptr && t.shape.numel() > 0) {
-    KERNELOP_FAIL(Launch) << "op " << op_ << ": " << who << " has a null data pointer";
-  }
+  KERNELOP_FAIL(Launch) << "op " << op << ": " << who << " has a null data pointer";
 }
 
-void check_int32(std::string_view op, const std::string& who, std::int64_t value,
-                 std::string_view hint) {
-  if (value < std::numeric_limits<std::int32_t>::min() ||
-      value > std::numeric_limits<std::int32_t>::max()) {
-    KERNELOP_FAIL(Launch) << "op " << op << ": " << who << " = " << value
-                          << " does not fit the kernel's 32-bit int" << hint;
-  }
+void fail_int32(std::string_view op, const std::string& who, std::int64_t value,
+                std::string_view hint) {
+  KERNELOP_FAIL(Launch) << "op " << op << ": " << who << " = " << value
+                        << " does not fit the kernel's 32-bit int" << hint;
 }
 
 }  // namespace kernelop::detail

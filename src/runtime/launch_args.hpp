@@ -50,24 +50,48 @@ const char* scalar_kind_name(ScalarArg::Kind kind);
 void pack_scalar(void* slot, ScalarType type, const ScalarArg& value);
 void pack_pointer(void* slot, const void* data);
 
+// The failures behind the checks below, out of line: messages are built only when they fire.
+[[noreturn]] void fail_device(std::string_view op, const std::string& who, int device,
+                              const std::string& first, int first_device);
+[[noreturn]] void fail_tensor(std::string_view op, const std::string& who, const TensorView& t);
+[[noreturn]] void fail_int32(std::string_view op, const std::string& who, std::int64_t value,
+                             std::string_view hint);
+
 /// Where a tensor argument must live and what it must be: one device for all (the first tensor
-/// checked sets it), contiguous memory, a data pointer when it has elements. `who` names it in
-/// messages ("input 'x'", "argument 0 ('x', const float*)").
+/// checked sets it), contiguous memory, a data pointer when it has elements. `describe(i)` names
+/// tensor i in messages ("input 'x'", "argument 0 ('x', const float*)") and runs only when a
+/// check fails: the launch path allocates nothing (Note [launch path]).
+template <class Describe>
 class TensorChecker {
  public:
-  explicit TensorChecker(std::string_view op) : op_(op) {}
-  void check(const TensorView& t, const std::string& who);
+  TensorChecker(std::string_view op, Describe describe) : op_(op), describe_(describe) {}
+  void check(const TensorView& t, std::size_t index) {
+    if (device_ >= 0 && t.device != device_) {
+      fail_device(op_, describe_(index), t.device, describe_(first_), device_);
+    }
+    if (device_ < 0) {
+      device_ = t.device;
+      first_ = index;
+    }
+    if (!t.is_contiguous() || (t.data == nullptr && t.shape.numel() > 0)) {
+      fail_tensor(op_, describe_(index), t);
+    }
+  }
   int device() const { return device_; }
 
  private:
   std::string_view op_;
+  Describe describe_;
   int device_ = -1;
-  std::string first_;
+  std::size_t first_ = 0;
 };
 
-/// Throws Error(Launch) when `value` does not fit the kernel's 32-bit int; `hint` says what to
-/// declare instead.
-void check_int32(std::string_view op, const std::string& who, std::int64_t value,
-                 std::string_view hint);
+/// Throws Error(Launch) when `value` does not fit the kernel's 32-bit int; `describe()` names the
+/// value and `hint` says what to declare instead.
+template <class Describe>
+void check_int32(std::string_view op, std::int64_t value, Describe describe,
+                 std::string_view hint) {
+  if (value < -2147483648LL || value > 2147483647LL) fail_int32(op, describe(), value, hint);
+}
 
 }  // namespace kernelop::detail

@@ -78,7 +78,7 @@ void KernelOp::launch_raw(const LaunchDims& dims, std::span<const RawArg> args, 
   }
   instance = std::max(instance, 0);  // one instance: the loop below names the mismatch
   PackedArgs packed;
-  detail::TensorChecker tensors(p.op_name);
+  detail::TensorChecker tensors(p.op_name, where);
   for (std::size_t i = 0; i < args.size(); ++i) {
     const ArgSlot& a = p.args[i];
     const RawArg& v = args[i];
@@ -92,7 +92,7 @@ void KernelOp::launch_raw(const LaunchDims& dims, std::span<const RawArg> args, 
         s.fail_type(where(i) + " must be " + std::string(dtype_name(*want)) + ", got " +
                     std::string(dtype_name(v.tensor.dtype)));
       }
-      tensors.check(v.tensor, where(i));
+      tensors.check(v.tensor, i);
       detail::pack_pointer(slot, v.tensor.data);
       continue;
     }
@@ -107,7 +107,9 @@ void KernelOp::launch_raw(const LaunchDims& dims, std::span<const RawArg> args, 
                                                     : "a float") +
                   ", got " + scalar_kind_name(x.kind));
     }
-    if (a.value_type == ScalarType::Int) detail::check_int32(p.op_name, where(i), x.i, "");
+    if (a.value_type == ScalarType::Int)
+      detail::check_int32(
+          p.op_name, x.i, [&] { return where(i); }, "");
     detail::pack_scalar(slot, a.value_type, x);
   }
   int tensor_device = tensors.device() >= 0 ? tensors.device() : std::max(device, 0);
