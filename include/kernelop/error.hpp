@@ -85,6 +85,32 @@ struct ErrorThrower {
 }  // namespace detail
 }  // namespace kernelop
 
+// Note [raising errors]: one builder, detail::ErrorStream, behind every way kernelop raises:
+//   KERNELOP_FAIL(Kind) << ...             throw unconditionally;
+//   KERNELOP_CHECK(cond, Kind) << ...      throw when cond is false;
+//   KERNELOP_INTERNAL_CHECK(cond) << ...   an invariant of kernelop itself ("cannot happen"):
+//                                          Error(Internal), naming the condition, file and line;
+//   KERNELOP_RAISE(stream) << ...          throw a prefixed stream a helper started (the field
+//                                          path of a spec error, the op of a signature error).
+// The message is streamed, and so built, only when the error is thrown. The PyTorch adapter
+// raises c10 errors (TORCH_CHECK) where PyTorch's own error types must reach its callers.
+
 /// Throws kernelop::Error of the given kind: `KERNELOP_FAIL(Spec) << "op " << name << ": ...";`
 #define KERNELOP_FAIL(kind) \
   ::kernelop::detail::ErrorThrower() & ::kernelop::detail::ErrorStream(::kernelop::ErrorKind::kind)
+
+/// Throws kernelop::Error of the given kind when `cond` is false.
+#define KERNELOP_CHECK(cond, kind) \
+  if (cond) {                      \
+  } else                           \
+    KERNELOP_FAIL(kind)
+
+/// Throws Error(Internal) when an invariant kernelop guarantees does not hold.
+#define KERNELOP_INTERNAL_CHECK(cond)                                                         \
+  if (cond) {                                                                                 \
+  } else                                                                                      \
+    KERNELOP_FAIL(Internal) << "internal error (a bug in kernelop): '" #cond "' is false at " \
+                            << __FILE__ << ":" << __LINE__ << " "
+
+/// Throws a stream that a helper began (`KERNELOP_RAISE(fail_at(path)) << "is empty"`).
+#define KERNELOP_RAISE(stream) ::kernelop::detail::ErrorThrower() & (stream)

@@ -41,6 +41,8 @@ struct SizeEnv {
   }
 
   Int leaf(const ExprNode& n) const {
+    KERNELOP_INTERNAL_CHECK(n.slot >= 0)
+        << "(expression leaf '" << to_string(n) << "' was not resolved against the plan)";
     switch (n.op) {
       case ExprOp::Scalar:
         return sizes.scalar(n.slot);

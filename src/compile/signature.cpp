@@ -105,10 +105,10 @@ class Verifier {
       declared += (i ? ", " : "") + decode_param(c[i + 1]).text();
     }
     declared += ")";
-    ErrorThrower() & fail(inst) << "takes " << found << " parameter(s) " << declared
-                                << " but the calling convention passes " << expected << " "
-                                << convention_text(plan_)
-                                << " (inputs in declared order, then extras, then outputs)";
+    KERNELOP_RAISE(fail(inst)) << "takes " << found << " parameter(s) " << declared
+                               << " but the calling convention passes " << expected << " "
+                               << convention_text(plan_)
+                               << " (inputs in declared order, then extras, then outputs)";
   }
 
   // DType the instance binds a declaration to; nullopt when still unknown.
@@ -126,8 +126,8 @@ class Verifier {
   // (pointers -> tensors, values -> scalars), typed from the signature.
   void adopt_args() {
     if (plan_.instances.size() != 1) {
-      ErrorThrower() & fail(0) << "a kernel without declared inputs is instantiated once; declare "
-                                  "the inputs to use type_params";
+      KERNELOP_RAISE(fail(0)) << "a kernel without declared inputs is instantiated once; declare "
+                                 "the inputs to use type_params";
     }
     const auto& c = codes_[0];
     for (std::size_t i = 0; i < static_cast<std::size_t>(c.at(0)); ++i) {
@@ -160,9 +160,9 @@ class Verifier {
             arg.value_type = ScalarType::Int64;
             break;
           default:
-            ErrorThrower() & fail(0) << "parameter " << i << " is '" << p.text()
-                                     << "'; kernelop passes pointers, int, unsigned, long long, "
-                                        "float, double and bool";
+            KERNELOP_RAISE(fail(0)) << "parameter " << i << " is '" << p.text()
+                                    << "'; kernelop passes pointers, int, unsigned, long long, "
+                                       "float, double and bool";
         }
       }
       plan_.args.push_back(std::move(arg));
@@ -183,15 +183,15 @@ class Verifier {
         if (!p.pointer) continue;  // reported by check_arg
         auto d = p.dtype();
         if (!d) {
-          ErrorThrower() & fail(inst) << "parameter " << i << " is '" << p.text()
-                                      << "'; cannot infer the dtype of " << arg_text(arg)
-                                      << " from it: declare the input's dtype";
+          KERNELOP_RAISE(fail(inst))
+              << "parameter " << i << " is '" << p.text() << "'; cannot infer the dtype of "
+              << arg_text(arg) << " from it: declare the input's dtype";
         }
         if (inferred && *inferred != *d) {
-          ErrorThrower() & fail(inst) << "parameter " << i << " is '" << p.text() << "' here but '"
-                                      << dtype_cuda_type(*inferred)
-                                      << "*' in another instantiation; declare the dtype "
-                                      << "of " << arg_text(arg) << " (e.g. a type parameter)";
+          KERNELOP_RAISE(fail(inst))
+              << "parameter " << i << " is '" << p.text() << "' here but '"
+              << dtype_cuda_type(*inferred) << "*' in another instantiation; declare the dtype "
+              << "of " << arg_text(arg) << " (e.g. a type parameter)";
         }
         inferred = d;
       }
@@ -245,17 +245,15 @@ class Verifier {
       std::string want_text =
           (arg.is_const ? "const " : "") + std::string(want ? dtype_cuda_type(*want) : "?") + "*";
       if (!p.pointer) {
-        ErrorThrower() & mismatch() << "a pointer ('" << want_text << "')";
+        KERNELOP_RAISE(mismatch()) << "a pointer ('" << want_text << "')";
       }
       if (p.is_const && !arg.is_const) {
-        ErrorThrower() & mismatch() << "a pointer the kernel writes ('" << want_text
-                                    << "'); drop the const"
-                                    << (arg.kind == ArgSlot::Kind::TensorInput
-                                            ? " or declare the input not mutated"
-                                            : "");
+        KERNELOP_RAISE(mismatch())
+            << "a pointer the kernel writes ('" << want_text << "'); drop the const"
+            << (arg.kind == ArgSlot::Kind::TensorInput ? " or declare the input not mutated" : "");
       }
       if (want && p.dtype() != want) {
-        ErrorThrower() & mismatch() << "'" << want_text << "' (" << dtype_name(*want) << ")";
+        KERNELOP_RAISE(mismatch()) << "'" << want_text << "' (" << dtype_name(*want) << ")";
       }
       return;
     }
@@ -295,7 +293,7 @@ class Verifier {
                (p.base == kInt || p.base == kUnsigned) && expected == kLongLong) {
       s << " (declared int64); take a long long";
     }
-    ErrorThrower() & s;
+    KERNELOP_RAISE(s);
   }
 
   OpPlan& plan_;

@@ -55,10 +55,10 @@ void adopt_ptx_params(OpPlan& plan, const std::vector<std::string>& types, const
     } else if (t == ".u8" || t == ".s8" || t == ".b8" || t == ".pred") {
       arg.value_type = ScalarType::Bool;
     } else {
-      detail::ErrorThrower() & fail(ErrorKind::Compile)
-                                   << "parameter " << i << " has PTX type '" << t
-                                   << "'; without a spec kernelop passes 64-bit pointers, 32-bit "
-                                      "ints, floats, doubles and 8-bit bools";
+      KERNELOP_RAISE(fail(ErrorKind::Compile))
+          << "parameter " << i << " has PTX type '" << t
+          << "'; without a spec kernelop passes 64-bit pointers, 32-bit "
+             "ints, floats, doubles and 8-bit bools";
     }
     plan.args.push_back(std::move(arg));
   }
@@ -78,23 +78,22 @@ CompiledImage image_from_ptx(OpPlan plan, std::string ptx, const std::string& en
         plan.outputs[static_cast<std::size_t>(a.index - plan.num_tensor_inputs)].shape.kind ==
             ShapeRule::Kind::External;
     if (a.is_pointer() && !external && (!a.element || !std::holds_alternative<DType>(*a.element))) {
-      detail::ErrorThrower() & fail(ErrorKind::Spec)
-                                   << "'" << a.name
-                                   << "' needs a declared dtype: nothing can be inferred from PTX";
+      KERNELOP_RAISE(fail(ErrorKind::Spec))
+          << "'" << a.name << "' needs a declared dtype: nothing can be inferred from PTX";
     }
   }
   if (plan.instances.size() != 1) {
-    detail::ErrorThrower() & fail(ErrorKind::Spec)
-                                 << "PTX holds one instantiation; type_params are not supported";
+    KERNELOP_RAISE(fail(ErrorKind::Spec))
+        << "PTX holds one instantiation; type_params are not supported";
   }
   // .version / .target
   std::size_t target_at = ptx.find(".target ");
   if (target_at == std::string::npos)
-    detail::ErrorThrower() & fail(ErrorKind::Spec) << "the PTX has no .target line";
+    KERNELOP_RAISE(fail(ErrorKind::Spec)) << "the PTX has no .target line";
   std::string target =
       ptx.substr(target_at + 8, ptx.find_first_of(" ,\n\r", target_at + 8) - target_at - 8);
   if (target.rfind("sm_", 0) != 0)
-    detail::ErrorThrower() & fail(ErrorKind::Spec) << ".target is '" << target << "'";
+    KERNELOP_RAISE(fail(ErrorKind::Spec)) << ".target is '" << target << "'";
   // .entry NAME( .param .u64 NAME_param_0, ... )
   std::size_t at = std::string::npos;
   for (std::size_t p = ptx.find(".entry"); p != std::string::npos; p = ptx.find(".entry", p + 6)) {
@@ -107,9 +106,9 @@ CompiledImage image_from_ptx(OpPlan plan, std::string ptx, const std::string& en
     }
   }
   if (at == std::string::npos) {
-    detail::ErrorThrower() & fail(ErrorKind::Spec)
-                                 << "no such .entry in the PTX (kernel names are the mangled "
-                                    "symbols; extern \"C\" kernels keep their names)";
+    KERNELOP_RAISE(fail(ErrorKind::Spec))
+        << "no such .entry in the PTX (kernel names are the mangled "
+           "symbols; extern \"C\" kernels keep their names)";
   }
   std::size_t open = ptx.find('(', at), close = ptx.find(')', at);
   std::vector<int> params;
@@ -132,19 +131,17 @@ CompiledImage image_from_ptx(OpPlan plan, std::string ptx, const std::string& en
   }
   if (plan.args_from_kernel) adopt_ptx_params(plan, types, fail);
   if (params.size() != plan.args.size()) {
-    detail::ErrorThrower() & fail(ErrorKind::Compile)
-                                 << "takes " << params.size()
-                                 << " parameter(s) but the calling convention passes "
-                                 << plan.args.size();
+    KERNELOP_RAISE(fail(ErrorKind::Compile))
+        << "takes " << params.size() << " parameter(s) but the calling convention passes "
+        << plan.args.size();
   }
   for (std::size_t i = 0; i < params.size(); ++i) {
     int want = arg_bytes(plan.args[i]);
     if (params[i] != want) {
-      detail::ErrorThrower() & fail(ErrorKind::Compile)
-                                   << "parameter " << i << " is " << params[i] * 8
-                                   << "-bit but the calling convention "
-                                   << "passes '" << plan.args[i].name << "' as "
-                                   << plan.args[i].c_type() << " (" << want * 8 << "-bit)";
+      KERNELOP_RAISE(fail(ErrorKind::Compile))
+          << "parameter " << i << " is " << params[i] * 8 << "-bit but the calling convention "
+          << "passes '" << plan.args[i].name << "' as " << plan.args[i].c_type() << " (" << want * 8
+          << "-bit)";
     }
   }
   CompiledImage image;

@@ -53,7 +53,7 @@ class Validator {
     s << "op " << decl_.op_name << ": " << path << ": ";
     return s;
   }
-#define KOP_FIELD_FAIL(path) ::kernelop::detail::ErrorThrower() & fail_at(path)
+#define KOP_FIELD_FAIL(path) KERNELOP_RAISE(fail_at(path))
 
   void check_op_name() {
     if (!is_valid_op_name(decl_.op_name)) {

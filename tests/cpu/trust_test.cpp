@@ -337,3 +337,25 @@ TEST_F(TrustTest, UnsupportedArchitecturesAreNamedWithWhatIsSupported) {
 
 }  // namespace
 }  // namespace kernelop
+
+namespace kernelop {
+namespace {
+
+// Note [raising errors]: a check streams (and builds) its message only when it fails.
+TEST(ErrorBuilder, ChecksBuildTheirMessageOnlyWhenTheyFail) {
+  int built = 0;
+  auto text = [&] {
+    ++built;
+    return std::string("detail");
+  };
+  KERNELOP_CHECK(1 + 1 == 2, Spec) << text();
+  EXPECT_EQ(built, 0);
+  testing::expect_error([&] { KERNELOP_CHECK(1 + 1 == 3, Type) << "got " << text(); },
+                        ErrorKind::Type, "got detail");
+  EXPECT_EQ(built, 1);
+  testing::expect_error([&] { KERNELOP_INTERNAL_CHECK(2 < 1) << "(why)"; }, ErrorKind::Internal,
+                        "internal error (a bug in kernelop): '2 < 1' is false at ");
+}
+
+}  // namespace
+}  // namespace kernelop

@@ -27,14 +27,14 @@ std::string fingerprint(const KernelOp& op, const RegisterOptions& o, const std:
 void check_schema(const OpPlan& p, const std::string& text) {
   c10::FunctionSchema fs = torch::schema((p.op_name + text).c_str());
   auto fail = [&]() {
-    detail::ErrorStream e(ErrorKind::Spec);
+    ::kernelop::detail::ErrorStream e(ErrorKind::Spec);
     e << "op " << p.op_name << ": schema '" << text << "' does not match the spec, which derives '"
       << p.schema << "': ";
     return e;
   };
   if (fs.arguments().size() != p.input_order.size()) {
-    detail::ErrorThrower() & fail() << "it has " << fs.arguments().size()
-                                    << " argument(s), the spec " << p.input_order.size();
+    KERNELOP_RAISE(fail()) << "it has " << fs.arguments().size() << " argument(s), the spec "
+                           << p.input_order.size();
   }
   for (std::size_t i = 0; i < p.input_order.size(); ++i) {
     const c10::Argument& a = fs.arguments()[i];
@@ -43,10 +43,10 @@ void check_schema(const OpPlan& p, const std::string& text) {
     if (is_tensor) {
       const TensorSlot& t = p.tensors[static_cast<std::size_t>(slot)];
       if (a.type()->kind() != c10::TypeKind::TensorType || writes != t.mutated) {
-        detail::ErrorThrower() & fail() << "argument " << i << " ('" << a.name() << "') is '"
-                                        << a.type()->str() << (writes ? "(a!)" : "")
-                                        << "' where the spec has " << (t.mutated ? "mutated " : "")
-                                        << "tensor input '" << t.name << "'";
+        KERNELOP_RAISE(fail()) << "argument " << i << " ('" << a.name() << "') is '"
+                               << a.type()->str() << (writes ? "(a!)" : "")
+                               << "' where the spec has " << (t.mutated ? "mutated " : "")
+                               << "tensor input '" << t.name << "'";
       }
       continue;
     }
@@ -56,20 +56,19 @@ void check_schema(const OpPlan& p, const std::string& text) {
                              ? c10::TypeKind::FloatType
                              : c10::TypeKind::IntType;
     if (a.type()->kind() != want) {
-      detail::ErrorThrower() & fail()
-                                   << "argument " << i << " ('" << a.name() << "') is '"
-                                   << a.type()->str() << "' where the spec has "
-                                   << scalar_schema_type(sc.type) << " scalar '" << sc.name << "'";
+      KERNELOP_RAISE(fail()) << "argument " << i << " ('" << a.name() << "') is '"
+                             << a.type()->str() << "' where the spec has "
+                             << scalar_schema_type(sc.type) << " scalar '" << sc.name << "'";
     }
   }
   if (fs.returns().size() != p.outputs.size()) {
-    detail::ErrorThrower() & fail() << "it returns " << fs.returns().size()
-                                    << " value(s), the spec " << p.outputs.size() << " tensor(s)";
+    KERNELOP_RAISE(fail()) << "it returns " << fs.returns().size() << " value(s), the spec "
+                           << p.outputs.size() << " tensor(s)";
   }
   for (const c10::Argument& r : fs.returns()) {
     if (r.type()->kind() != c10::TypeKind::TensorType || r.alias_info()) {
-      detail::ErrorThrower() & fail() << "it returns '" << r.type()->str()
-                                      << "'; kernelop's kernels return new Tensors";
+      KERNELOP_RAISE(fail()) << "it returns '" << r.type()->str()
+                             << "'; kernelop's kernels return new Tensors";
     }
   }
 }
