@@ -73,6 +73,14 @@ struct ArgSlot {
 };
 
 /// A requirement on a tensor's rank, with the reason (for the error message at launch).
+/// An input of the op's signature: a tensor (index into OpPlan::tensors) or a scalar (index
+/// into OpPlan::scalars).
+struct DeclaredInput {
+  bool is_tensor = true;
+  int slot = 0;
+  bool operator==(const DeclaredInput&) const = default;
+};
+
 struct RankRequirement {
   int slot = 0;
   std::int64_t min_rank = 0;
@@ -113,8 +121,8 @@ struct OpPlan {
   std::vector<TensorSlot> tensors;
   std::vector<ScalarSlot> scalars;
   int num_tensor_inputs = 0;
-  /// The declared inputs in order: (is_tensor, slot index).
-  std::vector<std::pair<bool, int>> input_order;
+  /// The declared inputs in the op's argument order.
+  std::vector<DeclaredInput> input_order;
   std::vector<OutputPlan> outputs;
   std::vector<ArgSlot> args;
   std::optional<LaunchGeometry> geometry;  ///< absent only when a caller supplies the launch

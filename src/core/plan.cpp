@@ -84,12 +84,11 @@ class Deriver {
     for (const Input& input : *spec_.inputs) {
       std::visit(Overloaded{
                      [&](const InputDecl& t) {
-                       plan_.input_order.emplace_back(true, static_cast<int>(plan_.tensors.size()));
+                       plan_.input_order.push_back({true, static_cast<int>(plan_.tensors.size())});
                        plan_.tensors.push_back(TensorSlot{t.name, false, t.mutated, t.dtype});
                      },
                      [&](const ScalarInput& s) {
-                       plan_.input_order.emplace_back(false,
-                                                      static_cast<int>(plan_.scalars.size()));
+                       plan_.input_order.push_back({false, static_cast<int>(plan_.scalars.size())});
                        plan_.scalars.push_back(ScalarSlot{s.name, s.type});
                      },
                  },
