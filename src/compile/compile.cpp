@@ -17,6 +17,7 @@
 
 #include "compile/cubin_info.hpp"
 #include "compile/include_scan.hpp"
+#include "compile/job_result.hpp"
 #include "compile/nvrtc_program.hpp"
 #include "compile/resource_usage.hpp"
 #include "compile/signature.hpp"
@@ -28,6 +29,8 @@
 
 namespace kernelop {
 namespace {
+
+using detail::JobResult;
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -41,65 +44,6 @@ struct Job {
   std::string arch_option;  // "sm_90" or "compute_90"
   std::string key;
 };
-
-struct JobResult {
-  std::string cubin, ptx, log;
-  std::vector<std::string> lowered;              // per instance
-  std::vector<std::vector<std::int64_t>> codes;  // per instance
-  std::vector<ResourceUsage> usage;              // per instance (CUBIN jobs)
-  double ms = 0;
-  bool cache_hit = false;
-};
-
-// Note [cache payload]: [u64 n][n bytes: CBOR of the small fields][u64 n][CUBIN][u64 n][PTX].
-// The two large blobs are raw bytes: CBOR reads strings byte by byte (1.7 ms for a CUB kernel's
-// 120 KiB CUBIN and its PTX), a memcpy does not. Every length is checked against what is left.
-std::string serialize(const JobResult& r) {
-  nlohmann::json j;
-  j["log"] = r.log;
-  j["lowered"] = r.lowered;
-  j["codes"] = r.codes;
-  j["usage"] = detail::usage_to_json(r.usage);
-  auto meta = nlohmann::json::to_cbor(j);
-  std::string out;
-  out.reserve(24 + meta.size() + r.cubin.size() + r.ptx.size());
-  detail::put_le<std::uint64_t>(out, meta.size());
-  out.append(meta.begin(), meta.end());
-  for (const std::string* blob : {&r.cubin, &r.ptx}) {
-    detail::put_le<std::uint64_t>(out, blob->size());
-    out.append(*blob);
-  }
-  return out;
-}
-
-std::optional<JobResult> deserialize(std::string_view payload) {
-  auto take = [&](std::string_view* part) {
-    if (payload.size() < 8) return false;
-    std::uint64_t n = detail::get_le<std::uint64_t>(payload, 0);
-    if (n > payload.size() - 8) return false;
-    *part = payload.substr(8, n);
-    payload.remove_prefix(8 + n);
-    return true;
-  };
-  std::string_view meta, cubin, ptx;
-  if (!take(&meta) || !take(&cubin) || !take(&ptx) || !payload.empty()) return std::nullopt;
-  try {
-    auto j = nlohmann::json::from_cbor(meta.begin(), meta.end());
-    JobResult r;
-    r.cubin.assign(cubin);
-    r.ptx.assign(ptx);
-    r.log = j.at("log").get<std::string>();
-    r.lowered = j.at("lowered").get<std::vector<std::string>>();
-    r.codes = j.at("codes").get<std::vector<std::vector<std::int64_t>>>();
-    std::string why;
-    auto usage = detail::usage_from_json(j.at("usage"), &why);
-    if (!usage) return std::nullopt;
-    r.usage = std::move(*usage);
-    return r;
-  } catch (const nlohmann::json::exception&) {
-    return std::nullopt;
-  }
-}
 
 // The program's directory when there is no base directory: never the working directory.
 constexpr std::string_view kNoDirectory = "/dev/null";
@@ -345,7 +289,7 @@ class Compiler {
     }
     JobResult r = compile_job(job);
     r.ms = ms_since(t0);
-    cache->store(job.key, serialize(r));
+    cache->store(job.key, detail::serialize(r));
     return r;
   }
 
@@ -354,7 +298,7 @@ class Compiler {
   std::optional<JobResult> cached(const Job& job, const std::shared_ptr<const std::string>& payload,
                                   CompileCache* cache, Clock::time_point t0) const {
     if (!payload) return std::nullopt;
-    std::optional<JobResult> r = deserialize(*payload);
+    std::optional<JobResult> r = detail::deserialize(*payload);
     std::string why = r ? check_cached(job, *r) : "not a compile result";
     if (!why.empty()) {
       warn("compile cache entry '" + cache->entry_path(job.key).string() + "' is invalid (" + why +

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <limits>
 #include <optional>
 #include <set>
@@ -503,44 +502,6 @@ class Validator {
 };
 
 }  // namespace
-
-bool is_valid_op_name(std::string_view op_name) {
-  auto pos = op_name.find("::");
-  if (pos == std::string_view::npos) return false;
-  return detail::is_identifier(op_name.substr(0, pos)) &&
-         detail::is_identifier(op_name.substr(pos + 2));
-}
-
-bool is_reserved_name(std::string_view name) {
-  static const std::set<std::string_view> kReserved = {
-      // C++ and CUDA keywords
-      "alignas", "alignof", "asm", "auto", "bool", "break", "case", "catch", "char", "class",
-      "const", "consteval", "constexpr", "constinit", "const_cast", "continue", "decltype",
-      "default", "delete", "do", "double", "dynamic_cast", "else", "enum", "explicit", "export",
-      "extern", "false", "float", "for", "friend", "goto", "if", "inline", "int", "long", "mutable",
-      "namespace", "new", "noexcept", "nullptr", "operator", "private", "protected", "public",
-      "register", "reinterpret_cast", "requires", "return", "short", "signed", "sizeof", "static",
-      "static_assert", "static_cast", "struct", "switch", "template", "this", "thread_local",
-      "throw", "true", "try", "typedef", "typeid", "typename", "union", "unsigned", "using",
-      "virtual", "void", "volatile", "wchar_t", "while", "co_await", "co_return", "co_yield",
-      "char8_t", "char16_t", "char32_t", "concept",
-      // Python keywords
-      "False", "None", "True", "and", "as", "assert", "async", "await", "def", "del", "elif",
-      "except", "finally", "from", "global", "import", "in", "is", "lambda", "nonlocal", "not",
-      "or", "pass", "raise", "with", "yield",
-      // PyTorch schema types
-      "Tensor", "Scalar", "SymInt", "str", "Device", "Layout", "ScalarType", "MemoryFormat",
-      "Generator", "Storage", "Stream", "Dimname", "Any",
-      // expression functions
-      "dim", "numel", "numel_except", "cdiv", "min", "max"};
-  if (kReserved.count(name)) return true;
-  // C++ reserves "__x" and "_X"; kernelop's generated code uses the "__kop" prefix.
-  if (name.size() >= 2 && name[0] == '_' &&
-      (name[1] == '_' || std::isupper(static_cast<unsigned char>(name[1])))) {
-    return true;
-  }
-  return false;
-}
 
 void validate(const OpDecl& decl, const ValidateOptions& options) {
   Validator(decl, options).run();
