@@ -107,9 +107,10 @@ void KernelOp::launch_raw(const LaunchDims& dims, std::span<const RawArg> args, 
                                                     : "a float") +
                   ", got " + scalar_kind_name(x.kind));
     }
-    if (a.value_type == ScalarType::Int)
+    if (a.value_type == ScalarType::Int) {
       detail::check_int32(
           p.op_name, x.i, [&] { return where(i); }, "");
+    }
     detail::pack_scalar(slot, a.value_type, x);
   }
   int tensor_device = tensors.device() >= 0 ? tensors.device() : std::max(device, 0);
