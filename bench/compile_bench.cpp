@@ -23,8 +23,6 @@ OpPlan plan_of(const char* name) {
       load_op_file(fs::path(KERNELOP_SOURCE_DIR) / "examples" / (std::string(name) + ".json")));
 }
 
-fs::path scratch(const std::string& tag);
-
 // A kernel built on CUB (whose headers hold computed #includes): cached through the toolkit's
 // identity (Note [include scan]), so a second process gets it from the disk cache.
 OpPlan cub_plan() {
@@ -46,42 +44,6 @@ OpPlan cub_plan() {
   d.spec.extras = {Numel{"x", false}};
   d.spec.geometry = Custom{{cdiv(Expr::numel("x"), 256), 1, 1}, {256, 1, 1}, 0};
   return derive_plan(d);
-}
-
-// Cold compile and a new process's disk hit for the CUB kernel, default architectures.
-void BM_CubColdDefaultArchs(benchmark::State& state) {
-  OpPlan plan = cub_plan();
-  fs::path dir = scratch("cub-cold");
-  for (auto _ : state) {
-    state.PauseTiming();
-    fs::remove_all(dir);
-    CompileCache cache(dir);
-    state.ResumeTiming();
-    CompileOptions o;
-    o.cache = &cache;
-    benchmark::DoNotOptimize(compile(plan, o));
-  }
-  fs::remove_all(dir);
-}
-
-void BM_CubWarmDiskHitDefaultArchs(benchmark::State& state) {
-  OpPlan plan = cub_plan();
-  fs::path dir = scratch("cub-disk");
-  CompileOptions o;
-  {
-    CompileCache cache(dir);
-    o.cache = &cache;
-    compile(plan, o);
-  }
-  for (auto _ : state) {
-    CompileCache cache(dir);
-    o.cache = &cache;
-    CompiledImage image = compile(plan, o);
-    for (const ArchImage& a : image.images)
-      if (!a.cache_hit) state.SkipWithError("expected a cache hit");
-    benchmark::DoNotOptimize(image);
-  }
-  fs::remove_all(dir);
 }
 
 fs::path scratch(const std::string& tag) {
@@ -157,8 +119,8 @@ void BM_BareNvrtc(benchmark::State& state, const char* name) {
 }
 
 // The default architecture list (4 CUBINs + PTX), compiled in parallel, cold vs disk hit.
-void BM_ColdCompileDefaultArchs(benchmark::State& state) {
-  OpPlan plan = plan_of("softmax");
+void BM_ColdCompileDefaultArchs(benchmark::State& state, OpPlan (*make_plan)()) {
+  OpPlan plan = make_plan();
   fs::path dir = scratch("cold-all");
   for (auto _ : state) {
     state.PauseTiming();
@@ -172,8 +134,8 @@ void BM_ColdCompileDefaultArchs(benchmark::State& state) {
   fs::remove_all(dir);
 }
 
-void BM_WarmDiskHitDefaultArchs(benchmark::State& state) {
-  OpPlan plan = plan_of("softmax");
+void BM_WarmDiskHitDefaultArchs(benchmark::State& state, OpPlan (*make_plan)()) {
+  OpPlan plan = make_plan();
   fs::path dir = scratch("disk-all");
   CompileOptions o;
   {
@@ -184,9 +146,16 @@ void BM_WarmDiskHitDefaultArchs(benchmark::State& state) {
   for (auto _ : state) {
     CompileCache cache(dir);
     o.cache = &cache;
-    benchmark::DoNotOptimize(compile(plan, o));
+    CompiledImage image = compile(plan, o);
+    for (const ArchImage& a : image.images)
+      if (!a.cache_hit) state.SkipWithError("expected a cache hit");
+    benchmark::DoNotOptimize(image);
   }
   fs::remove_all(dir);
+}
+
+OpPlan softmax_plan() {
+  return plan_of("softmax");
 }
 
 int register_all() {
@@ -201,15 +170,18 @@ int register_all() {
                                  name)
         ->Unit(benchmark::kMillisecond);
   }
-  benchmark::RegisterBenchmark("ColdCompile/softmax/default_archs", BM_ColdCompileDefaultArchs)
+  benchmark::RegisterBenchmark("ColdCompile/softmax/default_archs", BM_ColdCompileDefaultArchs,
+                               softmax_plan)
       ->Unit(benchmark::kMillisecond);
-  benchmark::RegisterBenchmark("WarmDiskHit/softmax/default_archs", BM_WarmDiskHitDefaultArchs)
+  benchmark::RegisterBenchmark("WarmDiskHit/softmax/default_archs", BM_WarmDiskHitDefaultArchs,
+                               softmax_plan)
       ->Unit(benchmark::kMillisecond);
-  benchmark::RegisterBenchmark("ColdCompile/cub_block_sum/default_archs", BM_CubColdDefaultArchs)
+  benchmark::RegisterBenchmark("ColdCompile/cub_block_sum/default_archs",
+                               BM_ColdCompileDefaultArchs, cub_plan)
       ->Unit(benchmark::kMillisecond)
       ->Iterations(1);
   benchmark::RegisterBenchmark("WarmDiskHit/cub_block_sum/default_archs",
-                               BM_CubWarmDiskHitDefaultArchs)
+                               BM_WarmDiskHitDefaultArchs, cub_plan)
       ->Unit(benchmark::kMillisecond);
   return 0;
 }
