@@ -52,7 +52,7 @@ void print_plan(std::ostream& out, const OpPlan& plan) {
   for (const auto& o : plan.outputs) {
     const TensorSlot& t = plan.tensors[static_cast<std::size_t>(o.slot)];
     out << "  output    " << t.name << ": " << shape_rule_text(plan, o.shape) << "  dtype "
-        << (o.dtype ? dtype_decl_text(*o.dtype) : "?");
+        << (t.dtype ? dtype_decl_text(*t.dtype) : "?");
     if (o.dtype_from >= 0)
       out << " (from " << plan.tensors[static_cast<std::size_t>(o.dtype_from)].name << ")";
     out << "\n";
@@ -71,7 +71,7 @@ void print_plan(std::ostream& out, const OpPlan& plan) {
   out << "  arguments";
   for (std::size_t i = 0; i < plan.args.size(); ++i) {
     const ArgSlot& a = plan.args[i];
-    std::string decl = a.c_type() + " " + a.name;
+    std::string decl = plan.c_type(a) + " " + a.name;
     out << (i ? "           " : "") << " " << std::setw(2) << i << "  " << std::left
         << std::setw(28) << decl << std::right << " " << arg_kind(a.kind) << "\n";
   }

@@ -14,12 +14,15 @@
 namespace kernelop {
 
 /// A tensor the kernel sees: tensor inputs first (declared order, scalars skipped), then
-/// outputs. Expression leaves naming a tensor resolve to its index in OpPlan::tensors.
+/// outputs (then, for a kernel with no declared convention, its adopted pointer parameters).
+/// Expression leaves naming a tensor resolve to its index in OpPlan::tensors.
 struct TensorSlot {
   std::string name;
   bool is_output = false;
   bool mutated = false;
-  /// Inputs: declared (or, after compile(), inferred) dtype. Outputs: see OutputPlan.
+  /// The one home of the tensor's dtype: as declared, or derived (an output's `dtype_from`),
+  /// or inferred from the kernel's signature by compile(); unknown (nullopt) until then, and
+  /// for an output shaped by a meta function whose dtype the signature cannot tell.
   std::optional<DTypeDecl> dtype;
   bool operator==(const TensorSlot&) const = default;
 };
@@ -46,33 +49,28 @@ struct ShapeRule {
 struct OutputPlan {
   int slot = 0;  ///< index in OpPlan::tensors
   ShapeRule shape;
-  /// The output takes the dtype of this tensor slot at run time (-1: use `dtype`).
+  /// The output takes the dtype of this tensor slot (-1: its own declared dtype). The dtype
+  /// itself lives in OpPlan::tensors[slot].
   int dtype_from = -1;
-  /// The static dtype when known: a DType, a type parameter's name, or unknown until the
-  /// source input's dtype is inferred.
-  std::optional<DTypeDecl> dtype;
   bool operator==(const OutputPlan&) const = default;
 };
 
-/// One kernel argument in calling-convention order, with the C type the kernel must declare.
+/// One kernel argument in calling-convention order. A pointer's element type is its tensor
+/// slot's dtype (OpPlan::element); OpPlan::c_type gives the C type the kernel must declare.
 struct ArgSlot {
   enum class Kind : std::uint8_t { TensorInput, ScalarInput, ExtraValue, Output };
   Kind kind = Kind::TensorInput;
   std::string name;  ///< tensor/scalar name; for extras the expression text
   int index = 0;     ///< tensor slot, scalar slot, or extra position
-  /// Tensors: pointer to `element` (const for inputs the kernel does not write).
+  /// Tensors: a pointer to const (inputs the kernel does not write).
   bool is_const = false;
-  std::optional<DTypeDecl> element;
   /// Scalars and extras: the by-value type (extras are Int or Int64).
   ScalarType value_type = ScalarType::Int;
   std::optional<Expr> value;  ///< extras: the resolved expression
   bool is_pointer() const { return kind == Kind::TensorInput || kind == Kind::Output; }
-  /// "const float*", "T*", "int", "long long", "?*" when the element type is not yet known.
-  std::string c_type() const;
   bool operator==(const ArgSlot&) const = default;
 };
 
-/// A requirement on a tensor's rank, with the reason (for the error message at launch).
 /// An input of the op's signature: a tensor (index into OpPlan::tensors) or a scalar (index
 /// into OpPlan::scalars).
 struct DeclaredInput {
@@ -81,6 +79,7 @@ struct DeclaredInput {
   bool operator==(const DeclaredInput&) const = default;
 };
 
+/// A requirement on a tensor's rank, with the reason (for the error message at launch).
 struct RankRequirement {
   int slot = 0;
   std::int64_t min_rank = 0;
@@ -143,6 +142,14 @@ struct OpPlan {
   int tensor_slot(std::string_view name) const;  ///< -1 when absent
   int scalar_slot(std::string_view name) const;  ///< -1 when absent
   bool has_external_outputs() const;
+  /// A pointer argument's element type (its tensor slot's dtype); nullopt for values.
+  const std::optional<DTypeDecl>& element(const ArgSlot& arg) const;
+  /// "const float*", "T*", "int", "long long", "?*" when the element type is not yet known.
+  std::string c_type(const ArgSlot& arg) const;
+  /// A kernel with no declared convention (args_from_kernel): appends its next parameter,
+  /// a pointer with its own tensor slot or a value, as an argument of raw launches.
+  void adopt_pointer_param(bool is_const, std::optional<DTypeDecl> element);
+  void adopt_value_param(ScalarType type);
   /// Everything is declared: KernelOp::launch() works and the op can go in a package.
   bool is_declarative() const { return geometry && !args_from_kernel && !has_external_outputs(); }
 };

@@ -160,7 +160,7 @@ NB_MODULE(_kernelop, m) {
                    [](const torch_ops::Registration& r) {
                      std::vector<std::string> out;
                      for (const ArgSlot& a : r.plan().args)
-                       out.push_back(a.c_type() + " " + a.name);
+                       out.push_back(r.plan().c_type(a) + " " + a.name);
                      return out;
                    })
       .def(

@@ -65,7 +65,7 @@ std::string arg_text(const ArgSlot& arg) {
 std::string convention_text(const OpPlan& plan) {
   std::string out = "(";
   for (std::size_t i = 0; i < plan.args.size(); ++i) {
-    out += (i ? ", " : "") + plan.args[i].c_type() + " " + plan.args[i].name;
+    out += (i ? ", " : "") + plan.c_type(plan.args[i]) + " " + plan.args[i].name;
   }
   return out + ")";
 }
@@ -132,51 +132,48 @@ class Verifier {
     const auto& c = codes_[0];
     for (std::size_t i = 0; i < static_cast<std::size_t>(c.at(0)); ++i) {
       ParamType p = decode_param(c[i + 1]);
-      ArgSlot arg;
-      arg.name = "param" + std::to_string(i);
-      arg.index = static_cast<int>(i);
       if (p.pointer) {
-        arg.kind = ArgSlot::Kind::TensorInput;
-        arg.is_const = p.is_const;
-        if (auto d = p.dtype()) arg.element = *d;
-      } else {
-        arg.kind = ArgSlot::Kind::ScalarInput;
-        switch (p.base) {
-          case kFloat:
-            arg.value_type = ScalarType::Float;
-            break;
-          case kDouble:
-            arg.value_type = ScalarType::Float64;
-            break;
-          case kBool:
-            arg.value_type = ScalarType::Bool;
-            break;
-          case kInt:
-          case kUnsigned:
-            arg.value_type = ScalarType::Int;
-            break;
-          case kLongLong:
-          case kUnsignedLongLong:
-            arg.value_type = ScalarType::Int64;
-            break;
-          default:
-            KERNELOP_RAISE(fail(0)) << "parameter " << i << " is '" << p.text()
-                                    << "'; kernelop passes pointers, int, unsigned, long long, "
-                                       "float, double and bool";
-        }
+        std::optional<DTypeDecl> element;
+        if (auto d = p.dtype()) element = *d;
+        plan_.adopt_pointer_param(p.is_const, element);
+        continue;
       }
-      plan_.args.push_back(std::move(arg));
+      ScalarType type = ScalarType::Int;
+      switch (p.base) {
+        case kFloat:
+          type = ScalarType::Float;
+          break;
+        case kDouble:
+          type = ScalarType::Float64;
+          break;
+        case kBool:
+          type = ScalarType::Bool;
+          break;
+        case kInt:
+        case kUnsigned:
+          type = ScalarType::Int;
+          break;
+        case kLongLong:
+        case kUnsignedLongLong:
+          type = ScalarType::Int64;
+          break;
+        default:
+          KERNELOP_RAISE(fail(0)) << "parameter " << i << " is '" << p.text()
+                                  << "'; kernelop passes pointers, int, unsigned, long long, "
+                                     "float, double and bool";
+      }
+      plan_.adopt_value_param(type);
     }
   }
 
   void infer_tensor_dtypes() {
     for (std::size_t i = 0; i < plan_.args.size(); ++i) {
-      ArgSlot& arg = plan_.args[i];
-      if (arg.kind == ArgSlot::Kind::Output && !arg.element) {
+      const ArgSlot& arg = plan_.args[i];
+      if (arg.kind == ArgSlot::Kind::Output && !plan_.element(arg)) {
         infer_external_output(i);
         continue;
       }
-      if (arg.kind != ArgSlot::Kind::TensorInput || arg.element) continue;
+      if (arg.kind != ArgSlot::Kind::TensorInput || plan_.element(arg)) continue;
       std::optional<DType> inferred;
       for (std::size_t inst = 0; inst < plan_.instances.size(); ++inst) {
         ParamType p = decode_param(codes_[inst][i + 1]);
@@ -195,27 +192,22 @@ class Verifier {
         }
         inferred = d;
       }
-      if (!inferred) continue;
-      arg.element = *inferred;
-      plan_.tensors[static_cast<std::size_t>(arg.index)].dtype = *inferred;
+      if (inferred) plan_.tensors[static_cast<std::size_t>(arg.index)].dtype = *inferred;
     }
     // Outputs whose dtype follows an input that was just inferred.
-    for (OutputPlan& out : plan_.outputs) {
-      if (out.dtype || out.dtype_from < 0) continue;
-      out.dtype = plan_.tensors[static_cast<std::size_t>(out.dtype_from)].dtype;
-      plan_.tensors[static_cast<std::size_t>(out.slot)].dtype = out.dtype;
-      for (ArgSlot& arg : plan_.args) {
-        if (arg.kind == ArgSlot::Kind::Output && arg.index == out.slot) arg.element = out.dtype;
-      }
+    for (const OutputPlan& out : plan_.outputs) {
+      auto& dtype = plan_.tensors[static_cast<std::size_t>(out.slot)].dtype;
+      if (!dtype && out.dtype_from >= 0)
+        dtype = plan_.tensors[static_cast<std::size_t>(out.dtype_from)].dtype;
     }
   }
 
   // An output shaped by the meta function takes the pointer's dtype when every instance agrees;
   // else it stays open and the meta function's dtype is used as is.
   void infer_external_output(std::size_t i) {
-    ArgSlot& arg = plan_.args[i];
-    OutputPlan* out = nullptr;
-    for (OutputPlan& o : plan_.outputs) {
+    const ArgSlot& arg = plan_.args[i];
+    const OutputPlan* out = nullptr;
+    for (const OutputPlan& o : plan_.outputs) {
       if (o.slot == arg.index && o.shape.kind == ShapeRule::Kind::External) out = &o;
     }
     if (!out) return;
@@ -226,9 +218,7 @@ class Verifier {
       if (!d || (inferred && *inferred != *d)) return;
       inferred = d;
     }
-    if (!inferred) return;
-    arg.element = out->dtype = *inferred;
-    plan_.tensors[static_cast<std::size_t>(out->slot)].dtype = *inferred;
+    if (inferred) plan_.tensors[static_cast<std::size_t>(out->slot)].dtype = *inferred;
   }
 
   void check_arg(std::size_t inst, std::size_t i) {
@@ -241,7 +231,7 @@ class Verifier {
       return s;
     };
     if (arg.is_pointer()) {
-      std::optional<DType> want = bound(inst, arg.element);
+      std::optional<DType> want = bound(inst, plan_.element(arg));
       std::string want_text =
           (arg.is_const ? "const " : "") + std::string(want ? dtype_cuda_type(*want) : "?") + "*";
       if (!p.pointer) {

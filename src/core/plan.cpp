@@ -188,13 +188,13 @@ class Deriver {
                  },
                  decl.shape);
       out.shape.source = source;
+      auto& dtype = plan_.tensors[static_cast<std::size_t>(out.slot)].dtype;
       if (decl.dtype) {
-        out.dtype = decl.dtype;
+        dtype = decl.dtype;
       } else {
         out.dtype_from = decl.dtype_from ? plan_.tensor_slot(*decl.dtype_from) : source;
-        out.dtype = plan_.tensors[static_cast<std::size_t>(out.dtype_from)].dtype;
+        dtype = plan_.tensors[static_cast<std::size_t>(out.dtype_from)].dtype;
       }
-      plan_.tensors[static_cast<std::size_t>(out.slot)].dtype = out.dtype;
       plan_.outputs.push_back(std::move(out));
     }
   }
@@ -207,7 +207,6 @@ class Deriver {
         arg.kind = ArgSlot::Kind::TensorInput;
         arg.name = t.name;
         arg.is_const = !t.mutated;
-        arg.element = t.dtype;
       } else {
         const ScalarSlot& s = plan_.scalars[static_cast<std::size_t>(slot)];
         arg.kind = ArgSlot::Kind::ScalarInput;
@@ -240,7 +239,6 @@ class Deriver {
       arg.kind = ArgSlot::Kind::Output;
       arg.index = out.slot;
       arg.name = plan_.tensors[static_cast<std::size_t>(out.slot)].name;
-      arg.element = out.dtype;
       plan_.args.push_back(std::move(arg));
     }
   }
@@ -436,15 +434,41 @@ std::string dtype_decl_text(const DTypeDecl& dtype) {
                     dtype);
 }
 
-std::string ArgSlot::c_type() const {
-  if (!is_pointer()) return std::string(scalar_cuda_type(value_type));
+const std::optional<DTypeDecl>& OpPlan::element(const ArgSlot& arg) const {
+  static const std::optional<DTypeDecl> kNone;
+  if (!arg.is_pointer()) return kNone;
+  return tensors[static_cast<std::size_t>(arg.index)].dtype;
+}
+
+std::string OpPlan::c_type(const ArgSlot& arg) const {
+  if (!arg.is_pointer()) return std::string(scalar_cuda_type(arg.value_type));
   std::string type = "?";
-  if (element) {
+  if (const auto& e = element(arg)) {
     type = std::visit(Overloaded{[](DType d) { return std::string(dtype_cuda_type(d)); },
                                  [](const std::string& param) { return param; }},
-                      *element);
+                      *e);
   }
-  return (is_const ? "const " : "") + type + "*";
+  return (arg.is_const ? "const " : "") + type + "*";
+}
+
+void OpPlan::adopt_pointer_param(bool is_const, std::optional<DTypeDecl> element) {
+  ArgSlot arg;
+  arg.kind = ArgSlot::Kind::TensorInput;
+  arg.name = "param" + std::to_string(args.size());
+  arg.index = static_cast<int>(tensors.size());
+  arg.is_const = is_const;
+  tensors.push_back(TensorSlot{arg.name, false, !is_const, std::move(element)});
+  args.push_back(std::move(arg));
+}
+
+void OpPlan::adopt_value_param(ScalarType type) {
+  ArgSlot arg;
+  arg.kind = ArgSlot::Kind::ScalarInput;
+  arg.name = "param" + std::to_string(args.size());
+  arg.index = static_cast<int>(scalars.size());
+  arg.value_type = type;
+  scalars.push_back(ScalarSlot{arg.name, type});
+  args.push_back(std::move(arg));
 }
 
 std::string shape_rule_text(const OpPlan& plan, const ShapeRule& rule) {

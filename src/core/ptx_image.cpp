@@ -40,27 +40,22 @@ template <typename Fail>
 void adopt_ptx_params(OpPlan& plan, const std::vector<std::string>& types, const Fail& fail) {
   for (std::size_t i = 0; i < types.size(); ++i) {
     const std::string& t = types[i];
-    ArgSlot arg;
-    arg.name = "param" + std::to_string(i);
-    arg.index = static_cast<int>(i);
-    arg.kind = ArgSlot::Kind::ScalarInput;
     if (t == ".u64" || t == ".s64" || t == ".b64") {
-      arg.kind = ArgSlot::Kind::TensorInput;
+      plan.adopt_pointer_param(false, std::nullopt);
     } else if (t == ".f32") {
-      arg.value_type = ScalarType::Float;
+      plan.adopt_value_param(ScalarType::Float);
     } else if (t == ".f64") {
-      arg.value_type = ScalarType::Float64;
+      plan.adopt_value_param(ScalarType::Float64);
     } else if (t == ".u32" || t == ".s32" || t == ".b32") {
-      arg.value_type = ScalarType::Int;
+      plan.adopt_value_param(ScalarType::Int);
     } else if (t == ".u8" || t == ".s8" || t == ".b8" || t == ".pred") {
-      arg.value_type = ScalarType::Bool;
+      plan.adopt_value_param(ScalarType::Bool);
     } else {
       KERNELOP_RAISE(fail(ErrorKind::Compile))
           << "parameter " << i << " has PTX type '" << t
           << "'; without a spec kernelop passes 64-bit pointers, 32-bit "
              "ints, floats, doubles and 8-bit bools";
     }
-    plan.args.push_back(std::move(arg));
   }
 }
 
@@ -77,7 +72,8 @@ CompiledImage image_from_ptx(OpPlan plan, std::string ptx, const std::string& en
         a.kind == ArgSlot::Kind::Output &&
         plan.outputs[static_cast<std::size_t>(a.index - plan.num_tensor_inputs)].shape.kind ==
             ShapeRule::Kind::External;
-    if (a.is_pointer() && !external && (!a.element || !std::holds_alternative<DType>(*a.element))) {
+    if (a.is_pointer() && !external &&
+        (!plan.element(a) || !std::holds_alternative<DType>(*plan.element(a)))) {
       KERNELOP_RAISE(fail(ErrorKind::Spec))
           << "'" << a.name << "' needs a declared dtype: nothing can be inferred from PTX";
     }
@@ -140,8 +136,8 @@ CompiledImage image_from_ptx(OpPlan plan, std::string ptx, const std::string& en
     if (params[i] != want) {
       KERNELOP_RAISE(fail(ErrorKind::Compile))
           << "parameter " << i << " is " << params[i] * 8 << "-bit but the calling convention "
-          << "passes '" << plan.args[i].name << "' as " << plan.args[i].c_type() << " (" << want * 8
-          << "-bit)";
+          << "passes '" << plan.args[i].name << "' as " << plan.c_type(plan.args[i]) << " ("
+          << want * 8 << "-bit)";
     }
   }
   CompiledImage image;

@@ -28,7 +28,7 @@ KernelOp::KernelOp(CompiledImage image, LoadOptions options) : state_(std::make_
     bool open_dtype =
         p.args_from_kernel || (a.kind == ArgSlot::Kind::Output &&
                                state_->output_of(a.index).shape.kind == ShapeRule::Kind::External);
-    if (a.is_pointer() && !a.element && !open_dtype) {
+    if (a.is_pointer() && !p.element(a) && !open_dtype) {
       KERNELOP_FAIL(Spec) << "op " << p.op_name << ": the dtype of '" << a.name
                           << "' is unknown; compile the op (which infers it) or declare it";
     }

@@ -102,7 +102,7 @@ struct KernelOp::State {
     for (std::size_t i = 0; i < plan().args.size(); ++i) {
       const ArgSlot& a = plan().args[i];
       if (a.is_pointer() && a.index == slot) {
-        return "kernel parameter " + std::to_string(i) + " is " + a.c_type();
+        return "kernel parameter " + std::to_string(i) + " is " + plan().c_type(a);
       }
     }
     return "";
@@ -207,7 +207,7 @@ struct KernelOp::State {
   std::optional<DType> output_dtype(const OutputPlan& out, int instance,
                                     std::span<const TensorView> inputs) const {
     if (out.dtype_from >= 0) return inputs[static_cast<std::size_t>(out.dtype_from)].dtype;
-    auto d = bound(instance, out.dtype);
+    auto d = bound(instance, plan().tensors[static_cast<std::size_t>(out.slot)].dtype);
     if (!d && out.shape.kind != ShapeRule::Kind::External) {
       fail("output '" + plan().tensors[static_cast<std::size_t>(out.slot)].name +
            "' has no known dtype");

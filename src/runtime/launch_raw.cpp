@@ -47,13 +47,13 @@ void KernelOp::launch_raw(const LaunchDims& dims, std::span<const RawArg> args, 
   if (args.size() != p.args.size()) {
     std::string params;
     for (std::size_t i = 0; i < p.args.size(); ++i) {
-      params += (i ? ", " : "") + p.args[i].c_type() + " " + p.args[i].name;
+      params += (i ? ", " : "") + p.c_type(p.args[i]) + " " + p.args[i].name;
     }
     s.fail_type("the kernel takes " + std::to_string(p.args.size()) + " argument(s) (" + params +
                 "), got " + std::to_string(args.size()));
   }
   auto where = [&](std::size_t i) {
-    return "argument " + std::to_string(i) + " ('" + p.args[i].name + "', " + p.args[i].c_type() +
+    return "argument " + std::to_string(i) + " ('" + p.args[i].name + "', " + p.c_type(p.args[i]) +
            ")";
   };
   // The instance whose pointer dtypes match the tensors (dtype-generic kernels).
@@ -62,7 +62,7 @@ void KernelOp::launch_raw(const LaunchDims& dims, std::span<const RawArg> args, 
     bool match = true;
     for (std::size_t i = 0; i < args.size() && match; ++i) {
       if (!p.args[i].is_pointer() || !args[i].is_tensor) continue;
-      auto want = s.bound(static_cast<int>(inst), p.args[i].element);
+      auto want = s.bound(static_cast<int>(inst), p.element(p.args[i]));
       match = !want || *want == args[i].tensor.dtype;
     }
     if (match) instance = static_cast<int>(inst);
@@ -87,7 +87,7 @@ void KernelOp::launch_raw(const LaunchDims& dims, std::span<const RawArg> args, 
       if (!v.is_tensor) {
         s.fail_type(where(i) + " must be a tensor, got " + scalar_kind_name(v.scalar.kind));
       }
-      auto want = s.bound(instance, a.element);
+      auto want = s.bound(instance, p.element(a));
       if (want && *want != v.tensor.dtype) {
         s.fail_type(where(i) + " must be " + std::string(dtype_name(*want)) + ", got " +
                     std::string(dtype_name(v.tensor.dtype)));

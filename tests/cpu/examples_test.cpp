@@ -50,7 +50,7 @@ TEST_P(ExampleCompiles, ForSm80AndSm90) {
   // Every tensor's dtype is known after compilation (declared, bound or inferred).
   for (const auto& arg : image.plan.args) {
     if (arg.is_pointer()) {
-      EXPECT_TRUE(arg.element.has_value()) << arg.name;
+      EXPECT_TRUE(image.plan.element(arg).has_value()) << arg.name;
     }
   }
 }

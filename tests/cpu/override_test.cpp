@@ -20,7 +20,7 @@ constexpr ValidateOptions kBoth{true, true, 0};
 
 std::string args(const OpPlan& p) {
   std::string out;
-  for (const auto& a : p.args) out += (out.empty() ? "" : ", ") + a.c_type() + " " + a.name;
+  for (const auto& a : p.args) out += (out.empty() ? "" : ", ") + p.c_type(a) + " " + a.name;
   return out;
 }
 

@@ -22,7 +22,7 @@ std::string block(const OpPlan& p) {
 }
 std::string args(const OpPlan& p) {
   std::string out;
-  for (const auto& a : p.args) out += (out.empty() ? "" : ", ") + a.c_type() + " " + a.name;
+  for (const auto& a : p.args) out += (out.empty() ? "" : ", ") + p.c_type(a) + " " + a.name;
   return out;
 }
 std::string shape(const OpPlan& p, std::size_t output) {
@@ -93,9 +93,11 @@ TEST(Plan, EveryExample) {
 TEST(Plan, DtypesFollowTheRules) {
   OpPlan relu = derive_plan(example("relu"));
   EXPECT_EQ(relu.outputs[0].dtype_from, 0);
-  EXPECT_EQ(relu.outputs[0].dtype, DTypeDecl(DType::Float32));
+  EXPECT_EQ(relu.tensors[static_cast<std::size_t>(relu.outputs[0].slot)].dtype,
+            DTypeDecl(DType::Float32));
   OpPlan generic = derive_plan(example("relu_generic"));
-  EXPECT_EQ(generic.outputs[0].dtype, DTypeDecl(std::string("T")));
+  EXPECT_EQ(generic.tensors[static_cast<std::size_t>(generic.outputs[0].slot)].dtype,
+            DTypeDecl(std::string("T")));
   ASSERT_EQ(generic.instances.size(), 3u);
   EXPECT_EQ(generic.instances[0].name_expression, "relu_generic<float>");
   EXPECT_EQ(generic.instances[1].name_expression, "relu_generic<__half>");
@@ -165,7 +167,7 @@ TEST(Plan, ScalarsKeepTheirPositionAndDtypeFromOverridesTheSource) {
   EXPECT_EQ(shape(p, 0), "like(w)");  // SameAs index 1 among tensor inputs is w
   EXPECT_EQ(p.outputs[0].dtype_from, p.tensor_slot("x"));
   EXPECT_EQ(p.outputs[1].dtype_from, -1);
-  EXPECT_EQ(p.outputs[1].dtype, DTypeDecl(DType::Int64));
+  EXPECT_EQ(p.tensors[static_cast<std::size_t>(p.outputs[1].slot)].dtype, DTypeDecl(DType::Int64));
   // Leaves resolve to slots: tensors by tensor slot, scalars by scalar slot.
   const Expr& dim0 = p.outputs[1].shape.dims[0];
   EXPECT_EQ(dim0.lhs().slot(), p.tensor_slot("x"));

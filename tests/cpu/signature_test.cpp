@@ -40,14 +40,14 @@ TEST(Signature, AcceptsRestrictNonConstInputsUnsignedExtrasAndLong) {
       R"(extern "C" __global__ void k(float* __restrict__ x, unsigned n, float* __restrict__ y) {})"));
   EXPECT_EQ(restrict_unsigned.lowered_names, std::vector<std::string>{"k"});
   EXPECT_EQ(restrict_unsigned.plan.args.at(1).value_type, ScalarType::Int);
-  EXPECT_EQ(restrict_unsigned.plan.args.at(1).c_type(), "int");
+  EXPECT_EQ(restrict_unsigned.plan.c_type(restrict_unsigned.plan.args.at(1)), "int");
   OpDecl d = op(R"(extern "C" __global__ void k(const float* x, long n, float* y) {})");
   d.spec.extras = {Numel{"x", true}};
   CompiledImage long_extra = build(d);  // long is 64-bit on LP64
   EXPECT_EQ(long_extra.plan.args.at(1).value_type, ScalarType::Int64);
-  EXPECT_EQ(long_extra.plan.args.at(1).c_type(), "long long");
+  EXPECT_EQ(long_extra.plan.c_type(long_extra.plan.args.at(1)), "long long");
   // The plan keeps the calling convention's types; the kernel's compatible spellings pass.
-  EXPECT_EQ(restrict_unsigned.plan.args.at(0).c_type(), "const float*");
+  EXPECT_EQ(restrict_unsigned.plan.c_type(restrict_unsigned.plan.args.at(0)), "const float*");
 }
 
 TEST(Signature, WrongArity) {
@@ -160,13 +160,13 @@ TEST(Signature, InfersOmittedDtypesFromTheSignature) {
       std::vector<Input>{InputDecl{"x", std::nullopt, false}, InputDecl{"i", std::nullopt, false}};
   OpPlan before = derive_plan(d);
   EXPECT_FALSE(before.tensors[0].dtype.has_value());
-  EXPECT_EQ(before.args[0].c_type(), "const ?*");
+  EXPECT_EQ(before.c_type(before.args[0]), "const ?*");
   CompiledImage image = build(d);
   EXPECT_EQ(image.plan.tensors[0].dtype, DTypeDecl(DType::BFloat16));
   EXPECT_EQ(image.plan.tensors[1].dtype, DTypeDecl(DType::Int64));
-  EXPECT_EQ(image.plan.outputs[0].dtype, DTypeDecl(DType::BFloat16));  // follows x
-  EXPECT_EQ(image.plan.args[0].c_type(), "const __nv_bfloat16*");
-  EXPECT_EQ(image.plan.args[3].c_type(), "__nv_bfloat16*");
+  EXPECT_EQ(image.plan.tensors[2].dtype, DTypeDecl(DType::BFloat16));  // output y follows x
+  EXPECT_EQ(image.plan.c_type(image.plan.args[0]), "const __nv_bfloat16*");
+  EXPECT_EQ(image.plan.c_type(image.plan.args[3]), "__nv_bfloat16*");
 }
 
 TEST(Signature, InferenceFailsForVoidPointers) {
