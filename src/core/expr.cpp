@@ -113,7 +113,8 @@ class Parser {
   Expr parse_all() {
     Expr e = parse_expr().expr;
     skip_space();
-    if (pos_ != text_.size()) fail("unexpected '" + std::string(1, text_[pos_]) + "'");
+    if (pos_ != text_.size())
+      KERNELOP_RAISE(error()) << "unexpected '" << std::string(1, text_[pos_]) << "'";
     return e;
   }
 
@@ -124,13 +125,16 @@ class Parser {
     int height = 0;
   };
 
-  [[noreturn]] void fail(const std::string& what) const {
-    KERNELOP_FAIL(Spec) << "invalid expression '" << detail::excerpt(text_, pos_) << "': " << what
-                        << " at column " << (pos_ + 1);
+  // "invalid expression 'TEXT' at column N: ..." (Note [raising errors]).
+  detail::ErrorStream error() const {
+    detail::ErrorStream e(ErrorKind::Spec);
+    e << "invalid expression '" << detail::excerpt(text_, pos_) << "' at column " << (pos_ + 1)
+      << ": ";
+    return e;
   }
 
   [[noreturn]] void fail_too_deep() const {
-    fail("expression nests deeper than " + std::to_string(kMaxExprDepth) + " levels");
+    KERNELOP_RAISE(error()) << "expression nests deeper than " << kMaxExprDepth << " levels";
   }
 
   Parsed binary(ExprOp op, const Parsed& a, const Parsed& b) const {
@@ -154,9 +158,10 @@ class Parser {
 
   void expect(std::string_view token) {
     if (!accept(token)) {
-      fail("expected '" + std::string(token) + "'" +
-           (pos_ < text_.size() ? ", found '" + std::string(1, text_[pos_]) + "'"
-                                : ", found the end"));
+      KERNELOP_RAISE(error()) << "expected '" << token << "'"
+                              << (pos_ < text_.size()
+                                      ? ", found '" + std::string(1, text_[pos_]) + "'"
+                                      : ", found the end");
     }
   }
 
@@ -204,20 +209,22 @@ class Parser {
     bool negative = accept("-");
     skip_space();
     if (pos_ >= text_.size() || !std::isdigit(static_cast<unsigned char>(text_[pos_]))) {
-      fail(negative ? "'-' must be followed by an integer literal" : "expected an integer");
+      KERNELOP_RAISE(error()) << (negative ? "'-' must be followed by an integer literal"
+                                           : "expected an integer");
     }
     // Accumulate negatively so that INT64_MIN parses.
     std::int64_t value = 0;
     while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) {
       int digit = text_[pos_] - '0';
       if (value < (std::numeric_limits<std::int64_t>::min() + digit) / 10) {
-        fail("integer literal out of int64 range");
+        KERNELOP_RAISE(error()) << "integer literal out of int64 range";
       }
       value = value * 10 - digit;
       ++pos_;
     }
     if (!negative) {
-      if (value == std::numeric_limits<std::int64_t>::min()) fail("integer literal out of range");
+      if (value == std::numeric_limits<std::int64_t>::min())
+        KERNELOP_RAISE(error()) << "integer literal out of range";
       value = -value;
     }
     return value;
@@ -230,13 +237,13 @@ class Parser {
       ++pos_;
       while (pos_ < text_.size() && detail::is_ident_char(text_[pos_])) ++pos_;
     }
-    if (start == pos_) fail("expected a name");
+    if (start == pos_) KERNELOP_RAISE(error()) << "expected a name";
     return std::string(text_.substr(start, pos_ - start));
   }
 
   Parsed parse_atom() {
     skip_space();
-    if (pos_ >= text_.size()) fail("unexpected end");
+    if (pos_ >= text_.size()) KERNELOP_RAISE(error()) << "unexpected end";
     char c = text_[pos_];
     if (c == '(') {
       ++pos_;
@@ -264,7 +271,7 @@ class Parser {
       std::vector<std::int64_t> axes;
       while (accept(",")) axes.push_back(parse_int());
       expect(")");
-      if (axes.empty()) fail("numel_except() needs at least one axis");
+      if (axes.empty()) KERNELOP_RAISE(error()) << "numel_except() needs at least one axis";
       return {Expr::numel_except(tensor, axes)};
     }
     ExprOp op;
@@ -275,7 +282,8 @@ class Parser {
     } else if (name == "max") {
       op = ExprOp::Max;
     } else {
-      fail("unknown function '" + name + "' (known: dim, numel, numel_except, cdiv, min, max)");
+      KERNELOP_RAISE(error()) << "unknown function '" << name
+                              << "' (known: dim, numel, numel_except, cdiv, min, max)";
     }
     Parsed a = parse_nested();
     expect(",");

@@ -47,36 +47,42 @@ class Reader {
  public:
   Reader(std::string_view bytes, std::string_view origin) : bytes_(bytes), origin_(origin) {}
 
-  [[noreturn]] void fail(const std::string& what) const {
-    KERNELOP_FAIL(Format) << "package " << origin_ << ": " << what;
+  // "package ORIGIN: ..." (Note [raising errors]).
+  detail::ErrorStream error() const {
+    detail::ErrorStream e(ErrorKind::Format);
+    e << "package " << origin_ << ": ";
+    return e;
   }
 
   Package read() {
     Package pkg;
     if (bytes_.size() < kHeaderSize || std::memcmp(bytes_.data(), kMagic, 8) != 0) {
-      fail("not a kernelop package (bad magic; " + std::to_string(bytes_.size()) + " bytes)");
+      KERNELOP_RAISE(error()) << "not a kernelop package (bad magic; " << bytes_.size()
+                              << " bytes)";
     }
     pkg.format_version = detail::get_le<std::uint32_t>(bytes_, 8);
     if (pkg.format_version != kPackageFormatVersion) {
-      fail("format version " + std::to_string(pkg.format_version) +
-           " is not supported (this kernelop reads " + std::to_string(kPackageFormatVersion) + ")");
+      KERNELOP_RAISE(error()) << "format version " << pkg.format_version
+                              << " is not supported (this kernelop reads " << kPackageFormatVersion
+                              << ")";
     }
     auto count = detail::get_le<std::uint32_t>(bytes_, 12);
     auto size = detail::get_le<std::uint64_t>(bytes_, 16);
     if (size != bytes_.size()) {
-      fail("truncated or padded: the header says " + std::to_string(size) +
-           " bytes, the file has " + std::to_string(bytes_.size()));
+      KERNELOP_RAISE(error()) << "truncated or padded: the header says " << size
+                              << " bytes, the file has " << bytes_.size();
     }
     detail::Digest stored;
     std::memcpy(stored.bytes.data(), bytes_.data() + 24, 16);
     detail::Digest actual = detail::hash_bytes(bytes_.substr(kHeaderSize));
-    if (!(stored == actual)) fail("checksum mismatch: the file is damaged");
+    if (!(stored == actual)) KERNELOP_RAISE(error()) << "checksum mismatch: the file is damaged";
     pkg.checksum = actual.hex();
     pkg.file_size = size;
     if (count < 1 || count > kMaxSections)
-      fail("section count " + std::to_string(count) + " is out of range");
+      KERNELOP_RAISE(error()) << "section count " << count << " is out of range";
     std::size_t table_end = kHeaderSize + 16 * static_cast<std::size_t>(count);
-    if (table_end > bytes_.size()) fail("section table runs past the end of the file");
+    if (table_end > bytes_.size())
+      KERNELOP_RAISE(error()) << "section table runs past the end of the file";
     std::vector<std::string_view> sections;
     // Sections follow each other: overlapping ones would let a small file claim the same
     // bytes for every image, and loading it would copy them as many times.
@@ -85,25 +91,25 @@ class Reader {
       auto offset = detail::get_le<std::uint64_t>(bytes_, kHeaderSize + 16 * std::size_t{i});
       auto length = detail::get_le<std::uint64_t>(bytes_, kHeaderSize + 16 * std::size_t{i} + 8);
       if (offset < table_end || offset > bytes_.size() || length > bytes_.size() - offset) {
-        fail("section " + std::to_string(i) + " lies outside the file");
+        KERNELOP_RAISE(error()) << "section " << i << " lies outside the file";
       }
       if (offset < previous_end) {
-        fail("section " + std::to_string(i) + " overlaps the one before it");
+        KERNELOP_RAISE(error()) << "section " << i << " overlaps the one before it";
       }
       previous_end = offset + length;
       sections.push_back(bytes_.substr(offset, length));
     }
     std::string why;
     std::optional<Json> parsed = detail::parse_json_strict<Json>(sections[0], &why);
-    if (!parsed) fail("metadata is not valid JSON: " + why);
+    if (!parsed) KERNELOP_RAISE(error()) << "metadata is not valid JSON: " << why;
     const Json& meta = *parsed;
     try {
       read_metadata(meta, sections, pkg);
     } catch (const nlohmann::json::exception& e) {
-      fail(std::string("metadata is malformed: ") + e.what());
+      KERNELOP_RAISE(error()) << "metadata is malformed: " << e.what();
     } catch (const Error& e) {
       if (e.kind() == ErrorKind::Format) throw;
-      fail("its spec is invalid: " + e.message());
+      KERNELOP_RAISE(error()) << "its spec is invalid: " << e.message();
     }
     return pkg;
   }
@@ -121,59 +127,60 @@ class Reader {
       if (v >= std::int64_t{Limits::min()} && v <= std::int64_t{Limits::max()})
         return static_cast<Int>(v);
     }
-    fail(what + " is " + j.dump() + "; expected an integer in range");
+    KERNELOP_RAISE(error()) << what << " is " << j.dump() << "; expected an integer in range";
   }
 
   void read_metadata(const Json& meta, const std::vector<std::string_view>& sections,
                      Package& pkg) {
-    if (!meta.is_object()) fail("metadata is not a JSON object");
+    if (!meta.is_object()) KERNELOP_RAISE(error()) << "metadata is not a JSON object";
     if (get_int<std::uint32_t>(meta.at("format"), "metadata.format") != pkg.format_version)
-      fail("metadata format differs from the header");
+      KERNELOP_RAISE(error()) << "metadata format differs from the header";
     pkg.created_by = meta.at("created_by").get<std::string>();
     CompiledImage& image = pkg.image;
     const Json& spec = meta.at("spec");
-    if (!spec.is_object()) fail("metadata.spec is not an object");
+    if (!spec.is_object()) KERNELOP_RAISE(error()) << "metadata.spec is not an object";
     // The source travels inline: a path would make loading read a file of the loader's machine.
     if (spec.contains("source_file"))
-      fail("metadata.spec has a source_file; a package holds its kernel source inline");
+      KERNELOP_RAISE(error())
+          << "metadata.spec has a source_file; a package holds its kernel source inline";
     image.plan = derive_plan(parse_op_json(spec.dump(), "", std::string(origin_) + ": spec"));
     if (image.plan.op_name != meta.at("op").get<std::string>())
-      fail("metadata.op differs from the spec's op");
+      KERNELOP_RAISE(error()) << "metadata.op differs from the spec's op";
     image.lowered_names = meta.at("lowered_names").get<std::vector<std::string>>();
     if (image.lowered_names.size() != image.plan.instances.size()) {
-      fail(std::to_string(image.lowered_names.size()) + " kernel symbols for " +
-           std::to_string(image.plan.instances.size()) + " instantiations");
+      KERNELOP_RAISE(error()) << image.lowered_names.size() << " kernel symbols for "
+                              << image.plan.instances.size() << " instantiations";
     }
     image.nvrtc_version = meta.at("nvrtc_version").get<std::string>();
     image.options = meta.at("compile_options").get<std::vector<std::string>>();
     const Json& images = meta.at("images");
     if (!images.is_array() || images.size() + 1 != sections.size()) {
-      fail("metadata lists " + std::to_string(images.is_array() ? images.size() : 0) +
-           " images for " + std::to_string(sections.size() - 1) + " image sections");
+      KERNELOP_RAISE(error()) << "metadata lists " << (images.is_array() ? images.size() : 0)
+                              << " images for " << sections.size() - 1 << " image sections";
     }
     for (std::size_t i = 0; i < images.size(); ++i) {
       ArchImage a;
       a.arch = images[i].at("arch").get<std::string>();
       bool cubin = a.arch.rfind("sm_", 0) == 0;
       if (!cubin && a.arch.rfind("compute_", 0) != 0)
-        fail("image " + std::to_string(i) + " has arch '" + a.arch + "'");
+        KERNELOP_RAISE(error()) << "image " << i << " has arch '" << a.arch << "'";
       a.data.assign(sections[i + 1]);
       // "kind" is redundant with the arch; a package where they disagree is not one we wrote.
       if (images[i].at("kind").get<std::string>() != (cubin ? "cubin" : "ptx")) {
-        fail("image " + std::to_string(i) + " (" + a.arch + ") has kind '" +
-             images[i].at("kind").get<std::string>() + "'");
+        KERNELOP_RAISE(error()) << "image " << i << " (" << a.arch << ") has kind '"
+                                << images[i].at("kind").get<std::string>() << "'";
       }
       std::string why;
       auto usage = detail::usage_from_json(images[i].at("usage"), &why);
-      if (!usage) fail("image " + std::to_string(i) + ": " + why);
+      if (!usage) KERNELOP_RAISE(error()) << "image " << i << ": " << why;
       a.usage = std::move(*usage);
       if (cubin && a.usage.size() != image.plan.instances.size()) {
-        fail("image " + a.arch + " has usage for " + std::to_string(a.usage.size()) + " of " +
-             std::to_string(image.plan.instances.size()) + " instantiations");
+        KERNELOP_RAISE(error()) << "image " << a.arch << " has usage for " << a.usage.size()
+                                << " of " << image.plan.instances.size() << " instantiations";
       }
       image.images.push_back(std::move(a));
     }
-    if (image.images.empty()) fail("it holds no image");
+    if (image.images.empty()) KERNELOP_RAISE(error()) << "it holds no image";
   }
 
   std::string_view bytes_;

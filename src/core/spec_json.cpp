@@ -20,20 +20,25 @@ class Reader {
  public:
   explicit Reader(std::string origin) : origin_(std::move(origin)) {}
 
-  [[noreturn]] void fail(const std::string& path, const std::string& what) const {
-    KERNELOP_FAIL(Spec) << origin_ << ": " << (path.empty() ? "" : path + ": ") << what;
+  // "ORIGIN: PATH: ..." (Note [raising errors]).
+  detail::ErrorStream error(const std::string& path) const {
+    detail::ErrorStream e(ErrorKind::Spec);
+    e << origin_ << ": " << (path.empty() ? "" : path + ": ");
+    return e;
   }
 
   static std::string type_name(const Json& j) { return j.type_name(); }
 
   void expect_keys(const Json& obj, const std::string& path,
                    std::initializer_list<std::string_view> allowed) const {
-    if (!obj.is_object()) fail(path, "expected an object, found " + type_name(obj));
+    if (!obj.is_object())
+      KERNELOP_RAISE(error(path)) << "expected an object, found " << type_name(obj);
     for (const auto& item : obj.items()) {
       bool known = false;
       for (auto a : allowed) known = known || a == item.key();
       if (!known) {
-        fail(join(path, item.key()), "unknown field (known fields: " + detail::join(allowed) + ")");
+        KERNELOP_RAISE(error(join(path, item.key())))
+            << "unknown field (known fields: " << detail::join(allowed) << ")";
       }
     }
   }
@@ -46,20 +51,23 @@ class Reader {
   }
 
   std::string get_string(const Json& j, const std::string& path) const {
-    if (!j.is_string()) fail(path, "expected a string, found " + type_name(j));
+    if (!j.is_string()) KERNELOP_RAISE(error(path)) << "expected a string, found " << type_name(j);
     return j.get<std::string>();
   }
   std::int64_t get_int(const Json& j, const std::string& path) const {
-    if (!j.is_number_integer()) fail(path, "expected an integer, found " + type_name(j));
-    if (j.is_number_unsigned() && j.get<std::uint64_t>() > INT64_MAX) fail(path, "out of range");
+    if (!j.is_number_integer())
+      KERNELOP_RAISE(error(path)) << "expected an integer, found " << type_name(j);
+    if (j.is_number_unsigned() && j.get<std::uint64_t>() > INT64_MAX)
+      KERNELOP_RAISE(error(path)) << "out of range";
     return j.get<std::int64_t>();
   }
   bool get_bool(const Json& j, const std::string& path) const {
-    if (!j.is_boolean()) fail(path, "expected true or false, found " + type_name(j));
+    if (!j.is_boolean())
+      KERNELOP_RAISE(error(path)) << "expected true or false, found " << type_name(j);
     return j.get<bool>();
   }
   const Json& get_array(const Json& j, const std::string& path) const {
-    if (!j.is_array()) fail(path, "expected an array, found " + type_name(j));
+    if (!j.is_array()) KERNELOP_RAISE(error(path)) << "expected an array, found " << type_name(j);
     return j;
   }
   std::vector<std::string> get_strings(const Json& j, const std::string& path) const {
@@ -78,11 +86,12 @@ class Reader {
   Expr get_expr(const Json& j, const std::string& path) const {
     if (j.is_number_integer()) return Expr(get_int(j, path));
     if (!j.is_string())
-      fail(path, "expected an expression (string or integer), found " + type_name(j));
+      KERNELOP_RAISE(error(path)) << "expected an expression (string or integer), found "
+                                  << type_name(j);
     try {
       return Expr::parse(j.get<std::string>());
     } catch (const Error& e) {
-      fail(path, e.message());
+      KERNELOP_RAISE(error(path)) << e.message();
     }
   }
   std::vector<Expr> get_exprs(const Json& j, const std::string& path) const {
@@ -94,8 +103,8 @@ class Reader {
   DType get_dtype(const Json& j, const std::string& path) const {
     std::string name = get_string(j, path);
     if (auto d = parse_dtype(name)) return *d;
-    fail(path,
-         "'" + name + "' is not a dtype (dtypes: " + detail::join(kAllDTypes, dtype_name) + ")");
+    KERNELOP_RAISE(error(path)) << "'" << name << "' is not a dtype (dtypes: "
+                                << detail::join(kAllDTypes, dtype_name) << ")";
   }
   // A dtype name, or else the name of a type parameter (checked later by validate()).
   DTypeDecl get_dtype_decl(const Json& j, const std::string& path) const {
@@ -120,10 +129,10 @@ class Reader {
       std::string type = get_string(j["scalar"], join(path, "scalar"));
       auto t = parse_scalar_type(type);
       if (!t) {
-        fail(join(path, "scalar"),
-             "'" + type +
-                 "' is not a scalar type; expected float, int or bool (or the 64-bit "
-                 "float64, int64)");
+        KERNELOP_RAISE(error(join(path, "scalar")))
+            << "'" << type
+            << "' is not a scalar type; expected float, int or bool (or the 64-bit "
+               "float64, int64)";
       }
       s.type = *t;
       return s;
@@ -150,22 +159,23 @@ class Reader {
       ReduceDims rd;
       rd.input = r.contains("input") ? get_input_ref(r["input"], join(p, "input"))
                                      : InputRef{std::int64_t{0}};
-      if (!r.contains("dims")) fail(join(p, "dims"), "missing; expected the axes to reduce");
+      if (!r.contains("dims"))
+        KERNELOP_RAISE(error(join(p, "dims"))) << "missing; expected the axes to reduce";
       rd.dims = get_ints(r["dims"], join(p, "dims"));
       if (r.contains("keepdim")) rd.keepdim = get_bool(r["keepdim"], join(p, "keepdim"));
       return rd;
     }
-    fail(path,
-         "expected {\"same_as\": ...}, {\"reduce_dims\": {...}} or a list of expressions, "
-         "found " +
-             j.dump());
+    KERNELOP_RAISE(error(path))
+        << "expected {\"same_as\": ...}, {\"reduce_dims\": {...}} or a list of expressions, "
+           "found "
+        << j.dump();
   }
 
   OutputDecl read_output(const Json& j, const std::string& path) const {
     expect_keys(j, path, {"name", "shape", "dtype_from", "dtype"});
     OutputDecl o;
     o.name = get_string(j.value("name", Json()), join(path, "name"));
-    if (!j.contains("shape")) fail(join(path, "shape"), "missing");
+    if (!j.contains("shape")) KERNELOP_RAISE(error(join(path, "shape"))) << "missing";
     o.shape = read_shape(j["shape"], join(path, "shape"));
     if (j.contains("dtype_from"))
       o.dtype_from = get_string(j["dtype_from"], join(path, "dtype_from"));
@@ -182,7 +192,7 @@ class Reader {
     }
     if (j.is_object() && j.contains("dim_size")) {
       expect_keys(j, path, {"dim_size", "axis", "int64"});
-      if (!j.contains("axis")) fail(join(path, "axis"), "missing");
+      if (!j.contains("axis")) KERNELOP_RAISE(error(join(path, "axis"))) << "missing";
       return DimSize{get_string(j["dim_size"], join(path, "dim_size")),
                      get_int(j["axis"], join(path, "axis")), int64};
     }
@@ -190,10 +200,9 @@ class Reader {
       expect_keys(j, path, {"expr", "int64"});
       return ExtraExpr{get_expr(j["expr"], join(path, "expr")), int64};
     }
-    fail(
-        path,
-        "expected {\"numel\": ...}, {\"dim_size\": ..., \"axis\": ...} or {\"expr\": ...}, found " +
-            j.dump());
+    KERNELOP_RAISE(error(path)) << "expected {\"numel\": ...}, {\"dim_size\": ..., \"axis\": ...} "
+                                   "or {\"expr\": ...}, found "
+                                << j.dump();
   }
 
   Geometry read_geometry(const Json& j, const std::string& path) const {
@@ -210,7 +219,8 @@ class Reader {
         } else if (layout == "nd") {
           g.layout = Layout::Nd;
         } else {
-          fail(join(p, "layout"), "'" + layout + "' is not a layout; expected 'flat' or 'nd'");
+          KERNELOP_RAISE(error(join(p, "layout")))
+              << "'" << layout << "' is not a layout; expected 'flat' or 'nd'";
         }
       }
       if (e.contains("over")) g.over = get_string(e["over"], join(p, "over"));
@@ -221,7 +231,7 @@ class Reader {
       const Json& r = j["reduction"];
       expect_keys(r, p, {"reduce_dims", "block_size", "shared_mem"});
       Reduction g;
-      if (!r.contains("reduce_dims")) fail(join(p, "reduce_dims"), "missing");
+      if (!r.contains("reduce_dims")) KERNELOP_RAISE(error(join(p, "reduce_dims"))) << "missing";
       g.reduce_dims = get_ints(r["reduce_dims"], join(p, "reduce_dims"));
       if (r.contains("block_size")) g.block_size = get_int(r["block_size"], join(p, "block_size"));
       if (r.contains("shared_mem")) g.shared_mem = get_expr(r["shared_mem"], join(p, "shared_mem"));
@@ -232,8 +242,8 @@ class Reader {
       const Json& c = j["custom"];
       expect_keys(c, p, {"grid", "block", "shared_mem"});
       Custom g;
-      if (!c.contains("grid")) fail(join(p, "grid"), "missing");
-      if (!c.contains("block")) fail(join(p, "block"), "missing");
+      if (!c.contains("grid")) KERNELOP_RAISE(error(join(p, "grid"))) << "missing";
+      if (!c.contains("block")) KERNELOP_RAISE(error(join(p, "block"))) << "missing";
       g.grid = get_exprs(c["grid"], join(p, "grid"));
       g.block = get_exprs(c["block"], join(p, "block"));
       if (c.contains("shared_mem")) g.shared_mem = get_expr(c["shared_mem"], join(p, "shared_mem"));
@@ -252,14 +262,16 @@ class Reader {
                  "fast_math", "line_info", "type_params", "requires"});
     OpDecl decl;
     decl.base_dir = base_dir;
-    if (!root.contains("op")) fail("op", "missing; expected \"namespace::name\"");
+    if (!root.contains("op"))
+      KERNELOP_RAISE(error("op")) << "missing; expected \"namespace::name\"";
     decl.op_name = get_string(root["op"], "op");
     KernelSpec& s = decl.spec;
-    if (!root.contains("kernel_name")) fail("kernel_name", "missing");
+    if (!root.contains("kernel_name")) KERNELOP_RAISE(error("kernel_name")) << "missing";
     s.kernel_name = get_string(root["kernel_name"], "kernel_name");
     bool inline_src = root.contains("kernel_source"), file_src = root.contains("source_file");
     if (inline_src == file_src) {
-      fail("", "expected exactly one of kernel_source (inline text) and source_file (a path)");
+      KERNELOP_RAISE(error(""))
+          << "expected exactly one of kernel_source (inline text) and source_file (a path)";
     }
     if (inline_src) {
       s.kernel_source = get_string(root["kernel_source"], "kernel_source");
@@ -269,7 +281,8 @@ class Reader {
       std::string why;
       if (detail::try_read_file(p, detail::kMaxTextFileBytes, &s.kernel_source, &why) !=
           detail::ReadStatus::Ok) {
-        fail("source_file", "cannot read '" + detail::shorten(p.string(), 300) + "': " + why);
+        KERNELOP_RAISE(error("source_file"))
+            << "cannot read '" << detail::shorten(p.string(), 300) << "': " << why;
       }
     }
     if (root.contains("inputs")) {
@@ -306,7 +319,7 @@ class Reader {
         expect_keys(arr[i], p, {"name", "dtypes"});
         TypeParam tp;
         tp.name = get_string(arr[i].value("name", Json()), join(p, "name"));
-        if (!arr[i].contains("dtypes")) fail(join(p, "dtypes"), "missing");
+        if (!arr[i].contains("dtypes")) KERNELOP_RAISE(error(join(p, "dtypes"))) << "missing";
         const Json& ds = get_array(arr[i]["dtypes"], join(p, "dtypes"));
         for (std::size_t k = 0; k < ds.size(); ++k)
           tp.dtypes.push_back(get_dtype(ds[k], index(join(p, "dtypes"), k)));
@@ -321,7 +334,7 @@ class Reader {
         try {
           s.requirements.push_back(Requirement::parse(text));
         } catch (const Error& e) {
-          fail(p, e.message());
+          KERNELOP_RAISE(error(p)) << e.message();
         }
       }
     }

@@ -52,7 +52,6 @@ class Validator {
     s << "op " << decl_.op_name << ": " << path << ": ";
     return s;
   }
-#define KOP_FIELD_FAIL(path) KERNELOP_RAISE(fail_at(path))
 
   void check_op_name() {
     if (!is_valid_op_name(decl_.op_name)) {
@@ -71,10 +70,10 @@ class Validator {
 
   void check_kernel() {
     if (spec_.kernel_source.find_first_not_of(" \t\r\n") == std::string::npos) {
-      KOP_FIELD_FAIL("kernel_source") << "is empty; expected CUDA C++ source text";
+      KERNELOP_RAISE(fail_at("kernel_source")) << "is empty; expected CUDA C++ source text";
     }
     if (!detail::is_kernel_name(spec_.kernel_name)) {
-      KOP_FIELD_FAIL("kernel_name")
+      KERNELOP_RAISE(fail_at("kernel_name"))
           << "'" << spec_.kernel_name
           << "' is not a kernel name; expected an identifier, optionally qualified and with "
              "template arguments (e.g. 'relu', 'relu<T>', 'rowsum<256>')";
@@ -89,28 +88,28 @@ class Validator {
       std::string path = "type_params[" + std::to_string(i) + "]";
       check_name(tp.name, path + ".name");
       if (!seen.insert(tp.name).second) {
-        KOP_FIELD_FAIL(path + ".name") << "duplicate type parameter '" << tp.name << "'";
+        KERNELOP_RAISE(fail_at(path + ".name")) << "duplicate type parameter '" << tp.name << "'";
       }
       if (tp.dtypes.empty()) {
-        KOP_FIELD_FAIL(path + ".dtypes")
+        KERNELOP_RAISE(fail_at(path + ".dtypes"))
             << "is empty; expected at least one dtype for '" << tp.name << "'";
       }
       std::set<DType> unique(tp.dtypes.begin(), tp.dtypes.end());
       if (unique.size() != tp.dtypes.size()) {
-        KOP_FIELD_FAIL(path + ".dtypes") << "lists a dtype twice";
+        KERNELOP_RAISE(fail_at(path + ".dtypes")) << "lists a dtype twice";
       }
       auto lt = spec_.kernel_name.find('<');
       if (lt == std::string::npos ||
           detail::find_word(std::string_view(spec_.kernel_name).substr(lt), tp.name) ==
               std::string_view::npos) {
-        KOP_FIELD_FAIL("kernel_name")
+        KERNELOP_RAISE(fail_at("kernel_name"))
             << "'" << spec_.kernel_name << "' does not use type parameter '" << tp.name
             << "'; expected it among the template arguments, e.g. '"
             << spec_.kernel_name.substr(0, lt) << "<" << tp.name << ">'";
       }
       instances *= tp.dtypes.size();  // at most kMaxInstances * 12: no overflow
       if (instances > kMaxInstances) {
-        KOP_FIELD_FAIL("type_params")
+        KERNELOP_RAISE(fail_at("type_params"))
             << "ask for more than " << kMaxInstances
             << " kernel instantiations (the product of the numbers of dtypes)";
       }
@@ -125,24 +124,26 @@ class Validator {
     }
     std::vector<std::string> params;
     for (const auto& tp : spec_.type_params) params.push_back(tp.name);
-    KOP_FIELD_FAIL(path) << "'" << name
-                         << "' is neither a dtype nor a type parameter (type parameters: "
-                         << join(params) << ")";
+    KERNELOP_RAISE(fail_at(path)) << "'" << name
+                                  << "' is neither a dtype nor a type parameter (type parameters: "
+                                  << join(params) << ")";
   }
 
   void check_name(const std::string& name, const std::string& path) {
     if (!detail::is_identifier(name)) {
-      KOP_FIELD_FAIL(path) << "'" << name
-                           << "' is not an identifier (letters, digits, '_', not starting "
-                              "with a digit)";
+      KERNELOP_RAISE(fail_at(path)) << "'" << name
+                                    << "' is not an identifier (letters, digits, '_', not starting "
+                                       "with a digit)";
     }
-    if (is_reserved_name(name)) KOP_FIELD_FAIL(path) << "'" << name << "' is a reserved name";
+    if (is_reserved_name(name))
+      KERNELOP_RAISE(fail_at(path)) << "'" << name << "' is a reserved name";
   }
 
   void check_inputs() {
     if (!spec_.inputs) {
       if (!(options_.has_meta_fn && options_.has_eager_fn)) {
-        KOP_FIELD_FAIL("inputs") << "missing; required unless both meta_fn and eager_fn are given";
+        KERNELOP_RAISE(fail_at("inputs"))
+            << "missing; required unless both meta_fn and eager_fn are given";
       }
       // Without inputs nothing else can be derived; a field that would be ignored is an error.
       const char* ignored = spec_.outputs                 ? "outputs"
@@ -151,10 +152,11 @@ class Validator {
                             : !spec_.requirements.empty() ? "requires"
                                                           : nullptr;
       if (ignored) {
-        KOP_FIELD_FAIL("inputs") << "missing, so '" << ignored
-                                 << "' cannot be used (it refers to the inputs); declare the "
-                                    "inputs or drop '"
-                                 << ignored << "'";
+        KERNELOP_RAISE(fail_at("inputs"))
+            << "missing, so '" << ignored
+            << "' cannot be used (it refers to the inputs); declare the "
+               "inputs or drop '"
+            << ignored << "'";
       }
       return;
     }
@@ -167,10 +169,11 @@ class Validator {
           std::visit([](const auto& d) -> const std::string& { return d.name; }, input);
       check_name(name, path + ".name");
       if (!names_.insert(name).second) {
-        KOP_FIELD_FAIL(path + ".name") << "duplicate input name '" << name << "'";
+        KERNELOP_RAISE(fail_at(path + ".name")) << "duplicate input name '" << name << "'";
       }
       if (type_param_names.count(name)) {
-        KOP_FIELD_FAIL(path + ".name") << "'" << name << "' is also a type parameter's name";
+        KERNELOP_RAISE(fail_at(path + ".name"))
+            << "'" << name << "' is also a type parameter's name";
       }
       std::visit(Overloaded{
                      [&](const InputDecl& t) {
@@ -186,8 +189,9 @@ class Validator {
                  input);
     }
     if (tensor_inputs_.empty()) {
-      KOP_FIELD_FAIL("inputs") << "has no tensor input (found " << scalar_inputs_.size()
-                               << " scalar input(s)); a kernel op needs at least one tensor input";
+      KERNELOP_RAISE(fail_at("inputs"))
+          << "has no tensor input (found " << scalar_inputs_.size()
+          << " scalar input(s)); a kernel op needs at least one tensor input";
     }
   }
 
@@ -197,7 +201,7 @@ class Validator {
                           [&](std::int64_t index) {
                             auto n = static_cast<std::int64_t>(tensor_inputs_.size());
                             if (index < 0 || index >= n) {
-                              KOP_FIELD_FAIL(path)
+                              KERNELOP_RAISE(fail_at(path))
                                   << "index " << index << " is out of range; expected 0 <= index < "
                                   << n << " (tensor inputs: " << join(tensor_inputs_) << ")";
                             }
@@ -216,12 +220,12 @@ class Validator {
       return;
     }
     if (std::find(scalar_inputs_.begin(), scalar_inputs_.end(), name) != scalar_inputs_.end()) {
-      KOP_FIELD_FAIL(path) << "'" << name << "' is a scalar input; expected a tensor input ("
-                           << join(tensor_inputs_) << ")";
+      KERNELOP_RAISE(fail_at(path))
+          << "'" << name << "' is a scalar input; expected a tensor input (" << join(tensor_inputs_)
+          << ")";
     }
-    KOP_FIELD_FAIL(path) << "'" << name
-                         << "' is not a tensor input (tensor inputs: " << join(tensor_inputs_)
-                         << ")";
+    KERNELOP_RAISE(fail_at(path)) << "'" << name << "' is not a tensor input (tensor inputs: "
+                                  << join(tensor_inputs_) << ")";
   }
 
   // Checks every leaf of an expression: tensors must be known (inputs, and outputs when
@@ -233,12 +237,13 @@ class Validator {
       if (leaf.op() == ExprOp::Scalar) {
         if (int_scalars_.count(name)) return;
         if (std::find(scalar_inputs_.begin(), scalar_inputs_.end(), name) != scalar_inputs_.end()) {
-          KOP_FIELD_FAIL(path) << "'" << expr.to_string() << "': scalar input '" << name
-                               << "' is not an integer; expressions take int scalars only";
+          KERNELOP_RAISE(fail_at(path) << "'" << expr.to_string())
+              << "': scalar input '" << name
+              << "' is not an integer; expressions take int scalars only";
         }
-        KOP_FIELD_FAIL(path) << "'" << expr.to_string() << "': '" << name
-                             << "' is not an integer scalar input (integer scalars: "
-                             << join({int_scalars_.begin(), int_scalars_.end()}) << ")";
+        KERNELOP_RAISE(fail_at(path) << "'" << expr.to_string())
+            << "': '" << name << "' is not an integer scalar input (integer scalars: "
+            << join({int_scalars_.begin(), int_scalars_.end()}) << ")";
       }
       bool is_input =
           std::find(tensor_inputs_.begin(), tensor_inputs_.end(), name) != tensor_inputs_.end();
@@ -246,13 +251,14 @@ class Validator {
           std::find(output_names_.begin(), output_names_.end(), name) != output_names_.end();
       if (is_input || (is_output && outputs_allowed)) return;
       if (is_output) {
-        KOP_FIELD_FAIL(path) << "'" << expr.to_string() << "': output '" << name
-                             << "' cannot be used here; output shapes depend on inputs only";
+        KERNELOP_RAISE(fail_at(path) << "'" << expr.to_string())
+            << "': output '" << name
+            << "' cannot be used here; output shapes depend on inputs only";
       }
       std::vector<std::string> known = tensor_inputs_;
       if (outputs_allowed) known.insert(known.end(), output_names_.begin(), output_names_.end());
-      KOP_FIELD_FAIL(path) << "'" << expr.to_string() << "': '" << name
-                           << "' is not a tensor (known tensors: " << join(known) << ")";
+      KERNELOP_RAISE(fail_at(path) << "'" << expr.to_string())
+          << "': '" << name << "' is not a tensor (known tensors: " << join(known) << ")";
     });
   }
 
@@ -267,47 +273,51 @@ class Validator {
     bool division =
         expr.op() == ExprOp::FloorDiv || expr.op() == ExprOp::CeilDiv || expr.op() == ExprOp::Mod;
     if (division && b && *b == 0) {
-      KOP_FIELD_FAIL(path) << "'" << detail::shorten(expr.to_string()) << "' divides by zero";
+      KERNELOP_RAISE(fail_at(path) << "'" << detail::shorten(expr.to_string()))
+          << "' divides by zero";
     }
     if (!a || !b) return std::nullopt;
     try {
       return ExprArith<std::int64_t>::apply(expr.op(), *a, *b, expr.node());
     } catch (const Error& e) {
-      KOP_FIELD_FAIL(path) << e.message();
+      KERNELOP_RAISE(fail_at(path)) << e.message();
     }
   }
 
   void check_unique_axes(const std::vector<std::int64_t>& axes, const std::string& path) const {
     std::set<std::int64_t> unique(axes.begin(), axes.end());
-    if (unique.size() != axes.size()) KOP_FIELD_FAIL(path) << "lists an axis twice";
+    if (unique.size() != axes.size()) KERNELOP_RAISE(fail_at(path)) << "lists an axis twice";
   }
 
   void check_outputs() {
     if (options_.meta_outputs < 0 || options_.meta_outputs > 64 ||
         (options_.meta_outputs > 0 && (spec_.outputs || !options_.has_meta_fn))) {
-      KOP_FIELD_FAIL("outputs") << "meta_outputs = " << options_.meta_outputs
-                                << " is only for a meta_fn that replaces the declared outputs "
-                                   "(0..64 outputs)";
+      KERNELOP_RAISE(fail_at("outputs"))
+          << "meta_outputs = " << options_.meta_outputs
+          << " is only for a meta_fn that replaces the declared outputs "
+             "(0..64 outputs)";
     }
     if (!spec_.outputs) {
       if (!options_.has_meta_fn) {
-        KOP_FIELD_FAIL("outputs") << "missing; required unless meta_fn is given";
+        KERNELOP_RAISE(fail_at("outputs")) << "missing; required unless meta_fn is given";
       }
       const char* ignored = !spec_.extras.empty()         ? "extras"
                             : spec_.geometry              ? "geometry"
                             : !spec_.requirements.empty() ? "requires"
                                                           : nullptr;
       if (options_.has_eager_fn && ignored) {
-        KOP_FIELD_FAIL("outputs") << "missing, so '" << ignored
-                                  << "' cannot be used: the eager_fn launches the kernel with its "
-                                     "own arguments; declare the outputs or drop '"
-                                  << ignored << "'";
+        KERNELOP_RAISE(fail_at("outputs"))
+            << "missing, so '" << ignored
+            << "' cannot be used: the eager_fn launches the kernel with its "
+               "own arguments; declare the outputs or drop '"
+            << ignored << "'";
       }
       for (int i = 0; i < options_.meta_outputs; ++i) {
         std::string name = "out" + std::to_string(i);
         if (!names_.insert(name).second) {
-          KOP_FIELD_FAIL("outputs") << "the meta_fn's output " << i << " is named '" << name
-                                    << "', which an input already uses; rename the input";
+          KERNELOP_RAISE(fail_at("outputs"))
+              << "the meta_fn's output " << i << " is named '" << name
+              << "', which an input already uses; rename the input";
         }
         output_names_.push_back(name);
       }
@@ -321,7 +331,8 @@ class Validator {
       }
     }
     if (spec_.outputs->empty() && !any_mutated && !options_.has_meta_fn) {
-      KOP_FIELD_FAIL("outputs") << "is empty and no input is mutated; the op would produce nothing";
+      KERNELOP_RAISE(fail_at("outputs"))
+          << "is empty and no input is mutated; the op would produce nothing";
     }
     for (std::size_t i = 0; i < spec_.outputs->size(); ++i) {
       const OutputDecl& out = (*spec_.outputs)[i];
@@ -329,11 +340,12 @@ class Validator {
       check_name(out.name, path + ".name");
       for (const auto& tp : spec_.type_params) {
         if (tp.name == out.name) {
-          KOP_FIELD_FAIL(path + ".name") << "'" << out.name << "' is also a type parameter's name";
+          KERNELOP_RAISE(fail_at(path + ".name"))
+              << "'" << out.name << "' is also a type parameter's name";
         }
       }
       if (!names_.insert(out.name).second) {
-        KOP_FIELD_FAIL(path + ".name")
+        KERNELOP_RAISE(fail_at(path + ".name"))
             << "duplicate name '" << out.name << "' (input and output names must be unique)";
       }
       std::visit(
@@ -344,7 +356,7 @@ class Validator {
             } else if constexpr (std::is_same_v<T, ReduceDims>) {
               check_input_ref(rel.input, path + ".shape.reduce_dims.input");
               if (rel.dims.empty()) {
-                KOP_FIELD_FAIL(path + ".shape.reduce_dims.dims")
+                KERNELOP_RAISE(fail_at(path + ".shape.reduce_dims.dims"))
                     << "is empty; expected the axes to reduce";
               }
               check_unique_axes(rel.dims, path + ".shape.reduce_dims.dims");
@@ -358,7 +370,7 @@ class Validator {
           },
           out.shape);
       if (out.dtype_from && out.dtype) {
-        KOP_FIELD_FAIL(path) << "gives both dtype_from and dtype; expected at most one";
+        KERNELOP_RAISE(fail_at(path)) << "gives both dtype_from and dtype; expected at most one";
       }
       if (out.dtype_from) check_tensor_input_name(*out.dtype_from, path + ".dtype_from");
       check_dtype_decl(out.dtype, path + ".dtype");
@@ -386,7 +398,7 @@ class Validator {
   }
 
   void check_block(const std::vector<std::int64_t>& block, const std::string& path) {
-    if (std::string why = block_problem(block); !why.empty()) KOP_FIELD_FAIL(path) << why;
+    if (std::string why = block_problem(block); !why.empty()) KERNELOP_RAISE(fail_at(path)) << why;
   }
 
   // Requirements constrain the inputs: outputs are not known when they are checked.
@@ -398,8 +410,8 @@ class Validator {
       check_expr(r.rhs, path, false);
       std::optional<std::int64_t> a = fold_constants(r.lhs, path), b = fold_constants(r.rhs, path);
       if (a && b && !compare_holds(r.op, *a, *b)) {
-        KOP_FIELD_FAIL(path) << "'" << detail::shorten(r.to_string())
-                             << "' is always false: no input could ever satisfy it";
+        KERNELOP_RAISE(fail_at(path)) << "'" << detail::shorten(r.to_string())
+                                      << "' is always false: no input could ever satisfy it";
       }
     }
   }
@@ -407,7 +419,7 @@ class Validator {
   void check_geometry() {
     if (!spec_.geometry) {
       if (options_.has_eager_fn) return;
-      KOP_FIELD_FAIL("geometry") << "missing; required unless eager_fn is given";
+      KERNELOP_RAISE(fail_at("geometry")) << "missing; required unless eager_fn is given";
     }
     std::visit(
         [&](const auto& g) {
@@ -415,35 +427,35 @@ class Validator {
           if constexpr (std::is_same_v<T, Elementwise>) {
             check_block(g.block, "geometry.elementwise.block");
             if (g.layout == Layout::Flat && g.block.size() != 1) {
-              KOP_FIELD_FAIL("geometry.elementwise.block")
+              KERNELOP_RAISE(fail_at("geometry.elementwise.block"))
                   << "has " << g.block.size() << " dims with layout='flat'; flat takes one "
                   << "(use layout='nd' for multi-dimensional blocks)";
             }
             if (g.over) {
               check_expr(Expr::numel(*g.over), "geometry.elementwise.over", true);
             } else if (output_names_.empty()) {
-              KOP_FIELD_FAIL("geometry.elementwise.over")
+              KERNELOP_RAISE(fail_at("geometry.elementwise.over"))
                   << "missing; Elementwise iterates over output 0 and this op has no "
                      "outputs, so name the tensor to iterate over";
             }
           } else if constexpr (std::is_same_v<T, Reduction>) {
             if (g.reduce_dims.empty()) {
-              KOP_FIELD_FAIL("geometry.reduction.reduce_dims")
+              KERNELOP_RAISE(fail_at("geometry.reduction.reduce_dims"))
                   << "is empty; expected the reduced axes";
             }
             check_unique_axes(g.reduce_dims, "geometry.reduction.reduce_dims");
             if (g.block_size <= 0 || g.block_size > kMaxThreadsPerBlock) {
-              KOP_FIELD_FAIL("geometry.reduction.block_size")
+              KERNELOP_RAISE(fail_at("geometry.reduction.block_size"))
                   << "is " << g.block_size << "; expected 1 to 1024";
             }
             if (g.shared_mem) check_expr(*g.shared_mem, "geometry.reduction.shared_mem", true);
           } else if constexpr (std::is_same_v<T, Custom>) {
             if (g.grid.empty() || g.grid.size() > 3) {
-              KOP_FIELD_FAIL("geometry.custom.grid")
+              KERNELOP_RAISE(fail_at("geometry.custom.grid"))
                   << "has " << g.grid.size() << " dims; expected 1 to 3";
             }
             if (g.block.empty() || g.block.size() > 3) {
-              KOP_FIELD_FAIL("geometry.custom.block")
+              KERNELOP_RAISE(fail_at("geometry.custom.block"))
                   << "has " << g.block.size() << " dims; expected 1 to 3";
             }
             for (std::size_t d = 0; d < g.grid.size(); ++d) {
@@ -468,30 +480,30 @@ class Validator {
   void check_compile_options() {
     static const std::set<std::string> kStds = {"c++11", "c++14", "c++17", "c++20"};
     if (!kStds.count(spec_.compile_std)) {
-      KOP_FIELD_FAIL("compile_std") << "'" << spec_.compile_std
-                                    << "' is not supported; expected c++11, c++14, c++17 or c++20";
+      KERNELOP_RAISE(fail_at("compile_std"))
+          << "'" << spec_.compile_std
+          << "' is not supported; expected c++11, c++14, c++17 or c++20";
     }
     for (std::size_t i = 0; i < spec_.arch_override.size(); ++i) {
       detail::ArchId id;
       if (!detail::parse_arch(spec_.arch_override[i], &id)) {
-        KOP_FIELD_FAIL("arch_override[" + std::to_string(i) + "]")
+        KERNELOP_RAISE(fail_at("arch_override[" + std::to_string(i) + "]"))
             << "'" << spec_.arch_override[i]
             << "' is not an architecture; expected 'sm_NN' (CUBIN) or 'compute_NN' (PTX)";
       }
     }
     for (std::size_t i = 0; i < spec_.defines.size(); ++i) {
       if (!detail::is_define(spec_.defines[i])) {
-        KOP_FIELD_FAIL("defines[" + std::to_string(i) + "]")
+        KERNELOP_RAISE(fail_at("defines[" + std::to_string(i) + "]"))
             << "'" << spec_.defines[i] << "' is not 'NAME' or 'NAME=VALUE'";
       }
     }
     for (std::size_t i = 0; i < spec_.include_paths.size(); ++i) {
       if (spec_.include_paths[i].empty()) {
-        KOP_FIELD_FAIL("include_paths[" + std::to_string(i) + "]") << "is empty";
+        KERNELOP_RAISE(fail_at("include_paths[" + std::to_string(i) + "]")) << "is empty";
       }
     }
   }
-#undef KOP_FIELD_FAIL
 
   const OpDecl& decl_;
   const KernelSpec& spec_;

@@ -64,19 +64,21 @@ std::vector<Shape> KernelOp::output_shapes(std::span<const TensorView> inputs,
 }
 
 std::vector<DType> KernelOp::output_dtypes(std::span<const TensorView> inputs) const {
-  if (plan().args_from_kernel) state_->fail_spec("declares no inputs; its meta_fn gives dtypes");
+  if (plan().args_from_kernel)
+    KERNELOP_RAISE(state_->error(ErrorKind::Spec, " "))
+        << "declares no inputs; its meta_fn gives dtypes";
   if (inputs.size() != static_cast<std::size_t>(plan().num_tensor_inputs)) {
-    state_->fail_type("expected " + std::to_string(plan().num_tensor_inputs) +
-                      " tensor input(s), got " + std::to_string(inputs.size()));
+    KERNELOP_RAISE(state_->error(ErrorKind::Type))
+        << "expected " << plan().num_tensor_inputs << " tensor input(s), got " << inputs.size();
   }
   int instance = state_->select_instance(inputs);
   std::vector<DType> out;
   for (const OutputPlan& o : plan().outputs) {
     auto d = state_->output_dtype(o, instance, inputs);
     if (!d) {
-      state_->fail_spec("gets the dtype of output '" +
-                        plan().tensors[static_cast<std::size_t>(o.slot)].name +
-                        "' from its meta_fn (the kernel's parameter does not fix it)");
+      KERNELOP_RAISE(state_->error(ErrorKind::Spec, " "))
+          << "gets the dtype of output '" << plan().tensors[static_cast<std::size_t>(o.slot)].name
+          << "' from its meta_fn (the kernel's parameter does not fix it)";
     }
     out.push_back(*d);
   }
@@ -99,8 +101,8 @@ void KernelOp::launch(std::span<const TensorView> inputs, std::span<const Scalar
   const OpPlan& p = s.plan();
   s.require_declared_launch();
   if (outputs.size() != p.outputs.size()) {
-    s.fail_type("expected " + std::to_string(p.outputs.size()) + " output(s), got " +
-                std::to_string(outputs.size()));
+    KERNELOP_RAISE(s.error(ErrorKind::Type))
+        << "expected " << p.outputs.size() << " output(s), got " << outputs.size();
   }
   Frame f;
   s.prepare(inputs, scalars, f, outputs);
@@ -120,13 +122,15 @@ void KernelOp::launch(std::span<const TensorView> inputs, std::span<const Scalar
     const OutputPlan& out = p.outputs[o];
     auto want = s.output_dtype(out, f.instance, inputs);
     if (want && outputs[o].dtype != *want) {
-      s.fail_type(describe(inputs.size() + o) + " must be " + std::string(dtype_name(*want)) +
-                  ", got " + std::string(dtype_name(outputs[o].dtype)));
+      KERNELOP_RAISE(s.error(ErrorKind::Type))
+          << describe(inputs.size() + o) << " must be " << dtype_name(*want) << ", got "
+          << dtype_name(outputs[o].dtype);
     }
     const Shape& expected = f.shapes[static_cast<std::size_t>(out.slot)];
     if (!(outputs[o].shape == expected)) {
-      s.fail(describe(inputs.size() + o) + " has shape " + outputs[o].shape.to_string() +
-             " but the op produces " + expected.to_string());
+      KERNELOP_RAISE(s.error(ErrorKind::Launch))
+          << describe(inputs.size() + o) << " has shape " << outputs[o].shape.to_string()
+          << " but the op produces " << expected.to_string();
     }
     tensors.check(outputs[o], inputs.size() + o);
     work = work || outputs[o].shape.numel() > 0;

@@ -44,20 +44,18 @@ struct KernelOp::State {
   }
   void require_declared_launch() const {
     if (plan().args_from_kernel) {
-      fail_spec("declares no inputs; its eager_fn launches it (launch_raw)");
+      KERNELOP_RAISE(error(ErrorKind::Spec, " "))
+          << "declares no inputs; its eager_fn launches it (launch_raw)";
     }
     if (!plan().geometry)
-      fail_spec("has no launch geometry; its eager_fn launches it (launch_raw)");
+      KERNELOP_RAISE(error(ErrorKind::Spec, " "))
+          << "has no launch geometry; its eager_fn launches it (launch_raw)";
   }
-  [[noreturn]] void fail_spec(const std::string& what) const {
-    KERNELOP_FAIL(Spec) << "op " << plan().op_name << " " << what;
-  }
-
-  [[noreturn]] void fail_type(const std::string& what) const {
-    KERNELOP_FAIL(Type) << "op " << plan().op_name << ": " << what;
-  }
-  [[noreturn]] void fail(const std::string& what) const {
-    KERNELOP_FAIL(Launch) << "op " << plan().op_name << ": " << what;
+  // An error about this op: "op NAME: ..." (Note [raising errors]).
+  detail::ErrorStream error(ErrorKind kind, const char* separator = ": ") const {
+    detail::ErrorStream e(kind);
+    e << "op " << plan().op_name << separator;
+    return e;
   }
 
   // The dtype an instance binds a declaration to (nullopt: unknown, anything goes).
@@ -84,7 +82,7 @@ struct KernelOp::State {
       }
       if (match) return static_cast<int>(inst);
     }
-    std::ostringstream msg;
+    detail::ErrorStream msg = error(ErrorKind::Type);
     msg << "no instantiation of " << p.spec.kernel_name << " takes (";
     for (int i = 0; i < p.num_tensor_inputs; ++i) {
       msg << (i ? ", " : "") << p.tensors[static_cast<std::size_t>(i)].name << ": "
@@ -95,7 +93,7 @@ struct KernelOp::State {
       std::vector<DType> d = tp.dtypes;
       msg << " " << tp.name << " in {" << detail::join(d, dtype_name) << "}";
     }
-    fail_type(msg.str());
+    KERNELOP_RAISE(msg);
   }
 
   std::string param_text(int slot) const {
@@ -113,29 +111,32 @@ struct KernelOp::State {
   void check_arguments(std::span<const TensorView> inputs, std::span<const ScalarArg> scalars,
                        Frame& f) const {
     const OpPlan& p = plan();
-    if (p.args_from_kernel) fail_spec("declares no inputs; its meta_fn gives the output shapes");
+    if (p.args_from_kernel)
+      KERNELOP_RAISE(error(ErrorKind::Spec, " "))
+          << "declares no inputs; its meta_fn gives the output shapes";
     auto n_in = static_cast<std::size_t>(p.num_tensor_inputs);
     if (inputs.size() != n_in) {
       std::string names;
       for (std::size_t i = 0; i < n_in; ++i) names += (i ? ", " : "") + p.tensors[i].name;
-      fail_type("expected " + std::to_string(n_in) + " tensor input(s) (" + names + "), got " +
-                std::to_string(inputs.size()));
+      KERNELOP_RAISE(error(ErrorKind::Type))
+          << "expected " << n_in << " tensor input(s) (" << names << "), got " << inputs.size();
     }
     if (scalars.size() != p.scalars.size()) {
       std::string names;
       for (std::size_t i = 0; i < p.scalars.size(); ++i)
         names += (i ? ", " : "") + p.scalars[i].name;
-      fail_type("expected " + std::to_string(p.scalars.size()) + " scalar input(s) (" + names +
-                "), got " + std::to_string(scalars.size()));
+      KERNELOP_RAISE(error(ErrorKind::Type))
+          << "expected " << p.scalars.size() << " scalar input(s) (" << names << "), got "
+          << scalars.size();
     }
     f.instance = select_instance(inputs);
     for (std::size_t i = 0; i < n_in; ++i) {
       const TensorSlot& t = p.tensors[i];
       auto want = bound(f.instance, t.dtype);
       if (want && *want != inputs[i].dtype) {
-        fail_type("input '" + t.name + "' must be " + std::string(dtype_name(*want)) + " (" +
-                  param_text(static_cast<int>(i)) + "), got " +
-                  std::string(dtype_name(inputs[i].dtype)));
+        KERNELOP_RAISE(error(ErrorKind::Type))
+            << "input '" << t.name << "' must be " << dtype_name(*want) << " ("
+            << param_text(static_cast<int>(i)) << "), got " << dtype_name(inputs[i].dtype);
       }
     }
     for (std::size_t i = 0; i < p.scalars.size(); ++i) {
@@ -145,13 +146,15 @@ struct KernelOp::State {
         case ScalarType::Float:
         case ScalarType::Float64:
           if (a.kind == ScalarArg::Kind::Bool) {
-            fail_type("scalar '" + s.name + "' must be a float, got bool");
+            KERNELOP_RAISE(error(ErrorKind::Type))
+                << "scalar '" << s.name << "' must be a float, got bool";
           }
           break;
         case ScalarType::Int:
         case ScalarType::Int64:
           if (a.kind != ScalarArg::Kind::Int) {
-            fail_type("scalar '" + s.name + "' must be an int, got " + scalar_kind_name(a.kind));
+            KERNELOP_RAISE(error(ErrorKind::Type))
+                << "scalar '" << s.name << "' must be an int, got " << scalar_kind_name(a.kind);
           }
           if (s.type == ScalarType::Int) {
             detail::check_int32(
@@ -162,7 +165,8 @@ struct KernelOp::State {
           break;
         case ScalarType::Bool:
           if (a.kind != ScalarArg::Kind::Bool) {
-            fail_type("scalar '" + s.name + "' must be a bool, got " + scalar_kind_name(a.kind));
+            KERNELOP_RAISE(error(ErrorKind::Type))
+                << "scalar '" << s.name << "' must be a bool, got " << scalar_kind_name(a.kind);
           }
           f.ints[i] = a.b ? 1 : 0;
           break;
@@ -183,8 +187,9 @@ struct KernelOp::State {
     for (const RequirementPlan& r : p.requirements) {
       std::int64_t a = env.eval(r.lhs), b = env.eval(r.rhs);
       if (!compare_holds(r.op, a, b)) {
-        fail("the inputs break the requirement '" + r.text + "': " + std::to_string(a) + " " +
-             std::string(compare_text(r.op)) + " " + std::to_string(b) + " is false");
+        KERNELOP_RAISE(error(ErrorKind::Launch))
+            << "the inputs break the requirement '" << r.text << "': " << a << " "
+            << compare_text(r.op) << " " << b << " is false";
       }
     }
     for (const OutputPlan& out : p.outputs) {
@@ -209,16 +214,17 @@ struct KernelOp::State {
     if (out.dtype_from >= 0) return inputs[static_cast<std::size_t>(out.dtype_from)].dtype;
     auto d = bound(instance, plan().tensors[static_cast<std::size_t>(out.slot)].dtype);
     if (!d && out.shape.kind != ShapeRule::Kind::External) {
-      fail("output '" + plan().tensors[static_cast<std::size_t>(out.slot)].name +
-           "' has no known dtype");
+      KERNELOP_RAISE(error(ErrorKind::Launch))
+          << "output '" << plan().tensors[static_cast<std::size_t>(out.slot)].name
+          << "' has no known dtype";
     }
     return d;
   }
 
   const DeviceModule& module_for(int device) {
     if (device < 0 || device >= kMaxDevices) {
-      fail("device " + std::to_string(device) + " is out of range (0.." +
-           std::to_string(kMaxDevices - 1) + ")");
+      KERNELOP_RAISE(error(ErrorKind::Launch))
+          << "device " << device << " is out of range (0.." << kMaxDevices - 1 << ")";
     }
     auto& slot = devices[static_cast<std::size_t>(device)];
     if (DeviceModule* m = slot.load(std::memory_order_acquire)) return *m;

@@ -15,13 +15,14 @@ void KernelOp::State::launch_packed(int device, int inst, const std::array<std::
   auto instance = static_cast<std::size_t>(inst);
   std::int64_t threads = block[0] * block[1] * block[2];
   if (threads > m.max_threads[instance]) {
-    s.fail("block of " + std::to_string(threads) + " threads exceeds the kernel's limit of " +
-           std::to_string(m.max_threads[instance]) + " on this device");
+    KERNELOP_RAISE(s.error(ErrorKind::Launch))
+        << "block of " << threads << " threads exceeds the kernel's limit of "
+        << m.max_threads[instance] << " on this device";
   }
   if (smem + m.static_shared[instance] > m.max_dynamic_shared) {
-    s.fail("shared memory " + std::to_string(smem) + " + " +
-           std::to_string(m.static_shared[instance]) + " static bytes exceeds the " +
-           std::to_string(m.max_dynamic_shared) + " bytes a block may use");
+    KERNELOP_RAISE(s.error(ErrorKind::Launch))
+        << "shared memory " << smem << " + " << m.static_shared[instance]
+        << " static bytes exceeds the " << m.max_dynamic_shared << " bytes a block may use";
   }
 
   const Driver& d = Driver::require();
@@ -32,11 +33,10 @@ void KernelOp::State::launch_packed(int device, int inst, const std::array<std::
                                 static_cast<unsigned>(block[2]), static_cast<unsigned>(smem),
                                 static_cast<CUstream>(stream), params, nullptr);
   if (r != CUDA_SUCCESS) {
-    s.fail("cuLaunchKernel(kernel=\"" + s.image.lowered_names[instance] + "\", grid=[" +
-           std::to_string(grid[0]) + ", " + std::to_string(grid[1]) + ", " +
-           std::to_string(grid[2]) + "], block=[" + std::to_string(block[0]) + ", " +
-           std::to_string(block[1]) + ", " + std::to_string(block[2]) +
-           "], shared=" + std::to_string(smem) + ") failed: " + detail::cuda_error_text(r));
+    KERNELOP_RAISE(s.error(ErrorKind::Launch))
+        << "cuLaunchKernel(kernel=\"" << s.image.lowered_names[instance] << "\", grid=[" << grid[0]
+        << ", " << grid[1] << ", " << grid[2] << "], block=[" << block[0] << ", " << block[1]
+        << ", " << block[2] << "], shared=" << smem << ") failed: " << detail::cuda_error_text(r);
   }
 }
 
@@ -49,8 +49,9 @@ void KernelOp::launch_raw(const LaunchDims& dims, std::span<const RawArg> args, 
     for (std::size_t i = 0; i < p.args.size(); ++i) {
       params += (i ? ", " : "") + p.c_type(p.args[i]) + " " + p.args[i].name;
     }
-    s.fail_type("the kernel takes " + std::to_string(p.args.size()) + " argument(s) (" + params +
-                "), got " + std::to_string(args.size()));
+    KERNELOP_RAISE(s.error(ErrorKind::Type))
+        << "the kernel takes " << p.args.size() << " argument(s) (" << params << "), got "
+        << args.size();
   }
   auto where = [&](std::size_t i) {
     return "argument " + std::to_string(i) + " ('" + p.args[i].name + "', " + p.c_type(p.args[i]) +
@@ -73,8 +74,8 @@ void KernelOp::launch_raw(const LaunchDims& dims, std::span<const RawArg> args, 
       if (v.is_tensor)
         dtypes += (dtypes.empty() ? "" : ", ") + std::string(dtype_name(v.tensor.dtype));
     }
-    s.fail_type("no instantiation of " + p.spec.kernel_name + " takes tensors of dtypes (" +
-                dtypes + ")");
+    KERNELOP_RAISE(s.error(ErrorKind::Type)) << "no instantiation of " << p.spec.kernel_name
+                                             << " takes tensors of dtypes (" << dtypes << ")";
   }
   instance = std::max(instance, 0);  // one instance: the loop below names the mismatch
   PackedArgs packed;
@@ -85,27 +86,29 @@ void KernelOp::launch_raw(const LaunchDims& dims, std::span<const RawArg> args, 
     void* slot = packed.slot(i);
     if (a.is_pointer()) {
       if (!v.is_tensor) {
-        s.fail_type(where(i) + " must be a tensor, got " + scalar_kind_name(v.scalar.kind));
+        KERNELOP_RAISE(s.error(ErrorKind::Type))
+            << where(i) << " must be a tensor, got " << scalar_kind_name(v.scalar.kind);
       }
       auto want = s.bound(instance, p.element(a));
       if (want && *want != v.tensor.dtype) {
-        s.fail_type(where(i) + " must be " + std::string(dtype_name(*want)) + ", got " +
-                    std::string(dtype_name(v.tensor.dtype)));
+        KERNELOP_RAISE(s.error(ErrorKind::Type)) << where(i) << " must be " << dtype_name(*want)
+                                                 << ", got " << dtype_name(v.tensor.dtype);
       }
       tensors.check(v.tensor, i);
       detail::pack_pointer(slot, v.tensor.data);
       continue;
     }
-    if (v.is_tensor) s.fail_type(where(i) + " is passed by value, got a tensor");
+    if (v.is_tensor)
+      KERNELOP_RAISE(s.error(ErrorKind::Type)) << where(i) << " is passed by value, got a tensor";
     const ScalarArg& x = v.scalar;
     bool is_int = a.value_type == ScalarType::Int || a.value_type == ScalarType::Int64;
     if ((a.value_type == ScalarType::Bool) != (x.kind == ScalarArg::Kind::Bool) ||
         (is_int && x.kind != ScalarArg::Kind::Int)) {
-      s.fail_type(where(i) + " must be " +
-                  (a.value_type == ScalarType::Bool ? "a bool"
-                   : is_int                         ? "an int"
-                                                    : "a float") +
-                  ", got " + scalar_kind_name(x.kind));
+      KERNELOP_RAISE(s.error(ErrorKind::Type)) << where(i) << " must be "
+                                               << (a.value_type == ScalarType::Bool ? "a bool"
+                                                   : is_int                         ? "an int"
+                                                                                    : "a float")
+                                               << ", got " << scalar_kind_name(x.kind);
     }
     if (a.value_type == ScalarType::Int) {
       detail::check_int32(
@@ -115,8 +118,8 @@ void KernelOp::launch_raw(const LaunchDims& dims, std::span<const RawArg> args, 
   }
   int tensor_device = tensors.device() >= 0 ? tensors.device() : std::max(device, 0);
   if (device >= 0 && device != tensor_device) {
-    s.fail("the tensors are on device " + std::to_string(tensor_device) +
-           " but the launch asks for device " + std::to_string(device));
+    KERNELOP_RAISE(s.error(ErrorKind::Launch)) << "the tensors are on device " << tensor_device
+                                               << " but the launch asks for device " << device;
   }
   check_launch_dims(p.op_name, dims.grid, dims.block, dims.shared_mem);
   s.launch_packed(tensor_device, instance, dims.grid, dims.block, dims.shared_mem,

@@ -157,9 +157,9 @@ TEST(Expr, Int64OverflowAndDivisionByZeroAreErrors) {
 
 TEST(Expr, ParseErrorsNameTheColumn) {
   expect_error([] { Expr::parse("dim(x)"); }, ErrorKind::Spec,
-               "invalid expression 'dim(x)': expected ','");
+               "invalid expression 'dim(x)' at column 6: expected ','");
   expect_error([] { Expr::parse("a +"); }, ErrorKind::Spec, "unexpected end");
-  expect_error([] { Expr::parse("a b"); }, ErrorKind::Spec, "unexpected 'b' at column 3");
+  expect_error([] { Expr::parse("a b"); }, ErrorKind::Spec, "at column 3: unexpected 'b'");
   expect_error([] { Expr::parse("sqrt(a, b)"); }, ErrorKind::Spec, "unknown function 'sqrt'");
   expect_error([] { Expr::parse("-n"); }, ErrorKind::Spec,
                "'-' must be followed by an integer literal");
@@ -286,7 +286,7 @@ TEST(Expr, NestingUpToTheLimitParses) {
 TEST(Expr, NestingDeeperThanTheLimitIsAnError) {
   const std::string message = "expression nests deeper than 256 levels";
   expect_error([] { Expr::parse(repeated("(", 257) + "1" + repeated(")", 257)); }, ErrorKind::Spec,
-               message + " at column 257");
+               "at column 257: " + message);
   // Far deeper than any stack could take recursively: rejected at the limit, not crashed on.
   expect_error([] { Expr::parse(repeated("(", 100000) + "1" + repeated(")", 100000)); },
                ErrorKind::Spec, message);

@@ -319,7 +319,7 @@ TEST(PackageHostile, DeepExpressionsInTheSpecAreRejected) {
         parse_package(with_metadata_edit("{\"same_as\":\"x\"}", "[\"" + deep + "\"]"),
                       "hostile.kop");
       },
-      ErrorKind::Format, "expression nests deeper than 256 levels at column 257");
+      ErrorKind::Format, "at column 257: expression nests deeper than 256 levels");
 }
 
 // Overlapping sections would let a small file name the same bytes for every image, and loading

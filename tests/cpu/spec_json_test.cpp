@@ -780,16 +780,17 @@ TEST(SpecJsonTest, BadLayout) {
 TEST(SpecJsonTest, BadExpression) {
   expect_parse_error(Doc().set("outputs", R"([{"name": "y", "shape": ["dim(x, 0) $ 2"]}])"),
                      ErrorKind::Spec,
-                     "t.json: outputs[0].shape[0]: invalid expression 'dim(x, 0) $ 2': "
-                     "unexpected '$' at column 11");
+                     "t.json: outputs[0].shape[0]: invalid expression 'dim(x, 0) $ 2' at "
+                     "column 11: unexpected '$'");
   expect_parse_error(Doc().set("extras", R"([{"expr": "numel(x) +"}])"), ErrorKind::Spec,
-                     "t.json: extras[0].expr: invalid expression 'numel(x) +': unexpected end at "
-                     "column 11");
+                     "t.json: extras[0].expr: invalid expression 'numel(x) +' at column 11: "
+                     "unexpected end");
   expect_parse_error(
       Doc().set("geometry",
                 R"js({"custom": {"grid": [1], "block": [1], "shared_mem": "foo(x)"}})js"),
       ErrorKind::Spec,
-      "t.json: geometry.custom.shared_mem: invalid expression 'foo(x)': unknown function 'foo'");
+      "t.json: geometry.custom.shared_mem: invalid expression 'foo(x)' at column 5: unknown "
+      "function 'foo'");
   expect_parse_error(Doc().set("outputs", R"([{"name": "y", "shape": [1.5]}])"), ErrorKind::Spec,
                      "t.json: outputs[0].shape[0]: expected an expression (string or integer), "
                      "found number");
