@@ -12,7 +12,7 @@ import json
 import numbers
 import os
 import threading
-from dataclasses import dataclass
+import traceback
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
@@ -42,14 +42,9 @@ def _refuse_engine_options(where: str, options: Dict[str, Any]) -> None:
             "remove them (the op works in eager, torch.compile, export and AOTInductor without them)")
 
 
-@dataclass(frozen=True)
-class _Registered:
-    key: Tuple[Any, ...]  # what "the same registration" means
-    library: Optional[torch.library.Library]  # the caller's functions, kept alive
-
-
+# Registration is check-then-act (the C++ registration, then the caller's functions): one at a
+# time. What is registered lives in the C++ registry alone.
 _lock = threading.Lock()
-_registered: Dict[str, _Registered] = {}
 
 
 def _schema_for(op_name: str, spec: KernelSpec, meta_fn: Optional[Callable], schema: Optional[str]) -> str:
@@ -85,7 +80,7 @@ def _tensor_returns(op_name: str, schema: str) -> int:
 
 def _register(where: str, op_name: str, spec: KernelSpec, meta_fn: Optional[Callable],
               eager_fn: Optional[Callable], schema: Optional[str], key_extra: Tuple[Any, ...],
-              register_cpp: Callable[[Any, Any], str], check_schema: Callable[[Any, Any], str]) -> Any:
+              register_cpp: Callable[[Any, Any], Any]) -> Any:
     if not isinstance(spec, KernelSpec):
         raise TypeError(f"{where}: spec must be a KernelSpec, got {type(spec).__name__}")
     for name, fn in (("meta_fn", meta_fn), ("eager_fn", eager_fn)):
@@ -101,35 +96,39 @@ def _register(where: str, op_name: str, spec: KernelSpec, meta_fn: Optional[Call
     overrides.schema = schema_text
     if spec.outputs is None and spec.inputs is not None and meta_fn is not None and eager_fn is None:
         overrides.meta_outputs = _tensor_returns(op_name, schema_text)
-    key = (json.dumps(doc, sort_keys=True), schema_text, meta_fn, eager_fn) + key_extra
+    # The caller's functions are kept alive by the registration (keep_alive below), so their ids
+    # identify them for as long as the op exists.
+    overrides.caller_key = repr((id(meta_fn) if meta_fn is not None else None,
+                                 id(eager_fn) if eager_fn is not None else None) + key_extra)
     with _lock:
-        existing = _registered.get(op_name)
-        if existing is not None:
-            if existing.key == key:
-                return _op_object(op_name)
-            old_schema = _kernelop.find_registration(op_name).schema
-            new_schema = op_name + schema_text if schema_text else check_schema(doc, overrides)
-            raise ValueError(f"op {op_name} is already registered by kernelop as '{old_schema}' with a different "
-                             f"spec, schema or functions; this registration gives '{new_schema}'. Use another "
-                             "name, or the same arguments")
-        register_cpp(doc, overrides)
-        library = None
-        try:
-            if meta_fn is not None or eager_fn is not None:
-                ns, name = op_name.split("::", 1)
-                library = torch.library.Library(ns, "FRAGMENT")
-                if meta_fn is not None:
-                    torch.library.register_fake(op_name, meta_fn, lib=library)
-                if eager_fn is not None:
-                    library.impl(name, eager_fn, "CUDA")
-        except BaseException:
-            # Nothing half-registered: the caller's functions and the C++ registration go together.
-            if library is not None:
-                library._destroy()
-            _kernelop.unregister(op_name)
-            raise
-        _registered[op_name] = _Registered(key, library)
+        registration = register_cpp(doc, overrides)  # raises when a different one exists
+        if registration.created and (meta_fn is not None or eager_fn is not None):
+            try:
+                _register_callers(registration, op_name, meta_fn, eager_fn)
+            except BaseException as e:
+                # Nothing half-registered. The registration owns the caller's Library: dropping
+                # it runs the Library's finalizer, which deregisters meta_fn and eager_fn. The
+                # failed attempt's frames (kept by the traceback, closures included) hold the
+                # Library too, so they are replaced by their text before the rollback.
+                where = "".join(traceback.format_tb(e.__traceback__))
+                e.__traceback__ = None
+                e.add_note(f"kernelop rolled back the registration of {op_name}; the error was raised at:\n"
+                           f"{where.rstrip()}")
+                _kernelop.unregister(op_name)
+                raise
     return _op_object(op_name)
+
+
+def _register_callers(registration: Any, op_name: str, meta_fn: Optional[Callable],
+                      eager_fn: Optional[Callable]) -> None:
+    """Registers the caller's functions in a Library that the C++ registration keeps alive."""
+    ns, name = op_name.split("::", 1)
+    library = torch.library.Library(ns, "FRAGMENT")
+    registration.keep_alive((library, meta_fn, eager_fn))
+    if meta_fn is not None:
+        torch.library.register_fake(op_name, meta_fn, lib=library)
+    if eager_fn is not None:
+        library.impl(name, eager_fn, "CUDA")
 
 
 def cuda_kernel_op(op_name: str, spec: KernelSpec, *, meta_fn: Optional[Callable] = None,
@@ -153,8 +152,7 @@ def cuda_kernel_op(op_name: str, spec: KernelSpec, *, meta_fn: Optional[Callable
     arch_list = _str_list(archs, "archs")
     return _register(f"cuda_kernel_op({op_name!r})", op_name, spec, meta_fn, eager_fn, schema,
                      ("nvrtc", base, tuple(arch_list)),
-                     lambda doc, o: _kernelop.register_spec(json.dumps(doc), base, arch_list, o),
-                     lambda doc, o: _kernelop.check_spec(json.dumps(doc), base, o))
+                     lambda doc, o: _kernelop.register_spec(json.dumps(doc), base, arch_list, o))
 
 
 def ptx_op(op_name: str, ptx: Any, kernel_name: str, meta_fn: Optional[Callable] = None,
@@ -181,12 +179,11 @@ def ptx_op(op_name: str, ptx: Any, kernel_name: str, meta_fn: Optional[Callable]
         raise TypeError(f"{where}: ptx must be str or bytes, got {type(ptx).__name__}")
     text = ptx.decode() if isinstance(ptx, (bytes, bytearray)) else ptx
 
-    def register(doc: Dict[str, Any], overrides: Any) -> str:
+    def register(doc: Dict[str, Any], overrides: Any) -> Any:
         doc["kernel_source"] = text  # packages carry the PTX as the op's source
         return _kernelop.register_ptx(json.dumps(doc), os.path.abspath("."), text, kernel_name, overrides)
 
-    return _register(where, op_name, spec, meta_fn, eager_fn, schema, ("ptx", text, kernel_name), register,
-                     lambda doc, o: _kernelop.check_spec(json.dumps(doc), os.path.abspath("."), o))
+    return _register(where, op_name, spec, meta_fn, eager_fn, schema, ("ptx", text, kernel_name), register)
 
 
 Dims = Union[int, Sequence[int]]

@@ -26,9 +26,24 @@ struct Overrides {
   bool has_eager_fn = false;
   int meta_outputs = 0;
   std::string schema;
+  std::string caller_key;
   ValidateOptions validate() const { return {has_meta_fn, has_eager_fn, meta_outputs}; }
-  torch_ops::RegisterOptions registration() const { return {schema, !has_eager_fn, !has_meta_fn}; }
+  torch_ops::RegisterOptions registration() const {
+    return {schema, !has_eager_fn, !has_meta_fn, caller_key};
+  }
 };
+
+// A Python object owned from C++ (Registration::keep_alive): released with the GIL held, or
+// leaked when the interpreter is already gone (the registry outlives it at process exit).
+std::shared_ptr<void> python_owner(nb::object object) {
+  auto* held = new nb::object(std::move(object));
+  return std::shared_ptr<void>(held, [](void* p) {
+    auto* o = static_cast<nb::object*>(p);
+    if (!nb::is_alive()) return;  // interpreter finalized: nothing left to release into
+    nb::gil_scoped_acquire gil;
+    delete o;
+  });
+}
 
 // One argument of Kernel.launch: a tensor descriptor tuple built by _ops.py (data_ptr, dtype
 // name, shape, strides, device) or a Python bool / int / float.
@@ -89,17 +104,18 @@ NB_MODULE(_kernelop, m) {
       .def_rw("has_meta_fn", &Overrides::has_meta_fn)
       .def_rw("has_eager_fn", &Overrides::has_eager_fn)
       .def_rw("meta_outputs", &Overrides::meta_outputs)
-      .def_rw("schema", &Overrides::schema);
+      .def_rw("schema", &Overrides::schema)
+      .def_rw("caller_key", &Overrides::caller_key);
   m.def(
       "register_spec",
       [](const std::string& spec_json, const std::string& base_dir,
          const std::vector<std::string>& archs, const Overrides& o) {
         OpPlan plan = derive_plan(parse_op_json(spec_json, base_dir, "spec"), o.validate());
-        return torch_ops::register_op(KernelOp(compile(plan, options_for(archs))), o.registration())
-            .schema();
+        return torch_ops::register_op(KernelOp(compile(plan, options_for(archs))),
+                                      o.registration());
       },
       nb::arg("spec_json"), nb::arg("base_dir"), nb::arg("archs"), nb::arg("overrides"),
-      "Validates, compiles (through the cache) and registers a spec; returns the schema.");
+      "Validates, compiles (through the cache) and registers a spec; returns the Registration.");
   m.def(
       "check_spec",
       [](const std::string& spec_json, const std::string& base_dir, const Overrides& o) {
@@ -147,15 +163,22 @@ NB_MODULE(_kernelop, m) {
          const std::string& entry, const Overrides& o) {
         OpPlan plan = derive_plan(parse_op_json(spec_json, base_dir, "spec"), o.validate());
         return torch_ops::register_op(KernelOp(image_from_ptx(std::move(plan), ptx, entry)),
-                                      o.registration())
-            .schema();
+                                      o.registration());
       },
       nb::arg("spec_json"), nb::arg("base_dir"), nb::arg("ptx"), nb::arg("entry"),
       nb::arg("overrides"),
-      "Registers a spec whose kernel is pre-compiled PTX (no NVRTC); returns the schema.");
+      "Registers a spec whose kernel is pre-compiled PTX (no NVRTC); returns the Registration.");
   m.def("is_registered", &torch_ops::is_registered, nb::arg("op_name"));
   nb::class_<torch_ops::Registration>(m, "Registration")
       .def_prop_ro("schema", &torch_ops::Registration::schema)
+      .def_prop_ro("created", &torch_ops::Registration::created)
+      .def(
+          "keep_alive",
+          [](const torch_ops::Registration& r, nb::object owner) {
+            r.keep_alive(python_owner(std::move(owner)));
+          },
+          nb::arg("owner"),
+          "Ties a Python object (the caller's torch.library.Library) to the registration.")
       .def_prop_ro("parameters",
                    [](const torch_ops::Registration& r) {
                      std::vector<std::string> out;

@@ -127,6 +127,18 @@ class OverrideRegistration(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "already registered by kernelop as 'kop_ov::repeat2\\(Tensor x\\)"):
             ko.cuda_kernel_op("kop_ov::repeat2", repeat2_spec(), meta_fn=lambda x: x, eager_fn=repeat2_eager,
                               schema="(Tensor x) -> Tensor", archs=ARCHS)
+        # Only the function differs: the C++ registry's identity includes the caller's functions.
+        def other_meta(x: torch.Tensor) -> torch.Tensor:
+            return repeat2_meta(x)
+
+        with self.assertRaisesRegex(ValueError, "different spec, schema, functions or build options"):
+            ko.cuda_kernel_op("kop_ov::repeat2", repeat2_spec(), meta_fn=other_meta, eager_fn=repeat2_eager,
+                              archs=ARCHS)
+        with self.assertRaisesRegex(ValueError, "different spec, schema, functions or build options"):
+            ko.cuda_kernel_op("kop_ov::repeat2", repeat2_spec(), meta_fn=repeat2_meta, eager_fn=repeat2_eager,
+                              archs=["compute_80"])
+        self.assertIs(ko.cuda_kernel_op("kop_ov::repeat2", repeat2_spec(), meta_fn=repeat2_meta,
+                                        eager_fn=repeat2_eager, archs=ARCHS), OPS["repeat2"])
 
     def test_missing_fields_need_their_function(self):
         cases = [
@@ -183,6 +195,32 @@ class OverrideRegistration(unittest.TestCase):
             torch.ops.kop_ov.rollback.default
         op = ko.cuda_kernel_op("kop_ov::rollback", repeat2_spec(), meta_fn=repeat2_meta, eager_fn=repeat2_eager)
         self.assertEqual(op(torch.empty(2, 3, device="meta")).shape, (2, 6))  # a retry succeeds
+
+    def test_failure_after_the_fake_registration_leaves_nothing(self):
+        # register_fake succeeds, then the CUDA impl fails: the fake kernel must go too, or the
+        # retry would find "already has a fake impl".
+        real = torch.library.Library.impl
+
+        def failing(self, name, fn, dispatch_key="", *args, **kwargs):
+            if dispatch_key == "CUDA":  # eager_fn's kernel; register_fake's own impl goes through
+                raise RuntimeError("injected impl failure")
+            return real(self, name, fn, dispatch_key, *args, **kwargs)
+
+        torch.library.Library.impl = failing
+        try:
+            with self.assertRaisesRegex(RuntimeError, "injected impl failure") as caught:
+                ko.cuda_kernel_op("kop_ov::rollback2", repeat2_spec(), meta_fn=repeat2_meta, eager_fn=repeat2_eager)
+        finally:
+            torch.library.Library.impl = real
+        # The exception is still held here (as a user's handler would hold it); its note says where
+        # the failure was raised.
+        self.assertIn("kernelop rolled back the registration of kop_ov::rollback2", caught.exception.__notes__[0])
+        self.assertIn("in failing", caught.exception.__notes__[0])
+        self.assertFalse(ko._kernelop.is_registered("kop_ov::rollback2"))
+        with self.assertRaises(AttributeError):
+            torch.ops.kop_ov.rollback2.default
+        op = ko.cuda_kernel_op("kop_ov::rollback2", repeat2_spec(), meta_fn=repeat2_meta, eager_fn=repeat2_eager)
+        self.assertEqual(op(torch.empty(2, 3, device="meta")).shape, (2, 6))
 
     def test_packages_hold_declarative_ops_only(self):
         with self.assertRaisesRegex(ValueError, "geometry: missing"):

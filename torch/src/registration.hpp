@@ -17,6 +17,7 @@ struct Registration::State {
   std::string schema;       // qualified
   std::string fingerprint;  // schema + spec + options: what "identical" means
   std::unique_ptr<torch::Library> library;
+  std::shared_ptr<void> owned;  // Registration::keep_alive; guarded by the registry's mutex
 };
 
 namespace impl {

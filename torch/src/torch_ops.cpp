@@ -20,7 +20,7 @@ std::string fingerprint(const KernelOp& op, const RegisterOptions& o, const std:
   return schema + "\n" + print_op_json(OpDecl{p.op_name, p.spec, ""}, JsonWriteOptions{-1, true}) +
          "\ncuda=" + (o.cuda_kernel ? "kernelop" : "caller") +
          " meta=" + (o.meta_kernel ? "kernelop" : "caller") +
-         " outputs=" + std::to_string(p.outputs.size());
+         " outputs=" + std::to_string(p.outputs.size()) + "\ncaller=" + o.caller_key;
 }
 
 // kernelop's kernels read the stack by position: a given schema must have the plan's shape.
@@ -135,13 +135,15 @@ Registration register_op(KernelOp op, const RegisterOptions& options) {
   std::string print = fingerprint(op, options, schema_text);
   std::lock_guard lock(registry_mutex());
   if (auto it = registry().find(p.op_name); it != registry().end()) {
-    if (it->second->fingerprint == print) return Registration(it->second);
+    if (it->second->fingerprint == print) return Registration(it->second, false);
     KERNELOP_FAIL(Spec) << "op " << p.op_name << " is already registered by kernelop as '"
-                        << it->second->schema << "' with a different spec; this spec gives '"
-                        << p.op_name << schema_text << "'. Use another name, or the same spec";
+                        << it->second->schema
+                        << "' with a different spec, schema, functions or build options; this "
+                           "registration gives '"
+                        << p.op_name << schema_text << "'. Use another name, or the same arguments";
   }
   auto state = std::make_shared<Registration::State>(
-      Registration::State{std::move(op), {}, std::move(print), {}});
+      Registration::State{std::move(op), {}, std::move(print), {}, {}});
   const OpPlan& plan = state->op.plan();
   state->schema = plan.op_name + schema_text;
   // Built in a local object: if any step throws, its destructor undoes the steps before it.
@@ -174,14 +176,22 @@ Registration register_op(KernelOp op, const RegisterOptions& options) {
   }
   state->library = std::move(library);
   registry()[plan.op_name] = state;
-  return Registration(state);
+  return Registration(state, true);
+}
+
+void Registration::keep_alive(std::shared_ptr<void> owner) const {
+  std::shared_ptr<void> previous;  // released outside the lock: it may run the owner's code
+  std::lock_guard lock(registry_mutex());
+  previous = std::exchange(state_->owned, std::move(owner));
 }
 
 void unregister_op(const std::string& op_name) {
+  std::shared_ptr<void> owned;  // released outside the lock, after the kernels are gone
   std::lock_guard lock(registry_mutex());
   auto it = registry().find(op_name);
   if (it == registry().end()) return;
   it->second->library.reset();  // deregisters the schema and kernels
+  owned = std::move(it->second->owned);
   registry().erase(it);
 }
 
@@ -194,7 +204,7 @@ Registration find_registration(const std::string& op_name) {
     KERNELOP_FAIL(Spec) << "no op " << op_name << " was registered through kernelop (registered: "
                         << (known.empty() ? "none" : known) << ")";
   }
-  return Registration(it->second);
+  return Registration(it->second, false);
 }
 
 void* current_stream(int device) {

@@ -23,12 +23,20 @@ class Registration {
   const KernelOp& op() const;
   /// "ns::name(Tensor x) -> Tensor"
   const std::string& schema() const;
+  /// True when the register_op() call that returned this handle made the registration; false
+  /// when an identical one already existed (and this call changed nothing).
+  bool created() const { return created_; }
+  /// Ties `owner` (e.g. the caller's own kernels for the parts kernelop does not register) to
+  /// the registration: released when the op is unregistered, or with the last handle.
+  void keep_alive(std::shared_ptr<void> owner) const;
 
   struct State;
-  explicit Registration(std::shared_ptr<const State> state) : state_(std::move(state)) {}
+  Registration(std::shared_ptr<State> state, bool created)
+      : state_(std::move(state)), created_(created) {}
 
  private:
-  std::shared_ptr<const State> state_;
+  std::shared_ptr<State> state_;
+  bool created_ = false;
 };
 
 /// What register_op() registers. The override path (cuda_kernel_op's meta_fn / eager_fn /
@@ -45,6 +53,10 @@ struct RegisterOptions {
   /// outputs the meta function shapes; kernelop's CUDA kernel then asks that Meta kernel for
   /// the output shapes and dtypes on every call.
   bool meta_kernel = true;
+  /// What else, beyond the spec, schema and the options above, makes two registrations of one
+  /// name the same: e.g. the identity of the caller's meta/eager functions and build options.
+  /// A registration with an identical spec but another caller_key is refused.
+  std::string caller_key;
   bool operator==(const RegisterOptions&) const = default;
 };
 
