@@ -28,7 +28,7 @@ namespace kernelop {
 class CompileCache {
  public:
   /// Bump when the entry layout or the meaning of its payload changes (golden tests pin it).
-  static constexpr std::uint32_t kFormatVersion = 2;
+  static constexpr std::uint32_t kFormatVersion = 3;
 
   /// A cache in `dir`; an empty path gives a memory-only cache. The directory is created and
   /// checked on first use.

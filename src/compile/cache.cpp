@@ -14,7 +14,7 @@
 #include <sstream>
 
 #include "core/file_io.hpp"
-#include "core/hash.hpp"
+#include "core/framing.hpp"
 #include "kernelop/error.hpp"
 
 namespace kernelop {
@@ -22,8 +22,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr char kMagic[8] = {'K', 'O', 'P', 'C', 'A', 'C', 'H', 'E'};
-constexpr std::size_t kHeaderSize = 8 + 4 + 4 + 8 + 16;
+constexpr detail::FrameFormat kEntryFormat{
+    {'K', 'O', 'P', 'C', 'A', 'C', 'H', 'E'}, CompileCache::kFormatVersion, "compile cache entry"};
 
 std::string errno_text() {
   return std::strerror(errno);
@@ -128,21 +128,8 @@ std::shared_ptr<const std::string> CompileCache::load_from_disk(const std::strin
       warn("cannot read compile cache entry '" + path.string() + "' (" + why + "); recompiling");
       return miss();
   }
-  if (file.size() < kHeaderSize || std::memcmp(file.data(), kMagic, 8) != 0) {
-    why = "bad header";
-  } else if (detail::get_le<std::uint32_t>(file, 8) != kFormatVersion) {
-    why = "format version " + std::to_string(detail::get_le<std::uint32_t>(file, 8)) +
-          ", expected " + std::to_string(kFormatVersion);
-  } else if (detail::get_le<std::uint64_t>(file, 16) != file.size() - kHeaderSize) {
-    why = "truncated: " + std::to_string(file.size() - kHeaderSize) + " of " +
-          std::to_string(detail::get_le<std::uint64_t>(file, 16)) + " payload bytes";
-  } else {
-    detail::Digest stored;
-    std::memcpy(stored.bytes.data(), file.data() + 24, 16);
-    if (!(detail::hash_bytes(std::string_view(file).substr(kHeaderSize)) == stored)) {
-      why = "checksum mismatch";
-    }
-  }
+  detail::Unframed entry;
+  why = detail::unframe(file, kEntryFormat, entry);
   if (!why.empty()) {
     warn("compile cache entry '" + path.string() + "' is damaged (" + why +
          "); ignoring it and recompiling");
@@ -152,7 +139,7 @@ std::shared_ptr<const std::string> CompileCache::load_from_disk(const std::strin
     ++stats_.corrupt;
     return nullptr;
   }
-  auto payload = std::make_shared<const std::string>(file.substr(kHeaderSize));
+  auto payload = std::make_shared<const std::string>(entry.body);
   std::lock_guard lock(mutex_);
   ++stats_.disk_hits;
   memory_[key] = payload;
@@ -172,14 +159,7 @@ void CompileCache::store(const std::string& key, std::string payload) {
     warn("cannot write compile cache entry '" + path.string() + "': " + why);
     return;
   }
-  std::string file;
-  file.reserve(kHeaderSize + shared->size());
-  file.append(kMagic, 8);
-  detail::put_le<std::uint32_t>(file, kFormatVersion);
-  detail::put_le<std::uint32_t>(file, 0);
-  detail::put_le<std::uint64_t>(file, shared->size());
-  file.append(reinterpret_cast<const char*>(detail::hash_bytes(*shared).bytes.data()), 16);
-  file.append(*shared);
+  std::string file = detail::frame(kEntryFormat, 0, *shared);
   if (std::string why = detail::write_file_atomically(path, file, 0600); !why.empty()) {
     warn("cannot write compile cache entry '" + path.string() + "': " + why);
   }

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/file_io.hpp"
+#include "core/framing.hpp"
 #include "core/json_util.hpp"
 
 namespace kernelop::detail {

@@ -65,18 +65,4 @@ std::string_view file_type_name(mode_t mode);
 /// lexically normalised absolute path.
 std::string normalized_path(const std::filesystem::path& path);
 
-/// Appends / reads a fixed-size field in host byte order (little-endian on every supported host).
-template <class T>
-void put_le(std::string& out, T value) {
-  char bytes[sizeof(T)];
-  std::memcpy(bytes, &value, sizeof(T));
-  out.append(bytes, sizeof(T));
-}
-template <class T>
-T get_le(std::string_view in, std::size_t offset) {
-  T value;
-  std::memcpy(&value, in.data() + offset, sizeof(T));
-  return value;
-}
-
 }  // namespace kernelop::detail

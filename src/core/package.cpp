@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "core/file_io.hpp"
-#include "core/hash.hpp"
+#include "core/framing.hpp"
 #include "core/json_util.hpp"
 #include "kernelop/spec_json.hpp"
 
@@ -21,8 +21,9 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-constexpr char kMagic[8] = {'K', 'O', 'P', 'K', 'G', '\r', '\n', '\x1a'};
-constexpr std::size_t kHeaderSize = 40;
+constexpr detail::FrameFormat kPackageFormat{
+    {'K', 'O', 'P', 'K', 'G', '\r', '\n', '\x1a'}, kPackageFormatVersion, "package"};
+constexpr std::size_t kHeaderSize = detail::kFrameHeaderSize;
 constexpr std::uint32_t kMaxSections = 1024;
 // The metadata nests a few levels; printing or copying JSON recurses, so deeper is rejected.
 
@@ -56,28 +57,14 @@ class Reader {
 
   Package read() {
     Package pkg;
-    if (bytes_.size() < kHeaderSize || std::memcmp(bytes_.data(), kMagic, 8) != 0) {
-      KERNELOP_RAISE(error()) << "not a kernelop package (bad magic; " << bytes_.size()
-                              << " bytes)";
+    detail::Unframed frame;
+    if (std::string why = detail::unframe(bytes_, kPackageFormat, frame); !why.empty()) {
+      KERNELOP_RAISE(error()) << why;
     }
-    pkg.format_version = detail::get_le<std::uint32_t>(bytes_, 8);
-    if (pkg.format_version != kPackageFormatVersion) {
-      KERNELOP_RAISE(error()) << "format version " << pkg.format_version
-                              << " is not supported (this kernelop reads " << kPackageFormatVersion
-                              << ")";
-    }
-    auto count = detail::get_le<std::uint32_t>(bytes_, 12);
-    auto size = detail::get_le<std::uint64_t>(bytes_, 16);
-    if (size != bytes_.size()) {
-      KERNELOP_RAISE(error()) << "truncated or padded: the header says " << size
-                              << " bytes, the file has " << bytes_.size();
-    }
-    detail::Digest stored;
-    std::memcpy(stored.bytes.data(), bytes_.data() + 24, 16);
-    detail::Digest actual = detail::hash_bytes(bytes_.substr(kHeaderSize));
-    if (!(stored == actual)) KERNELOP_RAISE(error()) << "checksum mismatch: the file is damaged";
-    pkg.checksum = actual.hex();
-    pkg.file_size = size;
+    pkg.format_version = kPackageFormatVersion;
+    std::uint32_t count = frame.tag;  // sections
+    pkg.checksum = frame.checksum.hex();
+    pkg.file_size = bytes_.size();
     if (count < 1 || count > kMaxSections)
       KERNELOP_RAISE(error()) << "section count " << count << " is out of range";
     std::size_t table_end = kHeaderSize + 16 * static_cast<std::size_t>(count);
@@ -224,7 +211,7 @@ std::string write_package_bytes(const CompiledImage& image) {
   sections.push_back(meta_text);
   for (const ArchImage& a : image.images) sections.push_back(a.data);
   auto count = static_cast<std::uint32_t>(sections.size());
-  std::string body;  // everything after the fixed header
+  std::string body;  // everything after the frame's header
   std::uint64_t offset = kHeaderSize + 16ull * count;
   for (auto s : sections) {
     detail::put_le<std::uint64_t>(body, offset);
@@ -232,15 +219,7 @@ std::string write_package_bytes(const CompiledImage& image) {
     offset += s.size();
   }
   for (auto s : sections) body.append(s);
-  std::string out;
-  out.append(kMagic, 8);
-  detail::put_le<std::uint32_t>(out, kPackageFormatVersion);
-  detail::put_le<std::uint32_t>(out, count);
-  detail::put_le<std::uint64_t>(out, kHeaderSize + body.size());
-  detail::Digest digest = detail::hash_bytes(body);
-  out.append(reinterpret_cast<const char*>(digest.bytes.data()), 16);
-  out.append(body);
-  return out;
+  return detail::frame(kPackageFormat, count, body);
 }
 
 std::string_view version() {

@@ -166,8 +166,8 @@ TEST_F(CacheTest, DamagedEntriesAreRecompiledNeverTrusted) {
   std::vector<Case> cases = {
       {"truncated", [](std::string& b) { b.resize(b.size() / 2); }},
       {"checksum mismatch", [](std::string& b) { b[b.size() - 10] ^= 0x5a; }},
-      {"bad header", [](std::string& b) { b[0] = 'X'; }},
-      {"bad header", [](std::string& b) { b.resize(5); }},
+      {"not a kernelop compile cache entry (bad magic", [](std::string& b) { b[0] = 'X'; }},
+      {"not a kernelop compile cache entry (bad magic", [](std::string& b) { b.resize(5); }},
       {"format version", [](std::string& b) { b[8] = 99; }},
   };
   for (const Case& c : cases) {

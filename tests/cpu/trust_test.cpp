@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/file_io.hpp"
-#include "core/hash.hpp"
+#include "core/framing.hpp"
 #include "kernelop/cache.hpp"
 #include "kernelop/compile.hpp"
 #include "kernelop/package.hpp"
@@ -211,13 +211,10 @@ TEST_F(TrustTest, ForgedCacheEntriesWithAValidChecksumAreRecompiled) {
       detail::put_le<std::uint64_t>(payload, blob->size());
       payload.append(*blob);
     }
-    std::string file = "KOPCACHE";
-    detail::put_le<std::uint32_t>(file, CompileCache::kFormatVersion);
-    detail::put_le<std::uint32_t>(file, 0);
-    detail::put_le<std::uint64_t>(file, payload.size());
-    detail::Digest digest = detail::hash_bytes(payload);
-    file.append(reinterpret_cast<const char*>(digest.bytes.data()), 16);
-    file += payload;
+    // A well-framed entry (Note [binary framing]) whose payload is the forgery.
+    std::string file = detail::frame(
+        {{'K', 'O', 'P', 'C', 'A', 'C', 'H', 'E'}, CompileCache::kFormatVersion, "entry"}, 0,
+        payload);
     std::ofstream(entry, std::ios::binary | std::ios::trunc) << file;
   };
   nlohmann::json good = {
