@@ -129,25 +129,7 @@ int run_cli(int argc, char** argv) {
   inspect->add_option("package", inspect_path, "A .kop package")->required();
 
   cli::RunOptions run_options;
-  auto* run = app.add_subcommand(
-      "run",
-      "Launch an op on random inputs on a GPU: time it with CUDA events, optionally check it");
-  run->add_option("op", run_options.path, "A .kop package or a JSON spec")
-      ->required()
-      ->check(CLI::ExistingFile);
-  run->add_option("--shape", run_options.shapes,
-                  "Input shape, e.g. x=4096 or x=64x1024 (repeatable)");
-  run->add_option("--scalar", run_options.scalars, "Scalar value, e.g. alpha=2.5 (repeatable)");
-  run->add_option("--dtype", run_options.dtypes,
-                  "Input dtype for dtype-generic kernels, e.g. x=float16");
-  run->add_option("--arch", run_options.archs, "Architectures when compiling a spec");
-  run->add_flag("--check", run_options.check, "Compare against the example's CPU reference");
-  run->add_flag("--ptx", run_options.prefer_ptx,
-                "Load the PTX through the driver's JIT even if a CUBIN fits");
-  run->add_option("--device", run_options.device, "CUDA device (default 0)");
-  run->add_option("--iterations", run_options.iterations, "Timed launches (default 200)");
-  run->add_option("--warmup", run_options.warmup, "Untimed launches first (default 20)");
-  run->add_option("--seed", run_options.seed, "Random seed for the inputs (default: random)");
+  auto* run = cli::add_run_command(app, run_options, nullptr);
 
   try {
     app.parse(argc, argv);
@@ -194,7 +176,7 @@ int run_cli(int argc, char** argv) {
 
   if (*run) {
     try {
-      return cli::run_op(run_options);
+      return cli::run_op(run_options, nullptr);
     } catch (const Error& e) {
       std::cerr << "kernelop: error: " << e.what() << "\n";
       return 1;
@@ -256,19 +238,6 @@ int run_cli(int argc, char** argv) {
 
 }  // namespace
 
-// Every failure is reported and ends with status 1: no exception type escapes, so nothing ends
-// in std::terminate's SIGABRT.
 int main(int argc, char** argv) {
-  try {
-    return run_cli(argc, argv);
-  } catch (const Error& e) {
-    std::cerr << "kernelop: error: " << e.what() << "\n";
-  } catch (const std::bad_alloc&) {
-    std::cerr << "kernelop: error: out of memory\n";
-  } catch (const std::exception& e) {
-    std::cerr << "kernelop: error: " << e.what() << "\n";
-  } catch (...) {
-    std::cerr << "kernelop: error: unknown failure\n";
-  }
-  return 1;
+  return kernelop::cli::guarded_main("kernelop", run_cli, argc, argv);
 }

@@ -9,11 +9,11 @@
 
 #include "host_tensor.hpp"
 #include "kernelop/compile.hpp"
+#include "kernelop/device.hpp"
 #include "kernelop/package.hpp"
 #include "kernelop/runtime.hpp"
 #include "kernelop/spec_json.hpp"
 #include "references.hpp"
-#include "runtime/driver.hpp"
 
 namespace kernelop::cli {
 namespace {
@@ -74,7 +74,7 @@ std::string fmt_time(double ms) {
 
 }  // namespace
 
-int run_op(const RunOptions& o) {
+int run_op(const RunOptions& o, FindReference references) {
   KernelOp op = load_op(o);
   const OpPlan& plan = op.plan();
   auto shapes = parse_pairs(o.shapes, "--shape");
@@ -135,7 +135,7 @@ int run_op(const RunOptions& o) {
     }
   }
 
-  const examples::Reference* ref = examples::find_reference(plan.op_name);
+  const examples::Reference* ref = references ? references(plan.op_name) : nullptr;
   std::mt19937_64 rng(o.seed ? o.seed : std::random_device{}());
   if (ref && ref->make_inputs) {
     ref->make_inputs(inputs, rng);
@@ -144,9 +144,8 @@ int run_op(const RunOptions& o) {
   }
 
   // Device buffers and views.
-  detail::PrimaryContext ctx(o.device);
-  detail::ScopedContext scope(ctx.get());
-  std::vector<detail::DeviceBuffer> in_buffers;
+  DeviceContext context(o.device);
+  std::vector<DeviceBuffer> in_buffers;
   std::vector<TensorView> in_views;
   for (const HostTensor& h : inputs) {
     in_buffers.emplace_back(h.bytes());
@@ -156,7 +155,7 @@ int run_op(const RunOptions& o) {
   std::vector<Shape> out_shapes = op.output_shapes(in_views, scalars);
   std::vector<DType> out_dtypes = op.output_dtypes(in_views);
   std::vector<HostTensor> outputs;
-  std::vector<detail::DeviceBuffer> out_buffers;
+  std::vector<DeviceBuffer> out_buffers;
   std::vector<TensorView> out_views;
   for (std::size_t i = 0; i < out_shapes.size(); ++i) {
     outputs.emplace_back(out_shapes[i], out_dtypes[i]);
@@ -165,9 +164,9 @@ int run_op(const RunOptions& o) {
     out_views.push_back(
         TensorView{out_buffers.back().get(), out_dtypes[i], out_shapes[i], {}, o.device});
   }
-  detail::Stream stream;
+  DeviceStream stream;
   // The uploads and the poison ran on the legacy default stream, which `stream` does not wait for.
-  detail::check_cuda(detail::Driver::require().cuCtxSynchronize(), "cuCtxSynchronize", "");
+  context.synchronize();
   LoadInfo info = op.load(o.device);
   std::cout << "op " << plan.op_name << " on device " << info.device << " (" << info.device_name
             << ", " << info.device_arch << "): " << (info.via_ptx ? "PTX " : "CUBIN ")
@@ -191,7 +190,7 @@ int run_op(const RunOptions& o) {
       std::vector<HostTensor> want_in = inputs, want_out = outputs;
       ref->compute(want_in, scalars, want_out);
       double extra = ref->extra_atol ? ref->extra_atol(inputs) : 0;
-      auto report = [&](const std::string& what, const detail::DeviceBuffer& buf, HostTensor got,
+      auto report = [&](const std::string& what, const DeviceBuffer& buf, HostTensor got,
                         const HostTensor& want) {
         std::string bytes(got.bytes(), '\0');
         buf.download(bytes.data(), bytes.size());
@@ -216,11 +215,11 @@ int run_op(const RunOptions& o) {
   // Timing: each launch bracketed by events, median of many, after a warm-up.
   for (int i = 0; i < o.warmup; ++i) op.launch(in_views, scalars, out_views, stream.get());
   std::vector<float> times;
-  detail::Event start, stop;
+  DeviceEvent start, stop;
   for (int i = 0; i < o.iterations; ++i) {
-    start.record(stream.get());
+    start.record(stream);
     op.launch(in_views, scalars, out_views, stream.get());
-    stop.record(stream.get());
+    stop.record(stream);
     times.push_back(stop.since(start));
   }
   std::sort(times.begin(), times.end());
@@ -234,6 +233,42 @@ int run_op(const RunOptions& o) {
       << (median > 0 ? bytes / (median * 1e-3) / 1e9 : 0) << " GB/s (" << bytes / 1e6
       << " MB: each input and output byte once; an op that touches part of a tensor moves less)\n";
   return exit_code;
+}
+
+CLI::App* add_run_command(CLI::App& app, RunOptions& o, FindReference references) {
+  auto* run = app.add_subcommand(
+      "run", std::string("Launch an op on random inputs on a GPU and time it with CUDA events") +
+                 (references ? "; optionally check it against its CPU reference" : ""));
+  run->add_option("op", o.path, "A .kop package or a JSON spec")
+      ->required()
+      ->check(CLI::ExistingFile);
+  run->add_option("--shape", o.shapes, "Input shape, e.g. x=4096 or x=64x1024 (repeatable)");
+  run->add_option("--scalar", o.scalars, "Scalar value, e.g. alpha=2.5 (repeatable)");
+  run->add_option("--dtype", o.dtypes, "Input dtype for dtype-generic kernels, e.g. x=float16");
+  run->add_option("--arch", o.archs, "Architectures when compiling a spec");
+  if (references) run->add_flag("--check", o.check, "Compare against the op's CPU reference");
+  run->add_flag("--ptx", o.prefer_ptx,
+                "Load the PTX through the driver's JIT even if a CUBIN fits");
+  run->add_option("--device", o.device, "CUDA device (default 0)");
+  run->add_option("--iterations", o.iterations, "Timed launches (default 200)");
+  run->add_option("--warmup", o.warmup, "Untimed launches first (default 20)");
+  run->add_option("--seed", o.seed, "Random seed for the inputs (default: random)");
+  return run;
+}
+
+int guarded_main(const char* program, int (*body)(int, char**), int argc, char** argv) {
+  try {
+    return body(argc, argv);
+  } catch (const Error& e) {
+    std::cerr << program << ": error: " << e.what() << "\n";
+  } catch (const std::bad_alloc&) {
+    std::cerr << program << ": error: out of memory\n";
+  } catch (const std::exception& e) {
+    std::cerr << program << ": error: " << e.what() << "\n";
+  } catch (...) {
+    std::cerr << program << ": error: unknown failure\n";
+  }
+  return 1;
 }
 
 }  // namespace kernelop::cli

@@ -1,10 +1,16 @@
-// `kernelop run`: launch an op on random inputs on the GPU, check it against its reference and
-// time it with CUDA events.
+// `kernelop run`: launch an op on random inputs on the GPU, time it with CUDA events and,
+// where the program knows the op's CPU reference, check it. The installed `kernelop` knows
+// none; `kernelop-examples` (built, not installed) knows the examples' (examples/support).
 #pragma once
 
-#include <map>
+#include <CLI/CLI.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
+
+namespace kernelop::examples {
+struct Reference;
+}
 
 namespace kernelop::cli {
 
@@ -22,7 +28,17 @@ struct RunOptions {
   unsigned long long seed = 0;
 };
 
+/// The CPU reference of an op (nullptr: none).
+using FindReference = const examples::Reference* (*)(std::string_view op_name);
+
+/// Adds the `run` subcommand and its options to `app`; `--check` only with references.
+CLI::App* add_run_command(CLI::App& app, RunOptions& options, FindReference references);
+
 /// Returns the exit code: 0 success, 1 a failed check.
-int run_op(const RunOptions& options);
+int run_op(const RunOptions& options, FindReference references);
+
+/// Runs a command-line program's body: every failure is reported on stderr as
+/// "<program>: error: ..." and ends with status 1 (nothing reaches std::terminate).
+int guarded_main(const char* program, int (*body)(int, char**), int argc, char** argv);
 
 }  // namespace kernelop::cli

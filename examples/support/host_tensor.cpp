@@ -212,4 +212,8 @@ Comparison compare(const HostTensor& got, const HostTensor& want, double extra_a
   return c;
 }
 
+void default_inputs(std::vector<HostTensor>& inputs, std::mt19937_64& rng) {
+  for (HostTensor& t : inputs) fill_uniform(t, rng, -2.0, 2.0);
+}
+
 }  // namespace kernelop::examples

@@ -32,6 +32,8 @@ struct HostTensor {
 
 /// Uniform values in [lo, hi), rounded to the dtype.
 void fill_uniform(HostTensor& t, std::mt19937_64& rng, double lo, double hi);
+/// Default inputs: uniform in [-2, 2).
+void default_inputs(std::vector<HostTensor>& inputs, std::mt19937_64& rng);
 
 float half_to_float(std::uint16_t h);
 std::uint16_t float_to_half(float f);

@@ -151,10 +151,6 @@ std::map<std::string, Reference, std::less<>> make_references() {
 
 }  // namespace
 
-void default_inputs(std::vector<HostTensor>& inputs, std::mt19937_64& rng) {
-  for (HostTensor& t : inputs) fill_uniform(t, rng, -2.0, 2.0);
-}
-
 const Reference* find_reference(std::string_view op_name) {
   static const auto refs = make_references();
   auto it = refs.find(op_name);

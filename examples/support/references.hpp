@@ -28,7 +28,4 @@ struct Reference {
 /// The reference for an example op ("kernelop_examples::relu"), or nullptr.
 const Reference* find_reference(std::string_view op_name);
 
-/// Default inputs: uniform in [-2, 2).
-void default_inputs(std::vector<HostTensor>& inputs, std::mt19937_64& rng);
-
 }  // namespace kernelop::examples

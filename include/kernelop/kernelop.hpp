@@ -3,6 +3,7 @@
 
 #include "kernelop/cache.hpp"
 #include "kernelop/compile.hpp"
+#include "kernelop/device.hpp"
 #include "kernelop/dtype.hpp"
 #include "kernelop/error.hpp"
 #include "kernelop/expr.hpp"

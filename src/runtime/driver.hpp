@@ -1,5 +1,5 @@
 // The CUDA driver API, loaded with dlopen so that programs link and run without a driver;
-// RAII handles for the objects kernelop and its tools create.
+// RAII handles for the contexts kernelop uses (the public ones are in kernelop/device.hpp).
 #pragma once
 
 #include <cuda.h>
@@ -87,52 +87,6 @@ class ScopedContext {
  private:
   CUcontext previous_ = nullptr;
   bool switched_ = false;
-};
-
-/// Device memory owned by the handle (tools and tests; launches use the caller's buffers).
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(std::size_t bytes);
-  ~DeviceBuffer();
-  DeviceBuffer(DeviceBuffer&& other) noexcept;
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
-  void* get() const { return reinterpret_cast<void*>(ptr_); }
-  std::size_t size() const { return bytes_; }
-  void upload(const void* host, std::size_t bytes);
-  void download(void* host, std::size_t bytes) const;
-  void fill_bytes(unsigned char value);
-
- private:
-  CUdeviceptr ptr_ = 0;
-  std::size_t bytes_ = 0;
-};
-
-class Stream {
- public:
-  Stream();
-  ~Stream();
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  CUstream get() const { return stream_; }
-  void synchronize() const;
-
- private:
-  CUstream stream_ = nullptr;
-};
-
-class Event {
- public:
-  Event();
-  ~Event();
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  void record(CUstream stream) const;
-  /// Milliseconds from `start` to this event (both recorded and complete).
-  float since(const Event& start) const;
-
- private:
-  CUevent event_ = nullptr;
 };
 
 }  // namespace kernelop::detail

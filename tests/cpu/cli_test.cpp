@@ -42,10 +42,11 @@ class CliTest : public ::testing::Test {
 
   // Runs the CLI in `cwd` (default: the source tree) under a 60 s timeout; a hang or a signal
   // shows as an exit code of 124 or >= 128.
-  CliRun run(const std::string& args, const std::string& env = "", std::string cwd = "") {
+  CliRun run(const std::string& args, const std::string& env = "", std::string cwd = "",
+             const char* program = KERNELOP_CLI_PATH) {
     if (cwd.empty()) cwd = testing::source_dir().string();
     std::string cmd = "cd '" + cwd + "' && KERNELOP_CACHE_DIR='" + (dir_ / "cache").string() +
-                      "' " + env + " timeout -s KILL 60 '" + KERNELOP_CLI_PATH + "' " + args +
+                      "' " + env + " timeout -s KILL 60 '" + program + "' " + args +
                       " >'" + (dir_ / "out").string() + "' 2>'" + (dir_ / "err").string() + "'";
     int status = std::system(cmd.c_str());
     return CliRun{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir_ / "out"),
@@ -72,6 +73,20 @@ TEST_F(CliTest, HelpEverywhere) {
   EXPECT_TRUE(contains(build.out, "--arch")) << build.out;
   EXPECT_TRUE(contains(build.out, "--no-cache"));
   EXPECT_EQ(run("check --help").code, 0);
+}
+
+// The installed CLI carries no example code: `run --check` (the examples' CPU references) is
+// kernelop-examples', which is built for the repository's checks and never installed.
+TEST_F(CliTest, OnlyTheExamplesRunnerChecksAgainstReferences) {
+  CliRun installed = run("run examples/relu.json --shape x=4 --check");
+  EXPECT_EQ(installed.code, 2);
+  EXPECT_TRUE(contains(installed.err, "--check")) << installed.err;
+  CliRun help = run("run --help", "", "", KERNELOP_EXAMPLES_PATH);
+  EXPECT_EQ(help.code, 0) << help.err;
+  EXPECT_TRUE(contains(help.out, "--check")) << help.out;
+  CliRun bad = run("run examples/relu.json --check --bogus", "", "", KERNELOP_EXAMPLES_PATH);
+  EXPECT_EQ(bad.code, 2) << bad.err;
+  EXPECT_TRUE(contains(bad.err, "--bogus")) << bad.err;
 }
 
 TEST_F(CliTest, UsageErrorsExitWithTwo) {

@@ -13,6 +13,7 @@
 
 #include "host_tensor.hpp"
 #include "kernelop/compile.hpp"
+#include "kernelop/device.hpp"
 #include "kernelop/package.hpp"
 #include "kernelop/runtime.hpp"
 #include "kernelop/spec_json.hpp"
@@ -76,12 +77,12 @@ const KernelOp& op(const std::string& name) {
 
 struct DeviceTensor {
   HostTensor host;
-  detail::DeviceBuffer buffer;
+  DeviceBuffer buffer;
   TensorView view() const { return TensorView{buffer.get(), host.dtype, host.shape, {}, 0}; }
 };
 
 DeviceTensor upload(const HostTensor& h) {
-  DeviceTensor t{h, detail::DeviceBuffer(h.bytes())};
+  DeviceTensor t{h, DeviceBuffer(h.bytes())};
   t.buffer.upload(h.encode().data(), h.bytes());
   return t;
 }
@@ -129,7 +130,7 @@ void check_example(const std::string& name, std::vector<Shape> shapes,
   std::vector<HostTensor> want_out;
   for (std::size_t i = 0; i < out_shapes.size(); ++i) {
     HostTensor h(out_shapes[i], out_dtypes[i]);
-    out.push_back(DeviceTensor{h, detail::DeviceBuffer(h.bytes())});
+    out.push_back(DeviceTensor{h, DeviceBuffer(h.bytes())});
     out.back().buffer.fill_bytes(0xff);  // NaN: an element the kernel misses fails the check
     out_views.push_back(out.back().view());
     want_out.push_back(h);
@@ -204,7 +205,7 @@ TEST_F(Gpu, ShapeChangingAndInPlaceKernels) {
 }
 
 TEST_F(Gpu, NonDefaultStreamAndManyThreads) {
-  detail::Stream stream;
+  DeviceStream stream;
   check_example("softmax", {{64, 1000}}, {}, {}, stream.get());
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};
@@ -212,7 +213,7 @@ TEST_F(Gpu, NonDefaultStreamAndManyThreads) {
     threads.emplace_back([&, t] {
       try {
         detail::Driver::require().cuCtxSetCurrent(ctx_->get());
-        detail::Stream s;
+        DeviceStream s;
         for (int i = 0; i < 20; ++i) {
           check_example(t % 2 ? "relu" : "softmax",
                         {t % 2 ? Shape{100000 + t} : Shape{33, 700 + t}}, {}, {}, s.get());
@@ -228,11 +229,11 @@ TEST_F(Gpu, NonDefaultStreamAndManyThreads) {
 
 TEST_F(Gpu, LaunchPathAllocatesNothing) {
   const KernelOp& scale = op("scale");
-  detail::DeviceBuffer x(4096 * 4), y(4096 * 4);
+  DeviceBuffer x(4096 * 4), y(4096 * 4);
   std::vector<TensorView> in = {TensorView{x.get(), DType::Float32, {64, 64}, {}, 0}};
   std::vector<TensorView> out = {TensorView{y.get(), DType::Float32, {64, 64}, {}, 0}};
   std::vector<ScalarArg> alpha = {ScalarArg::of_float(2)};
-  detail::Stream stream;
+  DeviceStream stream;
   scale.launch(in, alpha, out, stream.get());  // loads the module: allocations allowed here
   long before = g_allocations.load();
   for (int i = 0; i < 1000; ++i) scale.launch(in, alpha, out, stream.get());
@@ -252,7 +253,7 @@ TEST_F(Gpu, ZeroSizeWorkLaunchesNothing) {
 
 TEST_F(Gpu, BadArgumentsAreRejectedOnTheDevice) {
   const KernelOp& relu = op("relu");
-  detail::DeviceBuffer buf(4096 * 4);
+  DeviceBuffer buf(4096 * 4);
   TensorView good{buf.get(), DType::Float32, {4096}, {}, 0};
   auto expect_error = [](auto fn, const std::string& needle) {
     try {
@@ -309,7 +310,7 @@ TEST_F(Gpu, PackageFromACpuMachineRunsThroughPtx) {
   examples::fill_uniform(x, rng, -3, 3);
   DeviceTensor dx = upload(x);
   HostTensor y({37, 1000}, DType::Float32);
-  DeviceTensor dy{y, detail::DeviceBuffer(y.bytes())};
+  DeviceTensor dy{y, DeviceBuffer(y.bytes())};
   dy.buffer.fill_bytes(0xff);
   k.launch(std::vector{dx.view()}, {}, std::vector{dy.view()}, nullptr);
   ASSERT_EQ(detail::Driver::require().cuCtxSynchronize(), CUDA_SUCCESS);
@@ -337,7 +338,7 @@ TEST_F(Gpu, SecondDeviceWhenPresent) {
   const KernelOp& relu = op("relu");
   std::vector<float> host(1000, -1.0f);
   host[3] = 2.0f;
-  detail::DeviceBuffer x(4000), y(4000);
+  DeviceBuffer x(4000), y(4000);
   x.upload(host.data(), 4000);
   relu.launch(std::vector{TensorView{x.get(), DType::Float32, {1000}, {}, 1}}, {},
               std::vector{TensorView{y.get(), DType::Float32, {1000}, {}, 1}}, nullptr);
