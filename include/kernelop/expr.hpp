@@ -1,5 +1,6 @@
 // Symbolic integer expressions: the one type that carries every shape-dependent number
-// (output dims, launch geometry, extra kernel arguments).
+// (output dims, launch geometry, extra kernel arguments) and every condition on them
+// (requirements: a comparison is an expression worth 1 or 0).
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,9 @@ enum class ExprOp : std::uint8_t {
   Numel,        ///< numel(t): number of elements of t
   NumelExcept,  ///< numel_except(t, a, ...): product of t's sizes over all axes but the listed
   Scalar,       ///< n: the value of integer scalar input n
+  ItemSize,     ///< itemsize(t): bytes per element of t's dtype
+  Stride,       ///< stride(t, axis): t's stride along `axis`, in elements
+  Aligned,      ///< aligned(t, bytes): 1 when t's data pointer is a multiple of `bytes`, else 0
   // binary operators (Python semantics: // floors, % takes the divisor's sign)
   Add,
   Sub,
@@ -29,9 +33,21 @@ enum class ExprOp : std::uint8_t {
   Mod,
   Min,  ///< min(a, b)
   Max,  ///< max(a, b)
+  // comparisons: 1 when true, else 0 (they do not chain: `a < b < c` is refused)
+  Lt,
+  Le,
+  Gt,
+  Ge,
+  Eq,
+  Ne,
+  // select(c, a, b): a when c != 0, else b; only the chosen operand is evaluated
+  Select,
 };
 
 bool is_leaf(ExprOp op);
+bool is_comparison(ExprOp op);
+/// "<", "<=", ">", ">=", "==", "!=" (empty for other operators).
+std::string_view comparison_text(ExprOp op);
 
 /// The deepest nesting Expr::parse accepts: of parentheses and calls, and of the tree it builds
 /// (each binary operator is one level), since walks over the tree recurse.
@@ -43,11 +59,12 @@ class Expr;
 /// plan assigned to that name (-1 until the expression is resolved against a plan).
 struct ExprNode {
   ExprOp op = ExprOp::Const;
-  std::int64_t value = 0;          // Const: the literal; Dim: the axis
-  std::string name;                // Dim, Numel, NumelExcept, Scalar
+  std::int64_t value = 0;          // Const: the literal; Dim, Stride: the axis; Aligned: bytes
+  std::string name;                // the tensor or scalar of a leaf
   std::vector<std::int64_t> axes;  // NumelExcept
   int slot = -1;
-  std::shared_ptr<const ExprNode> lhs, rhs;
+  std::shared_ptr<const ExprNode> lhs, rhs;  // operands; Select: the two choices
+  std::shared_ptr<const ExprNode> cond;      // Select: the condition
 };
 
 /// A value-semantic handle to an immutable expression tree; copies share nodes.
@@ -65,7 +82,11 @@ class Expr {
   static Expr numel(std::string tensor);
   static Expr numel_except(std::string tensor, std::vector<std::int64_t> axes);
   static Expr scalar(std::string name);
+  static Expr itemsize(std::string tensor);
+  static Expr stride(std::string tensor, std::int64_t axis);
+  static Expr aligned(std::string tensor, std::int64_t bytes);
   static Expr binary(ExprOp op, Expr lhs, Expr rhs);
+  static Expr select(Expr cond, Expr if_true, Expr if_false);
 
   /// Parses the text form; throws Error(Spec) naming the column on malformed input or on
   /// nesting deeper than kMaxExprDepth.
@@ -81,6 +102,7 @@ class Expr {
   int slot() const { return node_->slot; }
   Expr lhs() const { return Expr(node_->lhs); }
   Expr rhs() const { return Expr(node_->rhs); }
+  Expr cond() const { return Expr(node_->cond); }  ///< Select only
 
   std::string to_string() const;
 
@@ -108,6 +130,7 @@ Expr cdiv(Expr a, Expr b);
 Expr mod(Expr a, Expr b);
 Expr min(Expr a, Expr b);
 Expr max(Expr a, Expr b);
+Expr select(Expr cond, Expr if_true, Expr if_false);
 
 /// Arithmetic used by evaluate<Int>. The primary template uses Int's own operators, with `/`
 /// and `%` taken to be floor division and Python modulo (as c10::SymInt's are for sizes);
@@ -116,7 +139,10 @@ Expr max(Expr a, Expr b);
 template <class Int>
 struct ExprArith {
   static Int constant(std::int64_t value) { return Int(value); }
+  /// The truth of a condition (a SymInt guards on it).
+  static bool truthy(const Int& v) { return v != Int(0); }
   static Int apply(ExprOp op, const Int& a, const Int& b, const ExprNode& /*where*/) {
+    const Int one(1), zero(0);
     switch (op) {
       case ExprOp::Add:
         return a + b;
@@ -134,6 +160,18 @@ struct ExprArith {
         return b < a ? b : a;
       case ExprOp::Max:
         return a < b ? b : a;
+      case ExprOp::Lt:
+        return a < b ? one : zero;
+      case ExprOp::Le:
+        return a <= b ? one : zero;
+      case ExprOp::Gt:
+        return a > b ? one : zero;
+      case ExprOp::Ge:
+        return a >= b ? one : zero;
+      case ExprOp::Eq:
+        return a == b ? one : zero;
+      case ExprOp::Ne:
+        return a != b ? one : zero;
       default:
         break;
     }
@@ -144,12 +182,13 @@ struct ExprArith {
 template <>
 struct ExprArith<std::int64_t> {
   static std::int64_t constant(std::int64_t value) { return value; }
+  static bool truthy(std::int64_t v) { return v != 0; }
   static std::int64_t apply(ExprOp op, std::int64_t a, std::int64_t b, const ExprNode& where);
 };
 
 /// Evaluates an expression with integers of type Int. `env.leaf(const ExprNode& leaf) -> Int`
-/// supplies the value of every Dim, Numel, NumelExcept and Scalar leaf. Walks raw nodes: no
-/// allocation and no reference counting on the launch path.
+/// supplies the value of every leaf but constants. Walks raw nodes: no allocation and no
+/// reference counting on the launch path.
 template <class Int, class Env>
 Int evaluate(const ExprNode& node, const Env& env) {
   switch (node.op) {
@@ -159,7 +198,13 @@ Int evaluate(const ExprNode& node, const Env& env) {
     case ExprOp::Numel:
     case ExprOp::NumelExcept:
     case ExprOp::Scalar:
+    case ExprOp::ItemSize:
+    case ExprOp::Stride:
+    case ExprOp::Aligned:
       return env.leaf(node);
+    case ExprOp::Select:
+      return ExprArith<Int>::truthy(evaluate<Int>(*node.cond, env)) ? evaluate<Int>(*node.lhs, env)
+                                                                    : evaluate<Int>(*node.rhs, env);
     default:
       break;
   }

@@ -89,10 +89,9 @@ struct RankRequirement {
 
 /// A requirement on the inputs with resolved expressions (see Requirement).
 struct RequirementPlan {
-  Expr lhs;
-  Compare op = Compare::Eq;
-  Expr rhs;
-  std::string text;  ///< as declared, for messages
+  Expr condition;
+  std::string text;             ///< as declared, for messages
+  bool reads_pointers = false;  ///< uses aligned(): checked at launch, skipped on meta tensors
   bool operator==(const RequirementPlan&) const = default;
 };
 

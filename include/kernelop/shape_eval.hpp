@@ -18,6 +18,9 @@ namespace kernelop {
 ///   Int size(int slot, std::int64_t a) const; // size of a normalised axis
 ///   Int numel(int slot) const;                // product of the sizes
 ///   Int scalar(int slot) const;               // integer (or bool) scalar input `slot`
+///   Int itemsize(int slot) const;             // bytes per element
+///   Int stride(int slot, std::int64_t a) const; // stride of a normalised axis, in elements
+///   bool aligned(int slot, std::int64_t bytes) const; // data pointer % bytes == 0
 ///   bool negative(const Int& v) const;        // v < 0 (a SymInt may guard)
 ///   std::string shape_text(int slot) const;   // "[8, s0]", for messages
 ///
@@ -50,6 +53,12 @@ struct SizeEnv {
         return sizes.numel(n.slot);
       case ExprOp::Dim:
         return sizes.size(n.slot, axis(n.slot, n.value, n));
+      case ExprOp::Stride:
+        return sizes.stride(n.slot, axis(n.slot, n.value, n));
+      case ExprOp::ItemSize:
+        return sizes.itemsize(n.slot);
+      case ExprOp::Aligned:
+        return ExprArith<Int>::constant(sizes.aligned(n.slot, n.value) ? 1 : 0);
       case ExprOp::NumelExcept: {
         std::uint64_t skip = 0;
         for (auto listed : n.axes) {

@@ -152,22 +152,17 @@ struct Custom {
 
 using Geometry = std::variant<Elementwise, Reduction, Custom>;
 
-/// A relation the inputs must satisfy for the kernel to be safe, e.g. `dim(bias, 0) ==
-/// dim(x, -1)` (kernelop addition): checked before every launch, and a guard under tracing.
-enum class Compare : std::uint8_t { Eq, Ne, Lt, Le, Gt, Ge };
+/// A condition the inputs must satisfy for the kernel to be safe (kernelop addition): an
+/// expression that must be nonzero, typically a comparison such as `dim(bias, 0) == dim(x, -1)`,
+/// or `aligned(x, 16)`. Checked before every launch and a guard under tracing; a condition on
+/// data pointers (aligned) is checked at launch only, since meta tensors have none.
 struct Requirement {
-  Expr lhs;
-  Compare op = Compare::Eq;
-  Expr rhs;
-  /// "lhs OP rhs" with OP one of == != < <= > >=; throws Error(Spec) saying what is wrong.
-  static Requirement parse(std::string_view text);
-  std::string to_string() const;
-  bool holds(std::int64_t lhs_value, std::int64_t rhs_value) const;
+  Expr condition;
+  /// Expr::parse; throws Error(Spec) naming the column.
+  static Requirement parse(std::string_view text) { return {Expr::parse(text)}; }
+  std::string to_string() const { return condition.to_string(); }
   bool operator==(const Requirement&) const = default;
 };
-std::string_view compare_text(Compare op);
-/// `a OP b`.
-bool compare_holds(Compare op, std::int64_t a, std::int64_t b);
 
 /// A template type parameter of a dtype-generic kernel: the kernel is instantiated once per
 /// combination of the parameters' dtypes (their cartesian product).

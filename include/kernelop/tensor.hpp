@@ -56,6 +56,8 @@ struct TensorView {
   /// True when strides are absent or those of a row-major contiguous tensor (size-1 axes may
   /// have any stride).
   bool is_contiguous() const;
+  /// The stride of a normalised axis in elements (row-major when `strides` is absent).
+  std::int64_t stride(int axis) const;
 };
 
 /// A scalar argument: a Python float, int or bool.

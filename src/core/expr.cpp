@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cctype>
 #include <limits>
+#include <optional>
 #include <sstream>
+#include <utility>
 
 namespace kernelop {
 namespace {
@@ -15,6 +17,13 @@ using NodePtr = std::shared_ptr<const ExprNode>;
 
 int precedence(ExprOp op) {
   switch (op) {
+    case ExprOp::Lt:
+    case ExprOp::Le:
+    case ExprOp::Gt:
+    case ExprOp::Ge:
+    case ExprOp::Eq:
+    case ExprOp::Ne:
+      return 0;
     case ExprOp::Add:
     case ExprOp::Sub:
       return 1;
@@ -39,6 +48,18 @@ std::string_view infix_symbol(ExprOp op) {
       return " // ";
     case ExprOp::Mod:
       return " % ";
+    case ExprOp::Lt:
+      return " < ";
+    case ExprOp::Le:
+      return " <= ";
+    case ExprOp::Gt:
+      return " > ";
+    case ExprOp::Ge:
+      return " >= ";
+    case ExprOp::Eq:
+      return " == ";
+    case ExprOp::Ne:
+      return " != ";
     default:
       return {};
   }
@@ -76,6 +97,24 @@ void print(const ExprNode& n, std::ostream& out) {
     case ExprOp::Scalar:
       out << n.name;
       return;
+    case ExprOp::ItemSize:
+      out << "itemsize(" << n.name << ")";
+      return;
+    case ExprOp::Stride:
+      out << "stride(" << n.name << ", " << n.value << ")";
+      return;
+    case ExprOp::Aligned:
+      out << "aligned(" << n.name << ", " << n.value << ")";
+      return;
+    case ExprOp::Select:
+      out << "select(";
+      print(*n.cond, out);
+      out << ", ";
+      print(*n.lhs, out);
+      out << ", ";
+      print(*n.rhs, out);
+      out << ")";
+      return;
     default:
       break;
   }
@@ -88,7 +127,8 @@ void print(const ExprNode& n, std::ostream& out) {
     return;
   }
   int p = precedence(n.op);
-  bool lhs_parens = precedence(n.lhs->op) < p;
+  // Comparisons do not chain: a comparison operand of a comparison keeps its parentheses.
+  bool lhs_parens = precedence(n.lhs->op) < p || (p == 0 && precedence(n.lhs->op) == 0);
   bool rhs_parens = precedence(n.rhs->op) <= p;
   if (lhs_parens) out << "(";
   print(*n.lhs, out);
@@ -100,7 +140,8 @@ void print(const ExprNode& n, std::ostream& out) {
 }
 
 // Recursive-descent parser over the canonical grammar (whitespace is free):
-//   expr := term (("+" | "-") term)*
+//   expr := sum (("<" | "<=" | ">" | ">=" | "==" | "!=") sum)?
+//   sum  := term (("+" | "-") term)*
 //   term := atom (("*" | "//" | "%") atom)*
 //   atom := INT | "-" INT | IDENT | IDENT "(" args ")" | "(" expr ")"
 // Expressions can come from untrusted packages, and the parser and every walk over the tree
@@ -177,6 +218,32 @@ class Parser {
   }
 
   Parsed parse_expr() {
+    Parsed e = parse_sum();
+    static constexpr std::pair<std::string_view, ExprOp> kComparisons[] = {
+        {"<=", ExprOp::Le}, {">=", ExprOp::Ge}, {"==", ExprOp::Eq},
+        {"!=", ExprOp::Ne}, {"<", ExprOp::Lt},  {">", ExprOp::Gt}};
+    auto comparison = [&]() -> std::optional<ExprOp> {
+      for (const auto& [token, op] : kComparisons) {
+        if (accept(token)) return op;
+      }
+      skip_space();
+      if (pos_ < text_.size() && (text_[pos_] == '=' || text_[pos_] == '!')) {
+        KERNELOP_RAISE(error()) << "unknown operator '" << text_[pos_]
+                                << "'; comparisons are == != < <= > >=";
+      }
+      return std::nullopt;
+    };
+    auto op = comparison();
+    if (!op) return e;
+    e = binary(*op, e, parse_sum());
+    if (comparison()) {
+      KERNELOP_RAISE(error()) << "comparisons do not chain; parenthesise one of them or write "
+                                 "two requirements";
+    }
+    return e;
+  }
+
+  Parsed parse_sum() {
     Parsed e = parse_term();
     while (true) {
       if (accept("+")) {
@@ -266,6 +333,42 @@ class Parser {
       expect(")");
       return {Expr::numel(tensor)};
     }
+    if (name == "itemsize") {
+      std::string tensor = parse_ident();
+      expect(")");
+      return {Expr::itemsize(tensor)};
+    }
+    if (name == "stride") {
+      std::string tensor = parse_ident();
+      expect(",");
+      std::int64_t axis = parse_int();
+      expect(")");
+      return {Expr::stride(tensor, axis)};
+    }
+    if (name == "aligned") {
+      std::string tensor = parse_ident();
+      expect(",");
+      std::size_t at = pos_;
+      std::int64_t bytes = parse_int();
+      if (bytes < 1 || bytes > 4096 || (bytes & (bytes - 1)) != 0) {
+        pos_ = at;
+        KERNELOP_RAISE(error()) << "aligned() takes a power of two from 1 to 4096 bytes, got "
+                                << bytes;
+      }
+      expect(")");
+      return {Expr::aligned(tensor, bytes)};
+    }
+    if (name == "select") {
+      Parsed c = parse_nested();
+      expect(",");
+      Parsed a = parse_nested();
+      expect(",");
+      Parsed b = parse_nested();
+      expect(")");
+      int height = 1 + std::max({c.height, a.height, b.height});
+      if (height > kMaxExprDepth) fail_too_deep();
+      return {Expr::select(c.expr, a.expr, b.expr), height};
+    }
     if (name == "numel_except") {
       std::string tensor = parse_ident();
       std::vector<std::int64_t> axes;
@@ -283,7 +386,8 @@ class Parser {
       op = ExprOp::Max;
     } else {
       KERNELOP_RAISE(error()) << "unknown function '" << name
-                              << "' (known: dim, numel, numel_except, cdiv, min, max)";
+                              << "' (known: dim, numel, numel_except, itemsize, stride, "
+                                 "aligned, cdiv, min, max, select)";
     }
     Parsed a = parse_nested();
     expect(",");
@@ -310,6 +414,7 @@ NodePtr make_leaf(ExprOp op, std::string name, std::int64_t value,
 bool nodes_equal(const ExprNode& a, const ExprNode& b) {
   if (a.op != b.op || a.value != b.value || a.name != b.name || a.axes != b.axes) return false;
   if (is_leaf(a.op)) return true;
+  if (a.op == ExprOp::Select && !nodes_equal(*a.cond, *b.cond)) return false;
   return nodes_equal(*a.lhs, *b.lhs) && nodes_equal(*a.rhs, *b.rhs);
 }
 
@@ -327,9 +432,20 @@ bool is_nonnegative(const ExprNode& node) {
     case ExprOp::Numel:
     case ExprOp::NumelExcept:
       return true;
+    case ExprOp::ItemSize:
+    case ExprOp::Aligned:
+    case ExprOp::Lt:
+    case ExprOp::Le:
+    case ExprOp::Gt:
+    case ExprOp::Ge:
+    case ExprOp::Eq:
+    case ExprOp::Ne:
+      return true;
     case ExprOp::Scalar:
+    case ExprOp::Stride:  // a view's strides are the caller's
     case ExprOp::Sub:
       return false;
+    case ExprOp::Select:
     case ExprOp::Add:
     case ExprOp::Mul:
     case ExprOp::FloorDiv:
@@ -344,7 +460,18 @@ bool is_nonnegative(const ExprNode& node) {
 
 bool is_leaf(ExprOp op) {
   return op == ExprOp::Const || op == ExprOp::Dim || op == ExprOp::Numel ||
-         op == ExprOp::NumelExcept || op == ExprOp::Scalar;
+         op == ExprOp::NumelExcept || op == ExprOp::Scalar || op == ExprOp::ItemSize ||
+         op == ExprOp::Stride || op == ExprOp::Aligned;
+}
+
+bool is_comparison(ExprOp op) {
+  return precedence(op) == 0;
+}
+
+std::string_view comparison_text(ExprOp op) {
+  if (!is_comparison(op)) return {};
+  std::string_view s = infix_symbol(op);
+  return s.substr(1, s.size() - 2);
 }
 
 Expr::Expr(std::int64_t value) : node_(make_leaf(ExprOp::Const, {}, value)) {}
@@ -361,9 +488,27 @@ Expr Expr::numel_except(std::string tensor, std::vector<std::int64_t> axes) {
 Expr Expr::scalar(std::string name) {
   return Expr(make_leaf(ExprOp::Scalar, std::move(name), 0));
 }
+Expr Expr::itemsize(std::string tensor) {
+  return Expr(make_leaf(ExprOp::ItemSize, std::move(tensor), 0));
+}
+Expr Expr::stride(std::string tensor, std::int64_t axis) {
+  return Expr(make_leaf(ExprOp::Stride, std::move(tensor), axis));
+}
+Expr Expr::aligned(std::string tensor, std::int64_t bytes) {
+  return Expr(make_leaf(ExprOp::Aligned, std::move(tensor), bytes));
+}
+
+Expr Expr::select(Expr cond, Expr if_true, Expr if_false) {
+  auto n = std::make_shared<ExprNode>();
+  n->op = ExprOp::Select;
+  n->cond = std::move(cond.node_);
+  n->lhs = std::move(if_true.node_);
+  n->rhs = std::move(if_false.node_);
+  return Expr(std::move(n));
+}
 
 Expr Expr::binary(ExprOp op, Expr lhs, Expr rhs) {
-  if (is_leaf(op)) KERNELOP_FAIL(Internal) << "Expr::binary called with a leaf operator";
+  KERNELOP_INTERNAL_CHECK(!is_leaf(op) && op != ExprOp::Select) << "(not a binary operator)";
   auto n = std::make_shared<ExprNode>();
   n->op = op;
   n->lhs = std::move(lhs.node_);
@@ -393,6 +538,13 @@ Expr Expr::simplified() const {
   if (is_leaf(op())) {
     if (op() == ExprOp::NumelExcept && axes().empty()) return Expr::numel(name());
     return *this;
+  }
+  if (op() == ExprOp::Select) {
+    Expr c = cond().simplified();
+    if (c.is_const()) return (c.const_value() != 0 ? lhs() : rhs()).simplified();
+    Expr a = lhs().simplified(), b = rhs().simplified();
+    if (a == b) return a;
+    return Expr::select(c, a, b);
   }
   Expr a = lhs().simplified();
   Expr b = rhs().simplified();
@@ -447,6 +599,9 @@ Expr Expr::resolved(const std::function<int(const Expr& leaf)>& slot_of) const {
     n->slot = slot_of(*this);
     return Expr(std::move(n));
   }
+  if (op() == ExprOp::Select) {
+    return Expr::select(cond().resolved(slot_of), lhs().resolved(slot_of), rhs().resolved(slot_of));
+  }
   return Expr::binary(op(), lhs().resolved(slot_of), rhs().resolved(slot_of));
 }
 
@@ -456,6 +611,7 @@ void Expr::for_each_leaf(const std::function<void(const Expr& leaf)>& fn) const 
     fn(*this);
     return;
   }
+  if (op() == ExprOp::Select) cond().for_each_leaf(fn);
   lhs().for_each_leaf(fn);
   rhs().for_each_leaf(fn);
 }
@@ -483,6 +639,9 @@ Expr min(Expr a, Expr b) {
 }
 Expr max(Expr a, Expr b) {
   return Expr::binary(ExprOp::Max, std::move(a), std::move(b));
+}
+Expr select(Expr cond, Expr if_true, Expr if_false) {
+  return Expr::select(std::move(cond), std::move(if_true), std::move(if_false));
 }
 
 std::int64_t ExprArith<std::int64_t>::apply(ExprOp op, std::int64_t a, std::int64_t b,
@@ -518,6 +677,18 @@ std::int64_t ExprArith<std::int64_t>::apply(ExprOp op, std::int64_t a, std::int6
       return a < b ? a : b;
     case ExprOp::Max:
       return a < b ? b : a;
+    case ExprOp::Lt:
+      return a < b;
+    case ExprOp::Le:
+      return a <= b;
+    case ExprOp::Gt:
+      return a > b;
+    case ExprOp::Ge:
+      return a >= b;
+    case ExprOp::Eq:
+      return a == b;
+    case ExprOp::Ne:
+      return a != b;
     default:
       break;
   }

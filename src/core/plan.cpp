@@ -140,7 +140,7 @@ class Deriver {
 
   void require_ranks_of(const Expr& e, const std::string& reason) {
     e.for_each_leaf([&](const Expr& leaf) {
-      if (leaf.op() == ExprOp::Dim) {
+      if (leaf.op() == ExprOp::Dim || leaf.op() == ExprOp::Stride) {
         require_rank(leaf.slot(), rank_needed(leaf.axis()), reason);
       } else if (leaf.op() == ExprOp::NumelExcept) {
         require_rank(leaf.slot(), rank_needed(leaf.axes()), reason);
@@ -314,9 +314,11 @@ class Deriver {
 
   void derive_requirements() {
     for (const Requirement& r : spec_.requirements) {
-      RequirementPlan p{resolve(r.lhs), r.op, resolve(r.rhs), r.to_string()};
-      require_ranks_of(p.lhs, "requirement '" + p.text + "'");
-      require_ranks_of(p.rhs, "requirement '" + p.text + "'");
+      RequirementPlan p{resolve(r.condition), r.to_string(), false};
+      require_ranks_of(p.condition, "requirement '" + p.text + "'");
+      p.condition.for_each_leaf([&](const Expr& leaf) {
+        p.reads_pointers = p.reads_pointers || leaf.op() == ExprOp::Aligned;
+      });
       plan_.requirements.push_back(std::move(p));
     }
   }

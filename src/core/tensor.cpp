@@ -61,4 +61,11 @@ bool TensorView::is_contiguous() const {
   return true;
 }
 
+std::int64_t TensorView::stride(int axis) const {
+  if (strides.rank() == shape.rank() && shape.rank() > 0) return strides[axis];
+  std::int64_t s = 1;
+  for (int d = shape.rank() - 1; d > axis; --d) s *= shape[d];
+  return s;
+}
+
 }  // namespace kernelop

@@ -228,12 +228,27 @@ class Validator {
                                   << join(tensor_inputs_) << ")";
   }
 
-  // Checks every leaf of an expression: tensors must be known (inputs, and outputs when
-  // allowed), scalars must be integer scalar inputs.
-  void check_expr(const Expr& expr, const std::string& path, bool outputs_allowed) {
+  // Where an expression is used decides what it may read: output shapes read input sizes (and
+  // element sizes); requirements may also read strides and data pointers (aligned); launch
+  // values (extras, geometry) read outputs and strides too, but no pointer.
+  enum class ExprUse : std::uint8_t { Shape, Requirement, Launch };
+
+  // Checks every leaf of an expression: tensors must be known (inputs, and outputs for launch
+  // values), scalars must be integer scalar inputs, and the leaf must be readable where it is.
+  void check_expr(const Expr& expr, const std::string& path, ExprUse use) {
+    const bool outputs_allowed = use == ExprUse::Launch;
     fold_constants(expr, path);
     expr.for_each_leaf([&](const Expr& leaf) {
       const std::string& name = leaf.name();
+      if (leaf.op() == ExprOp::Aligned && use != ExprUse::Requirement) {
+        KERNELOP_RAISE(fail_at(path) << "'" << expr.to_string())
+            << "': aligned() tests a data pointer, which only a requirement can read (meta "
+               "tensors have none)";
+      }
+      if (leaf.op() == ExprOp::Stride && use == ExprUse::Shape) {
+        KERNELOP_RAISE(fail_at(path) << "'" << expr.to_string())
+            << "': output shapes depend on input sizes, not strides";
+      }
       if (leaf.op() == ExprOp::Scalar) {
         if (int_scalars_.count(name)) return;
         if (std::find(scalar_inputs_.begin(), scalar_inputs_.end(), name) != scalar_inputs_.end()) {
@@ -268,6 +283,13 @@ class Validator {
   std::optional<std::int64_t> fold_constants(const Expr& expr, const std::string& path) {
     if (expr.is_const()) return expr.const_value();
     if (is_leaf(expr.op())) return std::nullopt;
+    if (expr.op() == ExprOp::Select) {
+      std::optional<std::int64_t> c = fold_constants(expr.cond(), path);
+      std::optional<std::int64_t> a = fold_constants(expr.lhs(), path);
+      std::optional<std::int64_t> b = fold_constants(expr.rhs(), path);
+      if (!c) return std::nullopt;
+      return *c != 0 ? a : b;
+    }
     std::optional<std::int64_t> a = fold_constants(expr.lhs(), path);
     std::optional<std::int64_t> b = fold_constants(expr.rhs(), path);
     bool division =
@@ -362,7 +384,7 @@ class Validator {
               check_unique_axes(rel.dims, path + ".shape.reduce_dims.dims");
             } else if constexpr (std::is_same_v<T, ShapeExprs>) {
               for (std::size_t d = 0; d < rel.dims.size(); ++d) {
-                check_expr(rel.dims[d], path + ".shape[" + std::to_string(d) + "]", false);
+                check_expr(rel.dims[d], path + ".shape[" + std::to_string(d) + "]", ExprUse::Shape);
               }
             } else {
               static_assert(kUnhandled<T>, "an output shape kind without validation");
@@ -384,11 +406,11 @@ class Validator {
           [&](const auto& extra) {
             using T = std::decay_t<decltype(extra)>;
             if constexpr (std::is_same_v<T, Numel>) {
-              check_expr(Expr::numel(extra.input), path + ".numel", true);
+              check_expr(Expr::numel(extra.input), path + ".numel", ExprUse::Launch);
             } else if constexpr (std::is_same_v<T, DimSize>) {
-              check_expr(Expr::dim(extra.input, extra.axis), path + ".dim_size", true);
+              check_expr(Expr::dim(extra.input, extra.axis), path + ".dim_size", ExprUse::Launch);
             } else if constexpr (std::is_same_v<T, ExtraExpr>) {
-              check_expr(extra.value, path + ".expr", true);
+              check_expr(extra.value, path + ".expr", ExprUse::Launch);
             } else {
               static_assert(kUnhandled<T>, "an extra kind without validation");
             }
@@ -406,10 +428,9 @@ class Validator {
     for (std::size_t i = 0; i < spec_.requirements.size(); ++i) {
       const Requirement& r = spec_.requirements[i];
       std::string path = "requires[" + std::to_string(i) + "]";
-      check_expr(r.lhs, path, false);
-      check_expr(r.rhs, path, false);
-      std::optional<std::int64_t> a = fold_constants(r.lhs, path), b = fold_constants(r.rhs, path);
-      if (a && b && !compare_holds(r.op, *a, *b)) {
+      check_expr(r.condition, path, ExprUse::Requirement);
+      std::optional<std::int64_t> value = fold_constants(r.condition, path);
+      if (value && *value == 0) {
         KERNELOP_RAISE(fail_at(path)) << "'" << detail::shorten(r.to_string())
                                       << "' is always false: no input could ever satisfy it";
       }
@@ -432,7 +453,7 @@ class Validator {
                   << "(use layout='nd' for multi-dimensional blocks)";
             }
             if (g.over) {
-              check_expr(Expr::numel(*g.over), "geometry.elementwise.over", true);
+              check_expr(Expr::numel(*g.over), "geometry.elementwise.over", ExprUse::Launch);
             } else if (output_names_.empty()) {
               KERNELOP_RAISE(fail_at("geometry.elementwise.over"))
                   << "missing; Elementwise iterates over output 0 and this op has no "
@@ -448,7 +469,8 @@ class Validator {
               KERNELOP_RAISE(fail_at("geometry.reduction.block_size"))
                   << "is " << g.block_size << "; expected 1 to 1024";
             }
-            if (g.shared_mem) check_expr(*g.shared_mem, "geometry.reduction.shared_mem", true);
+            if (g.shared_mem)
+              check_expr(*g.shared_mem, "geometry.reduction.shared_mem", ExprUse::Launch);
           } else if constexpr (std::is_same_v<T, Custom>) {
             if (g.grid.empty() || g.grid.size() > 3) {
               KERNELOP_RAISE(fail_at("geometry.custom.grid"))
@@ -459,17 +481,19 @@ class Validator {
                   << "has " << g.block.size() << " dims; expected 1 to 3";
             }
             for (std::size_t d = 0; d < g.grid.size(); ++d) {
-              check_expr(g.grid[d], "geometry.custom.grid[" + std::to_string(d) + "]", true);
+              check_expr(g.grid[d], "geometry.custom.grid[" + std::to_string(d) + "]",
+                         ExprUse::Launch);
             }
             std::vector<std::int64_t> const_block;
             for (std::size_t d = 0; d < g.block.size(); ++d) {
-              check_expr(g.block[d], "geometry.custom.block[" + std::to_string(d) + "]", true);
+              check_expr(g.block[d], "geometry.custom.block[" + std::to_string(d) + "]",
+                         ExprUse::Launch);
               Expr b = g.block[d].simplified();
               if (b.is_const()) const_block.push_back(b.const_value());
             }
             if (const_block.size() == g.block.size())
               check_block(const_block, "geometry.custom.block");
-            check_expr(g.shared_mem, "geometry.custom.shared_mem", true);
+            check_expr(g.shared_mem, "geometry.custom.shared_mem", ExprUse::Launch);
           } else {
             static_assert(kUnhandled<T>, "a geometry kind without validation");
           }

@@ -133,6 +133,7 @@ void KernelOp::launch(std::span<const TensorView> inputs, std::span<const Scalar
           << " but the op produces " << expected.to_string();
     }
     tensors.check(outputs[o], inputs.size() + o);
+    f.views[static_cast<std::size_t>(out.slot)] = &outputs[o];
     work = work || outputs[o].shape.numel() > 0;
   }
   int device = tensors.device();

@@ -180,17 +180,15 @@ struct KernelOp::State {
                std::span<const TensorView> outputs = {}) const {
     const OpPlan& p = plan();
     check_arguments(inputs, scalars, f);
-    for (std::size_t i = 0; i < inputs.size(); ++i) f.shapes[i] = inputs[i].shape;
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      f.shapes[i] = inputs[i].shape;
+      f.views[i] = &inputs[i];
+    }
     FrameSizes sizes{f};
     check_ranks(p, sizes, false);
     FrameEnv env{p, sizes};
     for (const RequirementPlan& r : p.requirements) {
-      std::int64_t a = env.eval(r.lhs), b = env.eval(r.rhs);
-      if (!compare_holds(r.op, a, b)) {
-        KERNELOP_RAISE(error(ErrorKind::Launch))
-            << "the inputs break the requirement '" << r.text << "': " << a << " "
-            << compare_text(r.op) << " " << b << " is false";
-      }
+      if (!requirement_holds(r, env)) fail_requirement(r, env, sizes);
     }
     for (const OutputPlan& out : p.outputs) {
       Shape& shape = f.shapes[static_cast<std::size_t>(out.slot)];
@@ -206,6 +204,35 @@ struct KernelOp::State {
       shape = dims;
     }
     check_ranks(p, sizes, true);
+  }
+
+  bool requirement_holds(const RequirementPlan& r, const FrameEnv& env) const {
+    try {
+      return env.eval(r.condition) != 0;
+    } catch (const Error& e) {  // an arithmetic error (divides by zero, overflows)
+      KERNELOP_RAISE(error(ErrorKind::Launch))
+          << "the requirement '" << r.text
+          << "' cannot be evaluated for these inputs: " << e.message();
+    }
+  }
+
+  // The message of a broken requirement, in its own terms: both sides of a comparison, the
+  // pointer of an alignment. Built only when it fires.
+  [[noreturn]] void fail_requirement(const RequirementPlan& r, const FrameEnv& env,
+                                     const FrameSizes& sizes) const {
+    detail::ErrorStream e = error(ErrorKind::Launch);
+    e << "the inputs break the requirement '" << r.text << "'";
+    const Expr& c = r.condition;
+    if (is_comparison(c.op())) {
+      e << ": " << env.eval(c.lhs()) << " " << comparison_text(c.op()) << " " << env.eval(c.rhs())
+        << " is false";
+    }
+    c.for_each_leaf([&](const Expr& leaf) {
+      if (leaf.op() != ExprOp::Aligned || sizes.aligned(leaf.slot(), leaf.node().value)) return;
+      e << "; " << leaf.name() << "'s data pointer " << sizes.view(leaf.slot()).data << " is not "
+        << leaf.node().value << "-byte aligned";
+    });
+    KERNELOP_RAISE(e);
   }
 
   // nullopt: an output of the meta function whose dtype the kernel's signature leaves open.

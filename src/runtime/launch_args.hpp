@@ -16,6 +16,9 @@ namespace kernelop::detail {
 struct Frame {
   std::array<Shape, kMaxKernelArgs> shapes;       // per tensor slot
   std::array<std::int64_t, kMaxKernelArgs> ints;  // per scalar slot (int and bool scalars)
+  /// Per tensor slot: the caller's view (inputs from the start, outputs once given), for the
+  /// expressions that read dtypes, strides and pointers.
+  std::array<const TensorView*, kMaxKernelArgs> views{};
   int instance = 0;
 };
 
@@ -27,6 +30,21 @@ struct FrameSizes {
   std::int64_t size(int slot, std::int64_t a) const { return shape(slot)[static_cast<int>(a)]; }
   std::int64_t numel(int slot) const { return shape(slot).numel(); }
   std::int64_t scalar(int slot) const { return frame.ints[static_cast<std::size_t>(slot)]; }
+  const TensorView& view(int slot) const {
+    const TensorView* v = frame.views[static_cast<std::size_t>(slot)];
+    KERNELOP_INTERNAL_CHECK(v != nullptr) << "(tensor slot " << slot << " read before it is known)";
+    return *v;
+  }
+  std::int64_t itemsize(int slot) const {
+    return static_cast<std::int64_t>(dtype_size(view(slot).dtype));
+  }
+  std::int64_t stride(int slot, std::int64_t a) const {
+    return view(slot).stride(static_cast<int>(a));
+  }
+  bool aligned(int slot, std::int64_t bytes) const {
+    return reinterpret_cast<std::uintptr_t>(view(slot).data) % static_cast<std::uint64_t>(bytes) ==
+           0;
+  }
   bool negative(std::int64_t v) const { return v < 0; }
   std::string shape_text(int slot) const { return shape(slot).to_string(); }
 };

@@ -46,8 +46,8 @@ class CliTest : public ::testing::Test {
              const char* program = KERNELOP_CLI_PATH) {
     if (cwd.empty()) cwd = testing::source_dir().string();
     std::string cmd = "cd '" + cwd + "' && KERNELOP_CACHE_DIR='" + (dir_ / "cache").string() +
-                      "' " + env + " timeout -s KILL 60 '" + program + "' " + args +
-                      " >'" + (dir_ / "out").string() + "' 2>'" + (dir_ / "err").string() + "'";
+                      "' " + env + " timeout -s KILL 60 '" + program + "' " + args + " >'" +
+                      (dir_ / "out").string() + "' 2>'" + (dir_ / "err").string() + "'";
     int status = std::system(cmd.c_str());
     return CliRun{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir_ / "out"),
                   slurp(dir_ / "err")};

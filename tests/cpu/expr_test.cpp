@@ -20,6 +20,13 @@ struct Env {
 
   std::int64_t leaf(const ExprNode& e) const {
     if (e.op == ExprOp::Scalar) return scalars.at(e.name);
+    // x is float16 with strides [30, 5, 1] at address 0x1008; y is float32 at 0x1000.
+    if (e.op == ExprOp::ItemSize) return e.name == "x" ? 2 : 4;
+    if (e.op == ExprOp::Stride)
+      return e.name == "x" ? std::vector<std::int64_t>{30, 5, 1}.at(
+                                 static_cast<std::size_t>(e.value < 0 ? e.value + 3 : e.value))
+                           : 1;
+    if (e.op == ExprOp::Aligned) return (e.name == "x" ? 0x1008 : 0x1000) % e.value == 0;
     const auto& shape = shapes.at(e.name);
     auto rank = static_cast<std::int64_t>(shape.size());
     switch (e.op) {
@@ -137,9 +144,62 @@ TEST(Expr, EvaluationTable) {
            {"n - 2 * 3", 4},
            {"(n - 2) * 3", 24},
            {"numel(y) + numel(x)", 37},
+           {"itemsize(x)", 2},
+           {"16 // itemsize(x)", 8},
+           {"dim(x, -1) // (16 // itemsize(y))", 1},
+           {"stride(x, 0)", 30},
+           {"stride(x, -2)", 5},
+           {"aligned(x, 8)", 1},
+           {"aligned(x, 16)", 0},
+           {"aligned(y, 16)", 1},
+           {"n < 11", 1},
+           {"n <= 9", 0},
+           {"n > k", 1},
+           {"n >= 10", 1},
+           {"dim(x, 0) == 2", 1},
+           {"dim(x, 0) != 2", 0},
+           {"(n < 11) + (n < 12)", 2},
+           {"select(numel(x) < 256, 1024, 256)", 1024},
+           {"select(numel(x) < 16, 1024, 256)", 256},
+           {"select(n, 1, 2)", 1},
+           {"select(n == 0, 0, 100 // n)", 10},
        }) {
     EXPECT_EQ(eval(row.text), row.value) << row.text;
   }
+}
+
+TEST(Expr, ComparisonsAndSelectParseAndPrintCanonically) {
+  for (const char* text : {"itemsize(x)", "stride(x, -1)", "aligned(x, 16)",
+                           "select(numel(x) < 256, 1024, 256)", "dim(x, -1) // (16 // itemsize(x))",
+                           "(n < 3) == 1", "n + 1 <= 2 * k", "select(select(n, 1, 0), n, k) + 1"}) {
+    EXPECT_EQ(Expr::parse(text).to_string(), text);
+    EXPECT_EQ(Expr::parse(Expr::parse(text).to_string()), Expr::parse(text));
+  }
+  EXPECT_EQ(Expr::parse("n<3").to_string(), "n < 3");
+  EXPECT_EQ(select(Expr::binary(ExprOp::Lt, Expr::scalar("n"), 3), 1, 2).to_string(),
+            "select(n < 3, 1, 2)");
+}
+
+TEST(Expr, SelectEvaluatesOnlyTheChosenOperand) {
+  // The other operand would divide by zero.
+  Env env;
+  env.scalars["n"] = 0;
+  EXPECT_EQ(evaluate<std::int64_t>(Expr::parse("select(n == 0, 7, 100 // n)"), env), 7);
+  EXPECT_EQ(Expr::parse("select(1 < 2, n, k)").simplified().to_string(), "n");
+  EXPECT_EQ(Expr::parse("select(n, k, k)").simplified().to_string(), "k");
+}
+
+TEST(Expr, MalformedComparisonsAndNewFunctionsAreErrors) {
+  expect_error([] { Expr::parse("n < 3 < 4"); }, ErrorKind::Spec, "comparisons do not chain");
+  expect_error([] { Expr::parse("n = 3"); }, ErrorKind::Spec, "unknown operator '='");
+  expect_error([] { Expr::parse("n ! 3"); }, ErrorKind::Spec, "unknown operator '!'");
+  expect_error([] { Expr::parse("aligned(x, 3)"); }, ErrorKind::Spec,
+               "aligned() takes a power of two from 1 to 4096 bytes, got 3");
+  expect_error([] { Expr::parse("aligned(x, 0)"); }, ErrorKind::Spec, "got 0");
+  expect_error([] { Expr::parse("aligned(x, 8192)"); }, ErrorKind::Spec, "got 8192");
+  expect_error([] { Expr::parse("select(n, 1)"); }, ErrorKind::Spec, "expected ','");
+  expect_error([] { Expr::parse("stride(x)"); }, ErrorKind::Spec, "expected ','");
+  expect_error([] { Expr::parse("itemsize(1)"); }, ErrorKind::Spec, "expected a name");
 }
 
 TEST(Expr, Int64OverflowAndDivisionByZeroAreErrors) {
@@ -221,6 +281,7 @@ struct Traced {
 template <>
 struct ExprArith<Traced> {
   static Traced constant(std::int64_t v) { return {std::to_string(v)}; }
+  static bool truthy(const Traced& v) { return v.text != "0"; }
   static Traced apply(ExprOp op, const Traced& a, const Traced& b, const ExprNode&) {
     static const std::map<ExprOp, std::string> names = {
         {ExprOp::Add, "add"},           {ExprOp::Sub, "sub"},         {ExprOp::Mul, "mul"},

@@ -914,11 +914,11 @@ TEST(ValidateRequirements, LeavesMustBeInputsOrIntScalars) {
                          Requirement::parse("numel(x) >= 1")};
   EXPECT_NO_THROW(validate(d));
   d.spec.requirements = {Requirement::parse("numel(y) == 4")};
-  expect_invalid(d, "requires[0]: 'numel(y)': output 'y' cannot be used here");
+  expect_invalid(d, "requires[0]: 'numel(y) == 4': output 'y' cannot be used here");
   d.spec.requirements = {Requirement::parse("numel(x) == 4"), Requirement::parse("dim(q, 0) < 2")};
-  expect_invalid(d, "requires[1]: 'dim(q, 0)': 'q' is not a tensor");
+  expect_invalid(d, "requires[1]: 'dim(q, 0) < 2': 'q' is not a tensor");
   d.spec.requirements = {Requirement::parse("numel(x) == alpha")};
-  expect_invalid(d, "requires[0]: 'alpha': 'alpha' is not an integer scalar input");
+  expect_invalid(d, "requires[0]: 'numel(x) == alpha': 'alpha' is not an integer scalar input");
 }
 
 TEST(ValidateRequirements, IgnoredRequirementsAreErrors) {

@@ -223,22 +223,24 @@ class CudaKernel final : public c10::OperatorKernel {
   const Registration::State* state_;
 };
 
-c10::SymBool sym_compare(const c10::SymInt& a, Compare op, const c10::SymInt& b) {
+c10::SymBool sym_compare(const c10::SymInt& a, ExprOp op, const c10::SymInt& b) {
   switch (op) {
-    case Compare::Eq:
+    case ExprOp::Eq:
       return a.sym_eq(b);
-    case Compare::Ne:
+    case ExprOp::Ne:
       return a.sym_ne(b);
-    case Compare::Lt:
+    case ExprOp::Lt:
       return a.sym_lt(b);
-    case Compare::Le:
+    case ExprOp::Le:
       return a.sym_le(b);
-    case Compare::Gt:
+    case ExprOp::Gt:
       return a.sym_gt(b);
-    case Compare::Ge:
+    case ExprOp::Ge:
       return a.sym_ge(b);
+    default:
+      break;
   }
-  return c10::SymBool(false);
+  return a.sym_ne(c10::SymInt(0));  // not a comparison: a condition holds when nonzero
 }
 
 // Note [requirement guards]: a requirement becomes a guard on the symbolic sizes. An upper bound
@@ -247,36 +249,37 @@ c10::SymBool sym_compare(const c10::SymInt& a, Compare op, const c10::SymInt& b)
 // it into an integral range and suggests `Dim(..., max=...)`, where the plain `16*s0 <= C` makes
 // it derive a rational bound (C/16) that its error formatter cannot print (an AssertionError
 // "Expected op to be '=='" from inside torch.export).
-c10::SymBool requirement_guard(const RequirementPlan& r, const c10::SymInt& a,
-                               const c10::SymInt& b) {
+// The symbolic condition of a requirement's top-level comparison `a OP b` (TORCH_SYM_CHECK: a
+// guard, or a runtime assertion in export); comparisons nested inside it guard as they are
+// evaluated.
+c10::SymBool comparison_guard(const Expr& c, const c10::SymInt& a, const c10::SymInt& b) {
   auto upper_bound = [](const c10::SymInt& x, const Expr& x_expr, const c10::SymInt& bound,
                         bool strict) -> std::optional<c10::SymBool> {
-    std::optional<std::int64_t> c = bound.maybe_as_int();
-    if (!c || !is_nonnegative(x_expr.node())) return std::nullopt;
-    if (!strict && *c == std::numeric_limits<std::int64_t>::max()) return std::nullopt;
-    std::int64_t divisor = strict ? *c : *c + 1;
+    std::optional<std::int64_t> k = bound.maybe_as_int();
+    if (!k || !is_nonnegative(x_expr.node())) return std::nullopt;
+    if (!strict && *k == std::numeric_limits<std::int64_t>::max()) return std::nullopt;
+    std::int64_t divisor = strict ? *k : *k + 1;
     if (divisor < 1) return std::nullopt;
     return (x / c10::SymInt(divisor)).sym_eq(c10::SymInt(0));
   };
   std::optional<c10::SymBool> guard;
-  switch (r.op) {
-    case Compare::Le:
-      guard = upper_bound(a, r.lhs, b, false);
+  switch (c.op()) {
+    case ExprOp::Le:
+      guard = upper_bound(a, c.lhs(), b, false);
       break;
-    case Compare::Lt:
-      guard = upper_bound(a, r.lhs, b, true);
+    case ExprOp::Lt:
+      guard = upper_bound(a, c.lhs(), b, true);
       break;
-    case Compare::Ge:
-      guard = upper_bound(b, r.rhs, a, false);
+    case ExprOp::Ge:
+      guard = upper_bound(b, c.rhs(), a, false);
       break;
-    case Compare::Gt:
-      guard = upper_bound(b, r.rhs, a, true);
+    case ExprOp::Gt:
+      guard = upper_bound(b, c.rhs(), a, true);
       break;
-    case Compare::Eq:
-    case Compare::Ne:
+    default:
       break;
   }
-  return guard ? *guard : sym_compare(a, r.op, b);
+  return guard ? *guard : sym_compare(a, c.op(), b);
 }
 
 // The (symbolic) sizes of a call's inputs, for the one shape evaluator (Note [one shape
@@ -289,6 +292,11 @@ struct MetaSizes {
   c10::SymInt numel(int slot) const { return t(slot).sym_numel(); }
   c10::SymInt scalar(int slot) const {
     return c10::SymInt(call.scalars[static_cast<std::size_t>(slot)].i);
+  }
+  c10::SymInt itemsize(int slot) const { return c10::SymInt(t(slot).element_size()); }
+  c10::SymInt stride(int slot, std::int64_t a) const { return t(slot).sym_stride(a); }
+  bool aligned(int /*slot*/, std::int64_t /*bytes*/) const {
+    KERNELOP_FAIL(Internal) << "aligned() read on a meta tensor";  // requirements skip it
   }
   bool negative(const c10::SymInt& v) const { return v < 0; }
   std::string shape_text(int slot) const {
@@ -318,11 +326,18 @@ class MetaKernel final : public c10::OperatorKernel {
       std::vector<DType> dtypes = op.output_dtypes(in);
       SizeEnv<c10::SymInt, MetaSizes> env{p, sizes};
       for (const RequirementPlan& r : p.requirements) {
-        c10::SymInt a = env.eval(r.lhs), b = env.eval(r.rhs);
+        if (r.reads_pointers) continue;  // meta tensors have no data pointer: checked at launch
         // A guard (or, in export, a runtime assertion) when the sizes are symbolic.
-        TORCH_SYM_CHECK(requirement_guard(r, a, b), "op ", p.op_name,
-                        ": the inputs break the requirement '", r.text, "': ", a, " ",
-                        compare_text(r.op), " ", b, " is false");
+        const Expr& c = r.condition;
+        if (is_comparison(c.op())) {
+          c10::SymInt a = env.eval(c.lhs()), b = env.eval(c.rhs());
+          TORCH_SYM_CHECK(comparison_guard(c, a, b), "op ", p.op_name,
+                          ": the inputs break the requirement '", r.text, "': ", a, " ",
+                          comparison_text(c.op()), " ", b, " is false");
+        } else {
+          TORCH_SYM_CHECK(env.eval(c).sym_ne(0), "op ", p.op_name,
+                          ": the inputs break the requirement '", r.text, "'");
+        }
       }
       c10::SmallVector<at::Tensor, 4> outputs;
       for (std::size_t o = 0; o < p.outputs.size(); ++o) {

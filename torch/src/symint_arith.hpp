@@ -11,6 +11,13 @@ namespace kernelop {
 template <>
 struct ExprArith<c10::SymInt> {
   static c10::SymInt constant(std::int64_t value) { return c10::SymInt(value); }
+  // A comparison or select on symbolic sizes inside an expression guards on its outcome (the
+  // traced graph is specialised to that branch; a requirement's top-level comparison is instead
+  // a symbolic condition, see requirement_guard).
+  static bool truthy(const c10::SymInt& v) { return v.sym_ne(0).guard_bool(__FILE__, __LINE__); }
+  static c10::SymInt of(const c10::SymBool& b) {
+    return c10::SymInt(b.guard_bool(__FILE__, __LINE__) ? 1 : 0);
+  }
   static c10::SymInt apply(ExprOp op, const c10::SymInt& a, const c10::SymInt& b,
                            const ExprNode& where) {
     auto ca = a.maybe_as_int(), cb = b.maybe_as_int();
@@ -32,6 +39,18 @@ struct ExprArith<c10::SymInt> {
         return a.min(b);
       case ExprOp::Max:
         return a.max(b);
+      case ExprOp::Lt:
+        return of(a.sym_lt(b));
+      case ExprOp::Le:
+        return of(a.sym_le(b));
+      case ExprOp::Gt:
+        return of(a.sym_gt(b));
+      case ExprOp::Ge:
+        return of(a.sym_ge(b));
+      case ExprOp::Eq:
+        return of(a.sym_eq(b));
+      case ExprOp::Ne:
+        return of(a.sym_ne(b));
       default:
         break;
     }
