@@ -24,12 +24,15 @@ struct TensorSlot {
   /// or inferred from the kernel's signature by compile(); unknown (nullopt) until then, and
   /// for an output shaped by a meta function whose dtype the signature cannot tell.
   std::optional<DTypeDecl> dtype;
+  /// An input passed as it is, any strides (InputDecl::strided); others must be contiguous.
+  bool strided = false;
   bool operator==(const TensorSlot&) const = default;
 };
 
 struct ScalarSlot {
   std::string name;
   ScalarType type = ScalarType::Float;
+  bool symint = false;  ///< SymInt in the schema, symbolic in the Meta kernel
   bool operator==(const ScalarSlot&) const = default;
 };
 
@@ -39,10 +42,12 @@ struct ShapeRule {
   /// External: given at run time by the op's meta function (the override path).
   enum class Kind : std::uint8_t { Like, Reduce, Exprs, External };
   Kind kind = Kind::Like;
-  int source = 0;                  ///< Like, Reduce: tensor slot of the source input
-  std::vector<std::int64_t> axes;  ///< Reduce: axes as declared (possibly negative)
-  bool keepdim = false;            ///< Reduce
-  std::vector<Expr> dims;          ///< Exprs: resolved expressions
+  int source = 0;  ///< Like, Reduce: tensor slot of the source input
+  /// Reduce: the reduced axes; Like: the edited axes (as declared, possibly negative).
+  std::vector<std::int64_t> axes;
+  bool keepdim = false;  ///< Reduce
+  /// Exprs: resolved expressions, one per dim; Like: the edited axes' sizes, parallel to axes.
+  std::vector<Expr> dims;
   bool operator==(const ShapeRule&) const = default;
 };
 

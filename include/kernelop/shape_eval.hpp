@@ -91,10 +91,28 @@ void output_dims(const OpPlan& plan, const OutputPlan& out, const Sizes& sizes, 
   SizeEnv<Int, Sizes> env{plan, sizes};
   const std::string& name = plan.tensors[static_cast<std::size_t>(out.slot)].name;
   switch (out.shape.kind) {
-    case ShapeRule::Kind::Like:
-      for (std::int64_t d = 0; d < sizes.rank(out.shape.source); ++d)
-        dims.push_back(sizes.size(out.shape.source, d));
+    case ShapeRule::Kind::Like: {
+      const std::int64_t rank = sizes.rank(out.shape.source);
+      for (std::int64_t d = 0; d < rank; ++d) {
+        // An edited axis takes its expression (check_ranks made every edited axis exist).
+        const Expr* edit = nullptr;
+        for (std::size_t e = 0; e < out.shape.axes.size(); ++e) {
+          std::int64_t a = 0;
+          if (normalize_axis(out.shape.axes[e], rank, &a) && a == d) edit = &out.shape.dims[e];
+        }
+        if (!edit) {
+          dims.push_back(sizes.size(out.shape.source, d));
+          continue;
+        }
+        Int v = env.eval(*edit);
+        if (!is_nonnegative(edit->node()) && sizes.negative(v)) {
+          env.fail("output '" + name + "' axis " + std::to_string(d) + " = '" +
+                   edit->to_string() + "' evaluates to a negative size");
+        }
+        dims.push_back(std::move(v));
+      }
       return;
+    }
     case ShapeRule::Kind::Reduce: {
       const int src = out.shape.source;
       std::uint64_t reduced = 0;

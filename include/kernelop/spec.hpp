@@ -41,6 +41,10 @@ struct InputDecl {
   std::optional<DTypeDecl> dtype;
   /// The kernel writes this tensor in place (schema `Tensor(a!)`), e.g. a cache scatter.
   bool mutated = false;
+  /// The kernel takes the tensor as it is, any strides (a view), and reads them from extras
+  /// (`stride(x, -2)`); `requires` states what it needs (`stride(x, -1) == 1`). Otherwise the
+  /// tensor must be contiguous (PyTorch copies a non-contiguous input the kernel only reads).
+  bool strided = false;
   bool operator==(const InputDecl&) const = default;
 };
 
@@ -61,6 +65,9 @@ std::string_view scalar_cuda_type(ScalarType type);    // "float", "double", "in
 struct ScalarInput {
   std::string name;
   ScalarType type = ScalarType::Float;
+  /// An integer that carries a size (a token count): `SymInt` in the schema, and symbolic in
+  /// the Meta kernel, so tracing with dynamic sizes does not specialise it.
+  bool symint = false;
   bool operator==(const ScalarInput&) const = default;
 };
 
@@ -70,9 +77,18 @@ using Input = std::variant<InputDecl, ScalarInput>;
 /// preferred form, by its name.
 using InputRef = std::variant<std::int64_t, std::string>;
 
-/// The output has the shape of a tensor input.
+/// One axis of a shape replaced by an expression: `{-1, dim(x, -1) // 2}`.
+struct AxisEdit {
+  std::int64_t axis = 0;  ///< negative counts from the end of the source's rank
+  Expr size;
+  bool operator==(const AxisEdit&) const = default;
+};
+
+/// The output has the shape of a tensor input, of any rank, with the listed axes replaced by
+/// expressions (kernelop addition: "like x, with axis -1 = dim(x, -1) // 2").
 struct SameAs {
   InputRef input = std::int64_t{0};
+  std::vector<AxisEdit> edits;
   bool operator==(const SameAs&) const = default;
 };
 
@@ -120,6 +136,14 @@ struct ExtraExpr {
   bool operator==(const ExtraExpr&) const = default;
 };
 using Extra = std::variant<Numel, DimSize, ExtraExpr>;
+
+/// A kernel parameter that receives the input (tensor or scalar) or output of this name.
+struct ParamName {
+  std::string name;
+  bool operator==(const ParamName&) const = default;
+};
+/// One kernel parameter in the kernel's own order: a named input or output, or an extra value.
+using Param = std::variant<ParamName, Extra>;
 
 enum class Layout : std::uint8_t { Flat, Nd };
 
@@ -183,6 +207,10 @@ struct KernelSpec {
   std::optional<std::vector<Input>> inputs;
   std::optional<std::vector<OutputDecl>> outputs;
   std::vector<Extra> extras;
+  /// The kernel's parameters in its own order (kernelop addition): every output once, inputs
+  /// and scalars at most once, extras wherever the kernel has them (then `extras` stays empty).
+  /// Absent: the default convention, inputs as declared, then `extras`, then outputs.
+  std::optional<std::vector<Param>> params;
   std::optional<Geometry> geometry;
   std::vector<std::string> include_paths;  ///< relative paths are relative to the spec file
   std::string compile_std = "c++17";

@@ -85,11 +85,12 @@ class Deriver {
       std::visit(Overloaded{
                      [&](const InputDecl& t) {
                        plan_.input_order.push_back({true, static_cast<int>(plan_.tensors.size())});
-                       plan_.tensors.push_back(TensorSlot{t.name, false, t.mutated, t.dtype});
+                       plan_.tensors.push_back(
+                           TensorSlot{t.name, false, t.mutated, t.dtype, t.strided});
                      },
                      [&](const ScalarInput& s) {
                        plan_.input_order.push_back({false, static_cast<int>(plan_.scalars.size())});
-                       plan_.scalars.push_back(ScalarSlot{s.name, s.type});
+                       plan_.scalars.push_back(ScalarSlot{s.name, s.type, s.symint});
                      },
                  },
                  input);
@@ -170,6 +171,14 @@ class Deriver {
                      [&](const SameAs& same) {
                        out.shape.kind = ShapeRule::Kind::Like;
                        source = input_ref_slot(same.input);
+                       for (const AxisEdit& e : same.edits) {
+                         out.shape.axes.push_back(e.axis);
+                         out.shape.dims.push_back(resolve(e.size));
+                         require_ranks_of(out.shape.dims.back(), where);
+                         require_rank(source, rank_needed(e.axis),
+                                      "output '" + decl.name + "' (its axis " +
+                                          std::to_string(e.axis) + ")");
+                       }
                      },
                      [&](const ReduceDims& reduce) {
                        out.shape.kind = ShapeRule::Kind::Reduce;
@@ -199,48 +208,68 @@ class Deriver {
     }
   }
 
+  // The kernel's arguments: in the order of `params` when given, else the default convention
+  // (inputs as declared, then extras, then outputs).
   void derive_args() {
-    for (auto [is_tensor, slot] : plan_.input_order) {
-      ArgSlot arg;
-      if (is_tensor) {
-        const TensorSlot& t = plan_.tensors[static_cast<std::size_t>(slot)];
-        arg.kind = ArgSlot::Kind::TensorInput;
-        arg.name = t.name;
-        arg.is_const = !t.mutated;
-      } else {
-        const ScalarSlot& s = plan_.scalars[static_cast<std::size_t>(slot)];
-        arg.kind = ArgSlot::Kind::ScalarInput;
-        arg.name = s.name;
-        arg.value_type = s.type;
+    int extras = 0;
+    if (spec_.params) {
+      for (const Param& param : *spec_.params) {
+        std::visit(Overloaded{
+                       [&](const ParamName& n) {
+                         int t = plan_.tensor_slot(n.name);
+                         plan_.args.push_back(t >= 0 ? tensor_arg(t)
+                                                     : scalar_arg(plan_.scalar_slot(n.name)));
+                       },
+                       [&](const Extra& e) { plan_.args.push_back(extra_arg(e, extras++)); },
+                   },
+                   param);
       }
-      arg.index = slot;
-      plan_.args.push_back(std::move(arg));
+      return;
     }
-    for (std::size_t i = 0; i < spec_.extras.size(); ++i) {
-      ArgSlot arg;
-      arg.kind = ArgSlot::Kind::ExtraValue;
-      arg.index = static_cast<int>(i);
-      Expr value = 0;
-      bool int64 = false;
-      std::visit(Overloaded{
-                     [&](const Numel& e) { value = Expr::numel(e.input), int64 = e.int64; },
-                     [&](const DimSize& e) { value = Expr::dim(e.input, e.axis), int64 = e.int64; },
-                     [&](const ExtraExpr& e) { value = e.value, int64 = e.int64; },
-                 },
-                 spec_.extras[i]);
-      arg.value = resolve(value);
-      arg.name = value.to_string();
-      arg.value_type = int64 ? ScalarType::Int64 : ScalarType::Int;
-      require_ranks_of(*arg.value, "extra " + std::to_string(i) + " '" + arg.name + "'");
-      plan_.args.push_back(std::move(arg));
-    }
-    for (const auto& out : plan_.outputs) {
-      ArgSlot arg;
-      arg.kind = ArgSlot::Kind::Output;
-      arg.index = out.slot;
-      arg.name = plan_.tensors[static_cast<std::size_t>(out.slot)].name;
-      plan_.args.push_back(std::move(arg));
-    }
+    for (auto [is_tensor, slot] : plan_.input_order)
+      plan_.args.push_back(is_tensor ? tensor_arg(slot) : scalar_arg(slot));
+    for (const Extra& e : spec_.extras) plan_.args.push_back(extra_arg(e, extras++));
+    for (const auto& out : plan_.outputs) plan_.args.push_back(tensor_arg(out.slot));
+  }
+
+  ArgSlot tensor_arg(int slot) const {
+    const TensorSlot& t = plan_.tensors[static_cast<std::size_t>(slot)];
+    ArgSlot arg;
+    arg.kind = t.is_output ? ArgSlot::Kind::Output : ArgSlot::Kind::TensorInput;
+    arg.name = t.name;
+    arg.index = slot;
+    arg.is_const = !t.is_output && !t.mutated;
+    return arg;
+  }
+
+  ArgSlot scalar_arg(int slot) const {
+    KERNELOP_INTERNAL_CHECK(slot >= 0) << "(a parameter names no input; validate() admits none)";
+    const ScalarSlot& s = plan_.scalars[static_cast<std::size_t>(slot)];
+    ArgSlot arg;
+    arg.kind = ArgSlot::Kind::ScalarInput;
+    arg.name = s.name;
+    arg.index = slot;
+    arg.value_type = s.type;
+    return arg;
+  }
+
+  ArgSlot extra_arg(const Extra& extra, int index) {
+    Expr value = 0;
+    bool int64 = false;
+    std::visit(Overloaded{
+                   [&](const Numel& e) { value = Expr::numel(e.input), int64 = e.int64; },
+                   [&](const DimSize& e) { value = Expr::dim(e.input, e.axis), int64 = e.int64; },
+                   [&](const ExtraExpr& e) { value = e.value, int64 = e.int64; },
+               },
+               extra);
+    ArgSlot arg;
+    arg.kind = ArgSlot::Kind::ExtraValue;
+    arg.index = index;
+    arg.value = resolve(value);
+    arg.name = value.to_string();
+    arg.value_type = int64 ? ScalarType::Int64 : ScalarType::Int;
+    require_ranks_of(*arg.value, "extra " + std::to_string(index) + " '" + arg.name + "'");
+    return arg;
   }
 
   void derive_geometry() {
@@ -389,7 +418,7 @@ class Deriver {
         s << " " << t.name;
       } else {
         const ScalarSlot& sc = plan_.scalars[static_cast<std::size_t>(slot)];
-        s << scalar_schema_type(sc.type) << " " << sc.name;
+        s << (sc.symint ? "SymInt" : scalar_schema_type(sc.type)) << " " << sc.name;
       }
     }
     s << ") -> ";
@@ -479,6 +508,9 @@ std::string shape_rule_text(const OpPlan& plan, const ShapeRule& rule) {
   switch (rule.kind) {
     case ShapeRule::Kind::Like:
       out << "like(" << source << ")";
+      for (std::size_t i = 0; i < rule.axes.size(); ++i) {
+        out << (i ? ", " : " with ") << "[" << rule.axes[i] << "] = " << rule.dims[i].to_string();
+      }
       break;
     case ShapeRule::Kind::Reduce:
       out << "reduce(" << source << ", dims=" << axes_text(rule.axes)

@@ -123,7 +123,7 @@ class Reader {
 
   Input read_input(const Json& j, const std::string& path) const {
     if (j.is_object() && j.contains("scalar")) {
-      expect_keys(j, path, {"name", "scalar"});
+      expect_keys(j, path, {"name", "scalar", "symint"});
       ScalarInput s;
       s.name = get_string(j.value("name", Json()), join(path, "name"));
       std::string type = get_string(j["scalar"], join(path, "scalar"));
@@ -135,21 +135,46 @@ class Reader {
                "float64, int64)";
       }
       s.type = *t;
+      if (j.contains("symint")) s.symint = get_bool(j["symint"], join(path, "symint"));
       return s;
     }
-    expect_keys(j, path, {"name", "dtype", "mutated", "scalar"});
+    expect_keys(j, path, {"name", "dtype", "mutated", "strided", "scalar"});
     InputDecl t;
     t.name = get_string(j.value("name", Json()), join(path, "name"));
     if (j.contains("dtype")) t.dtype = get_dtype_decl(j["dtype"], join(path, "dtype"));
     if (j.contains("mutated")) t.mutated = get_bool(j["mutated"], join(path, "mutated"));
+    if (j.contains("strided")) t.strided = get_bool(j["strided"], join(path, "strided"));
     return t;
   }
 
   ShapeRel read_shape(const Json& j, const std::string& path) const {
     if (j.is_array()) return ShapeExprs{get_exprs(j, path)};
     if (j.is_object() && j.contains("same_as")) {
-      expect_keys(j, path, {"same_as"});
-      return SameAs{get_input_ref(j["same_as"], join(path, "same_as"))};
+      expect_keys(j, path, {"same_as", "dims"});
+      SameAs same{get_input_ref(j["same_as"], join(path, "same_as")), {}};
+      if (j.contains("dims")) {
+        // {"-1": "dim(x, -1) // 2"}: axis -> size expression
+        std::string p = join(path, "dims");
+        if (!j["dims"].is_object()) {
+          KERNELOP_RAISE(error(p)) << "expected an object of axis: expression, e.g. {\"-1\": "
+                                      "\"dim(x, -1) // 2\"}, found "
+                                   << type_name(j["dims"]);
+        }
+        for (const auto& item : j["dims"].items()) {
+          std::string key_path = join(p, item.key());
+          std::int64_t axis = 0;
+          try {
+            std::size_t used = 0;
+            axis = std::stoll(item.key(), &used);
+            if (used != item.key().size()) throw std::invalid_argument("trailing");
+          } catch (const std::logic_error&) {
+            KERNELOP_RAISE(error(key_path)) << "'" << detail::shorten(item.key())
+                                            << "' is not an axis; expected an integer like \"-1\"";
+          }
+          same.edits.push_back(AxisEdit{axis, get_expr(item.value(), key_path)});
+        }
+      }
+      return same;
     }
     if (j.is_object() && j.contains("reduce_dims")) {
       expect_keys(j, path, {"reduce_dims"});
@@ -258,7 +283,7 @@ class Reader {
   OpDecl read(const Json& root, const std::string& base_dir) const {
     expect_keys(root, "",
                 {"op", "kernel_name", "kernel_source", "source_file", "inputs", "outputs", "extras",
-                 "geometry", "include_paths", "compile_std", "arch_override", "defines",
+                 "params", "geometry", "include_paths", "compile_std", "arch_override", "defines",
                  "fast_math", "line_info", "type_params", "requires"});
     OpDecl decl;
     decl.base_dir = base_dir;
@@ -296,6 +321,23 @@ class Reader {
       s.outputs.emplace();
       for (std::size_t i = 0; i < arr.size(); ++i)
         s.outputs->push_back(read_output(arr[i], index("outputs", i)));
+    }
+    if (root.contains("params")) {
+      // The kernel's parameters in order: names of inputs and outputs, and extras in place.
+      const Json& arr = get_array(root["params"], "params");
+      s.params.emplace();
+      for (std::size_t i = 0; i < arr.size(); ++i) {
+        std::string p = index("params", i);
+        if (arr[i].is_string()) {
+          s.params->push_back(ParamName{arr[i].get<std::string>()});
+        } else if (arr[i].is_object()) {
+          s.params->push_back(read_extra(arr[i], p));
+        } else {
+          KERNELOP_RAISE(error(p)) << "expected an input or output name, or an extra such as "
+                                      "{\"expr\": ...}, found "
+                                   << type_name(arr[i]);
+        }
+      }
     }
     if (root.contains("extras")) {
       const Json& arr = get_array(root["extras"], "extras");
@@ -345,161 +387,6 @@ class Reader {
   std::string origin_;
 };
 
-Json expr_json(const Expr& e) {
-  if (e.is_const()) return e.const_value();
-  return e.to_string();
-}
-
-Json dtype_json(const DTypeDecl& d) {
-  return std::visit(Overloaded{[](DType dt) { return Json(std::string(dtype_name(dt))); },
-                               [](const std::string& param) { return Json(param); }},
-                    d);
-}
-
-Json input_ref_json(const InputRef& r) {
-  return std::visit(Overloaded{[](std::int64_t i) { return Json(i); },
-                               [](const std::string& name) { return Json(name); }},
-                    r);
-}
-
-Json write(const OpDecl& decl, const JsonWriteOptions& options) {
-  const KernelSpec& s = decl.spec;
-  Json root = Json::object();
-  root["op"] = decl.op_name;
-  root["kernel_name"] = s.kernel_name;
-  if (s.source_file && !options.inline_source) {
-    root["source_file"] = *s.source_file;
-  } else {
-    root["kernel_source"] = s.kernel_source;
-  }
-  if (s.inputs) {
-    Json arr = Json::array();
-    for (const Input& input : *s.inputs) {
-      Json j = Json::object();
-      std::visit(Overloaded{
-                     [&](const InputDecl& t) {
-                       j["name"] = t.name;
-                       if (t.dtype) j["dtype"] = dtype_json(*t.dtype);
-                       if (t.mutated) j["mutated"] = true;
-                     },
-                     [&](const ScalarInput& sc) {
-                       j["name"] = sc.name;
-                       j["scalar"] = std::string(scalar_type_name(sc.type));
-                     },
-                 },
-                 input);
-      arr.push_back(std::move(j));
-    }
-    root["inputs"] = std::move(arr);
-  }
-  if (s.outputs) {
-    Json arr = Json::array();
-    for (const OutputDecl& o : *s.outputs) {
-      Json j = Json::object();
-      j["name"] = o.name;
-      std::visit(Overloaded{
-                     [&](const SameAs& same) {
-                       j["shape"] = Json{{"same_as", input_ref_json(same.input)}};
-                     },
-                     [&](const ReduceDims& r) {
-                       Json rd = Json::object();
-                       rd["input"] = input_ref_json(r.input);
-                       rd["dims"] = r.dims;
-                       if (r.keepdim) rd["keepdim"] = true;
-                       j["shape"] = Json{{"reduce_dims", std::move(rd)}};
-                     },
-                     [&](const ShapeExprs& exprs) {
-                       Json dims = Json::array();
-                       for (const Expr& e : exprs.dims) dims.push_back(expr_json(e));
-                       j["shape"] = std::move(dims);
-                     },
-                 },
-                 o.shape);
-      if (o.dtype_from) j["dtype_from"] = *o.dtype_from;
-      if (o.dtype) j["dtype"] = dtype_json(*o.dtype);
-      arr.push_back(std::move(j));
-    }
-    root["outputs"] = std::move(arr);
-  }
-  if (!s.extras.empty()) {
-    Json arr = Json::array();
-    for (const Extra& extra : s.extras) {
-      Json j = Json::object();
-      bool int64 = std::visit(Overloaded{
-                                  [&](const Numel& x) {
-                                    j["numel"] = x.input;
-                                    return x.int64;
-                                  },
-                                  [&](const DimSize& x) {
-                                    j["dim_size"] = x.input;
-                                    j["axis"] = x.axis;
-                                    return x.int64;
-                                  },
-                                  [&](const ExtraExpr& x) {
-                                    j["expr"] = expr_json(x.value);
-                                    return x.int64;
-                                  },
-                              },
-                              extra);
-      if (int64) j["int64"] = true;
-      arr.push_back(std::move(j));
-    }
-    root["extras"] = std::move(arr);
-  }
-  if (s.geometry) {
-    Json g = Json::object();
-    std::visit(Overloaded{
-                   [&](const Elementwise& e) {
-                     Json j = Json::object();
-                     j["block"] = e.block;
-                     j["layout"] = e.layout == Layout::Flat ? "flat" : "nd";
-                     if (e.over) j["over"] = *e.over;
-                     g["elementwise"] = std::move(j);
-                   },
-                   [&](const Reduction& r) {
-                     Json j = Json::object();
-                     j["reduce_dims"] = r.reduce_dims;
-                     j["block_size"] = r.block_size;
-                     if (r.shared_mem) j["shared_mem"] = expr_json(*r.shared_mem);
-                     g["reduction"] = std::move(j);
-                   },
-                   [&](const Custom& c) {
-                     Json j = Json::object();
-                     Json grid = Json::array(), block = Json::array();
-                     for (const Expr& x : c.grid) grid.push_back(expr_json(x));
-                     for (const Expr& x : c.block) block.push_back(expr_json(x));
-                     j["grid"] = std::move(grid);
-                     j["block"] = std::move(block);
-                     j["shared_mem"] = expr_json(c.shared_mem);
-                     g["custom"] = std::move(j);
-                   },
-               },
-               *s.geometry);
-    root["geometry"] = std::move(g);
-  }
-  if (!s.include_paths.empty()) root["include_paths"] = s.include_paths;
-  if (s.compile_std != "c++17") root["compile_std"] = s.compile_std;
-  if (!s.arch_override.empty()) root["arch_override"] = s.arch_override;
-  if (!s.defines.empty()) root["defines"] = s.defines;
-  if (s.fast_math) root["fast_math"] = true;
-  if (s.line_info) root["line_info"] = true;
-  if (!s.type_params.empty()) {
-    Json arr = Json::array();
-    for (const TypeParam& tp : s.type_params) {
-      Json dtypes = Json::array();
-      for (DType d : tp.dtypes) dtypes.push_back(std::string(dtype_name(d)));
-      arr.push_back(Json{{"name", tp.name}, {"dtypes", std::move(dtypes)}});
-    }
-    root["type_params"] = std::move(arr);
-  }
-  if (!s.requirements.empty()) {
-    Json arr = Json::array();
-    for (const Requirement& r : s.requirements) arr.push_back(r.to_string());
-    root["requires"] = std::move(arr);
-  }
-  return root;
-}
-
 }  // namespace
 
 OpDecl parse_op_json(std::string_view text, const std::string& base_dir, std::string_view origin) {
@@ -519,14 +406,6 @@ OpDecl load_op_file(const std::filesystem::path& path) {
   std::string base = path.parent_path().string();
   if (base.empty()) base = ".";
   return parse_op_json(text, base, path.string());
-}
-
-std::string print_op_json(const OpDecl& decl, const JsonWriteOptions& options) {
-  try {
-    return write(decl, options).dump(options.indent) + "\n";
-  } catch (const nlohmann::json::exception& e) {  // a string that is not UTF-8
-    KERNELOP_FAIL(Spec) << "op " << decl.op_name << ": cannot print the spec as JSON: " << e.what();
-  }
 }
 
 }  // namespace kernelop

@@ -115,7 +115,7 @@ void KernelOp::launch(std::span<const TensorView> inputs, std::span<const Scalar
   detail::TensorChecker tensors(p.op_name, describe);
   bool work = false;  // anything to write
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    tensors.check(inputs[i], i);
+    tensors.check(inputs[i], i, p.tensors[i].strided);
     work = work || (p.tensors[i].mutated && inputs[i].shape.numel() > 0);
   }
   for (std::size_t o = 0; o < outputs.size(); ++o) {

@@ -58,10 +58,15 @@ void fail_device(std::string_view op, const std::string& who, int device, const 
 }
 
 void fail_tensor(std::string_view op, const std::string& who, const TensorView& t) {
+  if (t.strides.rank() != 0 && t.strides.rank() != t.shape.rank()) {
+    KERNELOP_FAIL(Launch) << "op " << op << ": " << who << " has " << t.strides.rank()
+                          << " strides for a shape of rank " << t.shape.rank();
+  }
   if (!t.is_contiguous()) {
     KERNELOP_FAIL(Launch) << "op " << op << ": " << who << " is not contiguous (shape "
                           << t.shape.to_string() << ", strides " << t.strides.to_string()
-                          << "); kernelop launches need contiguous tensors";
+                          << "); this input is not declared strided, so the kernel takes "
+                             "contiguous memory";
   }
   KERNELOP_FAIL(Launch) << "op " << op << ": " << who << " has a null data pointer";
 }

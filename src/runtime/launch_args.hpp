@@ -76,14 +76,15 @@ void pack_pointer(void* slot, const void* data);
                              std::string_view hint);
 
 /// Where a tensor argument must live and what it must be: one device for all (the first tensor
-/// checked sets it), contiguous memory, a data pointer when it has elements. `describe(i)` names
+/// checked sets it), contiguous memory (unless the kernel takes its strides), a data pointer when
+/// it has elements. `describe(i)` names
 /// tensor i in messages ("input 'x'", "argument 0 ('x', const float*)") and runs only when a
 /// check fails: the launch path allocates nothing (Note [launch path]).
 template <class Describe>
 class TensorChecker {
  public:
   TensorChecker(std::string_view op, Describe describe) : op_(op), describe_(describe) {}
-  void check(const TensorView& t, std::size_t index) {
+  void check(const TensorView& t, std::size_t index, bool any_strides = false) {
     if (device_ >= 0 && t.device != device_) {
       fail_device(op_, describe_(index), t.device, describe_(first_), device_);
     }
@@ -91,7 +92,8 @@ class TensorChecker {
       device_ = t.device;
       first_ = index;
     }
-    if (!t.is_contiguous() || (t.data == nullptr && t.shape.numel() > 0)) {
+    if ((!any_strides && !t.is_contiguous()) || (t.data == nullptr && t.shape.numel() > 0) ||
+        (any_strides && t.strides.rank() != 0 && t.strides.rank() != t.shape.rank())) {
       fail_tensor(op_, describe_(index), t);
     }
   }

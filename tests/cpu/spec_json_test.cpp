@@ -583,7 +583,7 @@ TEST(SpecJsonTest, RootNotAnObject) {
 TEST(SpecJsonTest, UnknownTopLevelField) {
   expect_parse_error(Doc().set("kernel", R"("relu")"), ErrorKind::Spec,
                      "t.json: kernel: unknown field (known fields: op, kernel_name, "
-                     "kernel_source, source_file, inputs, outputs, extras, geometry, "
+                     "kernel_source, source_file, inputs, outputs, extras, params, geometry, "
                      "include_paths, compile_std, arch_override, defines, fast_math, line_info, "
                      "type_params, requires)");
 }
@@ -626,15 +626,35 @@ TEST(SpecJsonTest, UnknownNestedField) {
                      "t.json: inputs[0].dtyp: unknown field (known fields: name, dtype, mutated");
   expect_parse_error(
       Doc().set("inputs", R"([{"name": "x"}, {"name": "s", "scalar": "int", "dtype": "int32"}])"),
-      ErrorKind::Spec, "t.json: inputs[1].dtype: unknown field (known fields: name, scalar)");
+      ErrorKind::Spec,
+      "t.json: inputs[1].dtype: unknown field (known fields: name, scalar, symint)");
   expect_parse_error(
       Doc().set("outputs", R"([{"name": "y", "shape": {"same_as": "x"}, "dtype_form": "x"}])"),
       ErrorKind::Spec,
       "t.json: outputs[0].dtype_form: unknown field (known fields: name, shape, dtype_from, "
       "dtype)");
   expect_parse_error(
+      Doc().set("outputs", R"([{"name": "y", "shape": {"same_as": "x", "dimz": [0]}}])"),
+      ErrorKind::Spec,
+      "t.json: outputs[0].shape.dimz: unknown field (known fields: same_as, dims)");
+  expect_parse_error(
       Doc().set("outputs", R"([{"name": "y", "shape": {"same_as": "x", "dims": [0]}}])"),
-      ErrorKind::Spec, "t.json: outputs[0].shape.dims: unknown field (known fields: same_as)");
+      ErrorKind::Spec,
+      "t.json: outputs[0].shape.dims: expected an object of axis: expression, e.g. {\"-1\": ");
+  expect_parse_error(
+      Doc().set("outputs", R"([{"name": "y", "shape": {"same_as": "x", "dims": {"last": 1}}}])"),
+      ErrorKind::Spec,
+      "t.json: outputs[0].shape.dims.last: 'last' is not an axis; expected an integer like \"-1\"");
+  expect_parse_error(
+      Doc().set("outputs", R"([{"name": "y", "shape": {"same_as": "x", "dims": {"-1x": 1}}}])"),
+      ErrorKind::Spec, "'-1x' is not an axis");
+  expect_parse_error(Doc().set("params", R"(["x", 3])"), ErrorKind::Spec,
+                     "t.json: params[1]: expected an input or output name, or an extra such as "
+                     "{\"expr\": ...}, found number");
+  expect_parse_error(Doc().set("params", R"(["x", {"exp": "1"}])"), ErrorKind::Spec,
+                     "t.json: params[1]: expected {\"numel\": ...}");
+  expect_parse_error(Doc().set("inputs", R"([{"name": "x", "strided": 1}])"), ErrorKind::Spec,
+                     "t.json: inputs[0].strided: expected true or false, found number");
   expect_parse_error(
       Doc().set("outputs",
                 R"([{"name": "y", "shape": {"reduce_dims": {"dims": [0], "keep_dim": true}}}])"),

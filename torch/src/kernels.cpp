@@ -73,6 +73,9 @@ struct Call {
   const OpPlan& plan;
   c10::SmallVector<at::Tensor, 8> tensors;  // tensor inputs (contiguous where needed)
   c10::SmallVector<ScalarArg, 8> scalars;
+  // Integer scalars as the Meta kernel evaluates them: a SymInt scalar stays symbolic (its
+  // ScalarArg then holds a placeholder 0, which the checks that need no value accept).
+  c10::SmallVector<c10::SymInt, 8> sym_ints;
 
   Call(const OpPlan& p, torch::jit::Stack* stack, bool make_contiguous) : plan(p) {
     auto args = torch::jit::last(*stack, p.input_order.size());
@@ -84,12 +87,15 @@ struct Call {
         TORCH_CHECK_TYPE(v.isTensor() && v.toTensor().defined(), "op ", p.op_name, ": input '",
                          name, "' must be a tensor");
         at::Tensor t = v.toTensor();
-        // Documented: inputs the kernel only reads are made contiguous; one it writes cannot be.
-        // That is knowable on meta tensors too, so the Meta kernel refuses it as the CUDA one
-        // does (a traced graph must not pass fake-tensor checks and fail at run time).
-        if (!t.is_contiguous()) {
-          TORCH_CHECK(!p.tensors[static_cast<std::size_t>(slot)].mutated, "op ", p.op_name,
-                      ": input '", name, "' is written in place and must be contiguous");
+        // Documented: an input the kernel takes with its strides is passed as it is. Other
+        // inputs the kernel only reads are made contiguous; one it writes cannot be. That is
+        // knowable on meta tensors too, so the Meta kernel refuses it as the CUDA one does (a
+        // traced graph must not pass fake-tensor checks and fail at run time).
+        const TensorSlot& ts = p.tensors[static_cast<std::size_t>(slot)];
+        if (!ts.strided && !t.is_contiguous()) {
+          TORCH_CHECK(!ts.mutated, "op ", p.op_name, ": input '", name,
+                      "' is written in place and must be contiguous (or declared strided, "
+                      "with the kernel taking its strides)");
           if (make_contiguous) t = t.contiguous();
         }
         tensors.push_back(std::move(t));
@@ -98,8 +104,12 @@ struct Call {
         if (v.isBool()) {
           scalars.push_back(ScalarArg::of_bool(v.toBool()));
         } else if (v.isInt() || v.isSymInt()) {
-          scalars.push_back(ScalarArg::of_int(
-              v.isInt() ? v.toInt() : v.toSymInt().guard_int(__FILE__, __LINE__)));
+          c10::SymInt i = v.isInt() ? c10::SymInt(v.toInt()) : v.toSymInt();
+          std::optional<std::int64_t> known = i.maybe_as_int();
+          if (!known && !s.symint) known = i.guard_int(__FILE__, __LINE__);  // an int schema
+          scalars.push_back(ScalarArg::of_int(known.value_or(0)));
+          sym_ints.resize(p.scalars.size());
+          sym_ints[static_cast<std::size_t>(slot)] = std::move(i);
         } else if (v.isDouble()) {
           scalars.push_back(ScalarArg::of_float(v.toDouble()));
         } else {
@@ -130,6 +140,9 @@ struct Call {
         v.shape = Shape(std::span<const std::int64_t>(t.sizes().data(), t.sizes().size()));
       }
       v.device = t.is_cuda() ? t.get_device() : 0;
+      if (plan.tensors[i].strided && !t.unsafeGetTensorImpl()->has_symbolic_sizes_strides()) {
+        v.strides = Shape(std::span<const std::int64_t>(t.strides().data(), t.strides().size()));
+      }
       out.push_back(v);
     }
     return out;
@@ -291,7 +304,10 @@ struct MetaSizes {
   c10::SymInt size(int slot, std::int64_t a) const { return t(slot).sym_size(a); }
   c10::SymInt numel(int slot) const { return t(slot).sym_numel(); }
   c10::SymInt scalar(int slot) const {
-    return c10::SymInt(call.scalars[static_cast<std::size_t>(slot)].i);
+    auto s = static_cast<std::size_t>(slot);
+    if (s < call.sym_ints.size() && call.plan.scalars[s].symint) return call.sym_ints[s];
+    const ScalarArg& a = call.scalars[s];
+    return c10::SymInt(a.kind == ScalarArg::Kind::Bool ? (a.b ? 1 : 0) : a.i);
   }
   c10::SymInt itemsize(int slot) const { return c10::SymInt(t(slot).element_size()); }
   c10::SymInt stride(int slot, std::int64_t a) const { return t(slot).sym_stride(a); }

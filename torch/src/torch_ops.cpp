@@ -55,7 +55,8 @@ void check_schema(const OpPlan& p, const std::string& text) {
                          : (sc.type == ScalarType::Float || sc.type == ScalarType::Float64)
                              ? c10::TypeKind::FloatType
                              : c10::TypeKind::IntType;
-    if (a.type()->kind() != want) {
+    bool int_like = want == c10::TypeKind::IntType && a.type()->kind() == c10::TypeKind::SymIntType;
+    if (a.type()->kind() != want && !int_like) {
       KERNELOP_RAISE(fail()) << "argument " << i << " ('" << a.name() << "') is '"
                              << a.type()->str() << "' where the spec has "
                              << scalar_schema_type(sc.type) << " scalar '" << sc.name << "'";

@@ -1,0 +1,77 @@
+// The spec validator's class, shared by its two halves: validate.cpp (names, inputs, outputs,
+// expressions) and validate_launch.cpp (the calling convention, geometry, requirements and
+// compile options). Private to the library.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/words.hpp"
+#include "kernelop/validate.hpp"
+
+namespace kernelop::detail {
+
+// The largest number of kernel instantiations type parameters may ask for: each is compiled
+// for every architecture, and the product of the dtype lists grows fast.
+inline constexpr std::size_t kMaxInstances = 1024;
+
+// A list for messages; "none" when empty.
+inline std::string join_or_none(const std::vector<std::string>& items) {
+  return items.empty() ? "none" : join(items);
+}
+
+class Validator {
+ public:
+  Validator(const OpDecl& decl, const ValidateOptions& options)
+      : decl_(decl), spec_(decl.spec), options_(options) {}
+
+  void run();
+
+ private:
+  // Where an expression is used decides what it may read: output shapes read input sizes (and
+  // element sizes); requirements may also read strides and data pointers (aligned); launch
+  // values (extras, geometry) read outputs and strides too, but no pointer.
+  enum class ExprUse : std::uint8_t { Shape, Requirement, Launch };
+
+  // Starts an error for the field at `path`; the caller streams the rest of the message.
+  detail::ErrorStream fail_at(std::string_view path, ErrorKind kind = ErrorKind::Spec) const;
+  void check_op_name();
+  void check_kernel();
+  void check_type_params();
+  void check_dtype_decl(const std::optional<DTypeDecl>& dtype, const std::string& path);
+  void check_name(const std::string& name, const std::string& path);
+  void check_inputs();
+  // Resolves a SameAs/ReduceDims input reference to a tensor input's name.
+  std::string check_input_ref(const InputRef& ref, const std::string& path);
+  void check_tensor_input_name(const std::string& name, const std::string& path);
+  // Checks every leaf of an expression: tensors must be known (inputs, and outputs for launch
+  // values), scalars must be integer scalar inputs, and the leaf must be readable where it is.
+  void check_expr(const Expr& expr, const std::string& path, ExprUse use);
+  // The value of `expr` when it is constant. A constant part that overflows or divides by zero,
+  // or a division by a constant zero, could never be evaluated: refused here, not at the first
+  // launch.
+  std::optional<std::int64_t> fold_constants(const Expr& expr, const std::string& path);
+  void check_unique_axes(const std::vector<std::int64_t>& axes, const std::string& path) const;
+  void check_outputs();
+  void check_extras();
+  void check_block(const std::vector<std::int64_t>& block, const std::string& path);
+  // Requirements constrain the inputs: outputs are not known when they are checked.
+  void check_requirements();
+  void check_geometry();
+  void check_compile_options();
+  void check_params();
+  void check_extra(const Extra& extra, const std::string& path);
+
+  const OpDecl& decl_;
+  const KernelSpec& spec_;
+  ValidateOptions options_;
+  std::set<std::string> names_;
+  std::vector<std::string> tensor_inputs_, scalar_inputs_, output_names_;
+  std::set<std::string> int_scalars_;
+};
+
+}  // namespace kernelop::detail
