@@ -166,7 +166,8 @@ TEST(Runtime, ArgumentChecksBeforeTheDriver) {
   TensorView strided = tensor({4, 6});
   strided.strides = Shape{1, 4};
   expect_error([&] { launch({strided}, y); }, ErrorKind::Launch,
-               "input 'x' is not contiguous (shape [4, 6], strides [1, 4]); kernelop launches need "
+               "input 'x' is not contiguous (shape [4, 6], strides [1, 4]); this input is not "
+               "declared strided"); kernelop launches need "
                "contiguous tensors");
   expect_error(
       [&] {
