@@ -224,6 +224,46 @@ int main(int argc, char** argv) {
         device_ms([&] { nvcc_repeat2(a, 4096, 2048, y, s); }, s));
   }
 
+#ifdef KERNELOP_BENCH_VLLM
+  {
+    // vLLM's kernels as written (examples/vllm/), float16, vs nvcc <<<>>> as vLLM launches them.
+    auto vllm = [](const std::string& name) {
+      return KernelOp(compile(derive_plan(
+          load_op_file(fs::path(KERNELOP_SOURCE_DIR) / "examples" / "vllm" / (name + ".json")))));
+    };
+    KernelOp k_silu = vllm("silu_and_mul"), k_rms = vllm("rms_norm"),
+             k_fused = vllm("fused_add_rms_norm"), k_rot = vllm("rotary_embedding_neox");
+    const DType h = DType::Float16;
+    const int T = 4096, H = 4096;
+    std::vector<TensorView> sin = {tv(a, {T, 2 * H}, h)}, sout = {tv(y, {T, H}, h)};
+    row("vllm silu_and_mul", "[4096,8192] f16",
+        device_ms([&] { k_silu.launch(sin, {}, sout, s); }, s),
+        device_ms([&] { nvcc_vllm_silu_and_mul_f16(y, a, T, H, s); }, s));
+    std::vector<ScalarArg> eps = {ScalarArg::of_float(1e-6)};
+    std::vector<TensorView> rin = {tv(a, {T, H}, h), tv(b, {H}, h)}, rout = {tv(y, {T, H}, h)};
+    row("vllm rms_norm", "[4096,4096] f16", device_ms([&] { k_rms.launch(rin, eps, rout, s); }, s),
+        device_ms([&] { nvcc_vllm_rms_norm_f16(y, a, H, b, 1e-6f, T, H, s); }, s));
+    std::vector<TensorView> fin = {tv(a, {T, H}, h), tv(z, {T, H}, h), tv(b, {H}, h)};
+    row("vllm fused_add_rms", "[4096,4096] f16",
+        device_ms([&] { k_fused.launch(fin, eps, {}, s); }, s),
+        device_ms([&] { nvcc_vllm_fused_add_rms_norm_f16(a, H, z, b, 1e-6f, T, H, s); }, s));
+    // positions: zeros (int64) in y's second half; q: [T, 32*128], k: [T, 8*128], cache [T, 128].
+    auto* pos = reinterpret_cast<long long*>(static_cast<char*>(static_cast<void*>(y)) +
+                                             (std::size_t{N} * 4));
+    CUDA_CHECK(cudaMemset(pos, 0, T * 8));
+    std::vector<TensorView> qin = {tv(pos, {T}, DType::Int64), tv(a, {T, 32 * 128}, h),
+                                   tv(b, {T, 8 * 128}, h), tv(z, {T, 128}, h)};
+    std::vector<ScalarArg> head = {ScalarArg::of_int(128)};
+    row("vllm rotary_neox", "[4096,32x128] f16",
+        device_ms([&] { k_rot.launch(qin, head, {}, s); }, s),
+        device_ms(
+            [&] {
+              nvcc_vllm_rotary_neox_f16(pos, a, b, z, 128, 32 * 128, 8 * 128, 128, 32, 8, T, s);
+            },
+            s));
+  }
+#endif
+
   // ---- 3. time to first launch -----------------------------------------------------------
   line("");
   line(

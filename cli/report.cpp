@@ -68,6 +68,13 @@ void print_plan(std::ostream& out, const OpPlan& plan) {
     out << "  requires  rank(" << plan.tensors[static_cast<std::size_t>(r.slot)].name
         << ") >= " << r.min_rank << " (" << r.reason << ")\n";
   }
+  for (const auto& r : plan.requirements) {
+    out << "  requires  " << r.text << (r.reads_pointers ? "  (at launch: data pointers)" : "")
+        << "\n";
+  }
+  for (const auto& t : plan.tensors) {
+    if (t.strided) out << "  strided   " << t.name << " (passed as it is, with its strides)\n";
+  }
   out << "  arguments";
   for (std::size_t i = 0; i < plan.args.size(); ++i) {
     const ArgSlot& a = plan.args[i];

@@ -106,8 +106,8 @@ void output_dims(const OpPlan& plan, const OutputPlan& out, const Sizes& sizes, 
         }
         Int v = env.eval(*edit);
         if (!is_nonnegative(edit->node()) && sizes.negative(v)) {
-          env.fail("output '" + name + "' axis " + std::to_string(d) + " = '" +
-                   edit->to_string() + "' evaluates to a negative size");
+          env.fail("output '" + name + "' axis " + std::to_string(d) + " = '" + edit->to_string() +
+                   "' evaluates to a negative size");
         }
         dims.push_back(std::move(v));
       }

@@ -67,6 +67,9 @@ class InputDecl:
     name: str
     dtype: Any = None
     mutated: bool = False
+    # kernelop: the kernel takes the tensor with its strides (a view, no copy); read them with
+    # stride(name, axis) in extras and state what the kernel needs in requires.
+    strided: bool = False
 
     def _json(self) -> Dict[str, Any]:
         out: Dict[str, Any] = {"name": self.name}
@@ -74,25 +77,36 @@ class InputDecl:
             out["dtype"] = _dtype_name(self.dtype)
         if _bool(self.mutated, f"InputDecl({self.name!r}).mutated"):
             out["mutated"] = True
+        if _bool(self.strided, f"InputDecl({self.name!r}).strided"):
+            out["strided"] = True
         return out
 
 
 @dataclass
 class ScalarInput:
-    """A scalar input passed by value: ``py_type`` is float, int or bool (or "float64"/"int64")."""
+    """A scalar input passed by value: ``py_type`` is float, int or bool (or "float64"/"int64").
+
+    ``symint=True`` (or ``py_type=torch.SymInt``, taken as int64) marks an integer that carries a
+    size: ``SymInt`` in the schema and symbolic under tracing with dynamic shapes.
+    """
 
     name: str
     py_type: Any = float
+    symint: bool = False
 
     def _json(self) -> Dict[str, Any]:
-        if self.py_type in _SCALAR_TYPES:
+        symint = _bool(self.symint, f"ScalarInput({self.name!r}).symint")
+        if getattr(self.py_type, "__name__", None) == "SymInt":
+            kind, symint = "int64", True
+        elif self.py_type in _SCALAR_TYPES:
             kind = _SCALAR_TYPES[self.py_type]
         elif self.py_type in ("float64", "int64"):
             kind = self.py_type
         else:
             raise ValueError(
-                f"ScalarInput {self.name!r}: py_type must be float, int or bool, got {self.py_type!r}")
-        return {"name": self.name, "scalar": kind}
+                f"ScalarInput {self.name!r}: py_type must be float, int, bool or torch.SymInt, "
+                f"got {self.py_type!r}")
+        return {"name": self.name, "scalar": kind, **({"symint": True} if symint else {})}
 
 
 def _input_ref(value: Union[int, str]) -> Union[int, str]:
@@ -105,10 +119,20 @@ def _input_ref(value: Union[int, str]) -> Union[int, str]:
 
 @dataclass
 class SameAs:
+    """The shape of a tensor input, any rank; kernelop: ``dims`` replaces axes by expressions,
+    e.g. ``SameAs("x", dims={-1: "dim(x, -1) // 2"})``."""
+
     input_idx: Union[int, str] = 0
+    dims: Optional[Dict[int, Union[int, str]]] = None
 
     def _json(self) -> Dict[str, Any]:
-        return {"same_as": _input_ref(self.input_idx)}
+        out: Dict[str, Any] = {"same_as": _input_ref(self.input_idx)}
+        if self.dims:
+            if not isinstance(self.dims, dict):
+                raise TypeError(f"SameAs.dims: expected a dict of axis: expression, got "
+                                f"{type(self.dims).__name__}")
+            out["dims"] = {str(_int(a, "SameAs.dims axis")): _expr(e) for a, e in self.dims.items()}
+        return out
 
 
 @dataclass
@@ -250,9 +274,12 @@ class KernelSpec:
     fast_math: bool = False
     line_info: bool = False
     type_params: Optional[Dict[str, Sequence[Any]]] = None
-    # Relations the inputs must satisfy, e.g. "dim(bias, 0) == dim(x, -1)": checked before every
-    # launch and a guard under tracing (== != < <= > >= between expressions over the inputs).
+    # Conditions the inputs must satisfy, e.g. "dim(bias, 0) == dim(x, -1)" or "aligned(x, 16)":
+    # checked before every launch and a guard under tracing.
     requires: Sequence[str] = ()
+    # The kernel's parameters in its own order: input/output names (str) and extras in place of
+    # ``extras`` (Numel, DimSize, Expr). None: inputs, extras, outputs.
+    params: Optional[Sequence[Union[str, Numel, DimSize, Expr]]] = None
 
     def to_json(self, op_name: str) -> Dict[str, Any]:
         """The JSON spec document (docs/spec-format.md) for ``op_name``."""
@@ -285,6 +312,11 @@ class KernelSpec:
                                   for k, v in self.type_params.items()]
         if _str_list(self.requires, "KernelSpec.requires"):
             doc["requires"] = list(self.requires)
+        if self.params is not None:
+            if isinstance(self.params, (str, bytes)) or not isinstance(self.params, (list, tuple)):
+                raise TypeError(f"KernelSpec.params: expected a list, got {type(self.params).__name__}")
+            doc["params"] = [p if isinstance(p, str) else self._typed(p, (Numel, DimSize, Expr), "params")._json()
+                             for p in self.params]
         return doc
 
     @staticmethod

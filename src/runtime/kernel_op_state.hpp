@@ -2,6 +2,7 @@
 // launch_raw.cpp (the caller-geometry launch and the final cuLaunchKernel).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <memory>
@@ -82,18 +83,46 @@ struct KernelOp::State {
       }
       if (match) return static_cast<int>(inst);
     }
-    detail::ErrorStream msg = error(ErrorKind::Type);
-    msg << "no instantiation of " << p.spec.kernel_name << " takes (";
+    fail_no_instance(inputs);
+  }
+
+  // In the user's terms: the first input whose dtype no instantiation left open accepts, the
+  // dtypes it could have, and which earlier input fixed its type parameter.
+  [[noreturn]] void fail_no_instance(std::span<const TensorView> inputs) const {
+    const OpPlan& p = plan();
+    std::vector<int> open(p.instances.size());
+    for (std::size_t k = 0; k < open.size(); ++k) open[k] = static_cast<int>(k);
     for (int i = 0; i < p.num_tensor_inputs; ++i) {
-      msg << (i ? ", " : "") << p.tensors[static_cast<std::size_t>(i)].name << ": "
-          << dtype_name(inputs[static_cast<std::size_t>(i)].dtype);
+      const TensorSlot& t = p.tensors[static_cast<std::size_t>(i)];
+      DType got = inputs[static_cast<std::size_t>(i)].dtype;
+      std::vector<DType> allowed;
+      std::vector<int> next;
+      for (int inst : open) {
+        auto want = bound(inst, t.dtype);
+        if (!want || *want == got) next.push_back(inst);
+        if (want && std::find(allowed.begin(), allowed.end(), *want) == allowed.end())
+          allowed.push_back(*want);
+      }
+      if (!next.empty()) {
+        open = std::move(next);
+        continue;
+      }
+      detail::ErrorStream e = error(ErrorKind::Type);
+      e << "input '" << t.name << "' must be " << detail::join(allowed, dtype_name);
+      const auto* param = t.dtype ? std::get_if<std::string>(&*t.dtype) : nullptr;
+      for (int j = 0; param && j < i; ++j) {
+        const auto& earlier = p.tensors[static_cast<std::size_t>(j)].dtype;
+        if (earlier && *earlier == *t.dtype) {
+          e << " (" << *param << " = " << dtype_name(inputs[static_cast<std::size_t>(j)].dtype)
+            << ", from input '" << p.tensors[static_cast<std::size_t>(j)].name << "')";
+          break;
+        }
+      }
+      e << ", got " << dtype_name(got);
+      KERNELOP_RAISE(e);
     }
-    msg << "); instantiated for";
-    for (const auto& tp : p.type_params) {
-      std::vector<DType> d = tp.dtypes;
-      msg << " " << tp.name << " in {" << detail::join(d, dtype_name) << "}";
-    }
-    KERNELOP_RAISE(msg);
+    KERNELOP_FAIL(Internal) << "op " << p.op_name
+                            << ": no instantiation matched, yet every input did";
   }
 
   std::string param_text(int slot) const {

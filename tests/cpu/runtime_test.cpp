@@ -125,8 +125,8 @@ TEST(Runtime, DtypeGenericOutputsFollowTheInstantiation) {
   std::vector<TensorView> f64 = {tensor({5}, DType::Float64)};
   expect_error(
       [&] { op.output_dtypes(f64); }, ErrorKind::Type,
-      "op kernelop_examples::relu_generic: no instantiation of relu_generic<T> takes (x: float64); "
-      "instantiated for T in {float32, float16, bfloat16}");
+      "op kernelop_examples::relu_generic: input 'x' must be float32, float16, bfloat16, got "
+      "float64");
 }
 
 TEST(Runtime, ArgumentChecksBeforeTheDriver) {

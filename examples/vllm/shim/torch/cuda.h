@@ -1,0 +1,2 @@
+#pragma once
+#include <torch/all.h>
