@@ -17,6 +17,7 @@ using cuda::std::is_pod_v;
 #else
 #include <cmath>
 #include <cstdint>
+#include <tuple>
 #include <type_traits>
 #endif
 
