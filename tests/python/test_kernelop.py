@@ -416,7 +416,7 @@ class Cuda(unittest.TestCase):
                 with self.assertRaisesRegex(RuntimeError, "got CPU tensors; kernelop ops run on CUDA tensors"):
                     EX[name](*cpu)
                 wrong = [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
-                with self.assertRaisesRegex(TypeError, "must be float32 .*got float64|no instantiation of"):
+                with self.assertRaisesRegex(TypeError, "must be float32.*got float64"):
                     EX[name](*wrong)
         with self.assertRaisesRegex(RuntimeError, "input 'x' has rank 1 \\(shape \\[8\\]\\) but output 'y' shape needs rank >= 2"):
             EX["repeat2"](torch.randn(8, device="cuda"))
