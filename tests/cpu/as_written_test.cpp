@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "kernelop/compile.hpp"
+#include "kernelop/package.hpp"
 #include "kernelop/plan.hpp"
 #include "kernelop/runtime.hpp"
 #include "kernelop/spec_json.hpp"
@@ -54,6 +55,12 @@ TEST(AsWritten, ParamsGiveTheKernelsOwnOrder) {
   o.archs = {"sm_90"};
   CompiledImage image = compile(p, o);  // the signature check follows the params order
   EXPECT_EQ(image.lowered_names.size(), 2u);
+  // A package carries the order: the loaded plan is the compiled one, argument for argument.
+  Package pkg = parse_package(write_package_bytes(image), "rows.kop");
+  EXPECT_EQ(args_text(pkg.image.plan), args_text(image.plan));
+  EXPECT_EQ(pkg.image.plan.args, image.plan.args);
+  EXPECT_EQ(pkg.image.plan.outputs, image.plan.outputs);
+  EXPECT_TRUE(pkg.image.plan.tensors[0].strided);
 }
 
 TEST(AsWritten, ParamsMistakesNameTheEntry) {
