@@ -195,6 +195,19 @@ class Cuda(unittest.TestCase):
             OPS.fused_add_rms_norm(x, r, w, 1e-5)
         torch.cuda.synchronize()  # the context is healthy
 
+    def test_strided_inputs_are_written_in_place_not_copied(self):
+        # The left half of a wider tensor: a copy would take the in-place result with it.
+        base = torch.randn(17, 2048, device="cuda", dtype=torch.float16)
+        x = base[:, :1024]
+        self.assertFalse(x.is_contiguous())
+        r = torch.randn(17, 1024, device="cuda", dtype=torch.float16)
+        w = torch.randn(1024, device="cuda", dtype=torch.float16)
+        right = base[:, 1024:].clone()
+        want_r = (x.float() + r.float()).half()
+        OPS.fused_add_rms_norm(x, r, w, 1e-5)
+        torch.testing.assert_close(base[:, :1024], rms_norm_ref(want_r, w, 1e-5), **TOL[torch.float16])
+        torch.testing.assert_close(base[:, 1024:], right, rtol=0, atol=0)  # untouched
+
     def test_rotary_neox_against_torch(self):
         for dtype in DTYPES:
             with self.subTest(dtype=dtype):
