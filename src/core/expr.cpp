@@ -321,29 +321,24 @@ class Parser {
     if (c == '-' || std::isdigit(static_cast<unsigned char>(c))) return {Expr(parse_int())};
     std::string name = parse_ident();
     if (!accept("(")) return {Expr::scalar(name)};
-    if (name == "dim") {
+    // f(tensor) and f(tensor, axis) leaves.
+    using OfTensor = Expr (*)(std::string);
+    using OfAxis = Expr (*)(std::string, std::int64_t);
+    for (auto [fn, make] : {std::pair<std::string_view, OfTensor>{"numel", &Expr::numel},
+                            std::pair<std::string_view, OfTensor>{"itemsize", &Expr::itemsize}}) {
+      if (name != fn) continue;
+      std::string tensor = parse_ident();
+      expect(")");
+      return {make(tensor)};
+    }
+    for (auto [fn, make] : {std::pair<std::string_view, OfAxis>{"dim", &Expr::dim},
+                            std::pair<std::string_view, OfAxis>{"stride", &Expr::stride}}) {
+      if (name != fn) continue;
       std::string tensor = parse_ident();
       expect(",");
       std::int64_t axis = parse_int();
       expect(")");
-      return {Expr::dim(tensor, axis)};
-    }
-    if (name == "numel") {
-      std::string tensor = parse_ident();
-      expect(")");
-      return {Expr::numel(tensor)};
-    }
-    if (name == "itemsize") {
-      std::string tensor = parse_ident();
-      expect(")");
-      return {Expr::itemsize(tensor)};
-    }
-    if (name == "stride") {
-      std::string tensor = parse_ident();
-      expect(",");
-      std::int64_t axis = parse_int();
-      expect(")");
-      return {Expr::stride(tensor, axis)};
+      return {make(tensor, axis)};
     }
     if (name == "aligned") {
       std::string tensor = parse_ident();
@@ -431,7 +426,6 @@ bool is_nonnegative(const ExprNode& node) {
     case ExprOp::Dim:
     case ExprOp::Numel:
     case ExprOp::NumelExcept:
-      return true;
     case ExprOp::ItemSize:
     case ExprOp::Aligned:
     case ExprOp::Lt:

@@ -127,9 +127,10 @@ class Reader {
     const Json& spec = meta.at("spec");
     if (!spec.is_object()) KERNELOP_RAISE(error()) << "metadata.spec is not an object";
     // The source travels inline: a path would make loading read a file of the loader's machine.
-    if (spec.contains("source_file"))
+    if (spec.contains("source_file")) {
       KERNELOP_RAISE(error())
           << "metadata.spec has a source_file; a package holds its kernel source inline";
+    }
     image.plan = derive_plan(parse_op_json(spec.dump(), "", std::string(origin_) + ": spec"));
     if (image.plan.op_name != meta.at("op").get<std::string>())
       KERNELOP_RAISE(error()) << "metadata.op differs from the spec's op";

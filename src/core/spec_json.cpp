@@ -85,9 +85,10 @@ class Reader {
   }
   Expr get_expr(const Json& j, const std::string& path) const {
     if (j.is_number_integer()) return Expr(get_int(j, path));
-    if (!j.is_string())
+    if (!j.is_string()) {
       KERNELOP_RAISE(error(path)) << "expected an expression (string or integer), found "
                                   << type_name(j);
+    }
     try {
       return Expr::parse(j.get<std::string>());
     } catch (const Error& e) {

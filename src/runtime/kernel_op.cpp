@@ -64,9 +64,10 @@ std::vector<Shape> KernelOp::output_shapes(std::span<const TensorView> inputs,
 }
 
 std::vector<DType> KernelOp::output_dtypes(std::span<const TensorView> inputs) const {
-  if (plan().args_from_kernel)
+  if (plan().args_from_kernel) {
     KERNELOP_RAISE(state_->error(ErrorKind::Spec, " "))
         << "declares no inputs; its meta_fn gives dtypes";
+  }
   if (inputs.size() != static_cast<std::size_t>(plan().num_tensor_inputs)) {
     KERNELOP_RAISE(state_->error(ErrorKind::Type))
         << "expected " << plan().num_tensor_inputs << " tensor input(s), got " << inputs.size();

@@ -48,9 +48,10 @@ struct KernelOp::State {
       KERNELOP_RAISE(error(ErrorKind::Spec, " "))
           << "declares no inputs; its eager_fn launches it (launch_raw)";
     }
-    if (!plan().geometry)
+    if (!plan().geometry) {
       KERNELOP_RAISE(error(ErrorKind::Spec, " "))
           << "has no launch geometry; its eager_fn launches it (launch_raw)";
+    }
   }
   // An error about this op: "op NAME: ..." (Note [raising errors]).
   detail::ErrorStream error(ErrorKind kind, const char* separator = ": ") const {
@@ -140,9 +141,10 @@ struct KernelOp::State {
   void check_arguments(std::span<const TensorView> inputs, std::span<const ScalarArg> scalars,
                        Frame& f) const {
     const OpPlan& p = plan();
-    if (p.args_from_kernel)
+    if (p.args_from_kernel) {
       KERNELOP_RAISE(error(ErrorKind::Spec, " "))
           << "declares no inputs; its meta_fn gives the output shapes";
+    }
     auto n_in = static_cast<std::size_t>(p.num_tensor_inputs);
     if (inputs.size() != n_in) {
       std::string names;
