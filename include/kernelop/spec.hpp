@@ -88,7 +88,7 @@ struct AxisEdit {
 /// expressions (kernelop addition: "like x, with axis -1 = dim(x, -1) // 2").
 struct SameAs {
   InputRef input = std::int64_t{0};
-  std::vector<AxisEdit> edits;
+  std::vector<AxisEdit> edits = {};
   bool operator==(const SameAs&) const = default;
 };
 

@@ -19,14 +19,6 @@ std::string trim(const std::string& s) {
   return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
 }
 
-std::string axes_text(const std::vector<std::int64_t>& axes) {
-  std::ostringstream out;
-  out << "[";
-  for (std::size_t i = 0; i < axes.size(); ++i) out << (i ? ", " : "") << axes[i];
-  out << "]";
-  return out.str();
-}
-
 // Smallest rank for which `axis` (possibly negative) is in range; saturates at INT64_MAX for
 // the two axes whose rank is not representable (no tensor has that rank anyway).
 std::int64_t rank_needed(std::int64_t axis) {
@@ -313,7 +305,7 @@ class Deriver {
     const Reduction* r = &reduction;
     {
       const std::string& first = plan_.tensors.front().name;
-      desc << "Reduction(reduce_dims=" << axes_text(r->reduce_dims)
+      desc << "Reduction(reduce_dims=" << detail::int_list_text(r->reduce_dims)
            << ", block_size=" << r->block_size << ", over=" << first << ")";
       g.grid[0] = Expr::numel_except(first, r->reduce_dims);
       g.block[0] = r->block_size;
@@ -439,95 +431,6 @@ class Deriver {
 };
 
 }  // namespace
-
-int OpPlan::tensor_slot(std::string_view n) const {
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    if (tensors[i].name == n) return static_cast<int>(i);
-  }
-  return -1;
-}
-
-bool OpPlan::has_external_outputs() const {
-  return std::any_of(outputs.begin(), outputs.end(),
-                     [](const OutputPlan& o) { return o.shape.kind == ShapeRule::Kind::External; });
-}
-
-int OpPlan::scalar_slot(std::string_view n) const {
-  for (std::size_t i = 0; i < scalars.size(); ++i) {
-    if (scalars[i].name == n) return static_cast<int>(i);
-  }
-  return -1;
-}
-
-std::string dtype_decl_text(const DTypeDecl& dtype) {
-  return std::visit(Overloaded{[](DType d) { return std::string(dtype_name(d)); },
-                               [](const std::string& param) { return param; }},
-                    dtype);
-}
-
-const std::optional<DTypeDecl>& OpPlan::element(const ArgSlot& arg) const {
-  static const std::optional<DTypeDecl> kNone;
-  if (!arg.is_pointer()) return kNone;
-  return tensors[static_cast<std::size_t>(arg.index)].dtype;
-}
-
-std::string OpPlan::c_type(const ArgSlot& arg) const {
-  if (!arg.is_pointer()) return std::string(scalar_cuda_type(arg.value_type));
-  std::string type = "?";
-  if (const auto& e = element(arg)) {
-    type = std::visit(Overloaded{[](DType d) { return std::string(dtype_cuda_type(d)); },
-                                 [](const std::string& param) { return param; }},
-                      *e);
-  }
-  return (arg.is_const ? "const " : "") + type + "*";
-}
-
-void OpPlan::adopt_pointer_param(bool is_const, std::optional<DTypeDecl> element) {
-  ArgSlot arg;
-  arg.kind = ArgSlot::Kind::TensorInput;
-  arg.name = "param" + std::to_string(args.size());
-  arg.index = static_cast<int>(tensors.size());
-  arg.is_const = is_const;
-  tensors.push_back(TensorSlot{arg.name, false, !is_const, std::move(element)});
-  args.push_back(std::move(arg));
-}
-
-void OpPlan::adopt_value_param(ScalarType type) {
-  ArgSlot arg;
-  arg.kind = ArgSlot::Kind::ScalarInput;
-  arg.name = "param" + std::to_string(args.size());
-  arg.index = static_cast<int>(scalars.size());
-  arg.value_type = type;
-  scalars.push_back(ScalarSlot{arg.name, type});
-  args.push_back(std::move(arg));
-}
-
-std::string shape_rule_text(const OpPlan& plan, const ShapeRule& rule) {
-  const std::string& source = plan.tensors[static_cast<std::size_t>(rule.source)].name;
-  std::ostringstream out;
-  switch (rule.kind) {
-    case ShapeRule::Kind::Like:
-      out << "like(" << source << ")";
-      for (std::size_t i = 0; i < rule.axes.size(); ++i) {
-        out << (i ? ", " : " with ") << "[" << rule.axes[i] << "] = " << rule.dims[i].to_string();
-      }
-      break;
-    case ShapeRule::Kind::Reduce:
-      out << "reduce(" << source << ", dims=" << axes_text(rule.axes)
-          << ", keepdim=" << (rule.keepdim ? "true" : "false") << ")";
-      break;
-    case ShapeRule::Kind::External:
-      return "meta_fn";
-    case ShapeRule::Kind::Exprs:
-      out << "[";
-      for (std::size_t i = 0; i < rule.dims.size(); ++i) {
-        out << (i ? ", " : "") << rule.dims[i].to_string();
-      }
-      out << "]";
-      break;
-  }
-  return out.str();
-}
 
 OpPlan derive_plan(const OpDecl& decl, const ValidateOptions& overrides) {
   validate(decl, overrides);

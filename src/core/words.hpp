@@ -86,6 +86,12 @@ std::string join(const Range& items, std::string_view separator = ", ") {
       items, [](const auto& item) -> std::string_view { return item; }, separator);
 }
 
+/// "[1, -2]": a list of integers as specs and messages print it.
+template <class Ints>
+std::string int_list_text(const Ints& ints) {
+  return "[" + join(ints, [](auto v) { return std::to_string(v); }) + "]";
+}
+
 /// The first position at or after `from` where the identifier `word` occurs in `text` as a
 /// whole word (a maximal run of identifier characters); npos when there is none. Linear time.
 inline std::size_t find_word(std::string_view text, std::string_view word, std::size_t from = 0) {

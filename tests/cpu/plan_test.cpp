@@ -113,7 +113,7 @@ OpDecl base_decl() {
   d.spec.inputs =
       std::vector<Input>{InputDecl{"x", DType::Float16, false}, ScalarInput{"n", ScalarType::Int},
                          InputDecl{"w", std::nullopt, false}};
-  d.spec.outputs = std::vector<OutputDecl>{OutputDecl{"y", SameAs{std::string("x")}, {}, {}}};
+  d.spec.outputs = std::vector<OutputDecl>{OutputDecl{"y", SameAs{std::string("x"), {}}, {}, {}}};
   d.spec.geometry = Elementwise{};
   return d;
 }
@@ -155,7 +155,7 @@ TEST(Plan, ReductionOverNegativeAndSeveralAxes) {
 TEST(Plan, ScalarsKeepTheirPositionAndDtypeFromOverridesTheSource) {
   OpDecl d = base_decl();
   d.spec.outputs = std::vector<OutputDecl>{
-      OutputDecl{"y", SameAs{std::int64_t{1}}, std::string("x"), {}},
+      OutputDecl{"y", SameAs{std::int64_t{1}, {}}, std::string("x"), {}},
       OutputDecl{"z", ShapeExprs{{Expr::parse("dim(x, 0) * n"), 4}}, {}, DType::Int64}};
   d.spec.extras = {Numel{"z", true}, DimSize{"w", -2, false},
                    ExtraExpr{Expr::parse("cdiv(numel(x), n)"), false}};
@@ -215,8 +215,8 @@ TEST(Plan, MultipleTypeParametersInstantiateTheCartesianProduct) {
   d.spec.type_params = {TypeParam{"In", {DType::Float32, DType::Float16}},
                         TypeParam{"Out", {DType::BFloat16, DType::Int8}}};
   d.spec.inputs = std::vector<Input>{InputDecl{"x", std::string("In"), false}};
-  d.spec.outputs =
-      std::vector<OutputDecl>{OutputDecl{"y", SameAs{std::string("x")}, {}, std::string("Out")}};
+  d.spec.outputs = std::vector<OutputDecl>{
+      OutputDecl{"y", SameAs{std::string("x"), {}}, {}, std::string("Out")}};
   OpPlan p = derive_plan(d);
   std::vector<std::string> names;
   for (const auto& inst : p.instances) names.push_back(inst.name_expression);

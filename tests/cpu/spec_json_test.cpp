@@ -153,7 +153,7 @@ TEST(SpecJsonTest, LoadsRelu) {
   ASSERT_TRUE(d.spec.outputs.has_value());
   ASSERT_EQ(d.spec.outputs->size(), 1u);
   EXPECT_EQ((*d.spec.outputs)[0].name, "y");
-  EXPECT_TRUE((*d.spec.outputs)[0].shape == ShapeRel(SameAs{"x"}));
+  EXPECT_TRUE((*d.spec.outputs)[0].shape == ShapeRel(SameAs{"x", {}}));
   EXPECT_FALSE((*d.spec.outputs)[0].dtype_from.has_value());
   EXPECT_FALSE((*d.spec.outputs)[0].dtype.has_value());
   ASSERT_EQ(d.spec.extras.size(), 1u);
@@ -275,9 +275,9 @@ OpDecl everything_decl(Geometry geometry, std::vector<std::string> arch_override
   };
   std::vector<OutputDecl> outputs(5);
   outputs[0].name = "y";
-  outputs[0].shape = SameAs{"x"};
+  outputs[0].shape = SameAs{"x", {}};
   outputs[1].name = "z";
-  outputs[1].shape = SameAs{std::int64_t{1}};
+  outputs[1].shape = SameAs{std::int64_t{1}, {}};
   outputs[1].dtype_from = "idx";
   outputs[2].name = "r";
   outputs[2].shape = ReduceDims{.input = "x", .dims = {-1, 0}, .keepdim = true};

@@ -56,7 +56,7 @@ OpDecl relu_decl() {
   d.spec.kernel_source = "extern \"C\" __global__ void relu(const float* x, int n, float* y) {}\n";
   d.spec.kernel_name = "relu";
   d.spec.inputs = std::vector<Input>{tensor("x", DType::Float32)};
-  d.spec.outputs = std::vector<OutputDecl>{output("y", SameAs{"x"})};
+  d.spec.outputs = std::vector<OutputDecl>{output("y", SameAs{"x", {}})};
   d.spec.extras = {Numel{.input = "x"}};
   d.spec.geometry = elementwise({256}, Layout::Flat);
   return d;
@@ -223,7 +223,7 @@ TEST(ValidateTest, OutputNamedLikeInput) {
 
 TEST(ValidateTest, DuplicateOutputName) {
   OpDecl d = relu_decl();
-  d.spec.outputs->push_back(output("y", SameAs{"x"}));
+  d.spec.outputs->push_back(output("y", SameAs{"x", {}}));
   expect_invalid(d, "op test::relu: outputs[1].name: duplicate name 'y'");
 }
 
@@ -274,7 +274,7 @@ TEST(ValidateTest, SameAsIndexOutOfRange) {
                  "index < 1 (tensor inputs: x)");
   // Indices count tensor inputs only: with inputs (x, s, w) index 1 is w and 2 is out of range.
   d.spec.inputs = std::vector<Input>{tensor("x"), scalar("s", ScalarType::Float), tensor("w")};
-  (*d.spec.outputs)[0].shape = SameAs{std::int64_t{1}};
+  (*d.spec.outputs)[0].shape = SameAs{std::int64_t{1}, {}};
   EXPECT_NO_THROW(validate(d));
   (*d.spec.outputs)[0].shape = SameAs{std::int64_t{2}};
   expect_invalid(d,
@@ -312,7 +312,7 @@ TEST(ValidateTest, ShapeInputNamingUnknownTensor) {
                  "op test::relu: outputs[0].shape.same_as: 'q' is not a tensor input (tensor "
                  "inputs: x)");
   // An output is not an input.
-  (*d.spec.outputs)[0].shape = SameAs{"x"};
+  (*d.spec.outputs)[0].shape = SameAs{"x", {}};
   d.spec.outputs->push_back(output("z", ReduceDims{.input = "y", .dims = {0}}));
   expect_invalid(
       d,
@@ -821,7 +821,7 @@ TEST(ValidateTypeParams, OutputNamedLikeATypeParameter) {
   d.spec.kernel_name = "k<T>";
   d.spec.type_params = {TypeParam{"T", {DType::Float32}}};
   d.spec.inputs = std::vector<Input>{InputDecl{"x", std::string("T"), false}};
-  d.spec.outputs = std::vector<OutputDecl>{OutputDecl{"T", SameAs{std::string("x")}, {}, {}}};
+  d.spec.outputs = std::vector<OutputDecl>{OutputDecl{"T", SameAs{std::string("x"), {}}, {}, {}}};
   d.spec.geometry = Elementwise{};
   testing::expect_error([&] { validate(d); }, ErrorKind::Spec,
                         "op t::g: outputs[0].name: 'T' is also a type parameter's name");

@@ -104,12 +104,12 @@ struct Call {
         if (v.isBool()) {
           scalars.push_back(ScalarArg::of_bool(v.toBool()));
         } else if (v.isInt() || v.isSymInt()) {
-          c10::SymInt i = v.isInt() ? c10::SymInt(v.toInt()) : v.toSymInt();
-          std::optional<std::int64_t> known = i.maybe_as_int();
-          if (!known && !s.symint) known = i.guard_int(__FILE__, __LINE__);  // an int schema
+          c10::SymInt value = v.isInt() ? c10::SymInt(v.toInt()) : v.toSymInt();
+          std::optional<std::int64_t> known = value.maybe_as_int();
+          if (!known && !s.symint) known = value.guard_int(__FILE__, __LINE__);  // an int schema
           scalars.push_back(ScalarArg::of_int(known.value_or(0)));
           sym_ints.resize(p.scalars.size());
-          sym_ints[static_cast<std::size_t>(slot)] = std::move(i);
+          sym_ints[static_cast<std::size_t>(slot)] = std::move(value);
         } else if (v.isDouble()) {
           scalars.push_back(ScalarArg::of_float(v.toDouble()));
         } else {
