@@ -152,7 +152,8 @@ int main(int argc, char** argv) {
   // ---- 2. device time: kernelop vs nvcc ------------------------------------------------
   line("");
   line(
-      "device time per launch (median of 200, events), kernelop vs nvcc <<<>>> of the same source");
+      "device time per launch (events; median of 5 interleaved rounds of 100), kernelop vs nvcc "
+      "<<<>>> of the same source");
   line("  kernel            shape            kernelop      nvcc     ratio");
   std::mt19937 rng(1);
   auto random_buffer = [&](std::size_t elems, int bytes_per) {
@@ -179,7 +180,16 @@ int main(int argc, char** argv) {
   float* y = static_cast<float*>(random_buffer(2 * N, 4));
   float* z = static_cast<float*>(random_buffer(N, 4));
   auto tv = [](void* p, Shape sh, DType d = DType::Float32) { return TensorView{p, d, sh, {}, 0}; };
-  auto row = [&](const std::string& name, const std::string& shape, double kop, double nv) {
+  // Interleaved rounds (kernelop, nvcc, kernelop, ...), the median of each side's round medians:
+  // clocks and the other side's cache state cannot favour one side.
+  auto row = [&](const std::string& name, const std::string& shape,
+                 const std::function<void()>& kernelop, const std::function<void()>& nvcc) {
+    std::vector<double> k, n;
+    for (int round = 0; round < 5; ++round) {
+      k.push_back(device_ms(kernelop, s, 100));
+      n.push_back(device_ms(nvcc, s, 100));
+    }
+    double kop = median(k), nv = median(n);
     char buf[256];
     std::snprintf(buf, sizeof buf, "  %-17s %-16s %7.1f us %7.1f us   %.3f", name.c_str(),
                   shape.c_str(), kop * 1e3, nv * 1e3, kop / nv);
@@ -188,40 +198,49 @@ int main(int argc, char** argv) {
   {
     Shape sh{N};
     std::vector<TensorView> in = {tv(a, sh)}, out = {tv(y, sh)};
-    row("relu", "[16777216]", device_ms([&] { k_relu.launch(in, {}, out, s); }, s),
-        device_ms([&] { nvcc_relu(a, N, y, s); }, s));
-    row("sigmoid", "[16777216]", device_ms([&] { k_sigmoid.launch(in, {}, out, s); }, s),
-        device_ms([&] { nvcc_sigmoid(a, N, y, s); }, s));
+    row(
+        "relu", "[16777216]", [&] { k_relu.launch(in, {}, out, s); },
+        [&] { nvcc_relu(a, N, y, s); });
+    row(
+        "sigmoid", "[16777216]", [&] { k_sigmoid.launch(in, {}, out, s); },
+        [&] { nvcc_sigmoid(a, N, y, s); });
     std::vector<ScalarArg> alpha = {ScalarArg::of_float(1.5)};
-    row("scale", "[16777216]", device_ms([&] { k_scale.launch(in, alpha, out, s); }, s),
-        device_ms([&] { nvcc_scale(a, 1.5f, N, y, s); }, s));
+    row(
+        "scale", "[16777216]", [&] { k_scale.launch(in, alpha, out, s); },
+        [&] { nvcc_scale(a, 1.5f, N, y, s); });
     std::vector<TensorView> out2 = {tv(y, sh), tv(z, sh)};
-    row("sin_cos", "[16777216]", device_ms([&] { k_sincos.launch(in, {}, out2, s); }, s),
-        device_ms([&] { nvcc_sin_cos(a, N, y, z, s); }, s));
+    row(
+        "sin_cos", "[16777216]", [&] { k_sincos.launch(in, {}, out2, s); },
+        [&] { nvcc_sin_cos(a, N, y, z, s); });
     std::vector<TensorView> in2 = {tv(a, sh), tv(b, sh)};
-    row("add", "[16777216]", device_ms([&] { k_add.launch(in2, {}, out, s); }, s),
-        device_ms([&] { nvcc_add(a, b, N, y, s); }, s));
+    row(
+        "add", "[16777216]", [&] { k_add.launch(in2, {}, out, s); },
+        [&] { nvcc_add(a, b, N, y, s); });
     std::vector<TensorView> gin = {tv(a, sh)}, gout = {tv(y, sh)};
-    row("relu_generic<f32>", "[16777216]",
-        device_ms([&] { k_generic.launch(gin, {}, gout, s); }, s),
-        device_ms([&] { nvcc_relu_generic_f32(a, N, y, s); }, s));
+    row(
+        "relu_generic<f32>", "[16777216]", [&] { k_generic.launch(gin, {}, gout, s); },
+        [&] { nvcc_relu_generic_f32(a, N, y, s); });
   }
   {
     Shape sh{16, 1024, 1024};
     std::vector<TensorView> in = {tv(a, sh), tv(b, {1024})}, out = {tv(y, sh)};
-    row("bias_add_2d", "[16,1024,1024]", device_ms([&] { k_bias.launch(in, {}, out, s); }, s),
-        device_ms([&] { nvcc_bias_add_2d(a, b, 16, 1024, 1024, y, s); }, s));
+    row(
+        "bias_add_2d", "[16,1024,1024]", [&] { k_bias.launch(in, {}, out, s); },
+        [&] { nvcc_bias_add_2d(a, b, 16, 1024, 1024, y, s); });
   }
   {
     Shape sh{4096, 4096};
     std::vector<TensorView> in = {tv(a, sh)}, out = {tv(y, {4096})}, sm = {tv(y, sh)};
-    row("rowsum", "[4096,4096]", device_ms([&] { k_rowsum.launch(in, {}, out, s); }, s),
-        device_ms([&] { nvcc_rowsum(a, 4096, 4096, y, s); }, s));
-    row("softmax", "[4096,4096]", device_ms([&] { k_softmax.launch(in, {}, sm, s); }, s),
-        device_ms([&] { nvcc_softmax(a, 4096, 4096, y, s); }, s));
+    row(
+        "rowsum", "[4096,4096]", [&] { k_rowsum.launch(in, {}, out, s); },
+        [&] { nvcc_rowsum(a, 4096, 4096, y, s); });
+    row(
+        "softmax", "[4096,4096]", [&] { k_softmax.launch(in, {}, sm, s); },
+        [&] { nvcc_softmax(a, 4096, 4096, y, s); });
     std::vector<TensorView> rin = {tv(a, {4096, 2048})}, rout = {tv(y, {4096, 4096})};
-    row("repeat2", "[4096,2048]", device_ms([&] { k_repeat.launch(rin, {}, rout, s); }, s),
-        device_ms([&] { nvcc_repeat2(a, 4096, 2048, y, s); }, s));
+    row(
+        "repeat2", "[4096,2048]", [&] { k_repeat.launch(rin, {}, rout, s); },
+        [&] { nvcc_repeat2(a, 4096, 2048, y, s); });
   }
 
 #ifdef KERNELOP_BENCH_VLLM
@@ -236,17 +255,18 @@ int main(int argc, char** argv) {
     const DType h = DType::Float16;
     const int T = 4096, H = 4096;
     std::vector<TensorView> sin = {tv(a, {T, 2 * H}, h)}, sout = {tv(y, {T, H}, h)};
-    row("vllm silu_and_mul", "[4096,8192] f16",
-        device_ms([&] { k_silu.launch(sin, {}, sout, s); }, s),
-        device_ms([&] { nvcc_vllm_silu_and_mul_f16(y, a, T, H, s); }, s));
+    row(
+        "vllm silu_and_mul", "[4096,8192] f16", [&] { k_silu.launch(sin, {}, sout, s); },
+        [&] { nvcc_vllm_silu_and_mul_f16(y, a, T, H, s); });
     std::vector<ScalarArg> eps = {ScalarArg::of_float(1e-6)};
     std::vector<TensorView> rin = {tv(a, {T, H}, h), tv(b, {H}, h)}, rout = {tv(y, {T, H}, h)};
-    row("vllm rms_norm", "[4096,4096] f16", device_ms([&] { k_rms.launch(rin, eps, rout, s); }, s),
-        device_ms([&] { nvcc_vllm_rms_norm_f16(y, a, H, b, 1e-6f, T, H, s); }, s));
+    row(
+        "vllm rms_norm", "[4096,4096] f16", [&] { k_rms.launch(rin, eps, rout, s); },
+        [&] { nvcc_vllm_rms_norm_f16(y, a, H, b, 1e-6f, T, H, s); });
     std::vector<TensorView> fin = {tv(a, {T, H}, h), tv(z, {T, H}, h), tv(b, {H}, h)};
-    row("vllm fused_add_rms", "[4096,4096] f16",
-        device_ms([&] { k_fused.launch(fin, eps, {}, s); }, s),
-        device_ms([&] { nvcc_vllm_fused_add_rms_norm_f16(a, H, z, b, 1e-6f, T, H, s); }, s));
+    row(
+        "vllm fused_add_rms", "[4096,4096] f16", [&] { k_fused.launch(fin, eps, {}, s); },
+        [&] { nvcc_vllm_fused_add_rms_norm_f16(a, H, z, b, 1e-6f, T, H, s); });
     // positions: zeros (int64) in y's second half; q: [T, 32*128], k: [T, 8*128], cache [T, 128].
     auto* pos = reinterpret_cast<long long*>(static_cast<char*>(static_cast<void*>(y)) +
                                              (std::size_t{N} * 4));
@@ -254,13 +274,9 @@ int main(int argc, char** argv) {
     std::vector<TensorView> qin = {tv(pos, {T}, DType::Int64), tv(a, {T, 32 * 128}, h),
                                    tv(b, {T, 8 * 128}, h), tv(z, {T, 128}, h)};
     std::vector<ScalarArg> head = {ScalarArg::of_int(128)};
-    row("vllm rotary_neox", "[4096,32x128] f16",
-        device_ms([&] { k_rot.launch(qin, head, {}, s); }, s),
-        device_ms(
-            [&] {
-              nvcc_vllm_rotary_neox_f16(pos, a, b, z, 128, 32 * 128, 8 * 128, 128, 32, 8, T, s);
-            },
-            s));
+    row(
+        "vllm rotary_neox", "[4096,32x128] f16", [&] { k_rot.launch(qin, head, {}, s); },
+        [&] { nvcc_vllm_rotary_neox_f16(pos, a, b, z, 128, 32 * 128, 8 * 128, 128, 32, 8, T, s); });
   }
 #endif
 
