@@ -72,6 +72,27 @@ void print_plan(std::ostream& out, const OpPlan& plan) {
     out << "  requires  " << r.text << (r.reads_pointers ? "  (at launch: data pointers)" : "")
         << "\n";
   }
+  if (plan.is_tuned()) {
+    out << "  tactics   " << plan.configs.size() << " (tunables:";
+    for (const Tunable& t : plan.tunables) {
+      out << " " << t.name << (t.define ? " (-D)" : "") << (t.boolean ? " (bool)" : "");
+    }
+    out << ")\n";
+    for (std::size_t c = 0; c < plan.configs.size(); ++c) {
+      const ConfigPlan& config = plan.configs[c];
+      out << "            " << std::setw(3) << c << "  " << config.text;
+      for (std::size_t r = 0; r < config.requirements.size(); ++r) {
+        out << (r ? ", " : "  requires ") << config.requirements[r].text;
+      }
+      out << "\n";
+    }
+    out << "  tuning key ";
+    if (plan.tuning_key.empty()) out << "every dim of every tensor input";
+    for (std::size_t k = 0; k < plan.tuning_key.size(); ++k) {
+      out << (k ? ", " : "") << plan.tuning_key[k].to_string();
+    }
+    out << " (each rounded up to a power of 2)\n";
+  }
   for (const auto& t : plan.tensors) {
     if (t.strided) out << "  strided   " << t.name << " (passed as it is, with its strides)\n";
   }
@@ -91,6 +112,7 @@ void print_images(std::ostream& out, const CompiledImage& image, bool compiled) 
   int hits = 0;
   for (const ArchImage& a : image.images) {
     hits += a.cache_hit ? 1 : 0;
+    std::vector<int> members = image.plan.instances_of(a.program);
     for (std::size_t inst = 0; inst < std::max<std::size_t>(1, a.usage.size()); ++inst) {
       out << "            " << std::left << std::setw(12) << a.arch << std::setw(7)
           << (a.is_ptx() ? "ptx" : "cubin");
@@ -111,7 +133,14 @@ void print_images(std::ostream& out, const CompiledImage& image, bool compiled) 
             << a.compile_ms << " ms";
       }
       out << std::setw(11) << size_text(a.data.size()) << src.str();
-      if (a.usage.size() > 1) out << "  " << image.plan.instances[inst].name_expression;
+      if (inst < a.usage.size() && (a.usage.size() > 1 || image.plan.is_tuned())) {
+        const KernelInstance& k = image.plan.instances[static_cast<std::size_t>(members[inst])];
+        out << "  " << k.name_expression;
+        if (image.plan.is_tuned()) {
+          out << "  tactic " << k.config << " ("
+              << image.plan.configs[static_cast<std::size_t>(k.config)].text << ")";
+        }
+      }
       out << std::right << "\n";
     }
   }

@@ -44,6 +44,7 @@ def cases(batch: int, device="cuda") -> Dict[str, Tuple[Tuple, Callable]]:
     # Rows -1 and 99 are out of the cache's range: the kernel skips them, as the reference does.
     index = torch.tensor([3, 0, 15, 7, -1, 99][:min(6, batch)], dtype=torch.int64, device=device)
     values = torch.randn(index.numel(), WIDTH, generator=g).to(device)
+    weight = torch.randn(WIDTH, 24, generator=g).to(device)
     return {
         "add": ((x, other), lambda a, b: a + b),
         "bias_add_2d": ((x.view(batch, 4, WIDTH // 4).transpose(0, 1).contiguous(), bias[:WIDTH // 4]),
@@ -58,6 +59,8 @@ def cases(batch: int, device="cuda") -> Dict[str, Tuple[Tuple, Callable]]:
         "sigmoid": ((x,), torch.sigmoid),
         "sin_cos": ((x,), lambda a: (torch.sin(a), torch.cos(a))),
         "softmax": ((x,), lambda a: torch.softmax(a, -1)),
+        "softmax_tuned": ((x,), lambda a: torch.softmax(a, -1)),
+        "gemm_tiled": ((x, weight), lambda a, b: a @ b),
     }
 
 
@@ -70,6 +73,7 @@ class AllOps(torch.nn.Module):
         self.register_buffer("bias", torch.randn(WIDTH, generator=g))
         self.register_buffer("cache", torch.randn(16, WIDTH, generator=g))
         self.register_buffer("index", torch.tensor([3, 0, 15, 7], dtype=torch.int64))
+        self.register_buffer("weight", torch.randn(WIDTH, WIDTH, generator=g) * 0.1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         ex = torch.ops.kernelop_examples
@@ -78,6 +82,7 @@ class AllOps(torch.nn.Module):
         h = ex.bias_add_2d(h, self.bias)
         s, c = ex.sin_cos(h)
         h = ex.softmax(s - c) + ex.relu_generic(x.half()).float()
+        h = ex.softmax_tuned(ex.gemm_tiled(h, self.weight))
         r = ex.repeat2(h)
         k = ex.rowsum_keepdim(r) + ex.rowsum(r).unsqueeze(-1)
         cache = self.cache.clone()
@@ -92,6 +97,7 @@ def reference_all_ops(module: AllOps, x: torch.Tensor) -> torch.Tensor:
     h = torch.sigmoid(h) + x * 0.5
     h = h + module.bias
     h = torch.softmax(torch.sin(h) - torch.cos(h), -1) + torch.relu(x.half()).float()
+    h = torch.softmax(h @ module.weight, -1)
     r = torch.cat([h, h], 1)
     k = r.sum(-1, keepdim=True) * 2
     cache = _scatter_reference(module.cache, module.index, h[:4])

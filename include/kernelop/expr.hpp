@@ -24,6 +24,9 @@ enum class ExprOp : std::uint8_t {
   ItemSize,     ///< itemsize(t): bytes per element of t's dtype
   Stride,       ///< stride(t, axis): t's stride along `axis`, in elements
   Aligned,      ///< aligned(t, bytes): 1 when t's data pointer is a multiple of `bytes`, else 0
+  Tunable,      ///< BLOCK: the value the chosen config binds to tunable BLOCK (resolved form of
+                ///< a name that is a tunable; launch values and configs' requires only)
+  Arch,         ///< arch(): the device's compute capability, major * 10 + minor (sm_90 -> 90)
   // binary operators (Python semantics: // floors, % takes the divisor's sign)
   Add,
   Sub,
@@ -85,6 +88,8 @@ class Expr {
   static Expr itemsize(std::string tensor);
   static Expr stride(std::string tensor, std::int64_t axis);
   static Expr aligned(std::string tensor, std::int64_t bytes);
+  static Expr tunable(std::string name);
+  static Expr arch();
   static Expr binary(ExprOp op, Expr lhs, Expr rhs);
   static Expr select(Expr cond, Expr if_true, Expr if_false);
 
@@ -111,6 +116,8 @@ class Expr {
 
   /// A copy whose leaves carry the slot `slot_of(leaf)` returns.
   Expr resolved(const std::function<int(const Expr& leaf)>& slot_of) const;
+  /// A copy in which the name leaves (ExprOp::Scalar) listed in `names` are Tunable leaves.
+  Expr with_tunables(const std::vector<std::string>& names) const;
 
   /// Calls fn on every leaf other than constants, left to right.
   void for_each_leaf(const std::function<void(const Expr& leaf)>& fn) const;
@@ -201,6 +208,8 @@ Int evaluate(const ExprNode& node, const Env& env) {
     case ExprOp::ItemSize:
     case ExprOp::Stride:
     case ExprOp::Aligned:
+    case ExprOp::Tunable:
+    case ExprOp::Arch:
       return env.leaf(node);
     case ExprOp::Select:
       return ExprArith<Int>::truthy(evaluate<Int>(*node.cond, env)) ? evaluate<Int>(*node.lhs, env)

@@ -2,6 +2,7 @@
 // produced by compile() and stored in packages. No CUDA needed to hold or serialise it.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,10 +26,33 @@ struct ResourceUsage {
 struct ArchImage {
   std::string arch;  ///< "sm_90" (CUBIN) or "compute_90" (PTX)
   bool is_ptx() const { return arch.rfind("compute_", 0) == 0; }
-  std::string data;                  ///< CUBIN bytes or PTX text
-  std::vector<ResourceUsage> usage;  ///< per instance; empty for PTX
+  std::string data;  ///< CUBIN bytes or PTX text
+  /// Per instance of its program (OpPlan::instances_of), in order; empty for PTX.
+  std::vector<ResourceUsage> usage;
   bool cache_hit = false;
   double compile_ms = 0;  ///< NVRTC time, or the cache read when cache_hit
+  /// The compilation it comes from (OpPlan::programs; 0 unless configs differ in a define).
+  int program = 0;
+};
+
+struct TuningEntry {
+  std::vector<std::int64_t> key;  ///< Note [tuning key]
+  std::string text;               ///< the key in words, for people: "float32 x=[1024, 4096]"
+  int config = 0;                 ///< the chosen config (tactic id)
+  /// Median time of each config in milliseconds; negative: not timed (ineligible or failed).
+  std::vector<double> times_ms;
+  bool operator==(const TuningEntry&) const = default;
+};
+
+struct TuningTable {
+  std::string op;                    ///< "ns::name"
+  std::string fingerprint;           ///< op_fingerprint() of the image it was tuned with
+  std::string device;                ///< device model: "NVIDIA H200"
+  std::string arch;                  ///< "sm_90"
+  std::string version;               ///< kernelop's version
+  std::vector<std::string> configs;  ///< the configs' texts ("BLOCK=256, VEC=4")
+  std::vector<TuningEntry> entries;
+  bool operator==(const TuningTable&) const = default;
 };
 
 struct CompiledImage {
@@ -39,8 +63,13 @@ struct CompiledImage {
   std::vector<std::string> options;        ///< NVRTC options, -arch excepted
   std::string nvrtc_version;
   bool cache_bypassed = false;  ///< a computed #include made the persistent cache unsafe
+  /// Tuning tables that travel with the image (a package's, see kernelop/tuning.hpp): a
+  /// deployment whose device and keys they cover never times anything.
+  std::vector<TuningTable> tuning;
   double total_ms = 0;
-  const ArchImage* find(std::string_view arch) const;
+  const ArchImage* find(std::string_view arch, int program = 0) const;
+  /// The resource usage of `instance` on CUBIN architecture `arch` (nullptr when not built).
+  const ResourceUsage* usage(std::string_view arch, int instance) const;
 };
 
 /// An image from pre-compiled PTX (e.g. Triton's or a saved NVRTC output), skipping NVRTC: the

@@ -34,6 +34,13 @@ constexpr bool within_launch_limits(const Dims3& grid, const Dims3& block,
 /// threads per block; CUDA allows at most 1024", "z dimension is 128; CUDA allows at most 64".
 std::string block_problem(const std::vector<std::int64_t>& block);
 
+/// Registers of one SM (every architecture kernelop builds for, sm_50 to sm_120): a block whose
+/// threads x registers exceed it cannot launch.
+inline constexpr std::int64_t kRegistersPerSm = 65536;
+/// The shared memory (static + dynamic) one block may use on an architecture (sm_90: 227 KiB),
+/// with the opt-in kernelop makes; 48 KiB for architectures it does not know.
+std::int64_t max_shared_per_block(int arch_number);
+
 /// The expressions behind launch dimensions, for messages ("" when the caller gave numbers).
 struct DimsText {
   std::array<std::string, 3> grid, block;

@@ -114,9 +114,24 @@ struct LaunchGeometry {
 struct KernelInstance {
   std::string name_expression;
   std::vector<DType> bindings;  ///< parallel to OpPlan::type_params
+  int config = 0;               ///< the config (tactic) it belongs to
   bool operator==(const KernelInstance&) const = default;
 };
 
+/// One config (tactic) of the op, resolved: its values, its own requires, the compilation it is
+/// part of (configs that differ in a `define` tunable are compiled separately).
+struct ConfigPlan {
+  std::vector<std::int64_t> values;  ///< parallel to OpPlan::tunables
+  std::vector<RequirementPlan> requirements;
+  std::string text;  ///< "BLOCK=256, VEC=4" (empty for the implicit config of an untuned op)
+  int program = 0;   ///< index in OpPlan::programs
+  bool operator==(const ConfigPlan&) const = default;
+};
+
+/// Note [instances and configs]: an op has at least one config (an untuned op has one, with no
+/// values) and per config one instance per dtype combination: OpPlan::instances is config-major,
+/// instance = config * dtype_combinations() + combination, and the first dtype_combinations()
+/// instances (config 0's) stand for every config wherever only dtypes matter.
 struct OpPlan {
   std::string op_name;   ///< "namespace::name"
   std::string ns, name;  ///< the two parts
@@ -137,6 +152,12 @@ struct OpPlan {
   std::vector<RequirementPlan> requirements;
   std::vector<TypeParam> type_params;
   std::vector<KernelInstance> instances;
+  std::vector<Tunable> tunables;
+  std::vector<ConfigPlan> configs;  ///< never empty (Note [instances and configs])
+  /// The -D defines of each separate compilation (one, empty, unless a tunable is a define).
+  std::vector<std::vector<std::string>> programs = {{}};
+  /// The resolved tuning key (empty: every dim of every tensor input), bucketed to powers of 2.
+  std::vector<Expr> tuning_key;
   KernelSpec spec;  ///< the validated spec this plan was derived from
   std::string base_dir;
   bool operator==(const OpPlan&) const = default;
@@ -154,6 +175,14 @@ struct OpPlan {
   /// a pointer with its own tensor slot or a value, as an argument of raw launches.
   void adopt_pointer_param(bool is_const, std::optional<DTypeDecl> element);
   void adopt_value_param(ScalarType type);
+  /// Instances per config: the number of dtype combinations.
+  int dtype_combinations() const {
+    return static_cast<int>(instances.size() / (configs.empty() ? 1 : configs.size()));
+  }
+  /// The instances compiled by program `program`, in instance order.
+  std::vector<int> instances_of(int program) const;
+  /// The op has configs to choose between (a tuned op).
+  bool is_tuned() const { return !tunables.empty(); }
   /// Everything is declared: KernelOp::launch() works and the op can go in a package.
   bool is_declarative() const { return geometry && !args_from_kernel && !has_external_outputs(); }
 };

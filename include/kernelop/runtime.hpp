@@ -42,8 +42,28 @@ struct LoadInfo {
 struct LoadOptions {
   /// Skip CUBINs and JIT the PTX (to test the forward-compatibility path).
   bool prefer_ptx = false;
-  /// Print one line per device load to stderr (also enabled by KERNELOP_LOG=1).
+  /// Print one line per device load, tuning and untuned choice to stderr (also enabled by
+  /// KERNELOP_LOG=1).
   bool log = false;
+  /// A tuned op (one with configs) times its eligible configs on a tuning-table miss, unless the
+  /// stream is capturing a CUDA graph. Off (or KERNELOP_TUNE=0): a miss takes the first eligible
+  /// config.
+  bool tune = true;
+  /// Where tuning tables persist: empty is the tuning/ folder of the cache root (kernelop/
+  /// tuning.hpp); nothing persists when persist_tuning is false or KERNELOP_DISABLE_CACHE=1.
+  std::filesystem::path tuning_dir;
+  bool persist_tuning = true;
+  /// Timed runs per config when tuning (median taken), after one warm-up run.
+  int tuning_runs = 5;
+};
+
+/// What tuning has done for one op, in this process.
+struct TuningStats {
+  std::uint64_t timed_runs = 0;  ///< kernel runs made to time configs, warm-ups included
+  std::uint64_t tunings = 0;     ///< keys tuned
+  std::uint64_t table_hits = 0;  ///< launches whose config came from a tuning table
+  std::uint64_t defaults = 0;    ///< launches that took the first eligible config (no tuning)
+  std::uint64_t pinned = 0;      ///< launches of a pinned tactic
 };
 
 /// One argument of KernelOp::launch_raw(): a tensor (passed as its data pointer) or a number
@@ -107,6 +127,26 @@ class KernelOp {
 
   /// Loads the kernel on `device` now (launch() does so lazily) and tells how.
   LoadInfo load(int device) const;
+
+  /// Tactics (Note [tactics] in docs/tactics.md): an op with configs has one tactic per config,
+  /// id = the config's index; an op without has one, id 0.
+  int num_tactics() const;
+  /// "BLOCK=256, VEC=4" ("" for the one tactic of an untuned op).
+  const std::string& tactic_text(int tactic) const;
+  /// Every launch uses `tactic` (-1: choose again); a launch whose inputs it cannot run is an
+  /// error, never a fallback. Throws Error(Spec) for an id out of range. KERNELOP_TACTIC=N (all
+  /// tuned ops) or KERNELOP_TACTIC=ns::op=N,ns::other=M pins from the environment.
+  void pin_tactic(int tactic);
+  int pinned_tactic() const;
+  /// The tactic of the latest launch (-1 before any).
+  int last_tactic() const;
+  TuningStats tuning_stats() const;
+  /// The tuning tables in use, one per device model and architecture seen (entries tuned here,
+  /// loaded from disk or from the package).
+  std::vector<TuningTable> tuning_tables() const;
+  /// Adds a table's entries (its device and arch say where they apply). Throws Error(Format)
+  /// when it belongs to another op, build or set of configs.
+  void add_tuning_table(const TuningTable& table);
 
  private:
   struct State;

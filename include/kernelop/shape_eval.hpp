@@ -21,6 +21,8 @@ namespace kernelop {
 ///   Int itemsize(int slot) const;             // bytes per element
 ///   Int stride(int slot, std::int64_t a) const; // stride of a normalised axis, in elements
 ///   bool aligned(int slot, std::int64_t bytes) const; // data pointer % bytes == 0
+///   (launch only) std::int64_t tunable(int slot) const, arch() const: the chosen config's
+///   value of a tunable, the device's compute capability
 ///   bool negative(const Int& v) const;        // v < 0 (a SymInt may guard)
 ///   std::string shape_text(int slot) const;   // "[8, s0]", for messages
 ///
@@ -59,6 +61,16 @@ struct SizeEnv {
         return sizes.itemsize(n.slot);
       case ExprOp::Aligned:
         return ExprArith<Int>::constant(sizes.aligned(n.slot, n.value) ? 1 : 0);
+      case ExprOp::Tunable:
+      case ExprOp::Arch:
+        // Launch values and configs' requires only (validate() keeps them out of shapes and
+        // requirements, which a Meta kernel evaluates with sizes that know no config).
+        if constexpr (requires { sizes.tunable(0); }) {
+          return ExprArith<Int>::constant(n.op == ExprOp::Arch ? sizes.arch()
+                                                               : sizes.tunable(n.slot));
+        } else {
+          KERNELOP_FAIL(Internal) << "'" << to_string(n) << "' read outside a launch";
+        }
       case ExprOp::NumelExcept: {
         std::uint64_t skip = 0;
         for (auto listed : n.axes) {

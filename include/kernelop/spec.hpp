@@ -196,6 +196,26 @@ struct TypeParam {
   bool operator==(const TypeParam&) const = default;
 };
 
+/// A tunable parameter (the reference's config keys): an integer (or bool) every config binds.
+/// Its name can appear in kernel_name's template arguments (`softmax<T, BLOCK>`), in launch
+/// expressions (geometry, extras, shared memory) and configs' requires; with `define`, each
+/// config's compilation also gets `-DNAME=value`.
+struct Tunable {
+  std::string name;
+  bool define = false;
+  bool boolean = false;  ///< values are false/true (written so in template arguments)
+  bool operator==(const Tunable&) const = default;
+};
+
+/// One config (a tactic; its id is its index): a value per tunable, in KernelSpec::tunables'
+/// order, and the conditions under which it may run. A config whose requires fail for a call's
+/// inputs is ineligible for that call and never launched on it.
+struct Config {
+  std::vector<std::int64_t> values;
+  std::vector<Requirement> requirements;  ///< JSON "requires"
+  bool operator==(const Config&) const = default;
+};
+
 struct KernelSpec {
   /// CUDA C++ source text. When it was read from a file, `source_file` keeps that path
   /// (relative to the spec file) so the spec's JSON form can refer to it again.
@@ -220,7 +240,13 @@ struct KernelSpec {
   bool fast_math = false;
   bool line_info = false;
   std::vector<TypeParam> type_params;
-  std::vector<Requirement> requirements;  ///< JSON "requires
+  std::vector<Requirement> requirements;  ///< JSON "requires"
+  /// Tunable parameters and the configs binding them (kernelop's tactics; see docs/tactics.md).
+  std::vector<Tunable> tunables;
+  std::vector<Config> configs;
+  /// The input sizes the fastest config depends on, each bucketed to a power of two (absent:
+  /// every dim of every tensor input).
+  std::optional<std::vector<Expr>> tuning_key;
   bool operator==(const KernelSpec&) const = default;
 };
 

@@ -25,23 +25,12 @@ namespace fs = std::filesystem;
 constexpr detail::FrameFormat kEntryFormat{
     {'K', 'O', 'P', 'C', 'A', 'C', 'H', 'E'}, CompileCache::kFormatVersion, "compile cache entry"};
 
-std::string errno_text() {
-  return std::strerror(errno);
-}
-
 }  // namespace
 
 CompileCache::CompileCache(fs::path dir) : dir_(std::move(dir)) {}
 
 fs::path CompileCache::default_dir() {
-  if (const char* env = std::getenv("KERNELOP_CACHE_DIR"); env && *env) return env;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
-    return fs::path(xdg) / "kernelop";
-  }
-  if (const char* home = std::getenv("HOME"); home && *home) {
-    return fs::path(home) / ".cache" / "kernelop";
-  }
-  return fs::temp_directory_path() / ("kernelop-" + std::to_string(::geteuid()));
+  return detail::cache_root();
 }
 
 CompileCache& CompileCache::global() {
@@ -68,27 +57,9 @@ bool CompileCache::prepare() {
     unusable_ = true;
     return false;
   };
-  if (std::string why = detail::make_directories(dir_, 0700); !why.empty()) return give_up(why);
-  struct stat st {};
-  if (::stat(dir_.c_str(), &st) != 0) return give_up(errno_text());
-  if (!S_ISDIR(st.st_mode)) return give_up("not a directory");
-  // Unsafe (others control it): an error, never a silent fallback.
-  if (st.st_uid != ::geteuid()) {
-    KERNELOP_FAIL(Cache) << "compile cache directory '" << dir_.string() << "' is owned by uid "
-                         << st.st_uid << ", not by this user (uid " << ::geteuid()
-                         << "); kernelop refuses to load machine code others control. Set "
-                            "KERNELOP_CACHE_DIR to a directory of your own";
+  if (std::string why = detail::private_directory(dir_, "compile cache"); !why.empty()) {
+    return give_up(why);
   }
-  if ((st.st_mode & 022) != 0) {
-    std::ostringstream mode;
-    mode << std::oct << (st.st_mode & 0777);
-    KERNELOP_FAIL(Cache) << "compile cache directory '" << dir_.string()
-                         << "' is writable by group or others (mode 0" << mode.str()
-                         << "); kernelop refuses to load machine code others can replace. Run "
-                            "'chmod 700 "
-                         << dir_.string() << "' or set KERNELOP_CACHE_DIR";
-  }
-  if (::access(dir_.c_str(), W_OK | X_OK) != 0) return give_up(errno_text());
   std::lock_guard lock(mutex_);
   dir_checked_ = true;
   return true;

@@ -26,6 +26,7 @@
 #include "core/hash.hpp"
 #include "core/json_util.hpp"
 #include "kernelop/cache.hpp"
+#include "kernelop/launch_limits.hpp"
 
 namespace kernelop {
 namespace {
@@ -43,6 +44,7 @@ double ms_since(Clock::time_point t0) {
 struct Job {
   std::string arch_option;  // "sm_90" or "compute_90"
   std::string key;
+  int program = 0;  // OpPlan::programs: the configs' -D defines
 };
 
 // The program's directory when there is no base directory: never the working directory.
@@ -92,9 +94,15 @@ class Compiler {
     name_program();
     build_options();
     source_ = spec.kernel_source + "\n" + detail::signature_probe_source();
-    for (const auto& inst : plan_.instances) {
-      expressions_.push_back(inst.name_expression);
-      expressions_.push_back(detail::signature_probe_expression(inst.name_expression));
+    for (std::size_t p = 0; p < plan_.programs.size(); ++p) {
+      program_instances_.push_back(plan_.instances_of(static_cast<int>(p)));
+      std::vector<std::string> expressions;
+      for (int i : program_instances_.back()) {
+        const std::string& name = plan_.instances[static_cast<std::size_t>(i)].name_expression;
+        expressions.push_back(name);
+        expressions.push_back(detail::signature_probe_expression(name));
+      }
+      expressions_.push_back(std::move(expressions));
     }
     CompiledImage image;
     image.nvrtc_version = detail::nvrtc_version();
@@ -103,36 +111,114 @@ class Compiler {
     std::vector<JobResult> results = run_jobs();
 
     image.plan = plan_;
-    const JobResult& first = results.front();
-    for (const JobResult& r : results) {
-      if (r.codes != first.codes) {
-        KERNELOP_FAIL(Internal) << "op " << plan_.op_name
-                                << ": kernel signature differs between architectures";
+    // Every instance's symbol and signature codes, from the first job of its program.
+    std::vector<std::vector<std::int64_t>> codes(plan_.instances.size());
+    image.lowered_names.resize(plan_.instances.size());
+    for (std::size_t j = 0; j < jobs_.size(); ++j) {
+      const JobResult& r = results[j];
+      const auto& members = program_instances_[static_cast<std::size_t>(jobs_[j].program)];
+      for (std::size_t k = 0; k < members.size(); ++k) {
+        auto i = static_cast<std::size_t>(members[k]);
+        if (codes[i].empty()) {
+          codes[i] = r.codes[k];
+          image.lowered_names[i] = r.lowered[k];
+        } else if (codes[i] != r.codes[k]) {
+          KERNELOP_FAIL(Internal) << "op " << plan_.op_name
+                                  << ": kernel signature differs between architectures";
+        }
       }
     }
-    detail::verify_signature(image.plan, first.codes);
-    image.lowered_names = first.lowered;
+    detail::verify_signature(image.plan, codes);
     std::set<std::string> logs;
     for (const JobResult& r : results) {
       if (!r.log.empty() && logs.insert(r.log).second) {
         image.log += (image.log.empty() ? "" : "\n") + r.log;
       }
     }
-    for (const std::string& arch : archs_) {
-      bool ptx = arch.rfind("compute_", 0) == 0;
-      std::string number = arch.substr(arch.find('_') + 1);
-      std::size_t job = job_of_number_.at(number);
-      const JobResult& r = results[job];
-      ArchImage a;
-      a.arch = arch;
-      a.data = ptx ? r.ptx : r.cubin;
-      if (!ptx) a.usage = r.usage;
-      a.cache_hit = r.cache_hit;
-      a.compile_ms = r.ms;
-      image.images.push_back(std::move(a));
+    for (std::size_t p = 0; p < plan_.programs.size(); ++p) {
+      for (const std::string& arch : archs_) {
+        bool ptx = arch.rfind("compute_", 0) == 0;
+        std::string number = arch.substr(arch.find('_') + 1);
+        const JobResult& r = results[job_of_.at({static_cast<int>(p), number})];
+        ArchImage a;
+        a.arch = arch;
+        a.program = static_cast<int>(p);
+        a.data = ptx ? r.ptx : r.cubin;
+        if (!ptx) a.usage = r.usage;
+        a.cache_hit = r.cache_hit;
+        a.compile_ms = r.ms;
+        image.images.push_back(std::move(a));
+      }
     }
+    check_configs_launch(image);
     image.total_ms = ms_since(t0);
     return image;
+  }
+
+  // A config whose constant block (with its values) cannot launch on an architecture built:
+  // too many threads, more registers than an SM has, more shared memory than a block may use.
+  void check_configs_launch(const CompiledImage& image) const {
+    if (!plan_.geometry || !plan_.is_tuned()) return;
+    for (std::size_t c = 0; c < plan_.configs.size(); ++c) {
+      const ConfigPlan& config = plan_.configs[c];
+      auto constant = [&](const Expr& e) -> std::optional<std::int64_t> {
+        bool ok = true;
+        e.for_each_leaf([&](const Expr& leaf) { ok = ok && leaf.op() == ExprOp::Tunable; });
+        if (!ok) return std::nullopt;
+        struct Env {
+          const ConfigPlan& c;
+          std::int64_t leaf(const ExprNode& n) const {
+            return c.values[static_cast<std::size_t>(n.slot)];
+          }
+        };
+        try {
+          return evaluate<std::int64_t>(e, Env{config});
+        } catch (const Error&) {
+          return std::nullopt;
+        }
+      };
+      auto fail = [&]() {
+        detail::ErrorStream e(ErrorKind::Compile);
+        e << "op " << plan_.op_name << ": tactic " << c << " (" << config.text
+          << ") cannot launch: ";
+        return e;
+      };
+      std::vector<std::int64_t> block;
+      bool known = true;
+      for (const Expr& b : plan_.geometry->block) {
+        auto v = constant(b);
+        known = known && v.has_value();
+        block.push_back(v.value_or(1));
+      }
+      if (!known) continue;
+      if (std::string why = block_problem(block); !why.empty()) {
+        KERNELOP_RAISE(fail() << "its block " << detail::int_list_text(block) << " " << why);
+      }
+      std::int64_t threads = block[0] * block[1] * block[2];
+      std::int64_t smem = constant(plan_.geometry->shared_mem).value_or(0);
+      for (const ArchImage& a : image.images) {
+        if (a.is_ptx() || a.program != config.program) continue;
+        detail::ArchId id;
+        detail::parse_arch(a.arch, &id);
+        for (int inst = 0; inst < static_cast<int>(plan_.instances.size()); ++inst) {
+          if (plan_.instances[static_cast<std::size_t>(inst)].config != static_cast<int>(c))
+            continue;
+          const ResourceUsage* u = image.usage(a.arch, inst);
+          if (!u) continue;
+          if (static_cast<std::int64_t>(u->registers) * threads > kRegistersPerSm) {
+            KERNELOP_RAISE(fail() << "on " << a.arch << " a block of " << threads << " threads x "
+                                  << u->registers << " registers needs " << u->registers * threads
+                                  << " registers; an SM has " << kRegistersPerSm);
+          }
+          std::int64_t shared = smem + std::max(0, u->static_shared);
+          if (shared > max_shared_per_block(id.number)) {
+            KERNELOP_RAISE(fail() << "on " << a.arch << " it needs " << shared
+                                  << " bytes of shared memory per block; a block may use "
+                                  << max_shared_per_block(id.number));
+          }
+        }
+      }
+    }
   }
 
  private:
@@ -214,27 +300,30 @@ class Compiler {
     detail::Hasher base;
     base.field("kernelop.compile").field(static_cast<std::int64_t>(CompileCache::kFormatVersion));
     base.field(image.nvrtc_version).field(toolkit_identity()).field(program_name_).field(source_);
-    for (const auto& e : expressions_) base.field(e);
     for (const auto& o : options_list_) base.field(o);
     for (const auto& f : scan.files) {
       base.field(f.spelled).field(f.path).field(f.state).field(f.content.hex());
     }
     std::string base_key = base.digest().hex();
-    // One job per architecture number; an sm_ job also yields that number's PTX.
-    for (const auto& arch : archs_) {
-      std::string number = arch.substr(arch.find('_') + 1);
-      bool cubin = arch.rfind("sm_", 0) == 0;
-      auto it = job_of_number_.find(number);
-      if (it != job_of_number_.end()) {
-        if (cubin) jobs_[it->second].arch_option = "sm_" + number;
-        continue;
+    // One job per program and architecture number; an sm_ job also yields that number's PTX.
+    for (std::size_t p = 0; p < plan_.programs.size(); ++p) {
+      for (const auto& arch : archs_) {
+        std::string number = arch.substr(arch.find('_') + 1);
+        bool cubin = arch.rfind("sm_", 0) == 0;
+        auto it = job_of_.find({static_cast<int>(p), number});
+        if (it != job_of_.end()) {
+          if (cubin) jobs_[it->second].arch_option = "sm_" + number;
+          continue;
+        }
+        job_of_[{static_cast<int>(p), number}] = jobs_.size();
+        jobs_.push_back(Job{(cubin ? "sm_" : "compute_") + number, {}, static_cast<int>(p)});
       }
-      job_of_number_[number] = jobs_.size();
-      jobs_.push_back(Job{(cubin ? "sm_" : "compute_") + number, {}});
     }
     for (Job& job : jobs_) {
       detail::Hasher h;
       h.field(base_key).field("-arch=" + job.arch_option);
+      for (const auto& e : expressions_[static_cast<std::size_t>(job.program)]) h.field(e);
+      for (const auto& d : program_options(job.program)) h.field(d);
       job.key = h.digest().hex();
     }
     use_cache_ = options_.use_cache && scan.bypass.empty();
@@ -311,7 +400,7 @@ class Compiler {
   }
 
   std::string check_cached(const Job& job, const JobResult& r) const {
-    std::size_t n = plan_.instances.size();
+    std::size_t n = program_instances_[static_cast<std::size_t>(job.program)].size();
     bool cubin_job = job.arch_option.rfind("sm_", 0) == 0;
     if (r.lowered.size() != n)
       return std::to_string(r.lowered.size()) + " symbols for " + std::to_string(n) + " instances";
@@ -334,9 +423,11 @@ class Compiler {
     // If ptxas' report is missing from the log anyway, the CUBIN is the fallback (see
     // usage_from_cubin).
     {
+      const auto& expressions = expressions_[static_cast<std::size_t>(job.program)];
       detail::NvrtcProgram program(source_, program_name_);
-      for (const auto& e : expressions_) program.add_name_expression(e);
+      for (const auto& e : expressions) program.add_name_expression(e);
       std::vector<std::string> opts = options_list_;
+      for (auto& d : program_options(job.program)) opts.push_back(std::move(d));
       opts.push_back("-arch=" + job.arch_option);
       nvrtcResult result = program.compile(opts);
       std::string log = program.log();
@@ -346,10 +437,10 @@ class Compiler {
       r.ptx = program.ptx();
       r.cubin = program.cubin();
       bool complete = true;  // every instance found in ptxas' report
-      for (std::size_t i = 0; i < plan_.instances.size(); ++i) {
-        r.lowered.push_back(program.lowered_name(expressions_[2 * i]));
+      for (std::size_t i = 0; i < expressions.size() / 2; ++i) {
+        r.lowered.push_back(program.lowered_name(expressions[2 * i]));
         r.codes.push_back(
-            detail::parse_signature_codes(program.lowered_name(expressions_[2 * i + 1])));
+            detail::parse_signature_codes(program.lowered_name(expressions[2 * i + 1])));
         if (r.cubin.empty()) continue;
         auto usage = detail::parse_resource_usage(log, r.lowered.back(), job.arch_option);
         complete = complete && usage.has_value();
@@ -436,6 +527,13 @@ class Compiler {
                            : "; no error message; the compiler's report:\n" + log);
   }
 
+  // The -D options of a program's configs (define tunables), after the spec's own.
+  std::vector<std::string> program_options(int program) const {
+    std::vector<std::string> out;
+    for (const auto& d : plan_.programs[static_cast<std::size_t>(program)]) out.push_back("-D" + d);
+    return out;
+  }
+
   std::string display_name() const {
     return program_name_.rfind(kNoDirectory, 0) == 0 ? program_name_.substr(kNoDirectory.size() + 1)
                                                      : program_name_;
@@ -443,11 +541,13 @@ class Compiler {
 
   const OpPlan& plan_;
   const CompileOptions& options_;
-  std::vector<std::string> archs_, options_list_, expressions_;
+  std::vector<std::string> archs_, options_list_;
+  std::vector<std::vector<std::string>> expressions_;  // per program: name, probe, name, ...
+  std::vector<std::vector<int>> program_instances_;    // per program: its instances
   detail::IncludeRules rules_;
   std::string source_, program_name_;
   std::vector<Job> jobs_;
-  std::map<std::string, std::size_t> job_of_number_;
+  std::map<std::pair<int, std::string>, std::size_t> job_of_;  // (program, arch number)
   bool use_cache_ = true;
 };
 

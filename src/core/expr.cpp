@@ -107,6 +107,12 @@ void print(const ExprNode& n, std::ostream& out) {
     case ExprOp::Aligned:
       out << "aligned(" << n.name << ", " << n.value << ")";
       return;
+    case ExprOp::Tunable:
+      out << n.name;
+      return;
+    case ExprOp::Arch:
+      out << "arch()";
+      return;
     case ExprOp::Select:
       out << "select(";
       print(*n.cond, out);
@@ -172,6 +178,7 @@ bool is_nonnegative(const ExprNode& node) {
     case ExprOp::NumelExcept:
     case ExprOp::ItemSize:
     case ExprOp::Aligned:
+    case ExprOp::Arch:
     case ExprOp::Lt:
     case ExprOp::Le:
     case ExprOp::Gt:
@@ -180,6 +187,7 @@ bool is_nonnegative(const ExprNode& node) {
     case ExprOp::Ne:
       return true;
     case ExprOp::Scalar:
+    case ExprOp::Tunable:
     case ExprOp::Stride:  // a view's strides are the caller's
     case ExprOp::Sub:
       return false;
@@ -199,7 +207,8 @@ bool is_nonnegative(const ExprNode& node) {
 bool is_leaf(ExprOp op) {
   return op == ExprOp::Const || op == ExprOp::Dim || op == ExprOp::Numel ||
          op == ExprOp::NumelExcept || op == ExprOp::Scalar || op == ExprOp::ItemSize ||
-         op == ExprOp::Stride || op == ExprOp::Aligned;
+         op == ExprOp::Stride || op == ExprOp::Aligned || op == ExprOp::Tunable ||
+         op == ExprOp::Arch;
 }
 
 bool is_comparison(ExprOp op) {
@@ -234,6 +243,12 @@ Expr Expr::stride(std::string tensor, std::int64_t axis) {
 }
 Expr Expr::aligned(std::string tensor, std::int64_t bytes) {
   return Expr(make_leaf(ExprOp::Aligned, std::move(tensor), bytes));
+}
+Expr Expr::tunable(std::string name) {
+  return Expr(make_leaf(ExprOp::Tunable, std::move(name), 0));
+}
+Expr Expr::arch() {
+  return Expr(make_leaf(ExprOp::Arch, {}, 0));
 }
 
 Expr Expr::select(Expr cond, Expr if_true, Expr if_false) {
@@ -337,6 +352,20 @@ Expr Expr::resolved(const std::function<int(const Expr& leaf)>& slot_of) const {
     return Expr::select(cond().resolved(slot_of), lhs().resolved(slot_of), rhs().resolved(slot_of));
   }
   return Expr::binary(op(), lhs().resolved(slot_of), rhs().resolved(slot_of));
+}
+
+Expr Expr::with_tunables(const std::vector<std::string>& names) const {
+  if (names.empty() || op() == ExprOp::Const) return *this;
+  if (is_leaf(op())) {
+    bool tunable =
+        op() == ExprOp::Scalar && std::find(names.begin(), names.end(), name()) != names.end();
+    return tunable ? Expr::tunable(name()) : *this;
+  }
+  if (op() == ExprOp::Select) {
+    return Expr::select(cond().with_tunables(names), lhs().with_tunables(names),
+                        rhs().with_tunables(names));
+  }
+  return Expr::binary(op(), lhs().with_tunables(names), rhs().with_tunables(names));
 }
 
 void Expr::for_each_leaf(const std::function<void(const Expr& leaf)>& fn) const {

@@ -226,6 +226,10 @@ class Parser {
       expect(")");
       return {Expr::aligned(tensor, bytes)};
     }
+    if (name == "arch") {
+      expect(")");
+      return {Expr::arch()};
+    }
     if (name == "select") {
       Parsed cond = parse_nested();
       expect(",");
@@ -255,7 +259,7 @@ class Parser {
     } else {
       KERNELOP_RAISE(error()) << "unknown function '" << name
                               << "' (known: dim, numel, numel_except, itemsize, stride, "
-                                 "aligned, cdiv, min, max, select)";
+                                 "aligned, arch, cdiv, min, max, select)";
     }
     Parsed a = parse_nested();
     expect(",");

@@ -7,6 +7,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
 
 #include "kernelop/error.hpp"
 
@@ -135,6 +138,43 @@ void write_file(const fs::path& path, std::string_view bytes, std::string_view w
     KERNELOP_FAIL(Io) << "cannot write " << what << " '" << shorten(path.string(), 300)
                       << "': " << why;
   }
+}
+
+fs::path cache_root() {
+  if (const char* env = std::getenv("KERNELOP_CACHE_DIR"); env && *env) return env;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
+    return fs::path(xdg) / "kernelop";
+  }
+  if (const char* home = std::getenv("HOME"); home && *home) {
+    return fs::path(home) / ".cache" / "kernelop";
+  }
+  return fs::temp_directory_path() / ("kernelop-" + std::to_string(::geteuid()));
+}
+
+std::string private_directory(const fs::path& dir, std::string_view what) {
+  if (std::string why = make_directories(dir, 0700); !why.empty()) return why;
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return std::strerror(errno);
+  if (!S_ISDIR(st.st_mode)) return "not a directory";
+  // Unsafe (others control it): an error, never a silent fallback.
+  std::string_view trusted = what == "compile cache" ? "machine code" : "tuning decisions";
+  if (st.st_uid != ::geteuid()) {
+    KERNELOP_FAIL(Cache) << what << " directory '" << dir.string() << "' is owned by uid "
+                         << st.st_uid << ", not by this user (uid " << ::geteuid()
+                         << "); kernelop refuses to load " << trusted
+                         << " others control. Set KERNELOP_CACHE_DIR to a directory of your own";
+  }
+  if ((st.st_mode & 022) != 0) {
+    std::ostringstream mode;
+    mode << std::oct << (st.st_mode & 0777);
+    KERNELOP_FAIL(Cache) << what << " directory '" << dir.string()
+                         << "' is writable by group or others (mode 0" << mode.str()
+                         << "); kernelop refuses to load " << trusted
+                         << " others can replace. Run 'chmod 700 " << dir.string()
+                         << "' or set KERNELOP_CACHE_DIR";
+  }
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) return std::strerror(errno);
+  return "";
 }
 
 std::string make_directories(const fs::path& dir, mode_t mode) {

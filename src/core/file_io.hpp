@@ -57,6 +57,18 @@ void write_file(const std::filesystem::path& path, std::string_view bytes, std::
 /// created, else why not (a parent that is a file, a name too long, permission denied).
 std::string make_directories(const std::filesystem::path& dir, mode_t mode);
 
+/// The root of kernelop's per-user caches: $KERNELOP_CACHE_DIR, else $XDG_CACHE_HOME/kernelop,
+/// else ~/.cache/kernelop, else a per-user folder in the temporary directory. The compile cache
+/// lives there and tuning tables in its tuning/ folder.
+std::filesystem::path cache_root();
+
+/// Note [private directories]: a directory kernelop loads machine code or tuning decisions from
+/// must be its user's own. Creates `dir` (mode 0700) if needed; returns "" when it is usable,
+/// else why it is unusable (cannot be created, not a directory, not writable: the caller warns
+/// and goes on without it). Throws Error(Cache) when it is unsafe (another owner, writable by
+/// group or others), naming `what` ("compile cache", "tuning table") and how to fix it.
+std::string private_directory(const std::filesystem::path& dir, std::string_view what);
+
 /// The file type of `st_mode` in words, for messages: "a FIFO", "a directory", ...
 std::string_view file_type_name(mode_t mode);
 

@@ -7,6 +7,32 @@
 
 namespace kernelop {
 
+std::int64_t max_shared_per_block(int arch_number) {
+  switch (arch_number) {
+    case 70:
+    case 72:
+      return 96 * 1024;
+    case 75:
+      return 64 * 1024;
+    case 80:
+    case 87:
+      return 163 * 1024;
+    case 86:
+    case 89:
+    case 120:
+    case 121:
+      return 99 * 1024;
+    case 90:
+    case 100:
+    case 101:
+    case 103:
+    case 110:
+      return 227 * 1024;
+    default:
+      return 48 * 1024;
+  }
+}
+
 std::string block_problem(const std::vector<std::int64_t>& block) {
   if (block.empty()) return "is empty; expected 1 to 3 positive ints";
   if (block.size() > 3) {

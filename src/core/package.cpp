@@ -162,9 +162,18 @@ class Reader {
       auto usage = detail::usage_from_json(images[i].at("usage"), &why);
       if (!usage) KERNELOP_RAISE(error()) << "image " << i << ": " << why;
       a.usage = std::move(*usage);
-      if (cubin && a.usage.size() != image.plan.instances.size()) {
+      // Written only when not 0, so that an untuned op's package is what format 1 always was.
+      if (images[i].contains("program")) {
+        a.program = get_int<int>(images[i].at("program"), "image program");
+        if (a.program < 0 || static_cast<std::size_t>(a.program) >= image.plan.programs.size()) {
+          KERNELOP_RAISE(error()) << "image " << i << " (" << a.arch << ") is of compilation "
+                                  << a.program << " of " << image.plan.programs.size();
+        }
+      }
+      std::size_t members = image.plan.instances_of(a.program).size();
+      if (cubin && a.usage.size() != members) {
         KERNELOP_RAISE(error()) << "image " << a.arch << " has usage for " << a.usage.size()
-                                << " of " << image.plan.instances.size() << " instantiations";
+                                << " of " << members << " instantiations";
       }
       image.images.push_back(std::move(a));
     }
@@ -198,6 +207,7 @@ std::string write_package_bytes(const CompiledImage& image) {
     images.push_back(Json{{"arch", a.arch},
                           {"kind", a.is_ptx() ? "ptx" : "cubin"},
                           {"usage", detail::usage_to_json(a.usage)}});
+    if (a.program != 0) images.back()["program"] = a.program;
   }
   meta["images"] = std::move(images);
 

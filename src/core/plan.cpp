@@ -55,6 +55,8 @@ class Deriver {
     plan_.spec = spec_;
     plan_.base_dir = decl_.base_dir;
     plan_.type_params = spec_.type_params;
+    plan_.tunables = spec_.tunables;
+    derive_configs();
     derive_instances();
     if (!spec_.inputs || (!spec_.outputs && overrides_.has_eager_fn)) {
       // The caller's functions supply the schema and the kernels; the convention is incomplete,
@@ -67,6 +69,7 @@ class Deriver {
     derive_args();
     derive_geometry();
     derive_requirements();
+    derive_config_requirements();
     derive_schema();
     return std::move(plan_);
   }
@@ -105,10 +108,74 @@ class Deriver {
   }
 
   Expr resolve(const Expr& e) const {
-    return e.resolved([this](const Expr& leaf) {
-      return leaf.op() == ExprOp::Scalar ? plan_.scalar_slot(leaf.name())
-                                         : plan_.tensor_slot(leaf.name());
+    std::vector<std::string> tunables;
+    for (const Tunable& t : plan_.tunables) tunables.push_back(t.name);
+    return e.with_tunables(tunables).resolved([&](const Expr& leaf) {
+      switch (leaf.op()) {
+        case ExprOp::Scalar:
+          return plan_.scalar_slot(leaf.name());
+        case ExprOp::Tunable:
+          return static_cast<int>(std::find(tunables.begin(), tunables.end(), leaf.name()) -
+                                  tunables.begin());
+        case ExprOp::Arch:
+          return 0;
+        default:
+          return plan_.tensor_slot(leaf.name());
+      }
     });
+  }
+
+  // A tunable's value as C++ text (template arguments): a number, or false/true.
+  static std::string value_text(const Tunable& t, std::int64_t v) {
+    if (t.boolean) return v ? "true" : "false";
+    return std::to_string(v);
+  }
+
+  // The configs' values and compilations; their requires once the slots are known. An untuned op
+  // has one config with no values.
+  void derive_configs() {
+    if (spec_.configs.empty()) {
+      plan_.configs.push_back(ConfigPlan{});
+      return;
+    }
+    plan_.programs.clear();
+    for (const Config& c : spec_.configs) {
+      ConfigPlan cp;
+      cp.values = c.values;
+      std::vector<std::string> defines;
+      for (std::size_t t = 0; t < plan_.tunables.size(); ++t) {
+        const Tunable& tunable = plan_.tunables[t];
+        cp.text += (t ? ", " : "") + tunable.name + "=" + value_text(tunable, c.values[t]);
+        if (tunable.define) defines.push_back(tunable.name + "=" + std::to_string(c.values[t]));
+      }
+      auto it = std::find(plan_.programs.begin(), plan_.programs.end(), defines);
+      cp.program = static_cast<int>(it - plan_.programs.begin());
+      if (it == plan_.programs.end()) plan_.programs.push_back(std::move(defines));
+      plan_.configs.push_back(std::move(cp));
+    }
+  }
+
+  void derive_config_requirements() {
+    for (std::size_t c = 0; c < plan_.configs.size() && !spec_.configs.empty(); ++c) {
+      for (const Requirement& r : spec_.configs[c].requirements) {
+        plan_.configs[c].requirements.push_back(requirement(r));
+      }
+    }
+    if (spec_.tuning_key) {
+      for (const Expr& e : *spec_.tuning_key) {
+        plan_.tuning_key.push_back(resolve(e));
+        require_ranks_of(plan_.tuning_key.back(), "tuning key '" + e.to_string() + "'");
+      }
+    }
+  }
+
+  RequirementPlan requirement(const Requirement& r) {
+    RequirementPlan p{resolve(r.condition), r.to_string(), false};
+    require_ranks_of(p.condition, "requirement '" + p.text + "'");
+    p.condition.for_each_leaf([&](const Expr& leaf) {
+      p.reads_pointers = p.reads_pointers || leaf.op() == ExprOp::Aligned;
+    });
+    return p;
   }
 
   int input_ref_slot(const InputRef& ref) const {
@@ -334,23 +401,14 @@ class Deriver {
   }
 
   void derive_requirements() {
-    for (const Requirement& r : spec_.requirements) {
-      RequirementPlan p{resolve(r.condition), r.to_string(), false};
-      require_ranks_of(p.condition, "requirement '" + p.text + "'");
-      p.condition.for_each_leaf([&](const Expr& leaf) {
-        p.reads_pointers = p.reads_pointers || leaf.op() == ExprOp::Aligned;
-      });
-      plan_.requirements.push_back(std::move(p));
-    }
+    for (const Requirement& r : spec_.requirements) plan_.requirements.push_back(requirement(r));
   }
 
+  // Note [instances and configs]: per config, per combination of the type parameters' dtypes
+  // (first parameter varying slowest), the kernel's name with the dtypes' CUDA types and the
+  // tunables' values spliced into its template arguments.
   void derive_instances() {
     std::string name = trim(spec_.kernel_name);
-    if (spec_.type_params.empty()) {
-      plan_.instances.push_back(KernelInstance{name, {}});
-      return;
-    }
-    // Cartesian product of the type parameters' dtypes, first parameter varying slowest.
     std::vector<std::vector<DType>> combos = {{}};
     for (const auto& tp : spec_.type_params) {
       std::vector<std::vector<DType>> next;
@@ -362,14 +420,20 @@ class Deriver {
       }
       combos = std::move(next);
     }
-    // Split the template arguments once at the whole-word uses of type parameters, then splice
-    // each combination's CUDA types in. No parameter is named like a word of a CUDA type (those
-    // are keywords or reserved), so this is what replacing one parameter after another gives.
+    // Split the template arguments once at the whole-word uses of type parameters and tunables,
+    // then splice each instance's text in. No parameter is named like a word of a CUDA type
+    // (those are keywords or reserved), so this is what replacing one after another gives.
+    // Index < type_params.size(): a type parameter; else a tunable.
     std::unordered_map<std::string_view, std::size_t> param_index;
     for (std::size_t i = 0; i < spec_.type_params.size(); ++i) {
       param_index.emplace(spec_.type_params[i].name, i);
     }
-    std::string_view args = std::string_view(name).substr(name.find('<'));
+    for (std::size_t i = 0; i < spec_.tunables.size(); ++i) {
+      param_index.emplace(spec_.tunables[i].name, spec_.type_params.size() + i);
+    }
+    std::size_t open = name.find('<');
+    std::string_view args =
+        open == std::string::npos ? std::string_view() : std::string_view(name).substr(open);
     std::vector<std::pair<std::string_view, std::size_t>> uses;  // text before, parameter
     std::size_t done = 0;
     for (std::size_t p = 0; p < args.size();) {
@@ -386,13 +450,21 @@ class Deriver {
       p = end;
     }
     std::string_view head = std::string_view(name).substr(0, name.size() - args.size());
-    for (const auto& combo : combos) {
-      std::string instance(head);
-      for (const auto& [text, param] : uses) {
-        instance.append(text).append(dtype_cuda_type(combo[param]));
+    for (std::size_t c = 0; c < plan_.configs.size(); ++c) {
+      for (const auto& combo : combos) {
+        std::string instance(head);
+        for (const auto& [text, param] : uses) {
+          instance.append(text);
+          if (param < combo.size()) {
+            instance.append(dtype_cuda_type(combo[param]));
+          } else {
+            std::size_t t = param - combo.size();
+            instance.append(value_text(plan_.tunables[t], plan_.configs[c].values[t]));
+          }
+        }
+        instance.append(args.substr(done));
+        plan_.instances.push_back(KernelInstance{std::move(instance), combo, static_cast<int>(c)});
       }
-      instance.append(args.substr(done));
-      plan_.instances.push_back(KernelInstance{std::move(instance), combo});
     }
   }
 

@@ -21,6 +21,15 @@ bool OpPlan::has_external_outputs() const {
                      [](const OutputPlan& o) { return o.shape.kind == ShapeRule::Kind::External; });
 }
 
+std::vector<int> OpPlan::instances_of(int program) const {
+  std::vector<int> out;
+  for (std::size_t i = 0; i < instances.size(); ++i) {
+    if (configs[static_cast<std::size_t>(instances[i].config)].program == program)
+      out.push_back(static_cast<int>(i));
+  }
+  return out;
+}
+
 int OpPlan::scalar_slot(std::string_view n) const {
   for (std::size_t i = 0; i < scalars.size(); ++i) {
     if (scalars[i].name == n) return static_cast<int>(i);

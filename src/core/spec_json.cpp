@@ -5,6 +5,7 @@
 #include "core/json_util.hpp"
 #include "core/words.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -283,9 +284,10 @@ class Reader {
 
   OpDecl read(const Json& root, const std::string& base_dir) const {
     expect_keys(root, "",
-                {"op", "kernel_name", "kernel_source", "source_file", "inputs", "outputs", "extras",
-                 "params", "geometry", "include_paths", "compile_std", "arch_override", "defines",
-                 "fast_math", "line_info", "type_params", "requires"});
+                {"op",          "kernel_name",   "kernel_source", "source_file", "inputs",
+                 "outputs",     "extras",        "params",        "geometry",    "include_paths",
+                 "compile_std", "arch_override", "defines",       "fast_math",   "line_info",
+                 "type_params", "requires",      "tunables",      "configs",     "tuning_key"});
     OpDecl decl;
     decl.base_dir = base_dir;
     if (!root.contains("op"))
@@ -369,22 +371,99 @@ class Reader {
         s.type_params.push_back(std::move(tp));
       }
     }
-    if (root.contains("requires")) {
-      const Json& arr = get_array(root["requires"], "requires");
-      for (std::size_t i = 0; i < arr.size(); ++i) {
-        std::string p = index("requires", i);
-        std::string text = get_string(arr[i], p);
-        try {
-          s.requirements.push_back(Requirement::parse(text));
-        } catch (const Error& e) {
-          KERNELOP_RAISE(error(p)) << e.message();
-        }
-      }
+    if (root.contains("requires")) s.requirements = get_requirements(root["requires"], "requires");
+    if (root.contains("tunables")) {
+      const Json& arr = get_array(root["tunables"], "tunables");
+      for (std::size_t i = 0; i < arr.size(); ++i) s.tunables.push_back(read_tunable(arr[i], i));
     }
+    if (root.contains("configs")) {
+      const Json& arr = get_array(root["configs"], "configs");
+      for (std::size_t i = 0; i < arr.size(); ++i)
+        s.configs.push_back(read_config(arr[i], index("configs", i), s.tunables));
+    }
+    if (root.contains("tuning_key")) s.tuning_key = get_exprs(root["tuning_key"], "tuning_key");
     return decl;
   }
 
  private:
+  std::vector<Requirement> get_requirements(const Json& j, const std::string& path) const {
+    const Json& arr = get_array(j, path);
+    std::vector<Requirement> out;
+    for (std::size_t i = 0; i < arr.size(); ++i) {
+      std::string p = index(path, i);
+      std::string text = get_string(arr[i], p);
+      try {
+        out.push_back(Requirement::parse(text));
+      } catch (const Error& e) {
+        KERNELOP_RAISE(error(p)) << e.message();
+      }
+    }
+    return out;
+  }
+
+  // "BLOCK", or {"name": "VEC", "define": true, "type": "bool"}.
+  Tunable read_tunable(const Json& j, std::size_t i) const {
+    std::string p = index("tunables", i);
+    Tunable t;
+    if (j.is_string()) {
+      t.name = j.get<std::string>();
+      return t;
+    }
+    if (!j.is_object()) {
+      KERNELOP_RAISE(error(p)) << "expected a name or {\"name\": ..., \"define\": ..., "
+                                  "\"type\": \"int\" | \"bool\"}, found "
+                               << type_name(j);
+    }
+    expect_keys(j, p, {"name", "define", "type"});
+    if (!j.contains("name")) KERNELOP_RAISE(error(join(p, "name"))) << "missing";
+    t.name = get_string(j["name"], join(p, "name"));
+    if (j.contains("define")) t.define = get_bool(j["define"], join(p, "define"));
+    if (j.contains("type")) {
+      std::string type = get_string(j["type"], join(p, "type"));
+      if (type != "int" && type != "bool") {
+        KERNELOP_RAISE(error(join(p, "type"))) << "'" << type << "'; expected \"int\" or \"bool\"";
+      }
+      t.boolean = type == "bool";
+    }
+    return t;
+  }
+
+  // {"BLOCK": 256, "VEC": 4, "requires": [...]}: a value for every tunable.
+  Config read_config(const Json& j, const std::string& p,
+                     const std::vector<Tunable>& tunables) const {
+    if (!j.is_object()) {
+      KERNELOP_RAISE(error(p)) << "expected an object binding every tunable, found "
+                               << type_name(j);
+    }
+    Config c;
+    for (const auto& [key, value] : j.items()) {
+      if (key == "requires") continue;
+      bool known = std::any_of(tunables.begin(), tunables.end(),
+                               [&](const Tunable& t) { return t.name == key; });
+      if (!known) {
+        std::vector<std::string> names;
+        for (const Tunable& t : tunables) names.push_back(t.name);
+        KERNELOP_RAISE(error(join(p, key)))
+            << "is not a tunable (tunables: " << (names.empty() ? "none" : detail::join(names))
+            << ")";
+      }
+    }
+    for (const Tunable& t : tunables) {
+      std::string vp = join(p, t.name);
+      if (!j.contains(t.name))
+        KERNELOP_RAISE(error(vp)) << "missing; every config binds every tunable";
+      const Json& v = j[t.name];
+      if (t.boolean) {
+        c.values.push_back(get_bool(v, vp) ? 1 : 0);
+      } else {
+        c.values.push_back(get_int(v, vp));
+      }
+    }
+    if (j.contains("requires"))
+      c.requirements = get_requirements(j["requires"], join(p, "requires"));
+    return c;
+  }
+
   std::string origin_;
 };
 

@@ -180,6 +180,45 @@ Json write(const OpDecl& decl, const JsonWriteOptions& options) {
     for (const Requirement& r : s.requirements) arr.push_back(r.to_string());
     root["requires"] = std::move(arr);
   }
+  if (!s.tunables.empty()) {
+    Json arr = Json::array();
+    for (const Tunable& t : s.tunables) {
+      if (!t.define && !t.boolean) {
+        arr.push_back(t.name);
+        continue;
+      }
+      Json j{{"name", t.name}};
+      if (t.define) j["define"] = true;
+      if (t.boolean) j["type"] = "bool";
+      arr.push_back(std::move(j));
+    }
+    root["tunables"] = std::move(arr);
+  }
+  if (!s.configs.empty()) {
+    Json arr = Json::array();
+    for (const Config& c : s.configs) {
+      Json j = Json::object();
+      for (std::size_t t = 0; t < c.values.size() && t < s.tunables.size(); ++t) {
+        if (s.tunables[t].boolean) {
+          j[s.tunables[t].name] = c.values[t] != 0;
+        } else {
+          j[s.tunables[t].name] = c.values[t];
+        }
+      }
+      if (!c.requirements.empty()) {
+        Json reqs = Json::array();
+        for (const Requirement& r : c.requirements) reqs.push_back(r.to_string());
+        j["requires"] = std::move(reqs);
+      }
+      arr.push_back(std::move(j));
+    }
+    root["configs"] = std::move(arr);
+  }
+  if (s.tuning_key) {
+    Json arr = Json::array();
+    for (const Expr& e : *s.tuning_key) arr.push_back(expr_json(e));
+    root["tuning_key"] = std::move(arr);
+  }
   return root;
 }
 

@@ -19,6 +19,7 @@ void Validator::run() {
   check_op_name();
   check_kernel();
   check_type_params();
+  check_tunables();
   check_inputs();
   if (spec_.inputs) {
     check_outputs();
@@ -26,6 +27,7 @@ void Validator::run() {
     check_params();
     check_geometry();
     check_requirements();
+    check_configs();
   }
   check_compile_options();
 }
@@ -135,6 +137,7 @@ void Validator::check_inputs() {
                           : spec_.params                ? "params"
                           : spec_.geometry              ? "geometry"
                           : !spec_.requirements.empty() ? "requires"
+                          : !spec_.configs.empty()      ? "configs"
                                                         : nullptr;
     if (ignored) {
       KERNELOP_RAISE(fail_at("inputs"))
@@ -168,6 +171,7 @@ void Validator::check_inputs() {
                      scalar_inputs_.push_back(name);
                      bool is_int = s.type == ScalarType::Int || s.type == ScalarType::Int64;
                      if (is_int) int_scalars_.insert(name);
+                     if (s.type == ScalarType::Bool) bool_scalars_.insert(name);
                      if (s.symint && !is_int) {
                        KERNELOP_RAISE(fail_at(path + ".symint"))
                            << "scalar '" << name << "' is " << scalar_type_name(s.type)
@@ -219,11 +223,26 @@ void Validator::check_tensor_input_name(const std::string& name, const std::stri
 // Checks every leaf of an expression: tensors must be known (inputs, and outputs for launch
 // values), scalars must be integer scalar inputs, and the leaf must be readable where it is.
 void Validator::check_expr(const Expr& expr, const std::string& path, ExprUse use) {
-  const bool outputs_allowed = use == ExprUse::Launch;
+  const bool outputs_allowed = use == ExprUse::Launch || use == ExprUse::Config;
+  const bool at_launch = use == ExprUse::Launch || use == ExprUse::Config;
   fold_constants(expr, path);
   expr.for_each_leaf([&](const Expr& leaf) {
     const std::string& name = leaf.name();
-    if (leaf.op() == ExprOp::Aligned && use != ExprUse::Requirement) {
+    if (leaf.op() == ExprOp::Arch || (leaf.op() == ExprOp::Scalar && tunables_.count(name))) {
+      if (at_launch) {
+        used_tunables_.insert(name);
+        return;
+      }
+      KERNELOP_RAISE(fail_at(path) << "'" << expr.to_string() << "': ")
+          << (leaf.op() == ExprOp::Arch ? "arch()" : "tunable '" + name + "'")
+          << (use == ExprUse::Shape
+                  ? " cannot shape an output: every config (and every device) must give the "
+                    "same shapes"
+                  : " cannot be read by the op's requires (a Meta kernel checks them); put it "
+                    "in a config's requires");
+    }
+    if (leaf.op() == ExprOp::Scalar && use == ExprUse::Config && bool_scalars_.count(name)) return;
+    if (leaf.op() == ExprOp::Aligned && use != ExprUse::Requirement && use != ExprUse::Config) {
       KERNELOP_RAISE(fail_at(path) << "'" << expr.to_string())
           << "': aligned() tests a data pointer, which only a requirement can read (meta "
              "tensors have none)";

@@ -18,6 +18,9 @@ namespace kernelop::detail {
 // The largest number of kernel instantiations type parameters may ask for: each is compiled
 // for every architecture, and the product of the dtype lists grows fast.
 inline constexpr std::size_t kMaxInstances = 1024;
+// The most configs an op may declare, and entries in its tuning key.
+inline constexpr std::size_t kMaxConfigs = 256;
+inline constexpr std::size_t kMaxTuningKey = 16;
 
 // A list for messages; "none" when empty.
 inline std::string join_or_none(const std::vector<std::string>& items) {
@@ -34,8 +37,10 @@ class Validator {
  private:
   // Where an expression is used decides what it may read: output shapes read input sizes (and
   // element sizes); requirements may also read strides and data pointers (aligned); launch
-  // values (extras, geometry) read outputs and strides too, but no pointer.
-  enum class ExprUse : std::uint8_t { Shape, Requirement, Launch };
+  // values (extras, geometry) read outputs and strides too, but no pointer. Launch values and
+  // configs' requires (Config: what a requirement reads, and bool scalars) may also read the
+  // tunables and the device's arch(): they are evaluated at launch only, never by a Meta kernel.
+  enum class ExprUse : std::uint8_t { Shape, Requirement, Launch, Config };
 
   // Starts an error for the field at `path`; the caller streams the rest of the message.
   detail::ErrorStream fail_at(std::string_view path, ErrorKind kind = ErrorKind::Spec) const;
@@ -65,13 +70,18 @@ class Validator {
   void check_compile_options();
   void check_params();
   void check_extra(const Extra& extra, const std::string& path);
+  // validate_configs.cpp: tunables' names first (expressions may use them), the configs last.
+  void check_tunables();
+  void check_configs();
+  void check_config(std::size_t index);
 
   const OpDecl& decl_;
   const KernelSpec& spec_;
   ValidateOptions options_;
   std::set<std::string> names_;
   std::vector<std::string> tensor_inputs_, scalar_inputs_, output_names_;
-  std::set<std::string> int_scalars_;
+  std::set<std::string> int_scalars_, bool_scalars_;
+  std::set<std::string> tunables_, used_tunables_;
 };
 
 }  // namespace kernelop::detail

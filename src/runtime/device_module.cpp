@@ -22,7 +22,7 @@ bool log_enabled(const LoadOptions& options) {
 }  // namespace
 
 DeviceModule::~DeviceModule() {
-  if (!module) return;
+  if (modules.empty()) return;
   const Driver* d = Driver::get();
   if (!d) return;
   // cuModuleUnload acts on the current context: make the module's own current first, without
@@ -30,7 +30,7 @@ DeviceModule::~DeviceModule() {
   CUcontext previous = nullptr;
   bool switched = d->cuCtxGetCurrent(&previous) == CUDA_SUCCESS && previous != ctx->get() &&
                   d->cuCtxSetCurrent(ctx->get()) == CUDA_SUCCESS;
-  d->cuModuleUnload(module);
+  for (CUmodule module : modules) d->cuModuleUnload(module);
   if (switched) d->cuCtxSetCurrent(previous);
 }
 
@@ -59,24 +59,40 @@ std::unique_ptr<DeviceModule> load_device_module(const CompiledImage& image,
       "cuDeviceGetAttribute", "shared memory");
   char name[256] = {};
   check_cuda(d.cuDeviceGetName(name, sizeof name, dev), "cuDeviceGetName", std::to_string(device));
-  std::string why;
-  int index = detail::select_image(image.images, major, minor, options.prefer_ptx, &why);
-  if (index < 0) fail(image, why + " (device " + std::to_string(device) + " '" + name + "')");
-  const ArchImage& chosen = image.images[static_cast<std::size_t>(index)];
-
   detail::ScopedContext scope(m->ctx->get());
-  char jit_log[8192] = {};
-  CUjit_option jit_options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
-  void* jit_values[] = {jit_log, reinterpret_cast<void*>(sizeof jit_log)};
-  CUresult r = d.cuModuleLoadDataEx(&m->module, chosen.data.c_str(), 2, jit_options, jit_values);
-  if (r != CUDA_SUCCESS) {
-    fail(image, "cuModuleLoadDataEx(" + chosen.arch + " image on device " + std::to_string(device) +
-                    " '" + name + "') failed: " + detail::cuda_error_text(r) +
-                    (jit_log[0] ? std::string("\n") + jit_log : ""));
+  // One module per compilation (configs that differ in a define tunable are compiled apart).
+  const ArchImage* chosen = nullptr;
+  for (std::size_t program = 0; program < image.plan.programs.size(); ++program) {
+    std::vector<ArchImage> candidates;
+    std::vector<std::size_t> where;
+    for (std::size_t i = 0; i < image.images.size(); ++i) {
+      if (image.images[i].program != static_cast<int>(program)) continue;
+      where.push_back(i);
+      candidates.push_back(ArchImage{image.images[i].arch, {}, {}, false, 0});
+    }
+    std::string why;
+    int index = detail::select_image(candidates, major, minor, options.prefer_ptx, &why);
+    if (index < 0) fail(image, why + " (device " + std::to_string(device) + " '" + name + "')");
+    chosen = &image.images[where[static_cast<std::size_t>(index)]];
+    char jit_log[8192] = {};
+    CUjit_option jit_options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void* jit_values[] = {jit_log, reinterpret_cast<void*>(sizeof jit_log)};
+    CUmodule module = nullptr;
+    CUresult r = d.cuModuleLoadDataEx(&module, chosen->data.c_str(), 2, jit_options, jit_values);
+    if (r != CUDA_SUCCESS) {
+      fail(image, "cuModuleLoadDataEx(" + chosen->arch + " image on device " +
+                      std::to_string(device) + " '" + name + "') failed: " +
+                      detail::cuda_error_text(r) + (jit_log[0] ? std::string("\n") + jit_log : ""));
+    }
+    m->modules.push_back(module);
   }
-  for (const std::string& lowered : image.lowered_names) {
+  for (std::size_t inst = 0; inst < image.lowered_names.size(); ++inst) {
+    const std::string& lowered = image.lowered_names[inst];
+    const auto& config =
+        image.plan.configs[static_cast<std::size_t>(image.plan.instances[inst].config)];
+    CUmodule module = m->modules[static_cast<std::size_t>(config.program)];
     CUfunction fn = nullptr;
-    check_cuda(d.cuModuleGetFunction(&fn, m->module, lowered.c_str()), "cuModuleGetFunction",
+    check_cuda(d.cuModuleGetFunction(&fn, module, lowered.c_str()), "cuModuleGetFunction",
                "kernel=\"" + lowered + "\", op " + image.plan.op_name);
     int threads = 0, shared = 0;
     check_cuda(d.cuFuncGetAttribute(&threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn),
@@ -94,17 +110,18 @@ std::unique_ptr<DeviceModule> load_device_module(const CompiledImage& image,
     m->static_shared.push_back(shared);
   }
   m->max_dynamic_shared = dynamic_shared ? optin : 48 * 1024;
+  m->arch = major * 10 + minor;
   m->info.device = device;
   m->info.device_name = name;
   m->info.device_arch = "sm_" + std::to_string(major * 10 + minor);
-  m->info.image_arch = chosen.arch;
-  m->info.via_ptx = chosen.is_ptx();
+  m->info.image_arch = chosen->arch;
+  m->info.via_ptx = chosen->is_ptx();
   m->info.load_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (log_enabled(options)) {
     std::cerr << "kernelop: op " << image.plan.op_name << " on device " << device << " (" << name
               << ", " << m->info.device_arch << "): loaded "
-              << (m->info.via_ptx ? "PTX " : "CUBIN ") << chosen.arch
+              << (m->info.via_ptx ? "PTX " : "CUBIN ") << chosen->arch
               << (m->info.via_ptx ? " through the driver's JIT" : "") << " in " << m->info.load_ms
               << " ms\n";
   }

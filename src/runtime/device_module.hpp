@@ -16,11 +16,12 @@ namespace kernelop::detail {
 /// module's context current before unloading it (cuModuleUnload acts on the current context).
 struct DeviceModule {
   std::unique_ptr<PrimaryContext> ctx;
-  CUmodule module = nullptr;
+  std::vector<CUmodule> modules;      // per compilation (OpPlan::programs)
   std::vector<CUfunction> functions;  // per instance
   std::vector<int> max_threads;       // per instance
   std::vector<int> static_shared;     // per instance
   int max_dynamic_shared = 48 * 1024;
+  int arch = 0;  // compute capability, major * 10 + minor (arch() in expressions)
   LoadInfo info;
 
   DeviceModule() = default;

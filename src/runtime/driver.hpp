@@ -42,7 +42,10 @@ namespace kernelop::detail {
   X(cuEventDestroy)                  \
   X(cuEventRecord)                   \
   X(cuEventSynchronize)              \
-  X(cuEventElapsedTime)
+  X(cuEventElapsedTime)              \
+  X(cuMemcpyDtoDAsync)               \
+  X(cuMemsetD8Async)                 \
+  X(cuStreamIsCapturing)
 
 struct Driver {
 // NOLINTNEXTLINE(bugprone-macro-parentheses): `name` is a declarator, not an expression

@@ -6,6 +6,7 @@
 
 #include "kernelop/launch_limits.hpp"
 #include "kernelop/package.hpp"
+#include "kernelop/tuning.hpp"
 #include "runtime/kernel_op_state.hpp"
 
 namespace kernelop {
@@ -32,6 +33,32 @@ KernelOp::KernelOp(CompiledImage image, LoadOptions options) : state_(std::make_
       KERNELOP_FAIL(Spec) << "op " << p.op_name << ": the dtype of '" << a.name
                           << "' is unknown; compile the op (which infers it) or declare it";
     }
+  }
+  if (p.configs.size() > 1) {
+    state_->tactics->pinned = detail::env_tactic(p);
+    for (const TuningTable& t : state_->image.tuning) {
+      if (std::string why = tuning_table_mismatch(t, state_->image); !why.empty()) {
+        warn("op " + p.op_name + ": a tuning table that came with the op is ignored: " + why);
+        continue;
+      }
+      state_->tactics->added.push_back(t);
+    }
+  }
+  auto note_arch = [&](const Expr& e) {
+    e.for_each_leaf([&](const Expr& leaf) {
+      state_->reads_arch = state_->reads_arch || leaf.op() == ExprOp::Arch;
+    });
+  };
+  for (const ArgSlot& a : p.args) {
+    if (a.value) note_arch(*a.value);
+  }
+  if (p.geometry) {
+    for (const Expr& e : p.geometry->grid) note_arch(e);
+    for (const Expr& e : p.geometry->block) note_arch(e);
+    note_arch(p.geometry->shared_mem);
+  }
+  for (const ConfigPlan& c : p.configs) {
+    for (const RequirementPlan& r : c.requirements) note_arch(r.condition);
   }
   // Raw launches (no geometry) choose their shared memory per call.
   state_->dynamic_shared = !p.geometry || !(p.geometry->shared_mem.is_const() &&
@@ -140,6 +167,21 @@ void KernelOp::launch(std::span<const TensorView> inputs, std::span<const Scalar
   int device = tensors.device();
   if (!work) return;  // zero-element outputs: nothing to launch
 
+  TensorPtrs ptrs;
+  for (std::size_t i = 0; i < inputs.size(); ++i) ptrs[i] = inputs[i].data;
+  for (std::size_t o = 0; o < outputs.size(); ++o)
+    ptrs[static_cast<std::size_t>(p.outputs[o].slot)] = outputs[o].data;
+  int config = p.configs.size() == 1
+                   ? 0
+                   : s.choose_config(f, inputs, scalars, outputs, ptrs, device, stream);
+  s.launch_config(f, config, ptrs, scalars, device, stream);
+}
+
+void KernelOp::State::launch_config(Frame& f, int config, const TensorPtrs& ptrs,
+                                    std::span<const ScalarArg> scalars, int device, void* stream) {
+  const OpPlan& p = plan();
+  f.tunables = p.configs[static_cast<std::size_t>(config)].values.data();
+  if (reads_arch) f.arch = module_for(device).arch;
   FrameSizes sizes{f};
   FrameEnv env{p, sizes};
   const LaunchGeometry& g = *p.geometry;
@@ -166,11 +208,8 @@ void KernelOp::launch(std::span<const TensorView> inputs, std::span<const Scalar
     void* slot = packed.slot(i);
     switch (a.kind) {
       case ArgSlot::Kind::TensorInput:
-        detail::pack_pointer(slot, inputs[static_cast<std::size_t>(a.index)].data);
-        break;
       case ArgSlot::Kind::Output:
-        detail::pack_pointer(slot,
-                             outputs[static_cast<std::size_t>(a.index - p.num_tensor_inputs)].data);
+        detail::pack_pointer(slot, ptrs[static_cast<std::size_t>(a.index)]);
         break;
       case ArgSlot::Kind::ScalarInput:
         detail::pack_scalar(slot, a.value_type, scalars[static_cast<std::size_t>(a.index)]);
@@ -188,7 +227,8 @@ void KernelOp::launch(std::span<const TensorView> inputs, std::span<const Scalar
       }
     }
   }
-  s.launch_packed(device, f.instance, grid, block, smem, packed.params.data(), stream);
+  launch_packed(device, config * p.dtype_combinations() + f.instance, grid, block, smem,
+                packed.params.data(), stream);
 }
 
 bool cuda_available() {

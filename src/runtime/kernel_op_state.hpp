@@ -18,6 +18,7 @@
 #include "kernelop/shape_eval.hpp"
 #include "runtime/device_module.hpp"
 #include "runtime/launch_args.hpp"
+#include "runtime/tactics.hpp"
 
 namespace kernelop {
 
@@ -30,6 +31,8 @@ using detail::FrameEnv;
 using detail::FrameSizes;
 using detail::PackedArgs;
 using detail::scalar_kind_name;
+// Per tensor slot: the data pointer a launch passes (the caller's, or a tuning run's scratch).
+using TensorPtrs = std::array<const void*, kMaxKernelArgs>;
 
 struct KernelOp::State {
   CompiledImage image;
@@ -38,6 +41,8 @@ struct KernelOp::State {
   std::array<std::atomic<DeviceModule*>, kMaxDevices> devices{};
   std::vector<std::unique_ptr<DeviceModule>> owned;
   bool dynamic_shared = false;  // the geometry's shared memory is not the constant 0
+  bool reads_arch = false;      // an expression reads arch(): the device must be known first
+  std::unique_ptr<detail::TacticState> tactics = std::make_unique<detail::TacticState>();
 
   const OpPlan& plan() const { return image.plan; }
   const OutputPlan& output_of(int slot) const {
@@ -294,6 +299,22 @@ struct KernelOp::State {
     slot.store(raw, std::memory_order_release);
     return *raw;
   }
+
+  // Tactics (tactics.cpp). The config for this call: pinned, else the tuning table, else timed
+  // now, else the first eligible config. Never one whose requires the inputs break.
+  int choose_config(Frame& f, std::span<const TensorView> inputs,
+                    std::span<const ScalarArg> scalars, std::span<const TensorView> outputs,
+                    const TensorPtrs& ptrs, int device, void* stream);
+  // Evaluates the geometry and arguments with `config`'s values and launches them.
+  void launch_config(Frame& f, int config, const TensorPtrs& ptrs,
+                     std::span<const ScalarArg> scalars, int device, void* stream);
+  // Times every eligible config for `key` and records the fastest (tactics.cpp).
+  int autotune(Frame& f, const detail::TuneKey& key, const std::vector<int>& eligible,
+               std::span<const TensorView> inputs, std::span<const ScalarArg> scalars,
+               std::span<const TensorView> outputs, const TensorPtrs& ptrs, int device,
+               void* stream, detail::DeviceTuning& table);
+  detail::DeviceTuning& device_tuning(int device);
+  void persist(detail::DeviceTuning& table);
 
   // Loads the module on `device` if needed, checks the block against the kernel's limits and
   // launches the packed parameters.

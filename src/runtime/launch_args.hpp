@@ -19,7 +19,9 @@ struct Frame {
   /// Per tensor slot: the caller's view (inputs from the start, outputs once given), for the
   /// expressions that read dtypes, strides and pointers.
   std::array<const TensorView*, kMaxKernelArgs> views{};
-  int instance = 0;
+  int instance = 0;                        // the dtype combination (Note [instances and configs])
+  const std::int64_t* tunables = nullptr;  // the chosen config's values
+  int arch = 0;                            // the device's compute capability (arch())
 };
 
 /// The sizes a frame knows, for the one shape evaluator (Note [one shape evaluator]).
@@ -46,6 +48,8 @@ struct FrameSizes {
            0;
   }
   bool negative(std::int64_t v) const { return v < 0; }
+  std::int64_t tunable(int slot) const { return frame.tunables[slot]; }
+  std::int64_t arch() const { return frame.arch; }
   std::string shape_text(int slot) const { return shape(slot).to_string(); }
 };
 using FrameEnv = SizeEnv<std::int64_t, FrameSizes>;

@@ -327,7 +327,9 @@ TEST_F(Gpu, PackageWithThisDevicesCubinUsesIt) {
   LoadInfo info = k.load(0);
   EXPECT_FALSE(info.via_ptx);
   EXPECT_EQ(info.image_arch, info.device_arch);
-  KernelOp forced = KernelOp::from_package(p, LoadOptions{true, false});
+  LoadOptions ptx;
+  ptx.prefer_ptx = true;
+  KernelOp forced = KernelOp::from_package(p, ptx);
   EXPECT_TRUE(forced.load(0).via_ptx);
 }
 

@@ -1,0 +1,43 @@
+// Tuning tables: which config (tactic) of a tuned op is fastest for a key, on one device model
+// and architecture, with every timing that decided it. Written to disk beside the compile cache,
+// embedded in packages, printed by `kernelop inspect`. Plain data: no CUDA needed.
+//
+// Note [tuning key]: a call's key is a list of integers: the dtype instantiation, the set of
+// configs eligible for the call (their requires), and the tuning key's values (every dim of
+// every tensor input unless the spec declares its own), each rounded up to a power of two. Two
+// calls with one key are served by the same config; the eligible set in the key means a table
+// can never choose a config that cannot run the call.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernelop/image.hpp"
+
+namespace kernelop {
+
+/// Version of the tuning table's JSON form; a table of another version is ignored (re-tuned).
+inline constexpr int kTuningFormatVersion = 1;
+
+/// A stable identity of a compiled op: its spec, instantiations and machine code (hex).
+std::string op_fingerprint(const CompiledImage& image);
+
+/// The power of two at or above v (0 for v <= 0): how a tuning key's sizes are bucketed.
+std::int64_t tuning_bucket(std::int64_t v);
+
+/// The JSON text of a table (deterministic).
+std::string tuning_table_json(const TuningTable& table);
+/// Parses a table; throws Error(Format) naming `origin` and what is wrong (every field checked:
+/// a table is untrusted input).
+TuningTable parse_tuning_table(std::string_view text, std::string_view origin);
+/// A list of tables (a package's, or `kernelop tune --output`): a JSON array or one table.
+std::vector<TuningTable> parse_tuning_tables(std::string_view text, std::string_view origin);
+std::string tuning_tables_json(const std::vector<TuningTable>& tables);
+
+/// Checks that a table belongs to `image` (same op, fingerprint and configs); "" when it does,
+/// else why not.
+std::string tuning_table_mismatch(const TuningTable& table, const CompiledImage& image);
+
+}  // namespace kernelop

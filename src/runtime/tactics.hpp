@@ -1,0 +1,77 @@
+// A tuned op's tactic state: the pin, the tuning tables per device (in memory, on disk, from a
+// package) and the counters. The choice itself is KernelOp::State::choose_config (tactics.cpp).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kernelop/runtime.hpp"
+
+namespace kernelop::detail {
+
+/// Words of a tuning key (Note [tuning key] in kernelop/tuning.hpp): the dtype combination,
+/// the eligible configs (4 words of 64 bits: kMaxConfigs = 256), and the bucketed sizes.
+inline constexpr std::size_t kEligibleWords = 4;
+inline constexpr std::size_t kMaxKeyWords =
+    1 + kEligibleWords + static_cast<std::size_t>(kMaxKernelArgs) * (kMaxRank + 1);
+
+/// A call's key, built on the stack with its hash (the launch path allocates nothing).
+struct TuneKey {
+  std::array<std::int64_t, kMaxKeyWords> words;
+  std::size_t size = 0;
+  std::uint64_t hash = 0x9e3779b97f4a7c15ull;
+  void push(std::int64_t w) {
+    words[size++] = w;
+    hash = (hash ^ static_cast<std::uint64_t>(w)) * 0x100000001b3ull;
+    hash ^= hash >> 29;
+  }
+  bool equals(const std::vector<std::int64_t>& other) const {
+    if (other.size() != size) return false;
+    for (std::size_t i = 0; i < size; ++i) {
+      if (other[i] != words[i]) return false;
+    }
+    return true;
+  }
+};
+
+std::uint64_t key_hash(const std::vector<std::int64_t>& words);
+
+/// KERNELOP_TACTIC: "N" (every tuned op) or "ns::op=N,ns::other=M". -1 when it says nothing
+/// about this op; throws Error(Spec) naming the variable when it cannot be read.
+int env_tactic(const OpPlan& plan);
+
+/// One device model's table: entries and an index by key hash. Readers share the lock; a new
+/// entry takes it exclusively.
+struct DeviceTuning {
+  TuningTable table;
+  std::unordered_multimap<std::uint64_t, std::size_t> index;
+  std::filesystem::path file;  ///< where it persists; empty: memory only
+  mutable std::shared_mutex mutex;
+
+  /// The entry's config for `key`, or -1.
+  int find(const TuneKey& key) const;
+  /// Adds (or replaces) the entry of its key.
+  void put(TuningEntry entry);
+};
+
+struct TacticState {
+  std::atomic<int> pinned{-1};
+  std::atomic<int> last{-1};
+  std::atomic<std::uint64_t> timed_runs{0}, tunings{0}, table_hits{0}, defaults{0}, pins{0};
+  std::mutex tune_mutex;  // one tuning at a time per op: concurrent first calls tune once
+  std::mutex tables_mutex;
+  std::array<std::atomic<DeviceTuning*>, kMaxDevices> devices{};
+  std::vector<std::unique_ptr<DeviceTuning>> owned;
+  std::vector<TuningTable> added;  // the package's and add_tuning_table()'s, by device model
+  std::string fingerprint;         // of the op's image, computed when a table is first needed
+};
+
+}  // namespace kernelop::detail
