@@ -15,6 +15,7 @@
 #include "kernelop/compile.hpp"
 #include "kernelop/package.hpp"
 #include "kernelop/spec_json.hpp"
+#include "kernelop/tuning.hpp"
 #include "report.hpp"
 #include "run_command.hpp"
 
@@ -124,12 +125,21 @@ int run_cli(int argc, char** argv) {
   build->add_flag("--package", package,
                   "Write one self-contained package DIR/<ns>.<name>.kop per spec (needs -o)");
 
+  std::string tuning_file;
+  build
+      ->add_option("--tuning", tuning_file,
+                   "With --package: embed this file's tuning tables for the op (from `kernelop "
+                   "tune --output`), so that the deployment times nothing")
+      ->check(CLI::ExistingFile);
+
   std::string inspect_path;
   auto* inspect = app.add_subcommand("inspect", "Verify a .kop package and show its contents");
   inspect->add_option("package", inspect_path, "A .kop package")->required();
 
   cli::RunOptions run_options;
   auto* run = cli::add_run_command(app, run_options, nullptr);
+  cli::RunOptions tune_options;
+  auto* tune = cli::add_tune_command(app, tune_options);
 
   try {
     app.parse(argc, argv);
@@ -167,6 +177,7 @@ int run_cli(int argc, char** argv) {
       std::cout << "\n";
       cli::print_plan(std::cout, image.plan);
       cli::print_images(std::cout, image, false);
+      cli::print_tuning(std::cout, image.tuning);
     } catch (const Error& e) {
       std::cerr << "kernelop: error: " << e.what() << "\n";
       return 1;
@@ -174,15 +185,28 @@ int run_cli(int argc, char** argv) {
     return 0;
   }
 
-  if (*run) {
+  if (*run || *tune) {
     try {
-      return cli::run_op(run_options, nullptr);
+      return cli::run_op(*run ? run_options : tune_options, nullptr);
     } catch (const Error& e) {
       std::cerr << "kernelop: error: " << e.what() << "\n";
       return 1;
     }
   }
 
+  if (!tuning_file.empty() && !package) {
+    std::cerr << "kernelop: error: build --tuning embeds tables in packages; add --package\n";
+    return 2;
+  }
+  std::vector<TuningTable> tuning;
+  if (!tuning_file.empty()) {
+    try {
+      tuning = read_tuning_file(tuning_file);
+    } catch (const Error& e) {
+      std::cerr << "kernelop: error: " << e.what() << "\n";
+      return 1;
+    }
+  }
   if (package && out_dir.empty()) {
     std::cerr << "kernelop: error: build --package needs -o DIR\n";
     return 2;
@@ -219,6 +243,20 @@ int run_cli(int argc, char** argv) {
     cli::print_plan(std::cout, image.plan);
     cli::print_images(std::cout, image);
     if (package) {
+      for (const TuningTable& t : tuning) {
+        if (t.op != plan.op_name) continue;
+        if (std::string why = tuning_table_mismatch(t, image); !why.empty()) {
+          KERNELOP_FAIL(Spec) << "op " << plan.op_name << ": the tuning table for " << t.device
+                              << " (" << t.arch << ") in " << tuning_file
+                              << " does not fit this build: " << why;
+        }
+        image.tuning.push_back(t);
+      }
+      if (!tuning.empty() && image.tuning.empty()) {
+        KERNELOP_FAIL(Spec) << "op " << plan.op_name << ": " << tuning_file
+                            << " has no tuning table for it";
+      }
+      cli::print_tuning(std::cout, image.tuning);
       fs::path pkg = fs::path(out_dir) / (file_stem(plan) + ".kop");
       std::string bytes = write_package_bytes(image);
       writer.write_all({{pkg.filename().string(), bytes}});

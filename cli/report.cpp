@@ -105,6 +105,25 @@ void print_plan(std::ostream& out, const OpPlan& plan) {
   }
 }
 
+void print_tuning(std::ostream& out, const std::vector<TuningTable>& tables) {
+  for (const TuningTable& t : tables) {
+    out << "  tuning    " << t.device << " (" << t.arch << "), kernelop " << t.version << ": "
+        << t.entries.size() << " key(s)\n";
+    for (const TuningEntry& e : t.entries) {
+      out << "            " << e.text << " -> tactic " << e.config << " ("
+          << (static_cast<std::size_t>(e.config) < t.configs.size()
+                  ? t.configs[static_cast<std::size_t>(e.config)]
+                  : "?")
+          << ");";
+      for (std::size_t c = 0; c < e.times_ms.size(); ++c) {
+        if (e.times_ms[c] < 0) continue;
+        out << " [" << c << "] " << std::fixed << std::setprecision(4) << e.times_ms[c] << " ms";
+      }
+      out << "\n";
+    }
+  }
+}
+
 void print_images(std::ostream& out, const CompiledImage& image, bool compiled) {
   out << "  images    " << std::left << std::setw(12) << "arch" << std::setw(7) << "kind"
       << std::setw(6) << "regs" << std::setw(13) << "spill st/ld" << std::setw(7) << "smem"

@@ -12,6 +12,9 @@ void print_plan(std::ostream& out, const OpPlan& plan);
 
 /// Per-architecture registers, spills, shared memory and image size; for a fresh compilation
 /// (`compiled`) also cache hit or miss and time.
+/// The tuning tables: per device model and arch, each key with its tactic and every time.
+void print_tuning(std::ostream& out, const std::vector<TuningTable>& tables);
+
 void print_images(std::ostream& out, const CompiledImage& image, bool compiled = true);
 
 }  // namespace kernelop::cli

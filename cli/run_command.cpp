@@ -13,6 +13,7 @@
 #include "kernelop/package.hpp"
 #include "kernelop/runtime.hpp"
 #include "kernelop/spec_json.hpp"
+#include "kernelop/tuning.hpp"
 #include "references.hpp"
 
 namespace kernelop::cli {
@@ -54,6 +55,7 @@ Shape parse_shape(const std::string& name, const std::string& text) {
 KernelOp load_op(const RunOptions& o) {
   LoadOptions load;
   load.prefer_ptx = o.prefer_ptx;
+  load.log = o.tune;
   if (o.path.size() > 4 && o.path.substr(o.path.size() - 4) == ".kop")
     return KernelOp::from_package(o.path, load);
   CompileOptions c;
@@ -180,9 +182,25 @@ int run_op(const RunOptions& o, FindReference references) {
   std::cout << "\n";
 
   int exit_code = 0;
-  if (o.check) {
+  if (o.tactic >= 0) op.pin_tactic(o.tactic);
+  auto report_tactic = [&] {
+    if (!plan.is_tuned()) return;
+    TuningStats st = op.tuning_stats();
+    int t = op.last_tactic();
+    std::cout << "  tactic  " << t << " (" << op.tactic_text(t) << ") of " << op.num_tactics()
+              << ": "
+              << (st.pinned       ? "pinned"
+                  : st.tunings    ? "tuned now"
+                  : st.table_hits ? "from the tuning table"
+                                  : "the first eligible (no tuning)")
+              << "; " << st.timed_runs << " timing runs\n";
+  };
+  if (o.check || o.tune) {
     op.launch(in_views, scalars, out_views, stream.get());
     stream.synchronize();
+    report_tactic();
+  }
+  if (o.check) {
     if (!ref) {
       std::cout << "  check   no reference for " << plan.op_name << "\n";
       exit_code = 1;
@@ -201,18 +219,57 @@ int run_op(const RunOptions& o, FindReference references) {
                   << " elements\n";
         if (!c.passed()) exit_code = 1;
       };
-      for (std::size_t i = 0; i < outputs.size(); ++i) {
-        report("output " + plan.tensors[static_cast<std::size_t>(plan.outputs[i].slot)].name,
-               out_buffers[i], outputs[i], want_out[i]);
+      auto check_all = [&](const std::string& prefix) {
+        for (std::size_t i = 0; i < outputs.size(); ++i) {
+          report(prefix + "output " +
+                     plan.tensors[static_cast<std::size_t>(plan.outputs[i].slot)].name,
+                 out_buffers[i], outputs[i], want_out[i]);
+        }
+        for (std::size_t i = 0; i < inputs.size(); ++i) {
+          if (plan.tensors[i].mutated)
+            report(prefix + "mutated input " + plan.tensors[i].name, in_buffers[i], inputs[i],
+                   want_in[i]);
+        }
+      };
+      check_all("");
+      // A tuned op: every tactic that can run these inputs gives the reference's result.
+      bool mutates = std::any_of(plan.tensors.begin(), plan.tensors.end(),
+                                 [](const TensorSlot& t) { return t.mutated; });
+      for (int t = 0; plan.is_tuned() && !mutates && o.tactic < 0 && t < op.num_tactics(); ++t) {
+        for (auto& b : out_buffers) b.fill_bytes(0xff);
+        context.synchronize();
+        op.pin_tactic(t);
+        try {
+          op.launch(in_views, scalars, out_views, stream.get());
+        } catch (const Error& e) {
+          std::string m = e.message();
+          if (m.find("cannot run these inputs") == std::string::npos) throw;
+          std::cout << "  check   tactic " << t << " (" << op.tactic_text(t)
+                    << "): not eligible for these inputs\n";
+          continue;
+        }
+        stream.synchronize();
+        check_all("tactic " + std::to_string(t) + " (" + op.tactic_text(t) + ") ");
       }
-      for (std::size_t i = 0; i < inputs.size(); ++i) {
-        if (plan.tensors[i].mutated)
-          report("mutated input " + plan.tensors[i].name, in_buffers[i], inputs[i], want_in[i]);
-      }
+      if (plan.is_tuned() && o.tactic < 0) op.pin_tactic(-1);
     }
   }
+  if (o.tune) {
+    for (const TuningTable& t : op.tuning_tables()) {
+      std::cout << "  tuning  " << t.device << " (" << t.arch << "): " << t.entries.size()
+                << " key(s)\n";
+    }
+    if (!o.tuning_out.empty()) {
+      std::vector<TuningTable> tables = read_tuning_file(o.tuning_out);
+      for (const TuningTable& mine : op.tuning_tables()) merge_tuning_table(tables, mine);
+      write_tuning_file(o.tuning_out, tables);
+      std::cout << "  tuning  written to " << o.tuning_out << "\n";
+    }
+    return exit_code;
+  }
 
-  // Timing: each launch bracketed by events, median of many, after a warm-up.
+  // Timing: each launch bracketed by events, median of many, after a warm-up. A tuned op runs
+  // the tactic it chose (tuning happens in the first launch).
   for (int i = 0; i < o.warmup; ++i) op.launch(in_views, scalars, out_views, stream.get());
   std::vector<float> times;
   DeviceEvent start, stop;
@@ -253,7 +310,28 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& o, FindReference references
   run->add_option("--iterations", o.iterations, "Timed launches (default 200)");
   run->add_option("--warmup", o.warmup, "Untimed launches first (default 20)");
   run->add_option("--seed", o.seed, "Random seed for the inputs (default: random)");
+  run->add_option("--tactic", o.tactic, "Pin this tactic of a tuned op (default: choose)");
   return run;
+}
+
+CLI::App* add_tune_command(CLI::App& app, RunOptions& o) {
+  auto* tune = app.add_subcommand(
+      "tune",
+      "Tune a tuned op for input shapes on a GPU ahead of time: the tables persist "
+      "beside the compile cache and, with --output, in a file for `build --tuning`");
+  tune->add_option("op", o.path, "A .kop package or a JSON spec")
+      ->required()
+      ->check(CLI::ExistingFile);
+  tune->add_option("--shape", o.shapes, "Input shape, e.g. x=4096 or x=64x1024 (repeatable)");
+  tune->add_option("--scalar", o.scalars, "Scalar value, e.g. alpha=2.5 (repeatable)");
+  tune->add_option("--dtype", o.dtypes, "Input dtype for dtype-generic kernels, e.g. x=float16");
+  tune->add_option("--arch", o.archs, "Architectures when compiling a spec");
+  tune->add_option("--device", o.device, "CUDA device (default 0)");
+  tune->add_option("-o,--output", o.tuning_out,
+                   "Also write the op's tuning tables to this JSON file (merged with it)");
+  tune->add_option("--seed", o.seed, "Random seed for the inputs (default: random)");
+  tune->callback([&o] { o.tune = true; });
+  return tune;
 }
 
 int guarded_main(const char* program, int (*body)(int, char**), int argc, char** argv) {

@@ -26,6 +26,9 @@ struct RunOptions {
   int warmup = 20;
   int iterations = 200;
   unsigned long long seed = 0;
+  int tactic = -1;         ///< pin this tactic (tuned ops)
+  std::string tuning_out;  ///< `tune`: write the op's tuning tables here (merged with the file's)
+  bool tune = false;       ///< the `tune` subcommand: tune, report, no timing loop
 };
 
 /// The CPU reference of an op (nullptr: none).
@@ -33,6 +36,9 @@ using FindReference = const examples::Reference* (*)(std::string_view op_name);
 
 /// Adds the `run` subcommand and its options to `app`; `--check` only with references.
 CLI::App* add_run_command(CLI::App& app, RunOptions& options, FindReference references);
+/// Adds the `tune` subcommand: run's inputs, one launch (which tunes the key on a table miss),
+/// the op's tuning report, and the tables written to --output.
+CLI::App* add_tune_command(CLI::App& app, RunOptions& options);
 
 /// Returns the exit code: 0 success, 1 a failed check.
 int run_op(const RunOptions& options, FindReference references);

@@ -95,6 +95,19 @@ kop_status kop_op_launch(const kop_op* op, const kop_tensor* inputs, int32_t num
                          const kop_scalar* scalars, int32_t num_scalars, const kop_tensor* outputs,
                          int32_t num_outputs, void* stream);
 
+/* Tactics: a tuned op has one per config, id = the config's index (stable across processes, as
+ * a TensorRT plugin's tactic); an untuned op has one, id 0. A launch chooses: the pinned tactic,
+ * else the tuning table (the package's, then the one on disk), else it times the eligible
+ * configs on `stream` (never while the stream captures a graph), else the first eligible. */
+int32_t kop_op_num_tactics(const kop_op* op);
+const char* kop_op_tactic_name(const kop_op* op, int32_t tactic); /* "BLOCK=256, VEC=4" */
+kop_status kop_op_pin_tactic(kop_op* op, int32_t tactic);         /* -1 unpins */
+int32_t kop_op_pinned_tactic(const kop_op* op);                   /* -1: none */
+int32_t kop_op_last_tactic(const kop_op* op);                     /* -1: no launch yet */
+/* Timing runs made to tune (warm-ups included), keys tuned, launches served by a table. */
+kop_status kop_op_tuning_stats(const kop_op* op, uint64_t* timed_runs, uint64_t* tunings,
+                               uint64_t* table_hits);
+
 /* The message of the last failed call on this thread ("" when none). */
 const char* kop_last_error(void);
 kop_status kop_last_status(void);

@@ -14,6 +14,7 @@
 #include "kernelop/spec.hpp"
 #include "kernelop/spec_json.hpp"
 #include "kernelop/tensor.hpp"
+#include "kernelop/tuning.hpp"
 #include "kernelop/validate.hpp"
 
 namespace kernelop {

@@ -136,7 +136,7 @@ class KernelOp {
   /// Every launch uses `tactic` (-1: choose again); a launch whose inputs it cannot run is an
   /// error, never a fallback. Throws Error(Spec) for an id out of range. KERNELOP_TACTIC=N (all
   /// tuned ops) or KERNELOP_TACTIC=ns::op=N,ns::other=M pins from the environment.
-  void pin_tactic(int tactic);
+  void pin_tactic(int tactic) const;
   int pinned_tactic() const;
   /// The tactic of the latest launch (-1 before any).
   int last_tactic() const;
@@ -146,7 +146,7 @@ class KernelOp {
   std::vector<TuningTable> tuning_tables() const;
   /// Adds a table's entries (its device and arch say where they apply). Throws Error(Format)
   /// when it belongs to another op, build or set of configs.
-  void add_tuning_table(const TuningTable& table);
+  void add_tuning_table(const TuningTable& table) const;
 
  private:
   struct State;

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +36,16 @@ TuningTable parse_tuning_table(std::string_view text, std::string_view origin);
 /// A list of tables (a package's, or `kernelop tune --output`): a JSON array or one table.
 std::vector<TuningTable> parse_tuning_tables(std::string_view text, std::string_view origin);
 std::string tuning_tables_json(const std::vector<TuningTable>& tables);
+
+/// Adds `from` to `tables`: its entries join the table of the same op, device and arch (replacing
+/// entries of the same key), or it is appended (replacing a table of another build of the op).
+void merge_tuning_table(std::vector<TuningTable>& tables, const TuningTable& from);
+
+/// The tables of a file written by write_tuning_file (empty when the file does not exist);
+/// throws Error(Io) or Error(Format) naming the file.
+std::vector<TuningTable> read_tuning_file(const std::filesystem::path& path);
+/// Writes atomically; throws Error(Io).
+void write_tuning_file(const std::filesystem::path& path, const std::vector<TuningTable>& tables);
 
 /// Checks that a table belongs to `image` (same op, fingerprint and configs); "" when it does,
 /// else why not.

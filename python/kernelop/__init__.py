@@ -6,8 +6,8 @@ Keeps the names of torch_tensorrt.kernels, so switching is a change of import.
 from ._ops import (Kernel, build_package, build_package_file, cuda_kernel_op, kernel, load_package, ptx_op,
                    register_spec_file)
 from ._spec import (Custom, DimSize, Elementwise, Expr, InputDecl, KernelSpec, Numel, OutputDecl, ReduceDims,
-                    Reduction, SameAs, ScalarInput)
+                    Reduction, SameAs, ScalarInput, Tunable)
 
 __all__ = ["Custom", "DimSize", "Elementwise", "Expr", "InputDecl", "Kernel", "KernelSpec", "Numel", "OutputDecl",
-           "ReduceDims", "Reduction", "SameAs", "ScalarInput", "build_package", "build_package_file", "cuda_kernel_op",
+           "ReduceDims", "Reduction", "SameAs", "ScalarInput", "Tunable", "build_package", "build_package_file", "cuda_kernel_op",
            "kernel", "load_package", "ptx_op", "register_spec_file"]

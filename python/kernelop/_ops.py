@@ -201,6 +201,39 @@ class Kernel:
         """The kernel's parameters, e.g. ``['const float* x', 'int numel(x)', 'float* y']``."""
         return list(self._registration.parameters)
 
+    @property
+    def tactics(self) -> List[str]:
+        """The op's tactics (one per config, id = index), e.g. ``['BLOCK=256', 'BLOCK=1024']``."""
+        return list(self._registration.tactics)
+
+    def pin_tactic(self, tactic: Optional[int]) -> None:
+        """Every launch uses ``tactic`` (None: choose again); one it cannot run is an error."""
+        self._registration.pin_tactic(-1 if tactic is None else int(tactic))
+
+    @property
+    def pinned_tactic(self) -> Optional[int]:
+        t = self._registration.pinned_tactic
+        return None if t < 0 else t
+
+    @property
+    def last_tactic(self) -> Optional[int]:
+        """The tactic of the latest launch (None before any)."""
+        t = self._registration.last_tactic
+        return None if t < 0 else t
+
+    def tuning_report(self) -> Dict[str, Any]:
+        """What tuning did: counters, and per device model the tactic and every config's time
+        (milliseconds; None when not timed) for each key seen."""
+        tables = json.loads(self._registration.tuning_tables_json())
+        for t in tables:
+            for e in t["entries"]:
+                e["times_ms"] = [None if v < 0 else v for v in e["times_ms"]]
+        return {"stats": dict(self._registration.tuning_stats()), "tables": tables}
+
+    def add_tuning_tables(self, text: str) -> None:
+        """Adds tuning tables (the JSON of ``kernelop tune --output``) to the op."""
+        self._registration.add_tuning_tables_json(text)
+
     def launch(self, grid: Dims, block: Dims, args: Sequence[Any], *, shared_mem: int = 0,
                stream: Any = None) -> None:
         """Launches on the tensors' device, on ``stream`` (default: PyTorch's current stream there).

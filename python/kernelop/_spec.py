@@ -259,6 +259,21 @@ class Custom:
 
 
 @dataclass
+class Tunable:
+    """A tunable the configs bind: template argument / launch-expression name, optionally a -D define."""
+    name: str
+    define: bool = False
+    type: str = "int"  # or "bool"
+
+    def _json(self) -> Any:
+        if not isinstance(self.name, str):
+            raise TypeError(f"Tunable.name: expected a str, got {type(self.name).__name__}")
+        if not self.define and self.type == "int":
+            return self.name
+        return {"name": self.name, "define": _bool(self.define, "Tunable.define"), "type": self.type}
+
+
+@dataclass
 class KernelSpec:
     kernel_source: str
     kernel_name: str
@@ -280,6 +295,12 @@ class KernelSpec:
     # The kernel's parameters in its own order: input/output names (str) and extras in place of
     # ``extras`` (Numel, DimSize, Expr). None: inputs, extras, outputs.
     params: Optional[Sequence[Union[str, Numel, DimSize, Expr]]] = None
+    # Tactics (docs/tactics.md): configs bind tunables, e.g. [{"BLOCK": 256}, {"BLOCK": 1024,
+    # "requires": ["numel(x) % 4 == 0"]}]; tunables default to the first config's keys (a bool
+    # value makes a bool tunable). Tunable("VEC", define=True) also passes -DVEC=<value>.
+    configs: Sequence[Dict[str, Any]] = ()
+    tunables: Optional[Sequence[Union[str, "Tunable"]]] = None
+    tuning_key: Optional[Sequence[str]] = None
 
     def to_json(self, op_name: str) -> Dict[str, Any]:
         """The JSON spec document (docs/spec-format.md) for ``op_name``."""
@@ -312,12 +333,40 @@ class KernelSpec:
                                   for k, v in self.type_params.items()]
         if _str_list(self.requires, "KernelSpec.requires"):
             doc["requires"] = list(self.requires)
+        if self.configs or self.tunables:
+            doc.update(self._tactics_json())
+        if self.tuning_key is not None:
+            doc["tuning_key"] = _str_list(self.tuning_key, "KernelSpec.tuning_key")
         if self.params is not None:
             if isinstance(self.params, (str, bytes)) or not isinstance(self.params, (list, tuple)):
                 raise TypeError(f"KernelSpec.params: expected a list, got {type(self.params).__name__}")
             doc["params"] = [p if isinstance(p, str) else self._typed(p, (Numel, DimSize, Expr), "params")._json()
                              for p in self.params]
         return doc
+
+    def _tactics_json(self) -> Dict[str, Any]:
+        if isinstance(self.configs, (str, bytes, dict)) or not isinstance(self.configs, (list, tuple)):
+            raise TypeError(f"KernelSpec.configs: expected a list of dicts, got {type(self.configs).__name__}")
+        for i, c in enumerate(self.configs):
+            if not isinstance(c, dict):
+                raise TypeError(f"KernelSpec.configs[{i}]: expected a dict such as {{'BLOCK': 256}}, got "
+                                f"{type(c).__name__}")
+        if self.tunables is None:
+            first = self.configs[0] if self.configs else {}
+            tunables = [Tunable(k, type="bool" if isinstance(v, bool) else "int")
+                        for k, v in first.items() if k != "requires"]
+        else:
+            if isinstance(self.tunables, (str, bytes)) or not isinstance(self.tunables, (list, tuple)):
+                raise TypeError(f"KernelSpec.tunables: expected a list, got {type(self.tunables).__name__}")
+            tunables = [Tunable(t) if isinstance(t, str) else self._typed(t, (Tunable,), "tunables")
+                        for t in self.tunables]
+        configs = []
+        for i, c in enumerate(self.configs):
+            doc = dict(c)
+            if "requires" in doc:
+                doc["requires"] = _str_list(doc["requires"], f"KernelSpec.configs[{i}].requires")
+            configs.append(doc)
+        return {"tunables": [t._json() for t in tunables], "configs": configs}
 
     @staticmethod
     def _typed(value: Any, types: tuple, where: str) -> Any:

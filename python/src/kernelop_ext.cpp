@@ -200,6 +200,42 @@ NB_MODULE(_kernelop, m) {
           },
           nb::arg("grid"), nb::arg("block"), nb::arg("args"), nb::arg("shared_mem"),
           nb::arg("stream").none(), nb::arg("device"),
-          "Raw launch on `device` (see KernelOp::launch_raw); stream None: PyTorch's current one.");
+          "Raw launch on `device` (see KernelOp::launch_raw); stream None: PyTorch's current one.")
+      .def_prop_ro("tactics",
+                   [](const torch_ops::Registration& r) {
+                     std::vector<std::string> out;
+                     for (int t = 0; t < r.op().num_tactics(); ++t)
+                       out.push_back(r.op().tactic_text(t));
+                     return out;
+                   })
+      .def(
+          "pin_tactic", [](const torch_ops::Registration& r, int t) { r.op().pin_tactic(t); },
+          nb::arg("tactic"))
+      .def_prop_ro("pinned_tactic",
+                   [](const torch_ops::Registration& r) { return r.op().pinned_tactic(); })
+      .def_prop_ro("last_tactic",
+                   [](const torch_ops::Registration& r) { return r.op().last_tactic(); })
+      .def("tuning_stats",
+           [](const torch_ops::Registration& r) {
+             TuningStats s = r.op().tuning_stats();
+             nb::dict d;
+             d["timed_runs"] = s.timed_runs;
+             d["tunings"] = s.tunings;
+             d["table_hits"] = s.table_hits;
+             d["defaults"] = s.defaults;
+             d["pinned"] = s.pinned;
+             return d;
+           })
+      .def("tuning_tables_json",
+           [](const torch_ops::Registration& r) {
+             return tuning_tables_json(r.op().tuning_tables());
+           })
+      .def(
+          "add_tuning_tables_json",
+          [](const torch_ops::Registration& r, const std::string& text) {
+            for (const TuningTable& t : parse_tuning_tables(text, "tuning table"))
+              r.op().add_tuning_table(t);
+          },
+          nb::arg("text"));
   m.def("find_registration", &torch_ops::find_registration, nb::arg("op_name"));
 }

@@ -15,6 +15,7 @@
 #include "core/framing.hpp"
 #include "core/json_util.hpp"
 #include "kernelop/spec_json.hpp"
+#include "kernelop/tuning.hpp"
 
 namespace kernelop {
 namespace {
@@ -178,6 +179,17 @@ class Reader {
       image.images.push_back(std::move(a));
     }
     if (image.images.empty()) KERNELOP_RAISE(error()) << "it holds no image";
+    // Tuning tables (optional): each must belong to this very op (kernelop/tuning.hpp).
+    if (meta.contains("tuning")) {
+      std::string origin = std::string(origin_) + ": tuning";
+      image.tuning = parse_tuning_tables(meta.at("tuning").dump(), origin);
+      for (const TuningTable& t : image.tuning) {
+        if (std::string why = tuning_table_mismatch(t, image); !why.empty()) {
+          KERNELOP_RAISE(error()) << "its tuning table for " << t.device << " (" << t.arch
+                                  << ") does not fit the op: " << why;
+        }
+      }
+    }
   }
 
   std::string_view bytes_;
@@ -210,6 +222,15 @@ std::string write_package_bytes(const CompiledImage& image) {
     if (a.program != 0) images.back()["program"] = a.program;
   }
   meta["images"] = std::move(images);
+  if (!image.tuning.empty()) {
+    for (const TuningTable& t : image.tuning) {
+      if (std::string why = tuning_table_mismatch(t, image); !why.empty()) {
+        KERNELOP_FAIL(Spec) << "op " << image.plan.op_name << ": the tuning table for " << t.device
+                            << " (" << t.arch << ") does not fit the op: " << why;
+      }
+    }
+    meta["tuning"] = Json::parse(tuning_tables_json(image.tuning));
+  }
 
   std::vector<std::string_view> sections;
   std::string meta_text;

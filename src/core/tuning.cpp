@@ -1,12 +1,13 @@
 // Tuning tables: fingerprint, buckets, and the JSON form (read as untrusted input).
 #include "kernelop/tuning.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "core/file_io.hpp"
 #include "core/hash.hpp"
 #include "core/json_util.hpp"
-#include "kernelop/spec_json.hpp"
 
 namespace kernelop {
 namespace {
@@ -116,11 +117,22 @@ Json parse(std::string_view text, std::string_view origin) {
 
 std::string op_fingerprint(const CompiledImage& image) {
   detail::Hasher h;
-  h.field("kernelop.op");
-  OpDecl decl{image.plan.op_name, image.plan.spec, ""};
-  decl.spec.source_file.reset();
-  decl.spec.include_paths.clear();
-  h.field(print_op_json(decl, JsonWriteOptions{-1, true}));
+  // What decides a launch, as the plan derives it (the same whether the image was compiled here
+  // or read from a package), and the machine code.
+  const OpPlan& p = image.plan;
+  h.field("kernelop.op").field(p.qualified_schema());
+  for (const ArgSlot& a : p.args) h.field(p.c_type(a)).field(a.name);
+  if (p.geometry) {
+    for (const auto* part : {&p.geometry->grid, &p.geometry->block}) {
+      for (const Expr& e : *part) h.field(e.to_string());
+    }
+    h.field(p.geometry->shared_mem.to_string());
+  }
+  for (const ConfigPlan& c : p.configs) {
+    h.field(c.text);
+    for (const RequirementPlan& r : c.requirements) h.field(r.text);
+  }
+  for (const Expr& e : p.tuning_key) h.field(e.to_string());
   for (const std::string& name : image.lowered_names) h.field(name);
   for (const ArchImage& a : image.images) {
     h.field(a.arch).field(static_cast<std::int64_t>(a.program)).field(a.data);
@@ -166,6 +178,44 @@ std::vector<TuningTable> parse_tuning_tables(std::string_view text, std::string_
   }
   for (const Json& t : j) out.push_back(TableReader(origin).read(t));
   return out;
+}
+
+void merge_tuning_table(std::vector<TuningTable>& tables, const TuningTable& from) {
+  auto same = std::find_if(tables.begin(), tables.end(), [&](const TuningTable& t) {
+    return t.op == from.op && t.device == from.device && t.arch == from.arch;
+  });
+  if (same == tables.end() || same->fingerprint != from.fingerprint ||
+      same->configs != from.configs) {
+    if (same != tables.end()) tables.erase(same);
+    tables.push_back(from);
+    return;
+  }
+  for (const TuningEntry& e : from.entries) {
+    auto it = std::find_if(same->entries.begin(), same->entries.end(),
+                           [&](const TuningEntry& x) { return x.key == e.key; });
+    if (it == same->entries.end()) {
+      same->entries.push_back(e);
+    } else {
+      *it = e;
+    }
+  }
+}
+
+std::vector<TuningTable> read_tuning_file(const std::filesystem::path& path) {
+  std::string text, why;
+  switch (detail::try_read_file(path, detail::kMaxTextFileBytes, &text, &why)) {
+    case detail::ReadStatus::Ok:
+      return parse_tuning_tables(text, path.string());
+    case detail::ReadStatus::Missing:
+      return {};
+    case detail::ReadStatus::Failed:
+      break;
+  }
+  KERNELOP_FAIL(Io) << "cannot read tuning table '" << path.string() << "': " << why;
+}
+
+void write_tuning_file(const std::filesystem::path& path, const std::vector<TuningTable>& tables) {
+  detail::write_file(path, tuning_tables_json(tables), "tuning table");
 }
 
 std::string tuning_table_mismatch(const TuningTable& table, const CompiledImage& image) {

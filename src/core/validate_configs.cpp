@@ -12,29 +12,35 @@ void Validator::check_tunables() {
   for (std::size_t i = 0; i < spec_.tunables.size(); ++i) {
     const Tunable& t = spec_.tunables[i];
     std::string path = "tunables[" + std::to_string(i) + "].name";
-    check_name(t.name, path);
-    if (t.name == "requires") {
-      KERNELOP_RAISE(fail_at(path)) << "'requires' is a config's key for its own conditions; "
-                                       "name the tunable otherwise";
-    }
+    check_name(t.name, path);  // "requires" (a config's own key) is a reserved name
     if (!tunables_.insert(t.name).second) {
       KERNELOP_RAISE(fail_at(path)) << "duplicate tunable '" << t.name << "'";
     }
     if (type_params.count(t.name)) {
       KERNELOP_RAISE(fail_at(path)) << "'" << t.name << "' is also a type parameter's name";
     }
-  }
-}
-
-void Validator::check_configs() {
-  if (spec_.tuning_key && spec_.configs.empty()) {
-    KERNELOP_RAISE(fail_at("tuning_key")) << "is given but the op declares no configs to tune";
+    for (const Input& input : spec_.inputs.value_or(std::vector<Input>{})) {
+      if (std::visit([](const auto& d) { return d.name; }, input) == t.name) {
+        KERNELOP_RAISE(fail_at(path)) << "'" << t.name << "' is also an input's name";
+      }
+    }
+    for (const OutputDecl& out : spec_.outputs.value_or(std::vector<OutputDecl>{})) {
+      if (out.name == t.name) {
+        KERNELOP_RAISE(fail_at(path)) << "'" << t.name << "' is also an output's name";
+      }
+    }
   }
   if (spec_.tunables.empty() != spec_.configs.empty()) {
     KERNELOP_RAISE(fail_at(spec_.configs.empty() ? "configs" : "tunables"))
         << (spec_.configs.empty()
                 ? "is empty, but tunables are declared; expected at least one config binding them"
                 : "is empty, but configs are given; declare the tunables they bind");
+  }
+}
+
+void Validator::check_configs() {
+  if (spec_.tuning_key && spec_.configs.empty()) {
+    KERNELOP_RAISE(fail_at("tuning_key")) << "is given but the op declares no configs to tune";
   }
   if (spec_.configs.empty()) return;
   if (!spec_.outputs || !spec_.geometry || options_.has_eager_fn || options_.has_meta_fn) {
@@ -52,13 +58,6 @@ void Validator::check_configs() {
     KERNELOP_RAISE(fail_at("configs"))
         << spec_.configs.size() << " configs x " << combos << " dtype combinations ask for more "
         << "than " << kMaxInstances << " kernel instantiations";
-  }
-  for (std::size_t i = 0; i < spec_.tunables.size(); ++i) {
-    const Tunable& t = spec_.tunables[i];
-    if (names_.count(t.name)) {
-      KERNELOP_RAISE(fail_at("tunables[" + std::to_string(i) + "].name"))
-          << "'" << t.name << "' is also an input's or output's name";
-    }
   }
   std::map<std::vector<std::int64_t>, std::size_t> seen;
   for (std::size_t c = 0; c < spec_.configs.size(); ++c) {

@@ -187,6 +187,41 @@ int32_t kop_op_num_outputs(const kop_op* op) {
   return op ? static_cast<int32_t>(op->op.plan().outputs.size()) : -1;
 }
 
+int32_t kop_op_num_tactics(const kop_op* op) {
+  return op ? op->op.num_tactics() : -1;
+}
+
+const char* kop_op_tactic_name(const kop_op* op, int32_t tactic) {
+  if (!op || tactic < 0 || tactic >= op->op.num_tactics()) return nullptr;
+  return op->op.tactic_text(tactic).c_str();
+}
+
+kop_status kop_op_pin_tactic(kop_op* op, int32_t tactic) {
+  if (!op) return bad_argument("kop_op_pin_tactic: op must not be NULL");
+  return guarded([&] { op->op.pin_tactic(tactic); });
+}
+
+int32_t kop_op_pinned_tactic(const kop_op* op) {
+  return op ? op->op.pinned_tactic() : -1;
+}
+
+int32_t kop_op_last_tactic(const kop_op* op) {
+  return op ? op->op.last_tactic() : -1;
+}
+
+kop_status kop_op_tuning_stats(const kop_op* op, uint64_t* timed_runs, uint64_t* tunings,
+                               uint64_t* table_hits) {
+  if (!op || !timed_runs || !tunings || !table_hits) {
+    return bad_argument("kop_op_tuning_stats: op and the three outputs must not be NULL");
+  }
+  return guarded([&] {
+    kernelop::TuningStats s = op->op.tuning_stats();
+    *timed_runs = s.timed_runs;
+    *tunings = s.tunings;
+    *table_hits = s.table_hits;
+  });
+}
+
 const char* kop_op_input_name(const kop_op* op, int32_t index) {
   if (!op || index < 0 || index >= op->op.plan().num_tensor_inputs) return nullptr;
   return op->op.plan().tensors[static_cast<std::size_t>(index)].name.c_str();

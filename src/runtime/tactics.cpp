@@ -513,7 +513,7 @@ const std::string& KernelOp::tactic_text(int tactic) const {
   return plan().configs[static_cast<std::size_t>(tactic)].text;
 }
 
-void KernelOp::pin_tactic(int tactic) {
+void KernelOp::pin_tactic(int tactic) const {
   if (tactic < -1 || tactic >= num_tactics()) {
     KERNELOP_RAISE(state_->error(ErrorKind::Spec))
         << "cannot pin tactic " << tactic << "; expected -1 (unpin) or 0.." << num_tactics() - 1;
@@ -558,7 +558,7 @@ std::vector<TuningTable> KernelOp::tuning_tables() const {
   return out;
 }
 
-void KernelOp::add_tuning_table(const TuningTable& table) {
+void KernelOp::add_tuning_table(const TuningTable& table) const {
   State& s = *state_;
   if (std::string why = tuning_table_mismatch(table, s.image); !why.empty()) {
     KERNELOP_RAISE(s.error(ErrorKind::Format)) << "the tuning table does not fit: " << why;

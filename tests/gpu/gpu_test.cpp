@@ -240,6 +240,14 @@ TEST_F(Gpu, LaunchPathAllocatesNothing) {
   long after = g_allocations.load();
   stream.synchronize();
   EXPECT_EQ(after - before, 0) << "heap allocations in 1000 launches";
+  // A tuned op, once its key is in the tuning table: the choice allocates nothing either.
+  const KernelOp& tuned = op("softmax_tuned");
+  tuned.launch(in, {}, out, stream.get());  // tunes (or reads the table): allocations allowed
+  before = g_allocations.load();
+  for (int i = 0; i < 1000; ++i) tuned.launch(in, {}, out, stream.get());
+  after = g_allocations.load();
+  stream.synchronize();
+  EXPECT_EQ(after - before, 0) << "heap allocations in 1000 launches of a tuned op";
 }
 
 TEST_F(Gpu, ZeroSizeWorkLaunchesNothing) {

@@ -4,6 +4,7 @@ round trips and CUDA graphs (GPU, skipped without one)."""
 
 import os
 import pathlib
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -289,6 +290,57 @@ class Meta(unittest.TestCase):
         self.assertIn("kop_py.repeat2", str(ep.graph))
 
 
+TWICE_SOURCE = """
+template <int B, int V>
+__global__ void twice(const float* x, float* y, long long n) {
+  long long i = ((long long)blockIdx.x * B + threadIdx.x) * V;
+  for (int k = 0; k < V; ++k) if (i + k < n) y[i + k] = 2.0f * x[i + k];
+}
+"""
+
+
+def twice_spec(**overrides):
+    fields = dict(kernel_source=TWICE_SOURCE, kernel_name="twice<B, V>",
+                  inputs=[ko.InputDecl("x", dtype="float32")], outputs=[ko.OutputDecl("y", shape=ko.SameAs("x"))],
+                  params=["x", "y", ko.Expr("numel(x)", int64=True)],
+                  geometry=ko.Custom(grid=["cdiv(numel(x), B * V)"], block=["B"]),
+                  configs=[{"B": 128, "V": 1}, {"B": 256, "V": 1}, {"B": 256, "V": 4, "requires": ["numel(x) % 4 == 0"]}])
+    fields.update(overrides)
+    return ko.KernelSpec(**fields)
+
+
+class Tactics(unittest.TestCase):
+    """Configs in the Python DSL: the same document as the JSON form, and what the op reports."""
+
+    def test_dsl_configs_are_the_json_form(self):
+        doc = twice_spec(tuning_key=["numel(x)"]).to_json("kop_t::twice")
+        self.assertEqual(doc["tunables"], ["B", "V"])
+        self.assertEqual(doc["configs"][2], {"B": 256, "V": 4, "requires": ["numel(x) % 4 == 0"]})
+        self.assertEqual(doc["tuning_key"], ["numel(x)"])
+        doc = twice_spec(tunables=["B", ko.Tunable("V", define=True)]).to_json("kop_t::twice")
+        self.assertEqual(doc["tunables"], ["B", {"name": "V", "define": True, "type": "int"}])
+
+    def test_registration_lists_the_tactics(self):
+        op = ko.cuda_kernel_op("kop_t::twice", twice_spec(), archs=ARCHS)
+        self.assertEqual(ko.kernel("kop_t::twice").tactics, ["B=128, V=1", "B=256, V=1", "B=256, V=4"])
+        self.assertEqual(str(op.default._schema), "kop_t::twice(Tensor x) -> Tensor")
+        k = ko.kernel("kop_t::twice")
+        k.pin_tactic(2)
+        self.assertEqual(k.pinned_tactic, 2)
+        k.pin_tactic(None)
+        self.assertIsNone(k.pinned_tactic)
+        with self.assertRaisesRegex(ValueError, "cannot pin tactic 3; expected -1 \\(unpin\\) or 0..2"):
+            k.pin_tactic(3)
+        self.assertEqual(k.tuning_report()["stats"]["timed_runs"], 0)
+
+    def test_bad_configs_are_errors_naming_the_field(self):
+        with self.assertRaisesRegex(TypeError, "KernelSpec.configs\\[0\\]: expected a dict"):
+            twice_spec(configs=[("B", 1)]).to_json("kop_t::bad")
+        with self.assertRaisesRegex(ValueError, "configs\\[1\\].V: missing; every config binds every tunable"):
+            ko.cuda_kernel_op("kop_t::bad", twice_spec(configs=[{"B": 1, "V": 1}, {"B": 2}]), archs=ARCHS)
+        self.assertFalse(hasattr(torch.ops.kop_t, "bad"))
+
+
 @unittest.skipUnless(CUDA, "no CUDA device")
 class Cuda(unittest.TestCase):
     def test_eager_matches_torch(self):
@@ -463,6 +515,81 @@ class Cuda(unittest.TestCase):
         torch.testing.assert_close(op(x), torch.relu(x), rtol=0, atol=0)
 
 
+@unittest.skipUnless(CUDA, "no CUDA device")
+class TacticsCuda(unittest.TestCase):
+    """A tuned op in PyTorch: chosen in C++ in eager mode, under torch.compile and in CUDA graphs."""
+
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.env = dict(os.environ, KERNELOP_CACHE_DIR=self.dir.name)
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def test_every_tactic_and_the_tuned_choice_give_the_same_result(self):
+        op = EX["softmax_tuned"]
+        k = ko.kernel("kernelop_examples::softmax_tuned")
+        for shape in [(1, 5), (33, 1000), (512, 4096), (4096, 12)]:
+            x = torch.randn(*shape, device="cuda")
+            want = torch.softmax(x, -1)
+            for t in range(len(k.tactics)):
+                k.pin_tactic(t)
+                torch.testing.assert_close(op(x), want, msg=f"{shape} tactic {t} ({k.tactics[t]})")
+            k.pin_tactic(None)
+            torch.testing.assert_close(op(x), want)
+        report = k.tuning_report()
+        self.assertGreater(report["stats"]["tunings"], 0)
+        entry = report["tables"][0]["entries"][0]
+        timed = [t for t in entry["times_ms"] if t is not None]
+        self.assertEqual(entry["times_ms"][entry["config"]], min(timed))
+
+    def test_capture_times_nothing_and_replays(self):
+        code = f"""
+import sys, torch
+sys.path.insert(0, {str(EXAMPLES)!r})
+import kernelop as ko, torch_examples as tex
+op = ko.register_spec_file(tex.spec_file("softmax_tuned"), archs=["sm_90", "compute_90"])
+k = ko.kernel("kernelop_examples::softmax_tuned")
+x = torch.randn(300, 700, device="cuda")
+s = torch.cuda.Stream()
+g = torch.cuda.CUDAGraph()
+with torch.cuda.stream(s), torch.cuda.graph(g):
+    y = op(x)
+stats = k.tuning_report()["stats"]
+assert stats["timed_runs"] == 0 and stats["defaults"] == 1, stats
+x.copy_(torch.randn(300, 700, device="cuda"))
+g.replay()
+torch.cuda.synchronize()
+torch.testing.assert_close(y, torch.softmax(x, -1))
+y2 = op(x)  # outside capture: tuned now
+assert k.tuning_report()["stats"]["tunings"] == 1
+print("ok")
+"""
+        r = subprocess.run([sys.executable, "-c", code], env=dict(self.env, KERNELOP_LOG="1"),
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("the stream is capturing a CUDA graph; no tuning for this call", r.stderr)
+
+    def test_a_second_process_times_nothing_and_compile_chooses_in_cpp(self):
+        code = f"""
+import sys, torch
+sys.path.insert(0, {str(EXAMPLES)!r})
+import kernelop as ko, torch_examples as tex
+op = ko.register_spec_file(tex.spec_file("gemm_tiled"), archs=["sm_90", "compute_90"])
+k = ko.kernel("kernelop_examples::gemm_tiled")
+a, b = torch.randn(200, 300, device="cuda"), torch.randn(300, 100, device="cuda")
+f = torch.compile(lambda a, b: op(a, b) * 2, fullgraph=True, dynamic=True)
+torch.testing.assert_close(f(a, b), (a @ b) * 2, rtol=1e-4, atol=1e-3)
+print(k.tuning_report()["stats"]["timed_runs"])
+"""
+        first = subprocess.run([sys.executable, "-c", code], env=self.env, capture_output=True, text=True)
+        self.assertEqual(first.returncode, 0, first.stderr)
+        self.assertGreater(int(first.stdout.split()[-1]), 0)
+        second = subprocess.run([sys.executable, "-c", code], env=self.env, capture_output=True, text=True)
+        self.assertEqual(second.returncode, 0, second.stderr)
+        self.assertEqual(int(second.stdout.split()[-1]), 0, "the second process timed configs")
+
+
 if __name__ == "__main__":
     import sys
     # --cpu: the tests that need no GPU; --gpu: the CUDA tests, exit code 77 (skipped) without one.
@@ -470,8 +597,8 @@ if __name__ == "__main__":
     if part == "--gpu" and not CUDA:
         print("SKIPPED: no CUDA device")
         sys.exit(77)
-    classes = {"--cpu": [Registration, Examples, Meta, ExportBounds, Ptx], "--gpu": [Cuda]}.get(
-        part, [Registration, Examples, Meta, ExportBounds, Ptx, Cuda])
+    classes = {"--cpu": [Registration, Examples, Meta, ExportBounds, Ptx, Tactics], "--gpu": [Cuda, TacticsCuda]}.get(
+        part, [Registration, Examples, Meta, ExportBounds, Ptx, Tactics, Cuda, TacticsCuda])
     suite = unittest.TestSuite(unittest.defaultTestLoader.loadTestsFromTestCase(c) for c in classes)
     result = unittest.TextTestRunner(verbosity=2).run(suite)
     sys.exit(0 if result.wasSuccessful() else 1)

@@ -1,0 +1,243 @@
+// Tactics on a GPU: every config of the tuned examples matches the CPU reference, tuning picks
+// the fastest timed config, persists it (a fresh op times nothing), ignores a corrupt table,
+// never writes the caller's tensors, tunes once under concurrent first calls, and a package
+// with an embedded table times nothing.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "kernelop/kernelop.hpp"
+#include "references.hpp"
+#include "runtime/driver.hpp"
+
+namespace kernelop {
+namespace {
+
+namespace fs = std::filesystem;
+using examples::HostTensor;
+
+class TacticsGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+    ctx_ = std::make_unique<detail::PrimaryContext>(0);
+    detail::Driver::require().cuCtxSetCurrent(ctx_->get());
+    dir_ = fs::temp_directory_path() /
+           ("kop-tune-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  LoadOptions options(bool persist = true) const {
+    LoadOptions o;
+    o.tuning_dir = dir_;
+    o.persist_tuning = persist;
+    return o;
+  }
+  std::unique_ptr<detail::PrimaryContext> ctx_;
+  fs::path dir_;
+};
+
+const CompiledImage& image_of(const std::string& name) {
+  static std::map<std::string, CompiledImage> images;
+  static std::mutex m;
+  std::lock_guard lock(m);
+  auto it = images.find(name);
+  if (it == images.end()) {
+    fs::path spec = fs::path(KERNELOP_SOURCE_DIR) / "examples" / (name + ".json");
+    CompileOptions c;
+    c.archs = {"sm_90", "compute_90"};
+    it = images.emplace(name, compile(derive_plan(load_op_file(spec)), c)).first;
+  }
+  return it->second;
+}
+
+// Inputs of the given shapes with the reference's values, on the device.
+struct Call {
+  std::vector<HostTensor> in_host, out_host;
+  std::vector<DeviceBuffer> in, out;
+  std::vector<TensorView> in_views, out_views;
+
+  Call(const KernelOp& op, const std::vector<Shape>& shapes, unsigned seed = 1) {
+    for (const Shape& s : shapes) in_host.emplace_back(s, DType::Float32);
+    std::mt19937_64 rng(seed);
+    examples::default_inputs(in_host, rng);
+    for (const HostTensor& h : in_host) {
+      in.emplace_back(h.bytes());
+      in.back().upload(h.encode().data(), h.bytes());
+      in_views.push_back(TensorView{in.back().get(), DType::Float32, h.shape, {}, 0});
+    }
+    std::vector<Shape> out_shapes = op.output_shapes(in_views);
+    for (const Shape& s : out_shapes) {
+      out_host.emplace_back(s, DType::Float32);
+      out.emplace_back(out_host.back().bytes());
+      out_views.push_back(TensorView{out.back().get(), DType::Float32, s, {}, 0});
+    }
+  }
+  void poison() {
+    for (auto& b : out) b.fill_bytes(0xff);
+    ASSERT_EQ(detail::Driver::require().cuCtxSynchronize(), CUDA_SUCCESS);
+  }
+  // Every output against the reference.
+  void expect_reference(const KernelOp& op, const std::string& what) {
+    ASSERT_EQ(detail::Driver::require().cuCtxSynchronize(), CUDA_SUCCESS);
+    const examples::Reference* ref = examples::find_reference(op.plan().op_name);
+    ASSERT_NE(ref, nullptr);
+    std::vector<HostTensor> want_in = in_host, want_out = out_host;
+    ref->compute(want_in, {}, want_out);
+    double extra = ref->extra_atol ? ref->extra_atol(in_host) : 0;
+    for (std::size_t o = 0; o < out.size(); ++o) {
+      HostTensor got = out_host[o];
+      std::string bytes(got.bytes(), '\0');
+      out[o].download(bytes.data(), bytes.size());
+      got.decode(bytes);
+      examples::Comparison c = examples::compare(got, want_out[o], extra);
+      EXPECT_TRUE(c.passed()) << what << ": worst element " << c.worst_index << " off by "
+                              << c.max_abs_error;
+    }
+  }
+};
+
+void every_tactic_matches(const std::string& name, const std::vector<std::vector<Shape>>& cases) {
+  KernelOp op(image_of(name));
+  for (const auto& shapes : cases) {
+    Call call(op, shapes);
+    std::string where = name;
+    for (const Shape& s : shapes) where += " " + s.to_string();
+    int eligible = 0;
+    for (int t = 0; t < op.num_tactics(); ++t) {
+      call.poison();
+      op.pin_tactic(t);
+      try {
+        op.launch(call.in_views, {}, call.out_views, nullptr);
+      } catch (const Error& e) {
+        EXPECT_NE(e.message().find("cannot run these inputs"), std::string::npos) << e.what();
+        continue;
+      }
+      ++eligible;
+      EXPECT_EQ(op.last_tactic(), t);
+      call.expect_reference(
+          op, where + " tactic " + std::to_string(t) + " (" + op.tactic_text(t) + ")");
+    }
+    EXPECT_GT(eligible, 0) << where;
+    op.pin_tactic(-1);
+    call.poison();
+    op.launch(call.in_views, {}, call.out_views, nullptr);  // tuned (or from the table)
+    call.expect_reference(op, where + " tuned: tactic " + std::to_string(op.last_tactic()));
+  }
+}
+
+TEST_F(TacticsGpu, EveryTacticOfTheTunedExamplesMatchesTheReference) {
+  every_tactic_matches(
+      "softmax_tuned",
+      {{{1, 1}}, {{7, 33}}, {{3, 4099}}, {{64, 1024}}, {{1000, 4096}}, {{4096, 4}}, {{2, 3, 128}}});
+  every_tactic_matches("gemm_tiled", {{{1, 1}, {1, 1}},
+                                      {{17, 33}, {33, 9}},
+                                      {{128, 64}, {64, 256}},
+                                      {{300, 257}, {257, 130}},
+                                      {{64, 1000}, {1000, 64}}});
+}
+
+TEST_F(TacticsGpu, TuningChoosesTheFastestPersistsAndAFreshOpTimesNothing) {
+  const CompiledImage& image = image_of("softmax_tuned");
+  KernelOp first(image, options());
+  Call call(first, {{512, 4096}});
+  first.launch(call.in_views, {}, call.out_views, nullptr);
+  TuningStats s = first.tuning_stats();
+  EXPECT_EQ(s.tunings, 1u);
+  EXPECT_EQ(s.timed_runs, 8u * 6u) << "8 eligible configs x (1 warm-up + 5 timed runs)";
+  std::vector<TuningTable> tables = first.tuning_tables();
+  ASSERT_EQ(tables.size(), 1u);
+  ASSERT_EQ(tables[0].entries.size(), 1u);
+  const TuningEntry& e = tables[0].entries[0];
+  auto fastest = std::min_element(e.times_ms.begin(), e.times_ms.end()) - e.times_ms.begin();
+  EXPECT_EQ(e.config, fastest);
+  EXPECT_EQ(first.last_tactic(), e.config);
+  call.expect_reference(first, "tuned launch");
+  // A second launch of the same key, and one in the same bucket (500 rows -> 512): the table.
+  first.launch(call.in_views, {}, call.out_views, nullptr);
+  EXPECT_EQ(first.tuning_stats().table_hits, 1u);
+  // On disk: a private directory and file.
+  struct stat st {};
+  ASSERT_EQ(::stat(dir_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700);
+  std::vector<fs::path> files;
+  for (const auto& f : fs::directory_iterator(dir_)) files.push_back(f.path());
+  ASSERT_EQ(files.size(), 1u);
+  ASSERT_EQ(::stat(files[0].c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600);
+  // A fresh op (what a second process is) reads the table: zero timing runs.
+  KernelOp second(image, options());
+  second.launch(call.in_views, {}, call.out_views, nullptr);
+  EXPECT_EQ(second.tuning_stats().timed_runs, 0u);
+  EXPECT_EQ(second.tuning_stats().table_hits, 1u);
+  EXPECT_EQ(second.last_tactic(), e.config);
+  // A corrupt table is ignored with a warning and rewritten.
+  std::ofstream(files[0]) << "{ not json";
+  KernelOp third(image, options());
+  ::testing::internal::CaptureStderr();
+  third.launch(call.in_views, {}, call.out_views, nullptr);
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("is ignored"), std::string::npos) << err;
+  EXPECT_EQ(third.tuning_stats().tunings, 1u);
+  EXPECT_NO_THROW(read_tuning_file(files[0]));
+  // The table travels in a package: a deployment with no table on disk times nothing.
+  CompiledImage shipped = image;
+  shipped.tuning = third.tuning_tables();
+  Package pkg = parse_package(write_package_bytes(shipped));
+  KernelOp deployed(pkg.image, options(false));
+  deployed.launch(call.in_views, {}, call.out_views, nullptr);
+  EXPECT_EQ(deployed.tuning_stats().timed_runs, 0u);
+  EXPECT_EQ(deployed.tuning_stats().table_hits, 1u);
+  call.expect_reference(deployed, "deployed");
+}
+
+TEST_F(TacticsGpu, TuningNeverWritesTheCallersTensors) {
+  // x = 2 x + 1 in place, three block sizes: tuning runs each config 6 times on scratch.
+  OpDecl d = parse_op_json(R"J({"op": "t::inplace", "kernel_name": "twice_plus_one<B>",
+      "kernel_source": "template <int B> __global__ void twice_plus_one(float* x, long long n) { long long i = (long long)blockIdx.x * B + threadIdx.x; if (i < n) x[i] = 2.0f * x[i] + 1.0f; }",
+      "inputs": [{"name": "x", "dtype": "float32", "mutated": true}],
+      "outputs": [],
+      "params": ["x", {"expr": "numel(x)", "int64": true}],
+      "geometry": {"custom": {"grid": ["cdiv(numel(x), B)"], "block": ["B"]}},
+      "tunables": ["B"],
+      "configs": [{"B": 128}, {"B": 256}, {"B": 512}]})J",
+                           "", "inplace.json");
+  KernelOp op(compile(derive_plan(d)), options(false));
+  const std::int64_t n = 1 << 20;
+  std::vector<float> host(n);
+  for (std::int64_t i = 0; i < n; ++i)
+    host[static_cast<std::size_t>(i)] = static_cast<float>(i % 97);
+  DeviceBuffer x(n * 4);
+  x.upload(host.data(), n * 4);
+  std::vector<TensorView> in = {TensorView{x.get(), DType::Float32, {n}, {}, 0}};
+  op.launch(in, {}, {}, nullptr);
+  ASSERT_EQ(op.tuning_stats().tunings, 1u);
+  std::vector<float> got(n);
+  x.download(got.data(), n * 4);
+  for (std::int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(got[static_cast<std::size_t>(i)], 2.0f * host[static_cast<std::size_t>(i)] + 1.0f)
+        << "element " << i << ": the op ran more than once on the caller's tensor";
+  }
+}
+
+TEST_F(TacticsGpu, ConcurrentFirstCallsTuneOnce) {
+  KernelOp op(image_of("softmax_tuned"), options(false));
+  Call a(op, {{256, 2048}}, 1), b(op, {{256, 2048}}, 2);
+  std::thread t1([&] { op.launch(a.in_views, {}, a.out_views, nullptr); });
+  std::thread t2([&] { op.launch(b.in_views, {}, b.out_views, nullptr); });
+  t1.join();
+  t2.join();
+  EXPECT_EQ(op.tuning_stats().tunings, 1u);
+  EXPECT_EQ(op.tuning_stats().table_hits, 1u);
+  a.expect_reference(op, "first thread");
+  b.expect_reference(op, "second thread");
+}
+
+}  // namespace
+}  // namespace kernelop
