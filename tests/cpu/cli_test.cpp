@@ -111,6 +111,41 @@ TEST_F(CliTest, CheckPrintsWhatTheSpecImplies) {
   EXPECT_TRUE(contains(r.out, "int dim(x, -2)")) << r.out;
 }
 
+TEST_F(CliTest, TunedOpsShowTheirTacticsAndPackagesTakeOnlyTheirOwnTables) {
+  CliRun r = run("check examples/gemm_tiled.json");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "tactics   8 (tunables: TILE WPT (-D))")) << r.out;
+  EXPECT_TRUE(contains(r.out, "  7  TILE=64, WPT=16  requires dim(a, 0) >= 64, dim(b, 1) >= 64"));
+  EXPECT_TRUE(contains(r.out, "tuning key dim(a, 0), dim(b, 1), dim(a, 1) (each rounded up"));
+  r = run("build examples/softmax_tuned.json --arch sm_90 --package -o " + (dir_ / "pkg").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "softmax_tuned<32, 4, 8>  tactic 7 (THREADS=32, VEC=4, ROWS=8)"))
+      << r.out;
+  r = run("inspect " + (dir_ / "pkg" / "kernelop_examples.softmax_tuned.kop").string());
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "tactics   8")) << r.out;
+  // --tuning: only with --package; a file without this op's table, or a corrupt one, is refused.
+  std::ofstream(dir_ / "other.json") << R"J([{"format": 1, "op": "x::y", "fingerprint": "0",
+      "device": "d", "arch": "sm_90", "kernelop": "0", "configs": ["A=1"], "entries": []}])J";
+  expect_clean_failure(run("build examples/softmax_tuned.json --tuning " +
+                           (dir_ / "other.json").string() + " -o " + (dir_ / "o").string()),
+                       "build --tuning embeds tables in packages; add --package");
+  expect_clean_failure(run("build examples/softmax_tuned.json --arch sm_90 --package --tuning " +
+                           (dir_ / "other.json").string() + " -o " + (dir_ / "o").string()),
+                       "op kernelop_examples::softmax_tuned: " + (dir_ / "other.json").string() +
+                           " has no tuning table for it");
+  std::ofstream(dir_ / "bad.json") << R"J([{"format": 1, "op": "kernelop_examples::softmax_tuned",
+      "fingerprint": "0", "device": "d", "arch": "sm_90", "kernelop": "0", "configs": [],
+      "entries": []}])J";
+  expect_clean_failure(run("build examples/softmax_tuned.json --arch sm_90 --package --tuning " +
+                           (dir_ / "bad.json").string() + " -o " + (dir_ / "o").string()),
+                       "does not fit this build: it was tuned with another build of the op");
+  std::ofstream(dir_ / "corrupt.json") << "[{\"format\": 1,";
+  expect_clean_failure(run("build examples/softmax_tuned.json --arch sm_90 --package --tuning " +
+                           (dir_ / "corrupt.json").string() + " -o " + (dir_ / "o").string()),
+                       "corrupt.json: not valid JSON");
+}
+
 TEST_F(CliTest, InvalidSpecFailsWithTheFieldOnStderr) {
   std::ofstream(dir_ / "bad.json") << R"({"op": "t::bad", "kernel_name": "k", "kernel_source": "x",
     "inputs": [{"name": "x"}], "outputs": [{"name": "y", "shape": {"same_as": "q"}}],
