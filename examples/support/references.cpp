@@ -99,6 +99,25 @@ std::map<std::string, Reference, std::less<>> make_references() {
     }
   };
   refs["kernelop_examples::softmax"] = softmax;
+  refs["kernelop_examples::softmax_tuned"] = softmax;
+
+  Reference gemm;
+  gemm.compute = [](Inputs& in, const Scalars&, Outputs& out) {
+    std::int64_t m = in[0].shape[0], k = in[0].shape[1], n = in[1].shape[1];
+    for (std::int64_t i = 0; i < m; ++i) {
+      for (std::int64_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (std::int64_t p = 0; p < k; ++p) {
+          acc += in[0].values[static_cast<std::size_t>(i * k + p)] *
+                 in[1].values[static_cast<std::size_t>(p * n + j)];
+        }
+        out[0].values[static_cast<std::size_t>(i * n + j)] = acc;
+      }
+    }
+  };
+  // float32 sums of k products of values in [-2, 2): the error grows with k.
+  gemm.extra_atol = [](const Inputs& in) { return 2e-6 * static_cast<double>(in[0].shape[1]); };
+  refs["kernelop_examples::gemm_tiled"] = gemm;
 
   Reference repeat2;
   repeat2.compute = [](Inputs& in, const Scalars&, Outputs& out) {

@@ -171,7 +171,8 @@ void KernelOp::launch(std::span<const TensorView> inputs, std::span<const Scalar
   for (std::size_t i = 0; i < inputs.size(); ++i) ptrs[i] = inputs[i].data;
   for (std::size_t o = 0; o < outputs.size(); ++o)
     ptrs[static_cast<std::size_t>(p.outputs[o].slot)] = outputs[o].data;
-  int config = p.configs.size() == 1
+  // One config: its requires are checked like the op's (choose_config raises when they fail).
+  int config = p.configs.size() == 1 && p.configs[0].requirements.empty()
                    ? 0
                    : s.choose_config(f, inputs, scalars, outputs, ptrs, device, stream);
   s.launch_config(f, config, ptrs, scalars, device, stream);

@@ -233,6 +233,55 @@ int KernelOp::State::choose_config(Frame& f, std::span<const TensorView> inputs,
   if (reads_arch) f.arch = module_for(device).arch;
   FrameSizes sizes{f};
   FrameEnv env{p, sizes};
+  auto holds = [&](int c) {
+    f.tunables = p.configs[static_cast<std::size_t>(c)].values.data();
+    for (const RequirementPlan& r : p.configs[static_cast<std::size_t>(c)].requirements) {
+      if (!requirement_holds(r, env)) return false;
+    }
+    return true;
+  };
+  int pinned = t.pinned.load(std::memory_order_relaxed);
+  if (pinned >= 0 && holds(pinned)) {
+    t.pins.fetch_add(1, std::memory_order_relaxed);
+    t.last.store(pinned, std::memory_order_relaxed);
+    return pinned;
+  }
+  // Note [decision memo]: the exact signature of this call.
+  std::array<std::int64_t, detail::DecisionMemo::kWords> sig;
+  std::size_t n = 0;
+  bool memo = pinned < 0 && p.configs.size() > 1;
+  auto put = [&](std::int64_t v) {
+    if (n < sig.size()) sig[n] = v;
+    ++n;
+  };
+  if (memo) {
+    put(device);
+    put(f.instance);
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const TensorView& v = inputs[i];
+      put(v.shape.rank());
+      for (int d = 0; d < v.shape.rank(); ++d) put(v.shape[d]);
+      put(static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(v.data) & 4095u));
+      if (p.tensors[i].strided) {
+        for (int d = 0; d < v.shape.rank(); ++d) put(v.stride(d));
+      }
+    }
+    for (const TensorView& v : outputs) {
+      put(static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(v.data) & 4095u));
+    }
+    for (std::size_t i = 0; i < p.scalars.size(); ++i) {
+      if (p.scalars[i].type != ScalarType::Float && p.scalars[i].type != ScalarType::Float64)
+        put(f.ints[i]);
+    }
+    memo = n <= sig.size();
+    if (memo) {
+      if (int c = t.memo.find(sig.data(), n); c >= 0) {
+        t.table_hits.fetch_add(1, std::memory_order_relaxed);
+        t.last.store(c, std::memory_order_relaxed);
+        return c;
+      }
+    }
+  }
   // Eligibility: every requirement of the config holds.
   std::array<std::uint64_t, detail::kEligibleWords> mask{};
   int first = -1;
@@ -265,16 +314,10 @@ int KernelOp::State::choose_config(Frame& f, std::span<const TensorView> inputs,
     }
     return std::string("nothing");
   };
-  int pinned = t.pinned.load(std::memory_order_relaxed);
   if (pinned >= 0) {
-    if (!eligible(pinned)) {
-      KERNELOP_RAISE(error(ErrorKind::Launch))
-          << config_text(pinned) << " is pinned but cannot run these inputs: it requires "
-          << why_not(pinned);
-    }
-    t.pins.fetch_add(1, std::memory_order_relaxed);
-    t.last.store(pinned, std::memory_order_relaxed);
-    return pinned;
+    KERNELOP_RAISE(error(ErrorKind::Launch))
+        << config_text(pinned) << " is pinned but cannot run these inputs: it requires "
+        << why_not(pinned);
   }
   if (first < 0) {
     detail::ErrorStream e = error(ErrorKind::Launch);
@@ -285,6 +328,7 @@ int KernelOp::State::choose_config(Frame& f, std::span<const TensorView> inputs,
     }
     KERNELOP_RAISE(e);
   }
+  if (p.configs.size() == 1) return 0;  // one config, and it can run: nothing to choose
   // The key: dtype combination, eligible set, bucketed sizes (Note [tuning key]).
   TuneKey key;
   key.push(f.instance);
@@ -303,6 +347,7 @@ int KernelOp::State::choose_config(Frame& f, std::span<const TensorView> inputs,
   if (config >= 0 && eligible(config)) {
     t.table_hits.fetch_add(1, std::memory_order_relaxed);
     t.last.store(config, std::memory_order_relaxed);
+    if (memo) t.memo.store(sig.data(), n, config);
     return config;
   }
   bool tune = options.tune && !detail::env_is("KERNELOP_TUNE", "0");
@@ -332,6 +377,7 @@ int KernelOp::State::choose_config(Frame& f, std::span<const TensorView> inputs,
   }
   config = autotune(f, key, candidates, inputs, scalars, outputs, ptrs, device, stream, table);
   t.last.store(config, std::memory_order_relaxed);
+  if (memo) t.memo.store(sig.data(), n, config);
   return config;
 }
 
@@ -565,6 +611,7 @@ void KernelOp::add_tuning_table(const TuningTable& table) const {
   }
   detail::TacticState& t = *s.tactics;
   std::lock_guard lock(t.tables_mutex);
+  t.memo.clear();  // a decision may change
   t.added.push_back(table);
   for (const auto& d : t.owned) {
     if (d->table.device != table.device || d->table.arch != table.arch) continue;

@@ -275,6 +275,14 @@ TEST(TacticsRuntime, ChoiceErrorsComeBeforeTheDriver) {
   expect_error([&] { op.tactic_text(-1); }, ErrorKind::Spec, "tactic -1 does not exist");
   EXPECT_EQ(op.last_tactic(), -1);
   EXPECT_EQ(op.tuning_stats().timed_runs, 0u);
+
+  // One config: nothing to choose, but its requires still guard every launch.
+  KernelOp single(compile(
+      derive_plan(tuned("", R"J([{"B": 128, "V": 4, "requires": ["numel(x) % 4 == 0"]}])J")),
+      sm90()));
+  expect_error([&] { single.launch(one({6}, p), {}, one({6}, p), nullptr); }, ErrorKind::Launch,
+               "op t::twice: no config can run these inputs: tactic 0 (B=128, V=4) requires "
+               "'numel(x) % 4 == 0' (2 == 0)");
 }
 
 TEST(TacticsRuntime, TheEnvironmentPinsByOpOrForAll) {

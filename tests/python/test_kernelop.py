@@ -534,7 +534,13 @@ class TacticsCuda(unittest.TestCase):
             want = torch.softmax(x, -1)
             for t in range(len(k.tactics)):
                 k.pin_tactic(t)
-                torch.testing.assert_close(op(x), want, msg=f"{shape} tactic {t} ({k.tactics[t]})")
+                try:
+                    got = op(x)
+                except RuntimeError as e:  # a config whose requires these inputs break
+                    self.assertIn("cannot run these inputs", str(e))
+                    self.assertTrue("VEC=4" in k.tactics[t] and shape[-1] % 4, (shape, k.tactics[t]))
+                    continue
+                torch.testing.assert_close(got, want, msg=f"{shape} tactic {t} ({k.tactics[t]})")
             k.pin_tactic(None)
             torch.testing.assert_close(op(x), want)
         report = k.tuning_report()

@@ -175,7 +175,7 @@ class Cuda(unittest.TestCase):
                     ww = w[:x.shape[-1]].contiguous()
                     torch.testing.assert_close(OPS.rms_norm(x, ww, 1e-6), rms_norm_ref(x, ww, 1e-6), **TOL[dtype])
 
-    def test_fused_add_rms_norm_in_place_and_misaligned_views_refused(self):
+    def test_fused_add_rms_norm_in_place_and_misaligned_views_take_the_generic_kernel(self):
         for dtype in DTYPES:
             with self.subTest(dtype=dtype):
                 x = torch.randn(17, 1024, device="cuda", dtype=dtype)
@@ -186,14 +186,27 @@ class Cuda(unittest.TestCase):
                 OPS.fused_add_rms_norm(x, r, w, 1e-5)
                 torch.testing.assert_close(r, want_r, **TOL[dtype])
                 torch.testing.assert_close(x, want_x, **TOL[dtype])
-        # A 2-byte-offset float16 view: refused before the launch, never a fault.
+        # A 2-byte-offset float16 view: as vLLM's host code dispatches, only the generic kernel
+        # (WIDTH=0) can run it; the vectorised one (tactic 0, WIDTH=8) is never launched on it.
         base = torch.randn(17 * 1024 + 1, device="cuda", dtype=torch.float16)
         x = base[1:].view(17, 1024)
         r = torch.randn(17, 1024, device="cuda", dtype=torch.float16)
         w = torch.randn(1024, device="cuda", dtype=torch.float16)
-        with self.assertRaisesRegex(RuntimeError, r"requirement 'aligned\(input, 16\)'.*is not 16-byte aligned"):
-            OPS.fused_add_rms_norm(x, r, w, 1e-5)
-        torch.cuda.synchronize()  # the context is healthy
+        want_r = (x.float() + r.float()).half()
+        want_x = rms_norm_ref(want_r, w, 1e-5)
+        k = ko.kernel("vllm::fused_add_rms_norm")
+        self.assertEqual(k.tactics, ["WIDTH=8", "WIDTH=0"])
+        k.pin_tactic(0)
+        try:
+            with self.assertRaisesRegex(RuntimeError, r"tactic 0 \(WIDTH=8\) is pinned but cannot run these inputs: "
+                                                      r"it requires 'aligned\(input, 16\)'"):
+                OPS.fused_add_rms_norm(x, r, w, 1e-5)
+        finally:
+            k.pin_tactic(None)
+        OPS.fused_add_rms_norm(x, r, w, 1e-5)
+        self.assertEqual(k.last_tactic, 1)
+        torch.testing.assert_close(r, want_r, **TOL[torch.float16])
+        torch.testing.assert_close(x, want_x, **TOL[torch.float16])
 
     def test_strided_inputs_are_written_in_place_not_copied(self):
         # The left half of a wider tensor: a copy would take the in-place result with it.
