@@ -47,6 +47,12 @@ std::vector<TuningTable> read_tuning_file(const std::filesystem::path& path);
 /// Writes atomically; throws Error(Io).
 void write_tuning_file(const std::filesystem::path& path, const std::vector<TuningTable>& tables);
 
+/// Adds `table`'s entries to the table file `path` (one table, its op, device and arch): under an
+/// exclusive lock of `path`.lock, reads what other processes wrote (ignored when corrupt or of
+/// another build), merges (this table's entries win for their keys), writes atomically with mode
+/// 0600. Returns "" or why it could not write.
+std::string store_tuning_table(const std::filesystem::path& path, const TuningTable& table);
+
 /// Checks that a table belongs to `image` (same op, fingerprint and configs); "" when it does,
 /// else why not.
 std::string tuning_table_mismatch(const TuningTable& table, const CompiledImage& image);

@@ -157,22 +157,9 @@ std::unique_ptr<CompileCache::EntryLock> CompileCache::lock_entry(const std::str
   fs::path path = entry_path(key);
   path += ".lock";
   if (!detail::make_directories(path.parent_path(), 0700).empty()) return nullptr;
-  for (;;) {
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0) return nullptr;  // uncoordinated, still correct: writes are atomic
-    int rc;
-    do {
-      rc = ::flock(fd, LOCK_EX);
-    } while (rc != 0 && errno == EINTR);
-    struct stat held {
-    }, named{};
-    if (rc == 0 && ::fstat(fd, &held) == 0 && ::stat(path.c_str(), &named) == 0 &&
-        held.st_dev == named.st_dev && held.st_ino == named.st_ino) {
-      return std::unique_ptr<EntryLock>(new EntryLock(fd, path));
-    }
-    ::close(fd);
-    if (rc != 0) return nullptr;
-  }
+  int fd = detail::lock_file(path);
+  if (fd < 0) return nullptr;  // uncoordinated, still correct: writes are atomic
+  return std::unique_ptr<EntryLock>(new EntryLock(fd, path));
 }
 
 }  // namespace kernelop

@@ -3,6 +3,7 @@
 #include "core/file_io.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -175,6 +176,25 @@ std::string private_directory(const fs::path& dir, std::string_view what) {
   }
   if (::access(dir.c_str(), W_OK | X_OK) != 0) return std::strerror(errno);
   return "";
+}
+
+int lock_file(const fs::path& path) {
+  for (;;) {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return -1;
+    int rc;
+    do {
+      rc = ::flock(fd, LOCK_EX);
+    } while (rc != 0 && errno == EINTR);
+    struct stat held {
+    }, named{};
+    if (rc == 0 && ::fstat(fd, &held) == 0 && ::stat(path.c_str(), &named) == 0 &&
+        held.st_dev == named.st_dev && held.st_ino == named.st_ino) {
+      return fd;
+    }
+    ::close(fd);
+    if (rc != 0) return -1;
+  }
 }
 
 std::string make_directories(const fs::path& dir, mode_t mode) {

@@ -69,6 +69,11 @@ std::filesystem::path cache_root();
 /// group or others), naming `what` ("compile cache", "tuning table") and how to fix it.
 std::string private_directory(const std::filesystem::path& dir, std::string_view what);
 
+/// Opens (creating, 0600) and exclusively flock()s the lock file `path`, waiting for another
+/// holder; the descriptor (close it to release), or -1 when it cannot be locked. A lock file
+/// replaced while waiting is opened again, so two holders never lock different files.
+int lock_file(const std::filesystem::path& path);
+
 /// The file type of `st_mode` in words, for messages: "a FIFO", "a directory", ...
 std::string_view file_type_name(mode_t mode);
 

@@ -1,6 +1,8 @@
 // Tuning tables: fingerprint, buckets, and the JSON form (read as untrusted input).
 #include "kernelop/tuning.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -216,6 +218,26 @@ std::vector<TuningTable> read_tuning_file(const std::filesystem::path& path) {
 
 void write_tuning_file(const std::filesystem::path& path, const std::vector<TuningTable>& tables) {
   detail::write_file(path, tuning_tables_json(tables), "tuning table");
+}
+
+std::string store_tuning_table(const std::filesystem::path& path, const TuningTable& table) {
+  std::filesystem::path lock_path = path;
+  lock_path += ".lock";
+  int fd = detail::lock_file(lock_path);  // -1: uncoordinated, still atomic
+  std::vector<TuningTable> merged;
+  try {
+    std::vector<TuningTable> disk = read_tuning_file(path);
+    if (disk.size() == 1 && disk[0].fingerprint == table.fingerprint &&
+        disk[0].configs == table.configs && disk[0].op == table.op &&
+        disk[0].device == table.device && disk[0].arch == table.arch) {
+      merged = std::move(disk);
+    }
+  } catch (const Error&) {  // corrupt or unreadable: replaced
+  }
+  merge_tuning_table(merged, table);
+  std::string why = detail::write_file_atomically(path, tuning_table_json(merged.front()), 0600);
+  if (fd >= 0) ::close(fd);
+  return why;
 }
 
 std::string tuning_table_mismatch(const TuningTable& table, const CompiledImage& image) {

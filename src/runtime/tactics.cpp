@@ -511,35 +511,16 @@ int KernelOp::State::autotune(Frame& f, const TuneKey& key, const std::vector<in
   return best;
 }
 
-// Writes the table to its file, merged with what other processes wrote there meanwhile (their
-// entries for keys this one has not tuned). A failure is a warning: tuning is an optimisation.
+// Writes the table to its file, merged with what other processes wrote there
+// (store_tuning_table). A failure is a warning: tuning is an optimisation.
 void KernelOp::State::persist(DeviceTuning& table) {
   if (table.file.empty()) return;
-  std::string text, why;
-  if (detail::try_read_file(table.file, detail::kMaxTextFileBytes, &text, &why) ==
-      detail::ReadStatus::Ok) {
-    try {
-      TuningTable disk = parse_tuning_table(text, table.file.string());
-      if (tuning_table_mismatch(disk, image).empty()) {
-        TuneKey probe;
-        for (TuningEntry& e : disk.entries) {
-          probe.size = 0;
-          probe.hash = TuneKey{}.hash;
-          if (e.key.size() > probe.words.size()) continue;
-          for (std::int64_t w : e.key) probe.push(w);
-          if (table.find(probe) < 0) table.put(std::move(e));
-        }
-      }
-    } catch (const Error&) {  // corrupt: replaced by this process's table
-    }
-  }
-  std::string json;
+  TuningTable copy;
   {
     std::shared_lock lock(table.mutex);
-    json = tuning_table_json(table.table);
+    copy = table.table;
   }
-  why = detail::write_file_atomically(table.file, json, 0600);
-  if (!why.empty()) {
+  if (std::string why = store_tuning_table(table.file, copy); !why.empty()) {
     warn("cannot write tuning table '" + table.file.string() + "' (" + why +
          "); the result stays in memory");
   }

@@ -318,6 +318,28 @@ static int run_cpu(const char* path) {
   CHECK(kop_op_input_name(NULL, 0) == NULL && kop_op_output_name(NULL, 0) == NULL,
         "names of a NULL op are NULL");
 
+  /* Tactics: an untuned op has one, id 0, with an empty name. */
+  {
+    uint64_t runs = 7, tunings = 7, hits = 7;
+    CHECK(kop_op_num_tactics(op) == 1 && kop_op_num_tactics(NULL) == -1, "one tactic");
+    CHECK(kop_op_tactic_name(op, 0) != NULL && kop_op_tactic_name(op, 0)[0] == '\0',
+          "tactic 0 has an empty name");
+    CHECK(kop_op_tactic_name(op, 1) == NULL && kop_op_tactic_name(op, -1) == NULL,
+          "no name for a tactic that does not exist");
+    CHECK(kop_op_pinned_tactic(op) == -1 && kop_op_last_tactic(op) == -1, "nothing pinned or run");
+    CHECK(kop_op_pin_tactic(op, 1) == KOP_ERROR_SPEC &&
+              strstr(kop_last_error(), "cannot pin tactic 1; expected -1 (unpin) or 0..0"),
+          "pinning a tactic that does not exist is an error naming the range");
+    CHECK(kop_op_pin_tactic(op, 0) == KOP_OK && kop_op_pinned_tactic(op) == 0, "pin tactic 0");
+    CHECK(kop_op_pin_tactic(op, -1) == KOP_OK && kop_op_pinned_tactic(op) == -1, "unpin");
+    CHECK(kop_op_pin_tactic(NULL, 0) == KOP_ERROR_ARGUMENT, "pinning on NULL is an error");
+    CHECK(kop_op_tuning_stats(op, &runs, &tunings, &hits) == KOP_OK && runs == 0 && tunings == 0 &&
+              hits == 0,
+          "no tuning happened");
+    CHECK(kop_op_tuning_stats(op, NULL, &tunings, &hits) == KOP_ERROR_ARGUMENT,
+          "tuning stats need their outputs");
+  }
+
   /* Output shapes. */
   {
     kop_tensor x = tensor(NULL, KOP_FLOAT32, 2, shape35);

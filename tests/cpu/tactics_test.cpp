@@ -8,6 +8,7 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "kernelop/kernelop.hpp"
 #include "test_util.hpp"
@@ -348,6 +349,39 @@ TEST(TuningTables, RoundTripMergeAndBuckets) {
     EXPECT_EQ(tuning_bucket(v), b) << v;
   }
   EXPECT_EQ(tuning_bucket(std::numeric_limits<std::int64_t>::max()), std::int64_t{1} << 62);
+}
+
+// Processes (here threads) storing their tuning results in one file lose none of them.
+TEST(TuningTables, ConcurrentStoresMergeUnderTheLockAndReplaceWhatDoesNotFit) {
+  CompiledImage image = compile(derive_plan(tuned()), sm90());
+  fs::path dir = fs::temp_directory_path() / ("kop-store-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::path file = dir / "t.json";
+  std::ofstream(file) << "{ corrupt";
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&, i] {
+      TuningTable t = table_for(image);
+      t.entries[0].key.back() = 1 << (i + 4);
+      for (int round = 0; round < 5; ++round) EXPECT_EQ(store_tuning_table(file, t), "");
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::vector<TuningTable> got = read_tuning_file(file);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].entries.size(), 8u);
+  EXPECT_EQ(fs::status(file).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
+  // Another build's table in the file is replaced, not merged.
+  TuningTable other = table_for(image);
+  other.fingerprint = "ff";
+  EXPECT_EQ(store_tuning_table(file, other), "");
+  got = read_tuning_file(file);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].fingerprint, "ff");
+  EXPECT_EQ(got[0].entries.size(), 1u);
+  fs::remove_all(dir);
 }
 
 TEST(TuningTables, CorruptTablesAreFormatErrorsNeverCrashes) {
