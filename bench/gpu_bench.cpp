@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_timing.hpp"
 #include "kernelop/cache.hpp"
 #include "kernelop/compile.hpp"
 #include "kernelop/package.hpp"
@@ -28,77 +29,14 @@
 
 namespace fs = std::filesystem;
 using namespace kernelop;
+using namespace kernelop::bench;  // NOLINT(google-build-using-namespace)
 using Clock = std::chrono::steady_clock;
-
-#define CUDA_CHECK(x)                                                      \
-  do {                                                                     \
-    cudaError_t e_ = (x);                                                  \
-    if (e_ != cudaSuccess) {                                               \
-      std::fprintf(stderr, "%s failed: %s\n", #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                        \
-    }                                                                      \
-  } while (0)
-
-static std::ostringstream report;
-static void line(const std::string& s) {
-  std::printf("%s\n", s.c_str());
-  report << s << "\n";
-}
-static std::string fmt(const char* f, double a, double b = 0, double c = 0) {
-  char buf[256];
-  std::snprintf(buf, sizeof buf, f, a, b, c);
-  return buf;
-}
 
 static KernelOp make(const std::string& name, CompileCache* cache = nullptr) {
   CompileOptions o;
   o.cache = cache;
   return KernelOp(compile(
       derive_plan(load_op_file(fs::path(KERNELOP_SOURCE_DIR) / "examples" / (name + ".json"))), o));
-}
-
-static double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// Median device time (ms) per launch over `reps` samples. Each sample brackets a queue of
-// kBatch back-to-back launches with events, so the GPU never waits for the host between them:
-// one launch per event pair would also time the host's launch cost (the GPU idles from the
-// first event until the kernel arrives), which differs between the two sides compared.
-static double device_ms(const std::function<void()>& launch, cudaStream_t s, int reps = 200) {
-  constexpr int kBatch = 10;
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  for (int i = 0; i < 20; ++i) launch();
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    cudaEventRecord(a, s);
-    for (int k = 0; k < kBatch; ++k) launch();
-    cudaEventRecord(b, s);
-    cudaEventSynchronize(b);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    t.push_back(ms / kBatch);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return median(t);
-}
-
-// Median host nanoseconds per call of `launch`, in batches of 256 with a sync between batches.
-static double host_ns(const std::function<void()>& launch, cudaStream_t s) {
-  std::vector<double> per_call;
-  for (int batch = 0; batch < 300; ++batch) {
-    auto t0 = Clock::now();
-    for (int i = 0; i < 256; ++i) launch();
-    auto t1 = Clock::now();
-    cudaStreamSynchronize(s);
-    if (batch >= 20)
-      per_call.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / 256);
-  }
-  return median(per_call);
 }
 
 int main(int argc, char** argv) {

@@ -19,73 +19,15 @@
 #include <string>
 #include <vector>
 
+#include "bench_timing.hpp"
 #include "kernelop/compile.hpp"
 #include "kernelop/runtime.hpp"
 #include "kernelop/spec_json.hpp"
 
 namespace fs = std::filesystem;
 using namespace kernelop;
+using namespace kernelop::bench;  // NOLINT(google-build-using-namespace)
 using Clock = std::chrono::steady_clock;
-
-#define CUDA_CHECK(x)                                                      \
-  do {                                                                     \
-    cudaError_t e_ = (x);                                                  \
-    if (e_ != cudaSuccess) {                                               \
-      std::fprintf(stderr, "%s failed: %s\n", #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                        \
-    }                                                                      \
-  } while (0)
-
-static std::ostringstream report;
-static void line(const std::string& s) {
-  std::printf("%s\n", s.c_str());
-  std::fflush(stdout);
-  report << s << "\n";
-}
-static std::string fmt(const char* f, double a, double b = 0, double c = 0, double d = 0) {
-  char buf[512];
-  std::snprintf(buf, sizeof buf, f, a, b, c, d);
-  return buf;
-}
-static double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// Median device time per launch (ms): events around queues of 10 back-to-back launches.
-static double device_ms(const std::function<void()>& launch, cudaStream_t s, int reps = 50) {
-  constexpr int kBatch = 10;
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  for (int i = 0; i < 10; ++i) launch();
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    cudaEventRecord(a, s);
-    for (int k = 0; k < kBatch; ++k) launch();
-    cudaEventRecord(b, s);
-    cudaEventSynchronize(b);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    t.push_back(ms / kBatch);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return median(t);
-}
-
-static double host_ns(const std::function<void()>& launch, cudaStream_t s) {
-  std::vector<double> per_call;
-  for (int batch = 0; batch < 200; ++batch) {
-    auto t0 = Clock::now();
-    for (int i = 0; i < 256; ++i) launch();
-    auto t1 = Clock::now();
-    cudaStreamSynchronize(s);
-    if (batch >= 20)
-      per_call.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / 256);
-  }
-  return median(per_call);
-}
 
 static double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -145,7 +87,7 @@ static void bench_example(const std::string& name, const std::vector<std::vector
     double tune_ms = ms_since(t0);
     std::uint64_t tune_runs = op.tuning_stats().timed_runs - before.timed_runs;
     int chosen = op.last_tactic();
-    double tuned = device_ms([&] { launch(op); }, s);
+    double tuned = device_ms([&] { launch(op); }, s, 50);
     std::vector<double> times(static_cast<std::size_t>(op.num_tactics()), -1);
     int first = -1;
     for (int t = 0; t < op.num_tactics(); ++t) {
@@ -156,7 +98,7 @@ static void bench_example(const std::string& name, const std::vector<std::vector
         continue;  // not eligible for this shape
       }
       if (first < 0) first = t;
-      times[static_cast<std::size_t>(t)] = device_ms([&] { launch(op); }, s);
+      times[static_cast<std::size_t>(t)] = device_ms([&] { launch(op); }, s, 50);
     }
     op.pin_tactic(-1);
     double best = 1e30, worst = 0;

@@ -292,24 +292,33 @@ int run_op(const RunOptions& o, FindReference references) {
   return exit_code;
 }
 
+namespace {
+
+// The options `run` and `tune` share: the op, its inputs, where to compile and run it.
+void add_input_options(CLI::App* cmd, RunOptions& o) {
+  cmd->add_option("op", o.path, "A .kop package or a JSON spec")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--shape", o.shapes, "Input shape, e.g. x=4096 or x=64x1024 (repeatable)");
+  cmd->add_option("--scalar", o.scalars, "Scalar value, e.g. alpha=2.5 (repeatable)");
+  cmd->add_option("--dtype", o.dtypes, "Input dtype for dtype-generic kernels, e.g. x=float16");
+  cmd->add_option("--arch", o.archs, "Architectures when compiling a spec");
+  cmd->add_option("--device", o.device, "CUDA device (default 0)");
+  cmd->add_option("--seed", o.seed, "Random seed for the inputs (default: random)");
+}
+
+}  // namespace
+
 CLI::App* add_run_command(CLI::App& app, RunOptions& o, FindReference references) {
   auto* run = app.add_subcommand(
       "run", std::string("Launch an op on random inputs on a GPU and time it with CUDA events") +
                  (references ? "; optionally check it against its CPU reference" : ""));
-  run->add_option("op", o.path, "A .kop package or a JSON spec")
-      ->required()
-      ->check(CLI::ExistingFile);
-  run->add_option("--shape", o.shapes, "Input shape, e.g. x=4096 or x=64x1024 (repeatable)");
-  run->add_option("--scalar", o.scalars, "Scalar value, e.g. alpha=2.5 (repeatable)");
-  run->add_option("--dtype", o.dtypes, "Input dtype for dtype-generic kernels, e.g. x=float16");
-  run->add_option("--arch", o.archs, "Architectures when compiling a spec");
+  add_input_options(run, o);
   if (references) run->add_flag("--check", o.check, "Compare against the op's CPU reference");
   run->add_flag("--ptx", o.prefer_ptx,
                 "Load the PTX through the driver's JIT even if a CUBIN fits");
-  run->add_option("--device", o.device, "CUDA device (default 0)");
   run->add_option("--iterations", o.iterations, "Timed launches (default 200)");
   run->add_option("--warmup", o.warmup, "Untimed launches first (default 20)");
-  run->add_option("--seed", o.seed, "Random seed for the inputs (default: random)");
   run->add_option("--tactic", o.tactic, "Pin this tactic of a tuned op (default: choose)");
   return run;
 }
@@ -319,17 +328,9 @@ CLI::App* add_tune_command(CLI::App& app, RunOptions& o) {
       "tune",
       "Tune a tuned op for input shapes on a GPU ahead of time: the tables persist "
       "beside the compile cache and, with --output, in a file for `build --tuning`");
-  tune->add_option("op", o.path, "A .kop package or a JSON spec")
-      ->required()
-      ->check(CLI::ExistingFile);
-  tune->add_option("--shape", o.shapes, "Input shape, e.g. x=4096 or x=64x1024 (repeatable)");
-  tune->add_option("--scalar", o.scalars, "Scalar value, e.g. alpha=2.5 (repeatable)");
-  tune->add_option("--dtype", o.dtypes, "Input dtype for dtype-generic kernels, e.g. x=float16");
-  tune->add_option("--arch", o.archs, "Architectures when compiling a spec");
-  tune->add_option("--device", o.device, "CUDA device (default 0)");
+  add_input_options(tune, o);
   tune->add_option("-o,--output", o.tuning_out,
                    "Also write the op's tuning tables to this JSON file (merged with it)");
-  tune->add_option("--seed", o.seed, "Random seed for the inputs (default: random)");
   tune->callback([&o] { o.tune = true; });
   return tune;
 }

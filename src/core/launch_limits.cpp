@@ -7,29 +7,35 @@
 
 namespace kernelop {
 
+namespace {
+constexpr std::int64_t kib(std::int64_t n) {
+  return n * 1024;
+}
+}  // namespace
+
 std::int64_t max_shared_per_block(int arch_number) {
   switch (arch_number) {
     case 70:
     case 72:
-      return 96 * 1024;
+      return kib(96);
     case 75:
-      return 64 * 1024;
+      return kib(64);
     case 80:
     case 87:
-      return 163 * 1024;
+      return kib(163);
     case 86:
     case 89:
     case 120:
     case 121:
-      return 99 * 1024;
+      return kib(99);
     case 90:
     case 100:
     case 101:
     case 103:
     case 110:
-      return 227 * 1024;
+      return kib(227);
     default:
-      return 48 * 1024;
+      return kib(48);
   }
 }
 

@@ -436,15 +436,16 @@ class Reader {
                                << type_name(j);
     }
     Config c;
-    for (const auto& [key, value] : j.items()) {
+    for (const auto& item : j.items()) {
+      const std::string& key = item.key();
       if (key == "requires") continue;
       bool known = std::any_of(tunables.begin(), tunables.end(),
                                [&](const Tunable& t) { return t.name == key; });
       if (!known) {
-        std::vector<std::string> names;
-        for (const Tunable& t : tunables) names.push_back(t.name);
         KERNELOP_RAISE(error(join(p, key)))
-            << "is not a tunable (tunables: " << (names.empty() ? "none" : detail::join(names))
+            << "is not a tunable (tunables: "
+            << (tunables.empty() ? "none"
+                                 : detail::join(tunables, [](const Tunable& t) { return t.name; }))
             << ")";
       }
     }

@@ -13,7 +13,7 @@ namespace kernelop {
 
 KernelOp::KernelOp(CompiledImage image, LoadOptions options) : state_(std::make_unique<State>()) {
   state_->image = std::move(image);
-  state_->options = options;
+  state_->options = std::move(options);
   const OpPlan& p = state_->plan();
   if (p.args.size() > static_cast<std::size_t>(kMaxKernelArgs) ||
       p.tensors.size() > static_cast<std::size_t>(kMaxKernelArgs)) {
@@ -66,7 +66,7 @@ KernelOp::KernelOp(CompiledImage image, LoadOptions options) : state_(std::make_
 }
 
 KernelOp KernelOp::from_package(const std::filesystem::path& path, LoadOptions options) {
-  return KernelOp(read_package(path), options);
+  return KernelOp(read_package(path), std::move(options));
 }
 
 KernelOp::KernelOp(KernelOp&&) noexcept = default;
