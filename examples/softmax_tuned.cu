@@ -61,9 +61,9 @@ __global__ void softmax_tuned(const float* __restrict__ x, float* __restrict__ y
     float v[VEC];
     load<VEC>(in + c, v);
     if constexpr (VEC == 4) {
-      *reinterpret_cast<float4*>(out + c) = make_float4(
-          __expf(v[0] - m) * inv, __expf(v[1] - m) * inv, __expf(v[2] - m) * inv,
-          __expf(v[3] - m) * inv);
+      *reinterpret_cast<float4*>(out + c) =
+          make_float4(__expf(v[0] - m) * inv, __expf(v[1] - m) * inv, __expf(v[2] - m) * inv,
+                      __expf(v[3] - m) * inv);
     } else {
       for (int i = 0; i < VEC; ++i) out[c + i] = __expf(v[i] - m) * inv;
     }
