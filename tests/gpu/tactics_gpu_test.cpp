@@ -228,6 +228,45 @@ TEST_F(TacticsGpu, TuningNeverWritesTheCallersTensors) {
   }
 }
 
+// Eligibility reads a bool scalar (vLLM's is_neox pattern) and the device's compute capability.
+TEST_F(TacticsGpu, ScalarsAndTheDeviceDecideEligibility) {
+  OpDecl d = parse_op_json(R"J({"op": "t::pick", "kernel_name": "pick<NEOX, B>",
+      "kernel_source": "template <bool NEOX, int B> __global__ void pick(const float* x, float* y, bool is_neox, long long n) { long long i = (long long)blockIdx.x * B + threadIdx.x; if (i < n) y[i] = x[i] * (NEOX ? 2.0f : 3.0f); }",
+      "inputs": [{"name": "x", "dtype": "float32"}, {"name": "is_neox", "scalar": "bool"}],
+      "outputs": [{"name": "y", "shape": {"same_as": "x"}}],
+      "params": ["x", "y", "is_neox", {"expr": "numel(x)", "int64": true}],
+      "geometry": {"custom": {"grid": ["cdiv(numel(x), B)"], "block": ["B"]}},
+      "tunables": [{"name": "NEOX", "type": "bool"}, "B"],
+      "configs": [{"NEOX": false, "B": 128, "requires": ["is_neox == NEOX"]},
+                  {"NEOX": true, "B": 128, "requires": ["is_neox == NEOX", "arch() < 10"]},
+                  {"NEOX": true, "B": 256, "requires": ["is_neox == NEOX", "arch() >= 50"]}]})J",
+                           "", "pick.json");
+  KernelOp op(compile(derive_plan(d)), options(false));
+  const std::int64_t n = 1000;
+  std::vector<float> host(n, 1.5f), got(n);
+  DeviceBuffer x(n * 4), y(n * 4);
+  x.upload(host.data(), n * 4);
+  std::vector<TensorView> in = {TensorView{x.get(), DType::Float32, {n}, {}, 0}};
+  std::vector<TensorView> out = {TensorView{y.get(), DType::Float32, {n}, {}, 0}};
+  for (bool neox : {false, true}) {
+    std::vector<ScalarArg> s = {ScalarArg::of_bool(neox)};
+    op.launch(in, s, out, nullptr);
+    EXPECT_EQ(op.last_tactic(), neox ? 2 : 0);
+    y.download(got.data(), n * 4);
+    EXPECT_EQ(got[n - 1], neox ? 3.0f : 4.5f);
+  }
+  op.pin_tactic(1);
+  try {
+    op.launch(in, std::vector<ScalarArg>{ScalarArg::of_bool(true)}, out, nullptr);
+    ADD_FAILURE() << "tactic 1 needs arch() < 10";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("tactic 1 (NEOX=true, B=128) is pinned but cannot run these "
+                               "inputs: it requires 'arch() < 10'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(TacticsGpu, ConcurrentFirstCallsTuneOnce) {
   KernelOp op(image_of("softmax_tuned"), options(false));
   Call a(op, {{256, 2048}}, 1), b(op, {{256, 2048}}, 2);
