@@ -21,6 +21,9 @@ namespace kernelop {
 
 /// Version of the tuning table's JSON form; a table of another version is ignored (re-tuned).
 inline constexpr int kTuningFormatVersion = 1;
+/// The longest key a call can make (Note [tuning key]): the dtype combination, 4 words of
+/// eligible configs, and for up to 64 tensor inputs a rank and 16 dims.
+inline constexpr std::size_t kMaxTuningKeyWords = 1 + 4 + 64 * (16 + 1);
 
 /// A stable identity of a compiled op: its spec, instantiations and machine code (hex).
 std::string op_fingerprint(const CompiledImage& image);

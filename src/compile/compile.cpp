@@ -155,6 +155,30 @@ class Compiler {
     return image;
   }
 
+  // False when one of the config's requires that read only arch() and tunables is false on
+  // architecture `arch`: the config never runs there, whatever its resources.
+  static bool may_run_on(const ConfigPlan& config, int arch) {
+    struct Env {
+      const ConfigPlan& c;
+      int arch;
+      std::int64_t leaf(const ExprNode& n) const {
+        return n.op == ExprOp::Arch ? arch : c.values[static_cast<std::size_t>(n.slot)];
+      }
+    };
+    for (const RequirementPlan& r : config.requirements) {
+      bool device_only = true;
+      r.condition.for_each_leaf([&](const Expr& leaf) {
+        device_only = device_only && (leaf.op() == ExprOp::Arch || leaf.op() == ExprOp::Tunable);
+      });
+      try {
+        if (device_only && evaluate<std::int64_t>(r.condition, Env{config, arch}) == 0)
+          return false;
+      } catch (const Error&) {  // an arithmetic error: decided at launch
+      }
+    }
+    return true;
+  }
+
   // A config whose constant block (with its values) cannot launch on an architecture built:
   // too many threads, more registers than an SM has, more shared memory than a block may use.
   void check_configs_launch(const CompiledImage& image) const {
@@ -200,6 +224,7 @@ class Compiler {
         if (a.is_ptx() || a.program != config.program) continue;
         detail::ArchId id;
         detail::parse_arch(a.arch, &id);
+        if (!may_run_on(config, id.number)) continue;  // e.g. "arch() >= 90" on sm_80
         for (int inst = 0; inst < static_cast<int>(plan_.instances.size()); ++inst) {
           if (plan_.instances[static_cast<std::size_t>(inst)].config != static_cast<int>(c))
             continue;

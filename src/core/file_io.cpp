@@ -163,7 +163,8 @@ std::string private_directory(const fs::path& dir, std::string_view what) {
     KERNELOP_FAIL(Cache) << what << " directory '" << dir.string() << "' is owned by uid "
                          << st.st_uid << ", not by this user (uid " << ::geteuid()
                          << "); kernelop refuses to load " << trusted
-                         << " others control. Set KERNELOP_CACHE_DIR to a directory of your own";
+                         << " others control. Use a directory of your own (KERNELOP_CACHE_DIR"
+                         << (what == "compile cache" ? "" : ", or LoadOptions::tuning_dir") << ")";
   }
   if ((st.st_mode & 022) != 0) {
     std::ostringstream mode;
@@ -172,7 +173,8 @@ std::string private_directory(const fs::path& dir, std::string_view what) {
                          << "' is writable by group or others (mode 0" << mode.str()
                          << "); kernelop refuses to load " << trusted
                          << " others can replace. Run 'chmod 700 " << dir.string()
-                         << "' or set KERNELOP_CACHE_DIR";
+                         << "' or use another directory (KERNELOP_CACHE_DIR"
+                         << (what == "compile cache" ? "" : ", or LoadOptions::tuning_dir") << ")";
   }
   if (::access(dir.c_str(), W_OK | X_OK) != 0) return std::strerror(errno);
   return "";

@@ -47,7 +47,9 @@ class TableReader {
         if (!k.is_number_integer()) fail(where + ".key holds a non-integer");
         entry.key.push_back(k.get<std::int64_t>());
       }
-      if (entry.key.empty() || entry.key.size() > 4096) fail(where + ".key has a bad length");
+      if (entry.key.empty() || entry.key.size() > kMaxTuningKeyWords) {
+        fail(where + ".key has a bad length");
+      }
       entry.text = string(e, "text", where);
       if (!e.contains("config") || !e["config"].is_number_integer()) {
         fail(where + ".config is not an integer");
@@ -248,6 +250,14 @@ std::string tuning_table_mismatch(const TuningTable& table, const CompiledImage&
   std::vector<std::string> configs;
   for (const ConfigPlan& c : image.plan.configs) configs.push_back(c.text);
   if (table.configs != configs) return "its configs differ from the op's";
+  // Entries built in code (not parsed) get the parser's checks here.
+  for (std::size_t i = 0; i < table.entries.size(); ++i) {
+    const TuningEntry& e = table.entries[i];
+    if (e.config < 0 || static_cast<std::size_t>(e.config) >= configs.size() ||
+        e.times_ms.size() != configs.size() || e.key.empty() || e.key.size() > kMaxTuningKeyWords) {
+      return "entry " + std::to_string(i) + " is malformed (its config, times or key)";
+    }
+  }
   return "";
 }
 

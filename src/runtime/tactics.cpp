@@ -24,9 +24,9 @@ namespace kernelop {
 namespace detail {
 
 std::uint64_t key_hash(const std::vector<std::int64_t>& words) {
-  TuneKey k;
-  for (std::int64_t w : words) k.push(w);
-  return k.hash;
+  std::uint64_t h = TuneKey{}.hash;
+  for (std::int64_t w : words) h = TuneKey::mix(h, w);
+  return h;
 }
 
 int DeviceTuning::find(const TuneKey& key) const {
@@ -139,11 +139,22 @@ class Event {
 
 // The bytes a view spans from its data pointer (all of a contiguous tensor; the strided extent
 // of a view).
-std::size_t span_bytes(const TensorView& t) {
-  if (t.shape.numel() == 0) return 0;
-  std::int64_t last = 0;
-  for (int d = 0; d < t.shape.rank(); ++d) last += (t.shape[d] - 1) * t.stride(d);
-  return static_cast<std::size_t>(last + 1) * dtype_size(t.dtype);
+// The elements a view reaches from its data pointer: offsets lo..hi (lo < 0 with a negative
+// stride). A scratch copy covers exactly them.
+struct Extent {
+  std::int64_t lo = 0, hi = -1;
+  std::size_t bytes(const TensorView& t) const {
+    return static_cast<std::size_t>(hi - lo + 1) * dtype_size(t.dtype);
+  }
+};
+Extent extent(const TensorView& t) {
+  if (t.shape.numel() == 0) return {};
+  Extent e{0, 0};
+  for (int d = 0; d < t.shape.rank(); ++d) {
+    std::int64_t reach = (t.shape[d] - 1) * t.stride(d);
+    (reach < 0 ? e.lo : e.hi) += reach;
+  }
+  return e;
 }
 
 double median(std::vector<double> v) {
@@ -230,6 +241,10 @@ int KernelOp::State::choose_config(Frame& f, std::span<const TensorView> inputs,
                                    int device, void* stream) {
   const OpPlan& p = plan();
   detail::TacticState& t = *tactics;
+  if (device < 0 || device >= kMaxDevices) {
+    KERNELOP_RAISE(error(ErrorKind::Launch))
+        << "device " << device << " is out of range (0.." << kMaxDevices - 1 << ")";
+  }
   if (reads_arch) f.arch = module_for(device).arch;
   FrameSizes sizes{f};
   FrameEnv env{p, sizes};
@@ -262,12 +277,13 @@ int KernelOp::State::choose_config(Frame& f, std::span<const TensorView> inputs,
       put(v.shape.rank());
       for (int d = 0; d < v.shape.rank(); ++d) put(v.shape[d]);
       put(static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(v.data) & 4095u));
-      if (p.tensors[i].strided) {
-        for (int d = 0; d < v.shape.rank(); ++d) put(v.stride(d));
-      }
+      // Strides too: a requirement may read stride() of any tensor, and a contiguous one's
+      // strides along size-1 axes are free.
+      for (int d = 0; d < v.shape.rank(); ++d) put(v.stride(d));
     }
     for (const TensorView& v : outputs) {
       put(static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(v.data) & 4095u));
+      for (int d = 0; d < v.shape.rank(); ++d) put(v.stride(d));
     }
     for (std::size_t i = 0; i < p.scalars.size(); ++i) {
       if (p.scalars[i].type != ScalarType::Float && p.scalars[i].type != ScalarType::Float64)
@@ -342,12 +358,19 @@ int KernelOp::State::choose_config(Frame& f, std::span<const TensorView> inputs,
   } else {
     for (const Expr& e : p.tuning_key) key.push(tuning_bucket(env.eval(e)));
   }
+  // A decision read before add_tuning_table changes the tables is not memoised after it.
+  std::uint64_t generation = t.generation.load(std::memory_order_acquire);
+  auto remember = [&](int c) {
+    if (memo && t.generation.load(std::memory_order_acquire) == generation) {
+      t.memo.store(sig.data(), n, c);
+    }
+  };
   DeviceTuning& table = device_tuning(device);
   int config = table.find(key);
   if (config >= 0 && eligible(config)) {
     t.table_hits.fetch_add(1, std::memory_order_relaxed);
     t.last.store(config, std::memory_order_relaxed);
-    if (memo) t.memo.store(sig.data(), n, config);
+    remember(config);
     return config;
   }
   bool tune = options.tune && !detail::env_is("KERNELOP_TUNE", "0");
@@ -375,9 +398,18 @@ int KernelOp::State::choose_config(Frame& f, std::span<const TensorView> inputs,
   for (int c = 0; c < static_cast<int>(p.configs.size()); ++c) {
     if (eligible(c)) candidates.push_back(c);
   }
-  config = autotune(f, key, candidates, inputs, scalars, outputs, ptrs, device, stream, table);
+  try {
+    config = autotune(f, key, candidates, inputs, scalars, outputs, ptrs, device, stream, table);
+  } catch (const Error& e) {
+    // Tuning is an optimisation: a failure (scratch memory for a large in-place tensor, say)
+    // leaves the call to the first eligible config, remembered so that the call does not retry.
+    warn("op " + p.op_name + ": tuning failed (" + e.message() + "); using " + config_text(first) +
+         " untuned");
+    t.defaults.fetch_add(1, std::memory_order_relaxed);
+    config = first;
+  }
   t.last.store(config, std::memory_order_relaxed);
-  if (memo) t.memo.store(sig.data(), n, config);
+  remember(config);
   return config;
 }
 
@@ -389,7 +421,8 @@ int KernelOp::State::autotune(Frame& f, const TuneKey& key, const std::vector<in
   const OpPlan& p = plan();
   detail::TacticState& t = *tactics;
   std::lock_guard tuning(t.tune_mutex);
-  if (int done = table.find(key); done >= 0) {  // another thread tuned it meanwhile
+  if (int done = table.find(key);  // another thread tuned it meanwhile
+      done >= 0 && std::find(eligible.begin(), eligible.end(), done) != eligible.end()) {
     t.table_hits.fetch_add(1, std::memory_order_relaxed);
     return done;
   }
@@ -398,22 +431,34 @@ int KernelOp::State::autotune(Frame& f, const TuneKey& key, const std::vector<in
   const detail::DeviceModule& m = module_for(device);
   detail::ScopedContext scope(m.ctx->get());
   auto s = static_cast<CUstream>(stream);
-  // Note [tuning runs]: scratch for what the kernel writes.
+  // Note [tuning runs]: scratch for what the kernel writes, covering exactly the elements the
+  // view reaches (negative strides included); the kernel gets the view's origin inside it.
   TensorPtrs scratch = ptrs;
   std::vector<detail::DeviceBuffer> buffers;
-  std::vector<std::pair<std::size_t, std::size_t>> refill;  // (input, bytes)
+  struct Refill {
+    CUdeviceptr from, to;
+    std::size_t bytes;
+  };
+  std::vector<Refill> refill;
   buffers.reserve(inputs.size() + outputs.size() + 1);
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    if (!p.tensors[i].mutated) continue;
-    std::size_t bytes = detail::span_bytes(inputs[i]);
+  auto make_scratch = [&](const TensorView& v, std::size_t slot, bool copy) {
+    detail::Extent e = detail::extent(v);
+    std::size_t bytes = e.bytes(v);
+    auto lo_bytes =
+        static_cast<std::ptrdiff_t>(e.lo) * static_cast<std::ptrdiff_t>(dtype_size(v.dtype));
     buffers.emplace_back(bytes, "tuning scratch");
-    scratch[i] = reinterpret_cast<const void*>(buffers.back().get());
-    refill.emplace_back(i, bytes);
+    CUdeviceptr base = buffers.back().get();
+    scratch[slot] = reinterpret_cast<const void*>(base - static_cast<CUdeviceptr>(lo_bytes));
+    if (copy && bytes > 0) {
+      refill.push_back({reinterpret_cast<CUdeviceptr>(v.data) + static_cast<CUdeviceptr>(lo_bytes),
+                        base, bytes});
+    }
+  };
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (p.tensors[i].mutated) make_scratch(inputs[i], i, true);
   }
   for (std::size_t o = 0; o < outputs.size(); ++o) {
-    buffers.emplace_back(detail::span_bytes(outputs[o]), "tuning scratch");
-    scratch[static_cast<std::size_t>(p.outputs[o].slot)] =
-        reinterpret_cast<const void*>(buffers.back().get());
+    make_scratch(outputs[o], static_cast<std::size_t>(p.outputs[o].slot), false);
   }
   int l2 = 0;
   CUdevice dev = 0;
@@ -424,12 +469,9 @@ int KernelOp::State::autotune(Frame& f, const TuneKey& key, const std::vector<in
   buffers.emplace_back(flush_bytes, "L2 flush buffer");
   CUdeviceptr flush = buffers.back().get();
   auto prepare_run = [&] {
-    for (auto [i, bytes] : refill) {
-      if (bytes == 0) continue;
-      detail::check_cuda(
-          d.cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(scratch[i]),
-                              reinterpret_cast<CUdeviceptr>(inputs[i].data), bytes, s),
-          "cuMemcpyDtoDAsync", "tuning scratch");
+    for (const Refill& r : refill) {
+      detail::check_cuda(d.cuMemcpyDtoDAsync(r.to, r.from, r.bytes, s), "cuMemcpyDtoDAsync",
+                         "tuning scratch");
     }
   };
   const int runs = std::max(1, options.tuning_runs);
@@ -592,12 +634,13 @@ void KernelOp::add_tuning_table(const TuningTable& table) const {
   }
   detail::TacticState& t = *s.tactics;
   std::lock_guard lock(t.tables_mutex);
-  t.memo.clear();  // a decision may change
   t.added.push_back(table);
   for (const auto& d : t.owned) {
     if (d->table.device != table.device || d->table.arch != table.arch) continue;
     for (const TuningEntry& e : table.entries) d->put(e);
   }
+  t.generation.fetch_add(1, std::memory_order_acq_rel);  // a decision may change
+  t.memo.clear();
 }
 
 }  // namespace kernelop

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernelop/runtime.hpp"
+#include "kernelop/tuning.hpp"
 
 namespace kernelop::detail {
 
@@ -22,19 +23,24 @@ namespace kernelop::detail {
 inline constexpr std::size_t kEligibleWords = 4;
 inline constexpr std::size_t kMaxKeyWords =
     1 + kEligibleWords + static_cast<std::size_t>(kMaxKernelArgs) * (kMaxRank + 1);
+static_assert(kMaxKeyWords == kMaxTuningKeyWords, "the tuning table's key limit is this one");
 
 /// A call's key, built on the stack with its hash (the launch path allocates nothing).
 struct TuneKey {
   std::array<std::int64_t, kMaxKeyWords> words;
   std::size_t size = 0;
   std::uint64_t hash = 0x9e3779b97f4a7c15ull;
+  static std::uint64_t mix(std::uint64_t h, std::int64_t w) {
+    h = (h ^ static_cast<std::uint64_t>(w)) * 0x100000001b3ull;
+    return h ^ (h >> 29);
+  }
   void push(std::int64_t w) {
-    words[size++] = w;
-    hash = (hash ^ static_cast<std::uint64_t>(w)) * 0x100000001b3ull;
-    hash ^= hash >> 29;
+    if (size < words.size()) words[size] = w;  // longer keys never match (see equals)
+    ++size;
+    hash = mix(hash, w);
   }
   bool equals(const std::vector<std::int64_t>& other) const {
-    if (other.size() != size) return false;
+    if (other.size() != size || size > words.size()) return false;
     for (std::size_t i = 0; i < size; ++i) {
       if (other[i] != words[i]) return false;
     }
@@ -110,6 +116,9 @@ struct DecisionMemo {
 
 struct TacticState {
   DecisionMemo memo;
+  /// Bumped when tables change under a running op (add_tuning_table): a decision read from the
+  /// table before the change is not memoised after it (Note [decision memo]).
+  std::atomic<std::uint64_t> generation{0};
   std::atomic<int> pinned{-1};
   std::atomic<int> last{-1};
   std::atomic<std::uint64_t> timed_runs{0}, tunings{0}, table_hits{0}, defaults{0}, pins{0};

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -218,6 +219,15 @@ TEST(TacticsCompile, AConfigThatCannotLaunchIsRefusedByName) {
   expect_error([&] { compile(derive_plan(big), o); }, ErrorKind::Compile,
                "tactic 1 (B=1024, V=1) cannot launch: on sm_80 it needs 262144 bytes of shared "
                "memory per block; a block may use 166912");
+  // A config that only runs on sm_90 (its requires say so) is not held to sm_80's limits.
+  std::get<Custom>(*big.spec.geometry).shared_mem = Expr::parse("B * V * 200");
+  big.spec.configs[1].requirements = {Requirement::parse("arch() >= 90")};
+  o.archs = {"sm_80", "sm_90"};
+  EXPECT_NO_THROW(compile(derive_plan(big), o));
+  o.archs = {"sm_80"};
+  big.spec.configs[1].requirements = {Requirement::parse("arch() >= 80")};
+  expect_error([&] { compile(derive_plan(big), o); }, ErrorKind::Compile,
+               "on sm_80 it needs 204800 bytes");
 }
 
 // Differential: every image of a tuned op with several compilations, through the cache (a fresh
@@ -421,6 +431,18 @@ TEST(TuningTables, CorruptTablesAreFormatErrorsNeverCrashes) {
   other = table_for(image);
   other.configs.pop_back();
   EXPECT_EQ(tuning_table_mismatch(other, image), "its configs differ from the op's");
+  // Tables built in code get the parser's checks: no key longer than a call can make (it would
+  // not fit the launch path's key), no config or times out of range.
+  for (auto broken : std::vector<std::function<void(TuningEntry&)>>{
+           [](TuningEntry& e) { e.key.assign(kMaxTuningKeyWords + 1, 0); },
+           [](TuningEntry& e) { e.config = 300; }, [](TuningEntry& e) { e.times_ms.pop_back(); }}) {
+    other = table_for(image);
+    broken(other.entries[0]);
+    EXPECT_EQ(tuning_table_mismatch(other, image),
+              "entry 0 is malformed (its config, times or key)");
+    KernelOp op(image);
+    expect_error([&] { op.add_tuning_table(other); }, ErrorKind::Format, "entry 0 is malformed");
+  }
 }
 
 TEST(TuningTables, PackagesCarryCompilationsAndTables) {

@@ -228,6 +228,37 @@ TEST_F(TacticsGpu, TuningNeverWritesTheCallersTensors) {
   }
 }
 
+// The same for a strided in-place view with a negative stride: the scratch covers exactly the
+// elements the view reaches, below its data pointer, and the guard elements around stay intact.
+TEST_F(TacticsGpu, TuningAStridedViewWithANegativeStrideStaysInside) {
+  OpDecl d = parse_op_json(R"J({"op": "t::inplace_strided", "kernel_name": "twice_plus_one<B>",
+      "kernel_source": "template <int B> __global__ void twice_plus_one(float* x, long long s, long long n) { long long i = (long long)blockIdx.x * B + threadIdx.x; if (i < n) x[i * s] = 2.0f * x[i * s] + 1.0f; }",
+      "inputs": [{"name": "x", "dtype": "float32", "mutated": true, "strided": true}],
+      "outputs": [],
+      "params": ["x", {"expr": "stride(x, 0)", "int64": true}, {"expr": "numel(x)", "int64": true}],
+      "geometry": {"custom": {"grid": ["cdiv(numel(x), B)"], "block": ["B"]}},
+      "tunables": ["B"],
+      "configs": [{"B": 128}, {"B": 256}]})J",
+                           "", "inplace_strided.json");
+  KernelOp op(compile(derive_plan(d)), options(false));
+  const std::int64_t n = 4096, guard = 64;
+  std::vector<float> host(n + 2 * guard);
+  for (std::size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>(i % 13);
+  DeviceBuffer buf(host.size() * 4);
+  buf.upload(host.data(), host.size() * 4);
+  // Elements guard .. guard + n - 1, walked backwards: data points at the last one, stride -1.
+  auto* last = reinterpret_cast<float*>(buf.get()) + guard + n - 1;
+  std::vector<TensorView> in = {TensorView{last, DType::Float32, {n}, Shape{-1}, 0}};
+  op.launch(in, {}, {}, nullptr);
+  ASSERT_EQ(op.tuning_stats().tunings, 1u);
+  std::vector<float> got(host.size());
+  buf.download(got.data(), got.size() * 4);
+  for (std::size_t i = 0; i < host.size(); ++i) {
+    bool inside = i >= static_cast<std::size_t>(guard) && i < static_cast<std::size_t>(guard + n);
+    ASSERT_EQ(got[i], inside ? 2.0f * host[i] + 1.0f : host[i]) << "element " << i;
+  }
+}
+
 // Eligibility reads a bool scalar (vLLM's is_neox pattern) and the device's compute capability.
 TEST_F(TacticsGpu, ScalarsAndTheDeviceDecideEligibility) {
   OpDecl d = parse_op_json(R"J({"op": "t::pick", "kernel_name": "pick<NEOX, B>",
