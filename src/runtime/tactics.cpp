@@ -302,12 +302,7 @@ int KernelOp::State::choose_config(Frame& f, std::span<const TensorView> inputs,
   std::array<std::uint64_t, detail::kEligibleWords> mask{};
   int first = -1;
   for (std::size_t c = 0; c < p.configs.size(); ++c) {
-    f.tunables = p.configs[c].values.data();
-    bool ok = true;
-    for (const RequirementPlan& r : p.configs[c].requirements) {
-      ok = ok && requirement_holds(r, env);
-    }
-    if (!ok) continue;
+    if (!holds(static_cast<int>(c))) continue;
     mask[c / 64] |= 1ull << (c % 64);
     if (first < 0) first = static_cast<int>(c);
   }

@@ -140,6 +140,11 @@ TEST_F(CliTest, TunedOpsShowTheirTacticsAndPackagesTakeOnlyTheirOwnTables) {
   expect_clean_failure(run("build examples/softmax_tuned.json --arch sm_90 --package --tuning " +
                            (dir_ / "bad.json").string() + " -o " + (dir_ / "o").string()),
                        "does not fit this build: it was tuned with another build of the op");
+  // A FIFO given as the table is refused, never waited on.
+  ASSERT_EQ(::mkfifo((dir_ / "fifo.json").c_str(), 0600), 0);
+  expect_clean_failure(run("build examples/softmax_tuned.json --arch sm_90 --package --tuning " +
+                           (dir_ / "fifo.json").string() + " -o " + (dir_ / "o").string()),
+                       "not a regular file");
   std::ofstream(dir_ / "corrupt.json") << "[{\"format\": 1,";
   expect_clean_failure(run("build examples/softmax_tuned.json --arch sm_90 --package --tuning " +
                            (dir_ / "corrupt.json").string() + " -o " + (dir_ / "o").string()),

@@ -259,6 +259,36 @@ TEST_F(TacticsGpu, TuningAStridedViewWithANegativeStrideStaysInside) {
   }
 }
 
+// Differential: the decision memo against the full choice. Calls alternate between an aligned
+// and a misaligned view of the same shape (the VEC=4 configs need 16-byte alignment): every call
+// gets an eligible tactic, the same one the full choice gives, and the reference's result.
+TEST_F(TacticsGpu, TheDecisionMemoAgreesWithTheFullChoice) {
+  KernelOp op(image_of("softmax_tuned"), options(false));
+  const std::int64_t rows = 64, cols = 1024;
+  Call aligned(op, {{rows, cols}}, 3);
+  DeviceBuffer shifted(static_cast<std::size_t>(rows * cols + 1) * 4);
+  shifted.fill_bytes(0);
+  std::vector<TensorView> mis = {
+      TensorView{reinterpret_cast<float*>(shifted.get()) + 1, DType::Float32, {rows, cols}, {}, 0}};
+  ASSERT_EQ(detail::Driver::require().cuCtxSynchronize(), CUDA_SUCCESS);
+  int tuned_aligned = -1, tuned_mis = -1;
+  for (int round = 0; round < 6; ++round) {
+    bool odd = round % 2 == 1;
+    op.launch(odd ? mis : aligned.in_views, {}, aligned.out_views, nullptr);
+    int t = op.last_tactic();
+    int& first = odd ? tuned_mis : tuned_aligned;
+    if (first < 0) first = t;
+    EXPECT_EQ(t, first) << "round " << round << ": the memo changed the decision";
+    if (odd) {
+      EXPECT_EQ(op.tactic_text(t).find("VEC=4"), std::string::npos)
+          << "a VEC=4 tactic ran on a misaligned input";
+    } else {
+      aligned.expect_reference(op, "aligned round " + std::to_string(round));
+    }
+  }
+  EXPECT_EQ(op.tuning_stats().tunings, 2u) << "one tuning per eligible set";
+}
+
 // Eligibility reads a bool scalar (vLLM's is_neox pattern) and the device's compute capability.
 TEST_F(TacticsGpu, ScalarsAndTheDeviceDecideEligibility) {
   OpDecl d = parse_op_json(R"J({"op": "t::pick", "kernel_name": "pick<NEOX, B>",
