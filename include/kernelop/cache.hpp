@@ -50,6 +50,10 @@ class CompileCache {
   std::shared_ptr<const std::string> load(const std::string& key);
   void store(const std::string& key, std::string payload);
 
+  /// The key of an entry whose identity is `text` (everything its payload depends on): the hex
+  /// digest of the text, safe as a file name whatever the text holds.
+  static std::string key_of(std::string_view text);
+
   /// The path of the entry for `key` (whether or not it exists).
   std::filesystem::path entry_path(const std::string& key) const;
 

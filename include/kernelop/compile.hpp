@@ -37,6 +37,25 @@ struct CompileOptions {
 /// mismatch between the calling convention and the kernel's parameters.
 CompiledImage compile(const OpPlan& plan, const CompileOptions& options = {});
 
+/// Machine code another compiler made (Triton): one compilation (OpPlan::programs) for one
+/// architecture.
+struct KernelBinary {
+  int program = 0;
+  std::string arch;   ///< "sm_90" (CUBIN in `data`) or "compute_80" (PTX in `data`)
+  std::string data;   ///< CUBIN bytes or PTX text
+  std::string ptx;    ///< for a CUBIN: the PTX it was assembled from (its parameters are checked)
+  std::string entry;  ///< the kernel's symbol
+  /// Dynamic shared memory every launch needs (Triton's metadata.shared), in bytes.
+  int launch_shared = 0;
+};
+
+/// An image from binaries: every program must have at least one, each entry's parameters must
+/// match the calling convention (the plan's args) in number and size, every tensor dtype must be
+/// declared, and a config that could not launch on an architecture it was built for (threads,
+/// registers, shared memory) is refused. Throws Error(Spec) or Error(Compile) naming the op, the
+/// tactic and the architecture.
+CompiledImage image_from_binaries(OpPlan plan, std::vector<KernelBinary> binaries);
+
 /// The CUDA include directories passed to NVRTC by default: $CUDA_HOME/include, else
 /// $CUDA_PATH/include, else the toolkit kernelop was built with; plus its cccl/ subdirectory
 /// (libcu++, CUB, Thrust since CUDA 13) when present. Empty when no toolkit is found.

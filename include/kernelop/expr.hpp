@@ -27,6 +27,7 @@ enum class ExprOp : std::uint8_t {
   Tunable,      ///< BLOCK: the value the chosen config binds to tunable BLOCK (resolved form of
                 ///< a name that is a tunable; launch values and configs' requires only)
   Arch,         ///< arch(): the device's compute capability, major * 10 + minor (sm_90 -> 90)
+  Rank,         ///< rank(t): number of dims of tensor t
   // binary operators (Python semantics: // floors, % takes the divisor's sign)
   Add,
   Sub,
@@ -90,6 +91,7 @@ class Expr {
   static Expr aligned(std::string tensor, std::int64_t bytes);
   static Expr tunable(std::string name);
   static Expr arch();
+  static Expr rank(std::string tensor);
   static Expr binary(ExprOp op, Expr lhs, Expr rhs);
   static Expr select(Expr cond, Expr if_true, Expr if_false);
 
@@ -210,6 +212,7 @@ Int evaluate(const ExprNode& node, const Env& env) {
     case ExprOp::Aligned:
     case ExprOp::Tunable:
     case ExprOp::Arch:
+    case ExprOp::Rank:
       return env.leaf(node);
     case ExprOp::Select:
       return ExprArith<Int>::truthy(evaluate<Int>(*node.cond, env)) ? evaluate<Int>(*node.lhs, env)

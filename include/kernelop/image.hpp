@@ -33,6 +33,9 @@ struct ArchImage {
   double compile_ms = 0;  ///< NVRTC time, or the cache read when cache_hit
   /// The compilation it comes from (OpPlan::programs; 0 unless configs differ in a define).
   int program = 0;
+  /// Dynamic shared memory each launch of its kernels needs beyond the geometry's, in bytes
+  /// (a Triton kernel's metadata.shared, which depends on the architecture).
+  int launch_shared = 0;
 };
 
 struct TuningEntry {

@@ -13,7 +13,8 @@
 //   section 0: metadata, UTF-8 JSON: format, op, schema, the spec (source inline, inferred
 //              dtypes filled in), lowered names, NVRTC version and options, per-image arch and
 //              resource usage; section i >= 1: the bytes of image i - 1.
-// Bump kPackageFormatVersion on any change; tests/golden pins the bytes of version 1.
+// Bump kPackageFormatVersion on any change an older reader would misread; tests/golden pins
+// the bytes of version 1.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +26,10 @@
 
 namespace kernelop {
 
-inline constexpr std::uint32_t kPackageFormatVersion = 1;
+/// Version 2 adds what an older reader would get wrong by ignoring: images that need their own
+/// dynamic shared memory ("launch_shared") and Triton kernels. A package that uses neither is
+/// written as version 1, byte for byte what it always was; both versions are read.
+inline constexpr std::uint32_t kPackageFormatVersion = 2;
 
 /// kernelop's version, "0.1.0" (from CMake's project(); recorded in packages as created_by).
 std::string_view version();

@@ -33,6 +33,7 @@ struct ScalarSlot {
   std::string name;
   ScalarType type = ScalarType::Float;
   bool symint = false;  ///< SymInt in the schema, symbolic in the Meta kernel
+  std::optional<ScalarDefault> default_value;  ///< the schema's default
   bool operator==(const ScalarSlot&) const = default;
 };
 
@@ -154,7 +155,8 @@ struct OpPlan {
   std::vector<KernelInstance> instances;
   std::vector<Tunable> tunables;
   std::vector<ConfigPlan> configs;  ///< never empty (Note [instances and configs])
-  /// The -D defines of each separate compilation (one, empty, unless a tunable is a define).
+  /// The -D defines of each separate compilation (one, empty, unless a tunable is a define; a
+  /// Triton kernel has one compilation per config).
   std::vector<std::vector<std::string>> programs = {{}};
   /// The resolved tuning key (empty: every dim of every tensor input), bucketed to powers of 2.
   std::vector<Expr> tuning_key;

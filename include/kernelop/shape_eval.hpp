@@ -59,6 +59,8 @@ struct SizeEnv {
         return sizes.stride(n.slot, axis(n.slot, n.value, n));
       case ExprOp::ItemSize:
         return sizes.itemsize(n.slot);
+      case ExprOp::Rank:
+        return ExprArith<Int>::constant(sizes.rank(n.slot));
       case ExprOp::Aligned:
         return ExprArith<Int>::constant(sizes.aligned(n.slot, n.value) ? 1 : 0);
       case ExprOp::Tunable:

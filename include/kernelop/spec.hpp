@@ -61,6 +61,10 @@ std::optional<ScalarType> parse_scalar_type(std::string_view name);
 std::string_view scalar_schema_type(ScalarType type);  // "float" | "int" | "bool"
 std::string_view scalar_cuda_type(ScalarType type);    // "float", "double", "int", ...
 
+/// A scalar input's default value in the schema (`float b=0.2`): a bool for bool scalars, an
+/// integer for int scalars, a number for float scalars.
+using ScalarDefault = std::variant<bool, std::int64_t, double>;
+
 /// A scalar input, passed by value at its declared position.
 struct ScalarInput {
   std::string name;
@@ -68,8 +72,13 @@ struct ScalarInput {
   /// An integer that carries a size (a token count): `SymInt` in the schema, and symbolic in
   /// the Meta kernel, so tracing with dynamic sizes does not specialise it.
   bool symint = false;
+  /// The value a caller may omit (JSON "default"); inputs after one need one too.
+  std::optional<ScalarDefault> default_value;
   bool operator==(const ScalarInput&) const = default;
 };
+
+/// The schema's text of a default: "True", "2", "0.2" (shortest text that reads back exactly).
+std::string scalar_default_text(const ScalarDefault& value);
 
 using Input = std::variant<InputDecl, ScalarInput>;
 
@@ -216,9 +225,19 @@ struct Config {
   bool operator==(const Config&) const = default;
 };
 
+/// A kernel Triton compiled (kernelop's Python package records the launch of a @triton.jit
+/// function into this spec and compiles each config with triton.compile): kernel_source is the
+/// function's Python source, kernel_name its name, and the machine code comes with the image
+/// (image_from_binaries), never from NVRTC. Each config is its own compilation.
+struct TritonKernel {
+  std::string version;  ///< the Triton that compiled it, "3.6.0"
+  bool operator==(const TritonKernel&) const = default;
+};
+
 struct KernelSpec {
-  /// CUDA C++ source text. When it was read from a file, `source_file` keeps that path
-  /// (relative to the spec file) so the spec's JSON form can refer to it again.
+  /// CUDA C++ source text (a Triton kernel's Python source when `triton` is set). When it was read
+  /// from a file, `source_file` keeps that path (relative to the spec file) so the spec's JSON form
+  /// can refer to it again.
   std::string kernel_source;
   std::optional<std::string> source_file;
   /// The __global__ function; for templated kernels the instantiation, e.g. "relu<T>" (with a
@@ -247,6 +266,8 @@ struct KernelSpec {
   /// The input sizes the fastest config depends on, each bucketed to a power of two (absent:
   /// every dim of every tensor input).
   std::optional<std::vector<Expr>> tuning_key;
+  /// Set for a Triton kernel (see TritonKernel).
+  std::optional<TritonKernel> triton;
   bool operator==(const KernelSpec&) const = default;
 };
 

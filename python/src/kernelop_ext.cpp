@@ -4,6 +4,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include "kernelop/kernelop.hpp"
@@ -74,6 +75,17 @@ RawArg raw_arg(nb::handle h, std::size_t i) {
   }
   KERNELOP_FAIL(Type) << "argument " << i << " is a " << nb::type_name(h.type()).c_str()
                       << "; expected a CUDA tensor, int, float or bool";
+}
+
+// Binaries from kernelop/_triton.py: (program, arch, data, ptx, entry, launch_shared) tuples.
+using BinaryTuple = std::tuple<int, std::string, nb::bytes, std::string, std::string, int>;
+std::vector<KernelBinary> binaries_of(const std::vector<BinaryTuple>& tuples) {
+  std::vector<KernelBinary> out;
+  for (const auto& [program, arch, data, ptx, entry, shared] : tuples) {
+    out.push_back(
+        KernelBinary{program, arch, std::string(data.c_str(), data.size()), ptx, entry, shared});
+  }
+  return out;
 }
 
 std::array<std::int64_t, 3> dims3(const std::vector<std::int64_t>& d, const char* what) {
@@ -168,6 +180,56 @@ NB_MODULE(_kernelop, m) {
       nb::arg("spec_json"), nb::arg("base_dir"), nb::arg("ptx"), nb::arg("entry"),
       nb::arg("overrides"),
       "Registers a spec whose kernel is pre-compiled PTX (no NVRTC); returns the Registration.");
+  m.def(
+      "register_binaries",
+      [](const std::string& spec_json, const std::vector<BinaryTuple>& binaries,
+         const Overrides& o) {
+        OpPlan plan = derive_plan(parse_op_json(spec_json, "", "spec"), o.validate());
+        return torch_ops::register_op(
+            KernelOp(image_from_binaries(std::move(plan), binaries_of(binaries))),
+            o.registration());
+      },
+      nb::arg("spec_json"), nb::arg("binaries"), nb::arg("overrides"),
+      "Registers a spec whose kernel another compiler built (Triton): binaries are (program, "
+      "arch, data, ptx, entry, launch_shared) tuples; returns the Registration.");
+  m.def(
+      "build_package_binaries",
+      [](const std::string& spec_json, const std::vector<BinaryTuple>& binaries,
+         const std::string& path) {
+        write_package(image_from_binaries(derive_plan(parse_op_json(spec_json, "", "spec")),
+                                          binaries_of(binaries)),
+                      path);
+      },
+      nb::arg("spec_json"), nb::arg("binaries"), nb::arg("path"),
+      "Writes the .kop package of a spec with its binaries (see register_binaries).");
+  m.def(
+      "check_binaries",
+      [](const std::string& spec_json, const std::vector<BinaryTuple>& binaries) {
+        image_from_binaries(derive_plan(parse_op_json(spec_json, "", "spec")),
+                            binaries_of(binaries));
+      },
+      nb::arg("spec_json"), nb::arg("binaries"),
+      "Checks binaries against a spec as register_binaries does; registers nothing.");
+  m.def(
+      "cache_load",
+      [](const std::string& identity) -> std::optional<nb::bytes> {
+        auto payload = CompileCache::global().load(CompileCache::key_of(identity));
+        if (!payload) return std::nullopt;
+        return nb::bytes(payload->data(), payload->size());
+      },
+      nb::arg("identity"),
+      "The compile cache's entry for `identity` (the text of everything it depends on), or "
+      "None; a damaged entry is reported and dropped, never returned.");
+  m.def(
+      "cache_store",
+      [](const std::string& identity, const nb::bytes& payload) {
+        CompileCache::global().store(CompileCache::key_of(identity),
+                                     std::string(payload.c_str(), payload.size()));
+      },
+      nb::arg("identity"), nb::arg("payload"));
+  m.def(
+      "canonical_expr", [](const std::string& text) { return Expr::parse(text).to_string(); },
+      nb::arg("text"), "The canonical text of an expression (Note [expression text]).");
   m.def("is_registered", &torch_ops::is_registered, nb::arg("op_name"));
   nb::class_<torch_ops::Registration>(m, "Registration")
       .def_prop_ro("schema", &torch_ops::Registration::schema)

@@ -15,6 +15,7 @@
 
 #include "core/file_io.hpp"
 #include "core/framing.hpp"
+#include "core/hash.hpp"
 #include "kernelop/error.hpp"
 
 namespace kernelop {
@@ -63,6 +64,10 @@ bool CompileCache::prepare() {
   std::lock_guard lock(mutex_);
   dir_checked_ = true;
   return true;
+}
+
+std::string CompileCache::key_of(std::string_view text) {
+  return detail::hash_bytes(text).hex();
 }
 
 fs::path CompileCache::entry_path(const std::string& key) const {

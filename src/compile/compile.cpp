@@ -15,6 +15,7 @@
 #include <nvrtc.h>
 #include <sys/stat.h>
 
+#include "compile/config_launch.hpp"
 #include "compile/cubin_info.hpp"
 #include "compile/include_scan.hpp"
 #include "compile/job_result.hpp"
@@ -150,100 +151,9 @@ class Compiler {
         image.images.push_back(std::move(a));
       }
     }
-    check_configs_launch(image);
+    detail::check_configs_launch(image);
     image.total_ms = ms_since(t0);
     return image;
-  }
-
-  // False when one of the config's requires that read only arch() and tunables is false on
-  // architecture `arch`: the config never runs there, whatever its resources.
-  static bool may_run_on(const ConfigPlan& config, int arch) {
-    struct Env {
-      const ConfigPlan& c;
-      int arch;
-      std::int64_t leaf(const ExprNode& n) const {
-        return n.op == ExprOp::Arch ? arch : c.values[static_cast<std::size_t>(n.slot)];
-      }
-    };
-    for (const RequirementPlan& r : config.requirements) {
-      bool device_only = true;
-      r.condition.for_each_leaf([&](const Expr& leaf) {
-        device_only = device_only && (leaf.op() == ExprOp::Arch || leaf.op() == ExprOp::Tunable);
-      });
-      try {
-        if (device_only && evaluate<std::int64_t>(r.condition, Env{config, arch}) == 0)
-          return false;
-      } catch (const Error&) {  // an arithmetic error: decided at launch
-      }
-    }
-    return true;
-  }
-
-  // A config whose constant block (with its values) cannot launch on an architecture built:
-  // too many threads, more registers than an SM has, more shared memory than a block may use.
-  void check_configs_launch(const CompiledImage& image) const {
-    if (!plan_.geometry || !plan_.is_tuned()) return;
-    for (std::size_t c = 0; c < plan_.configs.size(); ++c) {
-      const ConfigPlan& config = plan_.configs[c];
-      auto constant = [&](const Expr& e) -> std::optional<std::int64_t> {
-        bool ok = true;
-        e.for_each_leaf([&](const Expr& leaf) { ok = ok && leaf.op() == ExprOp::Tunable; });
-        if (!ok) return std::nullopt;
-        struct Env {
-          const ConfigPlan& c;
-          std::int64_t leaf(const ExprNode& n) const {
-            return c.values[static_cast<std::size_t>(n.slot)];
-          }
-        };
-        try {
-          return evaluate<std::int64_t>(e, Env{config});
-        } catch (const Error&) {
-          return std::nullopt;
-        }
-      };
-      auto fail = [&]() {
-        detail::ErrorStream e(ErrorKind::Compile);
-        e << "op " << plan_.op_name << ": tactic " << c << " (" << config.text
-          << ") cannot launch: ";
-        return e;
-      };
-      std::vector<std::int64_t> block;
-      bool known = true;
-      for (const Expr& b : plan_.geometry->block) {
-        auto v = constant(b);
-        known = known && v.has_value();
-        block.push_back(v.value_or(1));
-      }
-      if (!known) continue;
-      if (std::string why = block_problem(block); !why.empty()) {
-        KERNELOP_RAISE(fail() << "its block " << detail::int_list_text(block) << " " << why);
-      }
-      std::int64_t threads = block[0] * block[1] * block[2];
-      std::int64_t smem = constant(plan_.geometry->shared_mem).value_or(0);
-      for (const ArchImage& a : image.images) {
-        if (a.is_ptx() || a.program != config.program) continue;
-        detail::ArchId id;
-        detail::parse_arch(a.arch, &id);
-        if (!may_run_on(config, id.number)) continue;  // e.g. "arch() >= 90" on sm_80
-        for (int inst = 0; inst < static_cast<int>(plan_.instances.size()); ++inst) {
-          if (plan_.instances[static_cast<std::size_t>(inst)].config != static_cast<int>(c))
-            continue;
-          const ResourceUsage* u = image.usage(a.arch, inst);
-          if (!u) continue;
-          if (static_cast<std::int64_t>(u->registers) * threads > kRegistersPerSm) {
-            KERNELOP_RAISE(fail() << "on " << a.arch << " a block of " << threads << " threads x "
-                                  << u->registers << " registers needs " << u->registers * threads
-                                  << " registers; an SM has " << kRegistersPerSm);
-          }
-          std::int64_t shared = smem + std::max(0, u->static_shared);
-          if (shared > max_shared_per_block(id.number)) {
-            KERNELOP_RAISE(fail() << "on " << a.arch << " it needs " << shared
-                                  << " bytes of shared memory per block; a block may use "
-                                  << max_shared_per_block(id.number));
-          }
-        }
-      }
-    }
   }
 
  private:
@@ -610,6 +520,12 @@ std::vector<std::string> cuda_include_dirs() {
 }
 
 CompiledImage compile(const OpPlan& plan, const CompileOptions& options) {
+  if (plan.spec.triton) {
+    KERNELOP_FAIL(Spec) << "op " << plan.op_name << ": '" << plan.spec.kernel_name
+                        << "' is a Triton kernel: NVRTC cannot compile it; kernelop's Python "
+                           "package compiles it with triton.compile (kernelop.triton) and "
+                           "image_from_binaries takes the result";
+  }
   return Compiler(plan, options).run();
 }
 

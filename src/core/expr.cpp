@@ -113,6 +113,9 @@ void print(const ExprNode& n, std::ostream& out) {
     case ExprOp::Arch:
       out << "arch()";
       return;
+    case ExprOp::Rank:
+      out << "rank(" << n.name << ")";
+      return;
     case ExprOp::Select:
       out << "select(";
       print(*n.cond, out);
@@ -179,6 +182,7 @@ bool is_nonnegative(const ExprNode& node) {
     case ExprOp::ItemSize:
     case ExprOp::Aligned:
     case ExprOp::Arch:
+    case ExprOp::Rank:
     case ExprOp::Lt:
     case ExprOp::Le:
     case ExprOp::Gt:
@@ -208,7 +212,7 @@ bool is_leaf(ExprOp op) {
   return op == ExprOp::Const || op == ExprOp::Dim || op == ExprOp::Numel ||
          op == ExprOp::NumelExcept || op == ExprOp::Scalar || op == ExprOp::ItemSize ||
          op == ExprOp::Stride || op == ExprOp::Aligned || op == ExprOp::Tunable ||
-         op == ExprOp::Arch;
+         op == ExprOp::Arch || op == ExprOp::Rank;
 }
 
 bool is_comparison(ExprOp op) {
@@ -249,6 +253,10 @@ Expr Expr::tunable(std::string name) {
 }
 Expr Expr::arch() {
   return Expr(make_leaf(ExprOp::Arch, {}, 0));
+}
+
+Expr Expr::rank(std::string tensor) {
+  return Expr(make_leaf(ExprOp::Rank, std::move(tensor), 0));
 }
 
 Expr Expr::select(Expr cond, Expr if_true, Expr if_false) {

@@ -198,7 +198,8 @@ class Parser {
     using OfTensor = Expr (*)(std::string);
     using OfAxis = Expr (*)(std::string, std::int64_t);
     for (auto [fn, make] : {std::pair<std::string_view, OfTensor>{"numel", &Expr::numel},
-                            std::pair<std::string_view, OfTensor>{"itemsize", &Expr::itemsize}}) {
+                            std::pair<std::string_view, OfTensor>{"itemsize", &Expr::itemsize},
+                            std::pair<std::string_view, OfTensor>{"rank", &Expr::rank}}) {
       if (name != fn) continue;
       std::string tensor = parse_ident();
       expect(")");
@@ -258,8 +259,8 @@ class Parser {
       op = ExprOp::Max;
     } else {
       KERNELOP_RAISE(error()) << "unknown function '" << name
-                              << "' (known: dim, numel, numel_except, itemsize, stride, "
-                                 "aligned, arch, cdiv, min, max, select)";
+                              << "' (known: dim, numel, numel_except, itemsize, rank, "
+                                 "stride, aligned, arch, cdiv, min, max, select)";
     }
     Parsed a = parse_nested();
     expect(",");

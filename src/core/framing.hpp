@@ -38,18 +38,21 @@ T get_le(std::string_view in, std::size_t offset) {
 
 struct FrameFormat {
   std::array<char, 8> magic;
-  std::uint32_t version;
-  std::string_view kind;  ///< for messages: "package", "compile cache entry"
+  std::uint32_t version;     ///< the newest version: what unframe reads up to
+  std::string_view kind;     ///< for messages: "package", "compile cache entry"
+  std::uint32_t oldest = 0;  ///< the oldest version still read (0: `version` only)
 };
 
 struct Unframed {
+  std::uint32_t version = 0;
   std::uint32_t tag = 0;
   std::string_view body;  ///< a view into the framed bytes
   Digest checksum;        ///< of the body
 };
 
-/// The framed file of `body`.
-std::string frame(const FrameFormat& format, std::uint32_t tag, std::string_view body);
+/// The framed file of `body`, of format version `version` (0: format.version).
+std::string frame(const FrameFormat& format, std::uint32_t tag, std::string_view body,
+                  std::uint32_t version = 0);
 
 /// Checks the frame of `bytes`; returns "" and fills `out`, or what is wrong with it:
 /// "not a kernelop package (bad magic; 3 bytes)", "format version 2 is not supported (this

@@ -23,7 +23,7 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 constexpr detail::FrameFormat kPackageFormat{
-    {'K', 'O', 'P', 'K', 'G', '\r', '\n', '\x1a'}, kPackageFormatVersion, "package"};
+    {'K', 'O', 'P', 'K', 'G', '\r', '\n', '\x1a'}, kPackageFormatVersion, "package", 1};
 constexpr std::size_t kHeaderSize = detail::kFrameHeaderSize;
 constexpr std::uint32_t kMaxSections = 1024;
 // The metadata nests a few levels; printing or copying JSON recurses, so deeper is rejected.
@@ -62,7 +62,7 @@ class Reader {
     if (std::string why = detail::unframe(bytes_, kPackageFormat, frame); !why.empty()) {
       KERNELOP_RAISE(error()) << why;
     }
-    pkg.format_version = kPackageFormatVersion;
+    pkg.format_version = frame.version;
     std::uint32_t count = frame.tag;  // sections
     pkg.checksum = frame.checksum.hex();
     pkg.file_size = bytes_.size();
@@ -171,6 +171,14 @@ class Reader {
                                   << a.program << " of " << image.plan.programs.size();
         }
       }
+      if (images[i].contains("launch_shared")) {
+        a.launch_shared = get_int<int>(images[i].at("launch_shared"), "image launch_shared");
+        if (a.launch_shared < 0 || pkg.format_version < 2) {
+          KERNELOP_RAISE(error()) << "image " << i << " (" << a.arch << ") has launch_shared "
+                                  << a.launch_shared << " in a format " << pkg.format_version
+                                  << " package";
+        }
+      }
       std::size_t members = image.plan.instances_of(a.program).size();
       if (cubin && a.usage.size() != members) {
         KERNELOP_RAISE(error()) << "image " << a.arch << " has usage for " << a.usage.size()
@@ -205,8 +213,12 @@ std::string write_package_bytes(const CompiledImage& image) {
                         << ": only declarative ops go in packages (inputs, outputs and geometry "
                            "in the spec); this one relies on meta_fn or eager_fn";
   }
+  // Version 1 unless the package holds what a version-1 reader would misread.
+  bool needs_v2 = image.plan.spec.triton.has_value();
+  for (const ArchImage& a : image.images) needs_v2 = needs_v2 || a.launch_shared != 0;
+  const std::uint32_t format = needs_v2 ? kPackageFormatVersion : 1;
   Json meta = Json::object();
-  meta["format"] = kPackageFormatVersion;
+  meta["format"] = format;
   meta["created_by"] = "kernelop " + std::string(version());
   meta["op"] = image.plan.op_name;
   meta["schema"] = image.plan.qualified_schema();
@@ -220,6 +232,7 @@ std::string write_package_bytes(const CompiledImage& image) {
                           {"kind", a.is_ptx() ? "ptx" : "cubin"},
                           {"usage", detail::usage_to_json(a.usage)}});
     if (a.program != 0) images.back()["program"] = a.program;
+    if (a.launch_shared != 0) images.back()["launch_shared"] = a.launch_shared;
   }
   meta["images"] = std::move(images);
   if (!image.tuning.empty()) {
@@ -251,7 +264,7 @@ std::string write_package_bytes(const CompiledImage& image) {
     offset += s.size();
   }
   for (auto s : sections) body.append(s);
-  return detail::frame(kPackageFormat, count, body);
+  return detail::frame(kPackageFormat, count, body, format);
 }
 
 std::string_view version() {

@@ -85,7 +85,7 @@ class Deriver {
               },
               [&](const ScalarInput& s) {
                 plan_.input_order.push_back({false, static_cast<int>(plan_.scalars.size())});
-                plan_.scalars.push_back(ScalarSlot{s.name, s.type, s.symint});
+                plan_.scalars.push_back(ScalarSlot{s.name, s.type, s.symint, s.default_value});
               },
           },
           input);
@@ -148,7 +148,9 @@ class Deriver {
         cp.text += (t ? ", " : "") + tunable.name + "=" + value_text(tunable, c.values[t]);
         if (tunable.define) defines.push_back(tunable.name + "=" + std::to_string(c.values[t]));
       }
-      auto it = std::find(plan_.programs.begin(), plan_.programs.end(), defines);
+      // A Triton kernel's configs are each its own compilation (their values are constexprs).
+      auto it = spec_.triton ? plan_.programs.end()
+                             : std::find(plan_.programs.begin(), plan_.programs.end(), defines);
       cp.program = static_cast<int>(it - plan_.programs.begin());
       if (it == plan_.programs.end()) plan_.programs.push_back(std::move(defines));
       plan_.configs.push_back(std::move(cp));
@@ -483,6 +485,7 @@ class Deriver {
       } else {
         const ScalarSlot& sc = plan_.scalars[static_cast<std::size_t>(slot)];
         s << (sc.symint ? "SymInt" : scalar_schema_type(sc.type)) << " " << sc.name;
+        if (sc.default_value) s << "=" << scalar_default_text(*sc.default_value);
       }
     }
     s << ") -> ";

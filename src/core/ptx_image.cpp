@@ -1,6 +1,8 @@
 // Images from pre-compiled PTX: find the entry, check its parameters against the plan.
+#include <functional>
 #include <sstream>
 
+#include "core/ptx_entry.hpp"
 #include "core/words.hpp"
 #include "kernelop/image.hpp"
 
@@ -61,12 +63,63 @@ void adopt_ptx_params(OpPlan& plan, const std::vector<std::string>& types, const
 
 }  // namespace
 
-CompiledImage image_from_ptx(OpPlan plan, std::string ptx, const std::string& entry) {
-  auto fail = [&](ErrorKind kind) {
-    detail::ErrorStream s(kind);
-    s << "op " << plan.op_name << ": PTX entry '" << entry << "': ";
-    return s;
-  };
+namespace detail {
+
+std::optional<std::vector<std::string>> ptx_entry_param_types(std::string_view ptx,
+                                                              std::string_view entry) {
+  std::size_t at = std::string_view::npos;
+  for (std::size_t p = ptx.find(".entry"); p != std::string_view::npos;
+       p = ptx.find(".entry", p + 6)) {
+    std::size_t name = p + 6;
+    while (name < ptx.size() && detail::is_space(ptx[name])) ++name;
+    if (ptx.compare(name, entry.size(), entry) == 0 &&
+        (name + entry.size() == ptx.size() || !detail::is_ident_char(ptx[name + entry.size()]))) {
+      at = name + entry.size();
+      break;
+    }
+  }
+  if (at == std::string_view::npos) return std::nullopt;
+  std::size_t open = ptx.find('(', at), close = ptx.find(')', at);
+  std::vector<std::string> types;
+  if (open != std::string_view::npos && close != std::string_view::npos && open < close &&
+      ptx.find('{', at) > open) {
+    std::istringstream list(std::string(ptx.substr(open + 1, close - open - 1)));
+    for (std::string item; std::getline(list, item, ',');) {
+      std::istringstream words(item);
+      std::string word, type;
+      while (words >> word) {
+        if (word != ".param" && word != ".ptr" && word.rfind(".align", 0) != 0 &&
+            word.rfind(".global", 0) != 0 && word[0] == '.' && type.empty())
+          type = word;
+      }
+      if (!type.empty()) types.push_back(type);
+    }
+  }
+  return types;
+}
+
+void check_entry_params(const OpPlan& plan, const std::vector<std::string>& types,
+                        const std::function<detail::ErrorStream(ErrorKind)>& fail) {
+  if (types.size() != plan.args.size()) {
+    KERNELOP_RAISE(fail(ErrorKind::Compile))
+        << "takes " << types.size() << " parameter(s) but the calling convention passes "
+        << plan.args.size();
+  }
+  for (std::size_t i = 0; i < types.size(); ++i) {
+    int have = ptx_param_bytes(types[i]);
+    int want = arg_bytes(plan.args[i]);
+    if (have != want) {
+      KERNELOP_RAISE(fail(ErrorKind::Compile))
+          << "parameter " << i << " is " << have * 8 << "-bit but the calling convention passes '"
+          << plan.args[i].name << "' as " << plan.c_type(plan.args[i]) << " (" << want * 8
+          << "-bit)";
+    }
+  }
+}
+
+void check_declared_dtypes(const OpPlan& plan,
+                           const std::function<detail::ErrorStream(ErrorKind)>& fail,
+                           std::string_view from) {
   for (const ArgSlot& a : plan.args) {
     bool external =
         a.kind == ArgSlot::Kind::Output &&
@@ -75,9 +128,20 @@ CompiledImage image_from_ptx(OpPlan plan, std::string ptx, const std::string& en
     if (a.is_pointer() && !external &&
         (!plan.element(a) || !std::holds_alternative<DType>(*plan.element(a)))) {
       KERNELOP_RAISE(fail(ErrorKind::Spec))
-          << "'" << a.name << "' needs a declared dtype: nothing can be inferred from PTX";
+          << "'" << a.name << "' needs a declared dtype: nothing can be inferred from " << from;
     }
   }
+}
+
+}  // namespace detail
+
+CompiledImage image_from_ptx(OpPlan plan, std::string ptx, const std::string& entry) {
+  std::function<detail::ErrorStream(ErrorKind)> fail = [&](ErrorKind kind) {
+    detail::ErrorStream s(kind);
+    s << "op " << plan.op_name << ": PTX entry '" << entry << "': ";
+    return s;
+  };
+  detail::check_declared_dtypes(plan, fail, "PTX");
   if (plan.instances.size() != 1) {
     KERNELOP_RAISE(fail(ErrorKind::Spec))
         << "PTX holds one instantiation; type_params are not supported";
@@ -90,56 +154,14 @@ CompiledImage image_from_ptx(OpPlan plan, std::string ptx, const std::string& en
       ptx.substr(target_at + 8, ptx.find_first_of(" ,\n\r", target_at + 8) - target_at - 8);
   if (target.rfind("sm_", 0) != 0)
     KERNELOP_RAISE(fail(ErrorKind::Spec)) << ".target is '" << target << "'";
-  // .entry NAME( .param .u64 NAME_param_0, ... )
-  std::size_t at = std::string::npos;
-  for (std::size_t p = ptx.find(".entry"); p != std::string::npos; p = ptx.find(".entry", p + 6)) {
-    std::size_t name = p + 6;
-    while (name < ptx.size() && detail::is_space(ptx[name])) ++name;
-    if (ptx.compare(name, entry.size(), entry) == 0 &&
-        (name + entry.size() == ptx.size() || !detail::is_ident_char(ptx[name + entry.size()]))) {
-      at = name + entry.size();
-      break;
-    }
-  }
-  if (at == std::string::npos) {
+  auto types = detail::ptx_entry_param_types(ptx, entry);
+  if (!types) {
     KERNELOP_RAISE(fail(ErrorKind::Spec))
         << "no such .entry in the PTX (kernel names are the mangled "
            "symbols; extern \"C\" kernels keep their names)";
   }
-  std::size_t open = ptx.find('(', at), close = ptx.find(')', at);
-  std::vector<int> params;
-  std::vector<std::string> types;
-  if (open != std::string::npos && close != std::string::npos && open < close &&
-      ptx.find('{', at) > open) {
-    std::istringstream list(ptx.substr(open + 1, close - open - 1));
-    for (std::string item; std::getline(list, item, ',');) {
-      std::istringstream words(item);
-      std::string word, type;
-      while (words >> word) {
-        if (word != ".param" && word.rfind(".align", 0) != 0 && word[0] == '.' && type.empty())
-          type = word;
-      }
-      if (!type.empty()) {
-        params.push_back(ptx_param_bytes(type));
-        types.push_back(type);
-      }
-    }
-  }
-  if (plan.args_from_kernel) adopt_ptx_params(plan, types, fail);
-  if (params.size() != plan.args.size()) {
-    KERNELOP_RAISE(fail(ErrorKind::Compile))
-        << "takes " << params.size() << " parameter(s) but the calling convention passes "
-        << plan.args.size();
-  }
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    int want = arg_bytes(plan.args[i]);
-    if (params[i] != want) {
-      KERNELOP_RAISE(fail(ErrorKind::Compile))
-          << "parameter " << i << " is " << params[i] * 8 << "-bit but the calling convention "
-          << "passes '" << plan.args[i].name << "' as " << plan.c_type(plan.args[i]) << " ("
-          << want * 8 << "-bit)";
-    }
-  }
+  if (plan.args_from_kernel) adopt_ptx_params(plan, *types, fail);
+  detail::check_entry_params(plan, *types, fail);
   CompiledImage image;
   image.lowered_names = {entry};
   image.images.push_back(ArchImage{"compute_" + target.substr(3), std::move(ptx), {}, false, 0});

@@ -2,6 +2,7 @@
 #include "kernelop/spec.hpp"
 
 #include <array>
+#include <charconv>
 
 namespace kernelop {
 namespace {
@@ -34,6 +35,21 @@ std::optional<ScalarType> parse_scalar_type(std::string_view name) {
     if (s.name == name) return s.type;
   }
   return std::nullopt;
+}
+
+std::string scalar_default_text(const ScalarDefault& value) {
+  return std::visit(Overloaded{
+                        [](bool b) { return std::string(b ? "True" : "False"); },
+                        [](std::int64_t i) { return std::to_string(i); },
+                        [](double d) {
+                          std::array<char, 32> buf{};
+                          auto [end, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), d);
+                          std::string text(buf.data(), ec == std::errc() ? end : buf.data());
+                          if (text.find_first_of(".en") == std::string::npos) text += ".0";
+                          return text;
+                        },
+                    },
+                    value);
 }
 
 }  // namespace kernelop

@@ -123,9 +123,17 @@ class Reader {
                         << type_name(j);
   }
 
+  // A scalar's default: true/false, an integer or a number (checked against its type later).
+  ScalarDefault read_default(const Json& j, const std::string& path) const {
+    if (j.is_boolean()) return j.get<bool>();
+    if (j.is_number_integer()) return get_int(j, path);
+    if (j.is_number_float()) return j.get<double>();
+    KERNELOP_RAISE(error(path)) << "expected true, false or a number, found " << type_name(j);
+  }
+
   Input read_input(const Json& j, const std::string& path) const {
     if (j.is_object() && j.contains("scalar")) {
-      expect_keys(j, path, {"name", "scalar", "symint"});
+      expect_keys(j, path, {"name", "scalar", "symint", "default"});
       ScalarInput s;
       s.name = get_string(j.value("name", Json()), join(path, "name"));
       std::string type = get_string(j["scalar"], join(path, "scalar"));
@@ -138,6 +146,8 @@ class Reader {
       }
       s.type = *t;
       if (j.contains("symint")) s.symint = get_bool(j["symint"], join(path, "symint"));
+      if (j.contains("default"))
+        s.default_value = read_default(j["default"], join(path, "default"));
       return s;
     }
     expect_keys(j, path, {"name", "dtype", "mutated", "strided", "scalar"});
@@ -283,11 +293,12 @@ class Reader {
   }
 
   OpDecl read(const Json& root, const std::string& base_dir) const {
-    expect_keys(root, "",
-                {"op",          "kernel_name",   "kernel_source", "source_file", "inputs",
-                 "outputs",     "extras",        "params",        "geometry",    "include_paths",
-                 "compile_std", "arch_override", "defines",       "fast_math",   "line_info",
-                 "type_params", "requires",      "tunables",      "configs",     "tuning_key"});
+    expect_keys(
+        root, "",
+        {"op",      "kernel_name", "kernel_source", "source_file",   "inputs",      "outputs",
+         "extras",  "params",      "geometry",      "include_paths", "compile_std", "arch_override",
+         "defines", "fast_math",   "line_info",     "type_params",   "requires",    "tunables",
+         "configs", "tuning_key",  "triton"});
     OpDecl decl;
     decl.base_dir = base_dir;
     if (!root.contains("op"))
@@ -382,6 +393,16 @@ class Reader {
         s.configs.push_back(read_config(arr[i], index("configs", i), s.tunables));
     }
     if (root.contains("tuning_key")) s.tuning_key = get_exprs(root["tuning_key"], "tuning_key");
+    if (root.contains("triton")) {
+      const Json& t = root["triton"];
+      if (!t.is_object()) {
+        KERNELOP_RAISE(error("triton"))
+            << "expected {\"version\": \"3.6.0\"}, found " << type_name(t);
+      }
+      expect_keys(t, "triton", {"version"});
+      if (!t.contains("version")) KERNELOP_RAISE(error("triton.version")) << "missing";
+      s.triton = TritonKernel{get_string(t["version"], "triton.version")};
+    }
     return decl;
   }
 

@@ -73,6 +73,9 @@ Json write(const OpDecl& decl, const JsonWriteOptions& options) {
                        j["name"] = sc.name;
                        j["scalar"] = std::string(scalar_type_name(sc.type));
                        if (sc.symint) j["symint"] = true;
+                       if (sc.default_value) {
+                         std::visit([&](auto v) { j["default"] = v; }, *sc.default_value);
+                       }
                      },
                  },
                  input);
@@ -219,6 +222,7 @@ Json write(const OpDecl& decl, const JsonWriteOptions& options) {
     for (const Expr& e : *s.tuning_key) arr.push_back(expr_json(e));
     root["tuning_key"] = std::move(arr);
   }
+  if (s.triton) root["triton"] = Json{{"version", s.triton->version}};
   return root;
 }
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <limits>
 #include <optional>
 #include <set>
@@ -57,13 +58,85 @@ void Validator::check_op_name() {
 
 void Validator::check_kernel() {
   if (spec_.kernel_source.find_first_not_of(" \t\r\n") == std::string::npos) {
-    KERNELOP_RAISE(fail_at("kernel_source")) << "is empty; expected CUDA C++ source text";
+    KERNELOP_RAISE(fail_at("kernel_source"))
+        << "is empty; expected "
+        << (spec_.triton ? "the Triton kernel's Python source" : "CUDA C++ source text");
   }
+  if (spec_.triton) check_triton();
   if (!detail::is_kernel_name(spec_.kernel_name)) {
     KERNELOP_RAISE(fail_at("kernel_name"))
         << "'" << spec_.kernel_name
         << "' is not a kernel name; expected an identifier, optionally qualified and with "
            "template arguments (e.g. 'relu', 'relu<T>', 'rowsum<256>')";
+  }
+}
+
+// A scalar's default matches its type, is finite and fits; once an input has a default, every
+// later one needs one (a schema's rule), so tensors after it are refused too.
+void Validator::check_default(const ScalarInput& s, const std::string& path,
+                              const std::optional<std::string>& defaults_from) {
+  if (!s.default_value) {
+    if (defaults_from) {
+      KERNELOP_RAISE(fail_at(path))
+          << "missing: scalar '" << s.name << "' follows " << *defaults_from
+          << ", which has a default, so it needs one too (callers omit trailing arguments only)";
+    }
+    return;
+  }
+  const ScalarDefault& v = *s.default_value;
+  auto wrong = [&](const char* expected) {
+    KERNELOP_RAISE(fail_at(path)) << "scalar '" << s.name << "' is " << scalar_type_name(s.type)
+                                  << "; its default must be " << expected << ", found "
+                                  << scalar_default_text(v);
+  };
+  switch (s.type) {
+    case ScalarType::Bool:
+      if (!std::holds_alternative<bool>(v)) wrong("true or false");
+      break;
+    case ScalarType::Int:
+    case ScalarType::Int64: {
+      if (!std::holds_alternative<std::int64_t>(v)) wrong("an integer");
+      std::int64_t i = std::get<std::int64_t>(v);
+      if (s.type == ScalarType::Int && (i < INT32_MIN || i > INT32_MAX)) {
+        KERNELOP_RAISE(fail_at(path)) << "scalar '" << s.name << "' is a 32-bit int; its default "
+                                      << i << " does not fit (declare it int64)";
+      }
+      break;
+    }
+    case ScalarType::Float:
+    case ScalarType::Float64: {
+      if (std::holds_alternative<bool>(v)) wrong("a number");
+      double d = std::holds_alternative<double>(v) ? std::get<double>(v)
+                                                   : static_cast<double>(std::get<std::int64_t>(v));
+      if (!std::isfinite(d)) wrong("a finite number");
+      break;
+    }
+  }
+}
+
+void Validator::check_triton() {
+  auto refuse = [&](std::string_view field, std::string_view why) {
+    KERNELOP_RAISE(fail_at(field)) << why;
+  };
+  if (spec_.triton->version.empty())
+    refuse("triton.version", "is empty; expected Triton's version");
+  if (!spec_.type_params.empty()) {
+    refuse("type_params", "a Triton kernel is compiled for one dtype per tensor; declare dtypes");
+  }
+  if (!spec_.include_paths.empty() || !spec_.defines.empty() || spec_.fast_math ||
+      spec_.line_info || !spec_.arch_override.empty()) {
+    refuse(!spec_.include_paths.empty() ? "include_paths"
+           : !spec_.defines.empty()     ? "defines"
+           : spec_.fast_math            ? "fast_math"
+           : spec_.line_info            ? "line_info"
+                                        : "arch_override",
+           "is an NVRTC option; a Triton kernel is compiled by triton.compile");
+  }
+  if (spec_.inputs && !spec_.params) {
+    refuse("params", "missing: a Triton kernel's parameters are listed in its own order");
+  }
+  if (spec_.geometry && !std::holds_alternative<Custom>(*spec_.geometry)) {
+    refuse("geometry", "a Triton kernel's launch is custom: grid, block = num_warps * 32");
   }
 }
 
@@ -150,6 +223,7 @@ void Validator::check_inputs() {
   }
   std::set<std::string> type_param_names;
   for (const auto& tp : spec_.type_params) type_param_names.insert(tp.name);
+  std::optional<std::string> defaults_from;  // the first input with a default
   for (std::size_t i = 0; i < spec_.inputs->size(); ++i) {
     const Input& input = (*spec_.inputs)[i];
     std::string path = "inputs[" + std::to_string(i) + "]";
@@ -164,6 +238,11 @@ void Validator::check_inputs() {
     }
     std::visit(Overloaded{
                    [&](const InputDecl& t) {
+                     if (defaults_from) {
+                       KERNELOP_RAISE(fail_at(path))
+                           << "tensor '" << name << "' follows " << *defaults_from
+                           << ", which has a default; inputs with defaults come last";
+                     }
                      check_dtype_decl(t.dtype, path + ".dtype");
                      tensor_inputs_.push_back(name);
                    },
@@ -177,6 +256,8 @@ void Validator::check_inputs() {
                            << "scalar '" << name << "' is " << scalar_type_name(s.type)
                            << "; only int and int64 scalars can be SymInt";
                      }
+                     check_default(s, path + ".default", defaults_from);
+                     if (s.default_value && !defaults_from) defaults_from = path;
                    },
                },
                input);

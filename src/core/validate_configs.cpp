@@ -74,7 +74,9 @@ void Validator::check_configs() {
       lt == std::string::npos ? std::string_view() : std::string_view(spec_.kernel_name).substr(lt);
   for (std::size_t i = 0; i < spec_.tunables.size(); ++i) {
     const Tunable& t = spec_.tunables[i];
-    if (t.define || used_tunables_.count(t.name) ||
+    // A Triton kernel's tunables are its constexprs and compile options: each config is its own
+    // compilation, so every tunable changes the machine code.
+    if (spec_.triton || t.define || used_tunables_.count(t.name) ||
         detail::find_word(args, t.name) != std::string_view::npos)
       continue;
     KERNELOP_RAISE(fail_at("tunables[" + std::to_string(i) + "]"))

@@ -62,6 +62,7 @@ std::unique_ptr<DeviceModule> load_device_module(const CompiledImage& image,
   detail::ScopedContext scope(m->ctx->get());
   // One module per compilation (configs that differ in a define tunable are compiled apart).
   const ArchImage* chosen = nullptr;
+  std::vector<int> program_shared;
   for (std::size_t program = 0; program < image.plan.programs.size(); ++program) {
     std::vector<ArchImage> candidates;
     std::vector<std::size_t> where;
@@ -85,6 +86,7 @@ std::unique_ptr<DeviceModule> load_device_module(const CompiledImage& image,
                       detail::cuda_error_text(r) + (jit_log[0] ? std::string("\n") + jit_log : ""));
     }
     m->modules.push_back(module);
+    program_shared.push_back(chosen->launch_shared);
   }
   for (std::size_t inst = 0; inst < image.lowered_names.size(); ++inst) {
     const std::string& lowered = image.lowered_names[inst];
@@ -108,6 +110,7 @@ std::unique_ptr<DeviceModule> load_device_module(const CompiledImage& image,
     m->functions.push_back(fn);
     m->max_threads.push_back(threads);
     m->static_shared.push_back(shared);
+    m->launch_shared.push_back(program_shared[static_cast<std::size_t>(config.program)]);
   }
   m->max_dynamic_shared = dynamic_shared ? optin : 48 * 1024;
   m->arch = major * 10 + minor;

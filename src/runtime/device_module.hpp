@@ -20,6 +20,7 @@ struct DeviceModule {
   std::vector<CUfunction> functions;  // per instance
   std::vector<int> max_threads;       // per instance
   std::vector<int> static_shared;     // per instance
+  std::vector<int> launch_shared;     // per instance: the loaded image's ArchImage::launch_shared
   int max_dynamic_shared = 48 * 1024;
   int arch = 0;  // compute capability, major * 10 + minor (arch() in expressions)
   LoadInfo info;

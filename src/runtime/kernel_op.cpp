@@ -63,6 +63,8 @@ KernelOp::KernelOp(CompiledImage image, LoadOptions options) : state_(std::make_
   // Raw launches (no geometry) choose their shared memory per call.
   state_->dynamic_shared = !p.geometry || !(p.geometry->shared_mem.is_const() &&
                                             p.geometry->shared_mem.const_value() == 0);
+  for (const ArchImage& a : state_->image.images)
+    state_->dynamic_shared = state_->dynamic_shared || a.launch_shared > 0;
 }
 
 KernelOp KernelOp::from_package(const std::filesystem::path& path, LoadOptions options) {

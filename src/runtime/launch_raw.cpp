@@ -13,6 +13,7 @@ void KernelOp::State::launch_packed(int device, int inst, const std::array<std::
   State& s = *this;
   const DeviceModule& m = s.module_for(device);
   auto instance = static_cast<std::size_t>(inst);
+  smem += m.launch_shared[instance];  // what the image itself needs (a Triton kernel's)
   std::int64_t threads = block[0] * block[1] * block[2];
   if (threads > m.max_threads[instance]) {
     KERNELOP_RAISE(s.error(ErrorKind::Launch))

@@ -585,7 +585,7 @@ TEST(SpecJsonTest, UnknownTopLevelField) {
                      "t.json: kernel: unknown field (known fields: op, kernel_name, "
                      "kernel_source, source_file, inputs, outputs, extras, params, geometry, "
                      "include_paths, compile_std, arch_override, defines, fast_math, line_info, "
-                     "type_params, requires, tunables, configs, tuning_key)");
+                     "type_params, requires, tunables, configs, tuning_key, triton)");
 }
 
 TEST(SpecJsonTest, RequirementsParseAndPrint) {
@@ -627,7 +627,7 @@ TEST(SpecJsonTest, UnknownNestedField) {
   expect_parse_error(
       Doc().set("inputs", R"([{"name": "x"}, {"name": "s", "scalar": "int", "dtype": "int32"}])"),
       ErrorKind::Spec,
-      "t.json: inputs[1].dtype: unknown field (known fields: name, scalar, symint)");
+      "t.json: inputs[1].dtype: unknown field (known fields: name, scalar, symint, default)");
   expect_parse_error(
       Doc().set("outputs", R"([{"name": "y", "shape": {"same_as": "x"}, "dtype_form": "x"}])"),
       ErrorKind::Spec,

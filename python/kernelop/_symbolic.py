@@ -1,0 +1,329 @@
+"""Symbolic recording: fake tensors with symbolic sizes, and SymInt expressions as kernelop expressions.
+
+The one place that turns PyTorch's symbolic shapes (sympy expressions over ShapeEnv symbols) into kernelop's
+expression text (docs/spec-format.md, "Expressions"). Used by ko.custom_plugin (a Triton launch and its meta_impl,
+recorded once) and by cuda_kernel_op's meta_fn tracing (shapes from a meta function, declaratively).
+
+Each tensor input gets a fresh symbol per dim. Hints (the sizes PyTorch evaluates conditions with) are the caller's
+example sizes, else distinct primes aligned from the right, so that x of [M, N] and a bias of [N] share the hint of
+N (an ``assert bias.shape[0] == x.shape[1]`` holds) while M and N differ. Every condition the traced code evaluates
+on the sizes becomes a guard; guards become the op's requirements, except those that pin a size to a value (a
+specialisation kernelop refuses: the op would only be right for the size it was traced with).
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import sympy
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._dynamo.source import ConstantSource
+from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
+
+from . import _kernelop
+
+# Hints of dims counted from the last: distinct primes, so no two dims are equal or divisible by 16 by accident.
+_HINTS = (1031, 1021, 1019, 1013, 1009, 997, 991, 983)
+_DEFAULT_RANK = 2
+
+
+class Unexpressible(ValueError):
+    """An expression kernelop's expressions cannot state; the message says what and where."""
+
+
+def canonical(text: str) -> str:
+    return _kernelop.canonical_expr(text)
+
+
+@dataclass
+class TensorArg:
+    name: str
+    dtype: torch.dtype
+    rank: int
+    fake: Any = None
+    symbols: List[sympy.Symbol] = field(default_factory=list)
+
+
+@dataclass
+class ScalarArg:
+    name: str
+    kind: str  # "float" | "int" | "bool"
+    default: Any = inspect.Parameter.empty
+    fake: Any = None
+    symbol: Optional[sympy.Symbol] = None
+
+
+class FloatProbe(float):
+    """A float scalar input while recording: passing it on is fine, computing with it is host-side math."""
+
+    kernelop_name: str = ""
+
+    def __new__(cls, value: float, name: str) -> "FloatProbe":
+        self = super().__new__(cls, value)
+        self.kernelop_name = name
+        return self
+
+    def _refuse(self, *args: Any) -> Any:
+        raise Unexpressible(f"launch_fn computes with float scalar '{self.kernelop_name}' on the host; kernelop passes "
+                            "scalars to the kernel as they are (do the arithmetic in the kernel)")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _refuse
+    __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __pow__ = __rpow__ = __neg__ = __abs__ = _refuse
+    __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = __bool__ = __int__ = __round__ = _refuse
+    __hash__ = float.__hash__
+
+
+class BoolProbe:
+    """A bool scalar input while recording: branching on it is a host-side decision kernelop cannot record."""
+
+    def __init__(self, name: str) -> None:
+        self.kernelop_name = name
+
+    def __bool__(self) -> bool:
+        raise Unexpressible(f"launch_fn branches on bool scalar '{self.kernelop_name}' on the host; pass it to the "
+                            "kernel (or make it a config)")
+
+    def __repr__(self) -> str:
+        return f"<bool scalar {self.kernelop_name}>"
+
+
+class Recorder:
+    """A ShapeEnv, fake inputs with symbolic sizes, and the map back from symbols to kernelop leaves."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.shape_env = ShapeEnv()
+        self.mode = FakeTensorMode(shape_env=self.shape_env, allow_non_fake_inputs=False)
+        self.tensors: List[TensorArg] = []
+        self.scalars: List[ScalarArg] = []
+        self._leaf: Dict[sympy.Symbol, str] = {}  # every symbol created -> its leaf (before replacements)
+        self.tunables: Dict[sympy.Symbol, str] = {}
+
+    # -- inputs --------------------------------------------------------------------------------------------------
+    def add_tensor(self, name: str, dtype: torch.dtype, shape: Optional[Sequence[int]]) -> Any:
+        rank = len(shape) if shape is not None else _DEFAULT_RANK
+        hints = list(shape) if shape is not None else [_HINTS[rank - 1 - i] for i in range(rank)]
+        sizes = []
+        t = TensorArg(name, dtype, rank)
+        for axis, hint in enumerate(hints):
+            # Example sizes of 0 or 1 would be specialised; their dims are recorded with a generic hint instead.
+            hint = int(hint) if int(hint) >= 2 else _HINTS[(rank - 1 - axis) % len(_HINTS)]
+            sym = self.shape_env.create_symbol(hint, ConstantSource(f"{name}.size({axis})"),
+                                               dynamic_dim=DimDynamic.DYNAMIC)
+            self._leaf[sym] = f"dim({name}, {axis})"
+            t.symbols.append(sym)
+            sizes.append(self.shape_env.create_symintnode(sym, hint=hint))
+        with self.mode:
+            t.fake = torch.empty(sizes, dtype=dtype, device="cuda")
+        self.tensors.append(t)
+        return t.fake
+
+    def add_scalar(self, name: str, kind: str, default: Any) -> Any:
+        s = ScalarArg(name, kind, default)
+        if kind == "int":
+            # Unbacked: the value is unknown, so any host-side decision on it is an error, never a silent guess.
+            s.fake = self.shape_env.create_unbacked_symint()
+            s.symbol = s.fake.node.expr
+            self._leaf[s.symbol] = name
+        elif kind == "float":
+            value = float(default) if isinstance(default, (int, float)) and not isinstance(default, bool) else 0.5
+            s.fake = FloatProbe(value, name)
+        else:
+            s.fake = BoolProbe(name)
+        self.scalars.append(s)
+        return s.fake
+
+    def tunable(self, name: str, hint: int) -> Any:
+        sym = self.shape_env.create_symbol(int(hint), ConstantSource(f"config.{name}"), dynamic_dim=DimDynamic.DYNAMIC)
+        self.tunables[sym] = name
+        return self.shape_env.create_symintnode(sym, hint=int(hint))
+
+    # -- expressions ---------------------------------------------------------------------------------------------
+    def canonical_symbol(self, sym: sympy.Symbol) -> sympy.Expr:
+        return self.shape_env.replace(sym)
+
+    def _leaf_of(self, sym: sympy.Symbol, what: str) -> str:
+        # The first tensor (in input order) whose dim is this symbol after replacements names it.
+        for t in self.tensors:
+            for axis, s in enumerate(t.symbols):
+                if self.canonical_symbol(s) == sym:
+                    return f"dim({t.name}, {axis})"
+        if sym in self._leaf:
+            return self._leaf[sym]
+        if sym in self.tunables:
+            return self.tunables[sym]
+        raise Unexpressible(f"{what}: '{sym}' is not a size of an input, an int scalar or a config value "
+                            "(data-dependent: it comes from a tensor's values)")
+
+    def expr(self, value: Any, what: str) -> str:
+        """The kernelop text of an int, a SymInt or a sympy expression (canonical form)."""
+        if isinstance(value, bool):
+            return "1" if value else "0"
+        if isinstance(value, int):
+            return str(value)
+        if isinstance(value, torch.SymInt):
+            value = value.node.expr
+        elif isinstance(value, torch.SymBool):
+            value = value.node.expr
+        if not isinstance(value, sympy.Basic):
+            raise Unexpressible(f"{what}: expected an int or a size expression, got {type(value).__name__} "
+                                f"{value!r}")
+        return canonical(self._text(self.shape_env.replace(value), what))
+
+    def condition_texts(self, expr: sympy.Basic, what: str) -> List[str]:
+        expr = self.shape_env.replace(expr)
+        if isinstance(expr, sympy.And):
+            return [t for a in expr.args for t in self.condition_texts(a, what)]
+        return [canonical(self._text(expr, what))]
+
+    def _numel_factors(self, factors: Dict[sympy.Expr, int]) -> List[str]:
+        """Replaces the product of all of a tensor's dims (rank >= 2) by numel(t), in place."""
+        out = []
+        for t in self.tensors:
+            if t.rank < 2:
+                continue
+            need: Dict[sympy.Expr, int] = {}
+            for s in t.symbols:
+                c = self.canonical_symbol(s)
+                need[c] = need.get(c, 0) + 1
+            while all(factors.get(k, 0) >= n for k, n in need.items()):
+                for k, n in need.items():
+                    factors[k] -= n
+                out.append(f"numel({t.name})")
+        return out
+
+    def _text(self, e: sympy.Basic, what: str) -> str:
+        from torch.utils._sympy import functions as F
+
+        def t(x: sympy.Basic) -> str:
+            return "(" + self._text(x, what) + ")"
+
+        if isinstance(e, (sympy.Integer, int)):
+            return str(int(e))
+        if e is sympy.true:
+            return "1"
+        if e is sympy.false:
+            return "0"
+        if isinstance(e, sympy.Symbol):
+            return self._leaf_of(e, what)
+        if isinstance(e, sympy.Add):
+            terms = sorted(e.args, key=sympy.default_sort_key)
+            pos = [x for x in terms if not _negative(x)]
+            neg = [-x for x in terms if _negative(x)]
+            text = " + ".join(t(x) for x in pos) if pos else "0"
+            for x in neg:
+                text += " - " + t(x)
+            return text
+        if isinstance(e, sympy.Mul):
+            coeff, rest = e.as_coeff_Mul()
+            factors: Dict[sympy.Expr, int] = {}
+            for f in sympy.Mul.make_args(rest):
+                base, exp = f.as_base_exp()
+                if not (isinstance(exp, sympy.Integer) and exp > 0):
+                    raise Unexpressible(f"{what}: '{e}' divides or takes a power kernelop cannot state "
+                                        "(expressions are integer + - * // % cdiv min max)")
+                factors[base] = factors.get(base, 0) + int(exp)
+            parts = self._numel_factors(factors)
+            for base in sorted(factors, key=sympy.default_sort_key):
+                parts += [t(base)] * factors[base]
+            if coeff != 1:
+                if not isinstance(coeff, sympy.Integer):
+                    raise Unexpressible(f"{what}: '{e}' has a non-integer factor {coeff}")
+                parts.insert(0, t(coeff) if coeff < 0 else str(int(coeff)))
+            return " * ".join(parts) if parts else "1"
+        if isinstance(e, F.FloorDiv):
+            a, b = e.args
+            x = sympy.expand(a - b + 1)
+            if sympy.count_ops(x) < sympy.count_ops(a):  # (x + b - 1) // b is triton.cdiv(x, b)
+                return f"cdiv({self._text(x, what)}, {self._text(b, what)})"
+            return f"{t(a)} // {t(b)}"
+        ceil_div = getattr(F, "CeilDiv", None)
+        if ceil_div is not None and isinstance(e, ceil_div):
+            return f"cdiv({self._text(e.args[0], what)}, {self._text(e.args[1], what)})"
+        if isinstance(e, (F.Mod, F.PythonMod)):
+            return f"{t(e.args[0])} % {t(e.args[1])}"
+        if isinstance(e, sympy.Mod):
+            return f"{t(e.args[0])} % {t(e.args[1])}"
+        if isinstance(e, (sympy.Max, sympy.Min)):
+            name = "max" if isinstance(e, sympy.Max) else "min"
+            args = sorted(e.args, key=sympy.default_sort_key)
+            text = self._text(args[0], what)
+            for a in args[1:]:
+                text = f"{name}({text}, {self._text(a, what)})"
+            return text
+        relations = {sympy.Eq: "==", sympy.Ne: "!=", sympy.StrictLessThan: "<", sympy.LessThan: "<=",
+                     sympy.StrictGreaterThan: ">", sympy.GreaterThan: ">="}
+        for kind, op in relations.items():
+            if isinstance(e, kind):
+                return f"{t(e.lhs)} {op} {t(e.rhs)}"
+        raise Unexpressible(f"{what}: '{e}' ({type(e).__name__}) has no kernelop expression (expressions are "
+                            "integer + - * // % cdiv min max and comparisons over sizes and int scalars)")
+
+    # -- guards ----------------------------------------------------------------------------------------------
+    def guard_count(self) -> int:
+        return len(self.shape_env.guards)
+
+    def requirements_from_guards(self, start: int = 0) -> List[str]:
+        """The conditions the traced code evaluated on the sizes, as requirements; refuses specialisations."""
+        out: List[str] = []
+        for g in self.shape_env.guards[start:]:
+            expr = g.expr
+            where = _guard_location(g)
+            if isinstance(expr, sympy.Eq) and (expr.lhs.is_number or expr.rhs.is_number):
+                sym = expr.rhs if expr.lhs.is_number else expr.lhs
+                value = expr.lhs if expr.lhs.is_number else expr.rhs
+                raise Unexpressible(f"{self.where}: the code makes {self._describe(sym)} equal {value}{where}: it "
+                                    "depends on the value of a size, so the op would only be right for that size; "
+                                    "kernelop records sizes symbolically (make the value a config instead)")
+            for text in self.condition_texts(expr, f"{self.where}: a condition on the sizes{where}"):
+                if text not in out and text != "1":
+                    out.append(text)
+        # Unifications (x.shape == y.shape) are replacements that are not always listed as guards.
+        for sym, repl in self.shape_env.replacements.items():
+            if sym in self._leaf and isinstance(repl, sympy.Symbol):
+                text = canonical(f"{self._leaf[sym]} == {self._leaf_of(repl, self.where)}")
+                if text not in out and self._leaf[sym] != self._leaf_of(repl, self.where):
+                    out.append(text)
+        return out
+
+    def _describe(self, e: sympy.Basic) -> str:
+        try:
+            return "'" + canonical(self._text(e, self.where)) + "'"
+        except Unexpressible:
+            return f"'{e}'"
+
+
+def _negative(x: sympy.Expr) -> bool:
+    coeff, _ = x.as_coeff_Mul()
+    return bool(coeff.is_negative)
+
+
+def _guard_location(guard: Any) -> str:
+    stack = getattr(guard, "stack", None) or getattr(guard, "sloc", None)
+    try:
+        summary = stack.summary() if hasattr(stack, "summary") else None
+        frames = [f for f in (summary or []) if "torch" not in f.filename and "kernelop" not in f.filename]
+        if frames:
+            return f" (at {frames[-1].filename}:{frames[-1].lineno})"
+    except Exception:  # noqa: BLE001 - a location is a nicety; the message stands without it
+        pass
+    return ""
+
+
+def shape_exprs(rec: Recorder, shape: Sequence[Any], what: str) -> Tuple[Optional[str], List[str]]:
+    """(the tensor input whose shape this is, or None; the shape's expressions)."""
+    texts = [rec.expr(d, f"{what} dim {i}") for i, d in enumerate(shape)]
+    for t in rec.tensors:
+        if t.rank == len(shape) and all(rec.expr(d, what) == rec.expr(s, what)
+                                         for d, s in zip(shape, t.fake.shape)):
+            return t.name, texts
+    return None, texts
+
+
+def uses_dims(texts: Sequence[str], tensor: str) -> bool:
+    """Whether expressions read a tensor's individual dims or strides (so its rank matters)."""
+    return any(f"dim({tensor}," in s or f"stride({tensor}," in s or f"numel_except({tensor}," in s for s in texts)
+

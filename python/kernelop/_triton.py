@@ -1,0 +1,731 @@
+"""Triton kernels as kernelop ops: ko.triton and ko.custom_plugin, the reference's names (torch_tensorrt.annotation).
+
+``launch_fn`` is the body a user would have written for a ``torch.library.custom_op``: it takes the op's inputs,
+allocates and returns the outputs and launches one ``@triton.jit`` kernel as ``kernel[grid](..., BLOCK=...)``.
+kernelop runs it **once**, on fake tensors with symbolic sizes, and records the launch: which function, which tensor
+is which input or output, the int arguments and the grid as expressions of the input sizes, the constexprs,
+num_warps and num_stages. ``meta_impl`` (when given) is traced the same way for the output shapes. The result is an
+ordinary kernelop spec (``RecordedPlugin.spec_json()``) whose kernel is compiled by ``triton.compile`` for each
+config and architecture, through kernelop's compile cache; the op then runs from C++ with no Python and no Triton,
+and packages like any other (docs/triton.md).
+
+Triton's calling convention, in full: the non-constexpr parameters in the kernel's order, then two scratch pointers
+(global and profile scratch; kernelop passes null and refuses kernels that need scratch memory); constexprs are
+compiled in; the block is ``num_warps * 32`` threads; the dynamic shared memory is Triton's ``metadata.shared`` for
+the architecture. Triton's JIT specialises on 16-byte-aligned pointers and ints divisible by 16; kernelop keeps those
+specialisations as tactics guarded by requirements (``divisible=2``: pointers aligned and ints divisible,
+``divisible=1``: pointers aligned, ``divisible=0``: neither), so a misaligned input runs the generic kernel, never
+one compiled for alignment it lacks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+import re
+import threading
+import traceback
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import torch
+
+from . import _kernelop
+from ._symbolic import BoolProbe, FloatProbe, Recorder, Unexpressible, canonical, shape_exprs, uses_dims
+
+DEFAULT_ARCHS = ("sm_80", "sm_90")  # CUBIN each, plus the PTX of the oldest for newer GPUs
+_OPTIONS = ("num_warps", "num_stages")
+_TRITON_DTYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64",
+                  torch.int8: "i8", torch.int16: "i16", torch.int32: "i32", torch.int64: "i64", torch.uint8: "u8",
+                  torch.bool: "i1"}
+_DIVISIBLE = "divisible"  # the tunable of Triton's specialisations (module docstring)
+_INT32 = (-2 ** 31, 2 ** 31 - 1)
+
+
+@dataclass(frozen=True)
+class TritonSpec:
+    """``ko.triton(launch_fn, configs)``: a Triton launch to record, and its configs (each a tactic)."""
+
+    launch_fn: Callable[..., Any]
+    configs: Tuple[Dict[str, Any], ...] = ()
+
+
+def triton(launch_fn: Callable[..., Any], configs: Optional[Sequence[Mapping[str, Any]]] = None) -> TritonSpec:
+    """A Triton kernel spec (the reference's ``tta.triton``): ``configs`` replace the launch's meta-parameters
+    (constexprs, ``num_warps``, ``num_stages``); each is a tactic kernelop tunes between."""
+    if not callable(launch_fn):
+        raise TypeError(f"kernelop.triton: launch_fn must be callable, got {type(launch_fn).__name__}")
+    if configs is None:
+        configs = ()
+    if isinstance(configs, (str, bytes, Mapping)) or not isinstance(configs, Sequence):
+        raise TypeError(f"kernelop.triton: configs must be a list of dicts such as [{{'BLOCK_SIZE': 256}}], got "
+                        f"{type(configs).__name__}")
+    out = []
+    for i, c in enumerate(configs):
+        if not isinstance(c, Mapping):
+            raise TypeError(f"kernelop.triton: configs[{i}] must be a dict, got {type(c).__name__}")
+        for k, v in c.items():
+            if not isinstance(k, str):
+                raise TypeError(f"kernelop.triton: configs[{i}] has key {k!r}; keys are meta-parameter names")
+            if isinstance(v, bool) or not isinstance(v, int):
+                if not isinstance(v, bool):
+                    raise TypeError(f"kernelop.triton: configs[{i}][{k!r}] is {v!r}; config values are ints or "
+                                    "bools")
+        out.append(dict(c))
+    return TritonSpec(launch_fn, tuple(out))
+
+
+@dataclass
+class _Launch:
+    fn: Any  # triton JITFunction
+    args: Tuple[Any, ...]
+    kwargs: Dict[str, Any]
+    grid: Any
+    where: str
+
+
+def _caller_location() -> str:
+    for f in reversed(traceback.extract_stack()[:-2]):
+        if "/triton/" not in f.filename and "kernelop" not in f.filename:
+            return f"{f.filename}:{f.lineno}"
+    return "?"
+
+
+_record_lock = threading.Lock()  # the interception patches Triton's classes for the duration of one recording
+
+
+def _intercept(launches: List[_Launch]) -> Any:
+    from triton.runtime import autotuner, jit
+
+    original = (jit.JITFunction.run, autotuner.Autotuner.run)
+
+    def run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> None:
+        launches.append(_Launch(self, args, kwargs, grid, _caller_location()))
+
+    def autotuned(self: Any, *args: Any, **kwargs: Any) -> None:
+        raise Unexpressible(f"launch_fn launches '{getattr(self.fn, '__name__', self.fn)}' through "
+                            "@triton.autotune, which times kernels on real tensors; give its configs to "
+                            "kernelop.triton(launch_fn, configs=[...]) instead (kernelop tunes them as tactics)")
+
+    class Patch:
+        def __enter__(self) -> None:
+            jit.JITFunction.run = run
+            autotuner.Autotuner.run = autotuned
+
+        def __exit__(self, *exc: Any) -> None:
+            jit.JITFunction.run, autotuner.Autotuner.run = original
+
+    return Patch()
+
+
+def _signature_inputs(where: str, fn: Callable[..., Any]) -> List[Tuple[str, str, Any]]:
+    """(name, "tensor" | "float" | "int" | "bool", default) per parameter of launch_fn, from its type hints."""
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:  # noqa: BLE001 - unresolved string annotations: read them raw
+        hints = {}
+    out = []
+    for p in inspect.signature(fn).parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            raise TypeError(f"{where}: launch_fn takes *{p.name}; kernelop derives the op's schema from named, "
+                            "type-hinted parameters")
+        hint = hints.get(p.name, p.annotation)
+        kind = {torch.Tensor: "tensor", float: "float", int: "int", bool: "bool",
+                "torch.Tensor": "tensor", "Tensor": "tensor", "float": "float", "int": "int",
+                "bool": "bool"}.get(hint)
+        if kind is None:
+            raise TypeError(f"{where}: launch_fn's parameter '{p.name}' has type hint {hint!r}; expected "
+                            "torch.Tensor, float, int or bool (they give the op's schema)")
+        if kind == "tensor" and p.default is not p.empty:
+            raise TypeError(f"{where}: tensor parameter '{p.name}' has a default; only scalars may")
+        out.append((p.name, kind, p.default))
+    if not any(k == "tensor" for _, k, _ in out):
+        raise TypeError(f"{where}: launch_fn takes no torch.Tensor; an op needs at least one tensor input")
+    return out
+
+
+def _examples(where: str, names: List[str], example_inputs: Any) -> Dict[str, torch.Tensor]:
+    if example_inputs is None:
+        return {}
+    if isinstance(example_inputs, Mapping):
+        items = dict(example_inputs)
+    elif isinstance(example_inputs, (list, tuple)):
+        items = dict(zip(names, example_inputs))
+    else:
+        raise TypeError(f"{where}: example_inputs must be a tuple (launch_fn's tensor arguments in order) or a "
+                        f"dict of name: tensor, got {type(example_inputs).__name__}")
+    for k, v in items.items():
+        if k not in names:
+            raise ValueError(f"{where}: example_inputs names '{k}', which is not a tensor parameter of launch_fn "
+                             f"({', '.join(names)})")
+        if not isinstance(v, torch.Tensor):
+            raise TypeError(f"{where}: example_inputs['{k}'] is a {type(v).__name__}; expected a tensor (only "
+                            "its rank, sizes and dtype are used)")
+    return items
+
+
+@dataclass
+class RecordedPlugin:
+    """A recorded Triton launch: the op's kernelop spec plus what triton.compile needs for each tactic."""
+
+    op_name: str
+    doc: Dict[str, Any]
+    fn: Any
+    signature: Dict[str, str]
+    constexprs: Dict[str, Any]
+    compile_configs: List[Dict[str, Any]] = field(default_factory=list)  # per tactic: constexprs, options, attrs
+    _binaries: Optional[List[Tuple[int, str, bytes, str, str, int]]] = None
+
+    def spec_json(self) -> str:
+        """The op's kernelop spec as JSON: inspectable and diffable (docs/spec-format.md)."""
+        return json.dumps(self.doc, indent=2) + "\n"
+
+    def compile(self, archs: Optional[Sequence[str]] = None) -> List[Tuple[int, str, bytes, str, str, int]]:
+        """triton.compile for each tactic and architecture, through kernelop's compile cache."""
+        if self._binaries is None or archs is not None:
+            self._binaries = _compile_all(self, list(archs) if archs is not None else list(DEFAULT_ARCHS))
+        return self._binaries
+
+    def check(self, archs: Optional[Sequence[str]] = None) -> None:
+        """Compiles and checks the binaries against the spec as registration does; registers nothing."""
+        _kernelop.check_binaries(json.dumps(self.doc), self.compile(archs))
+
+    def register(self, archs: Optional[Sequence[str]] = None) -> Any:
+        from ._ops import _op_object
+        binaries = self.compile(archs)
+        overrides = _kernelop.Overrides()
+        overrides.caller_key = "triton:" + hashlib.sha256(
+            json.dumps(self.doc, sort_keys=True).encode() + b"".join(b[2] for b in binaries)).hexdigest()
+        _kernelop.register_binaries(json.dumps(self.doc), binaries, overrides)
+        return _op_object(self.op_name)
+
+    def build_package(self, path: Union[str, os.PathLike], archs: Optional[Sequence[str]] = None) -> str:
+        _kernelop.build_package_binaries(json.dumps(self.doc), self.compile(archs), os.fspath(path))
+        return os.fspath(path)
+
+
+def custom_plugin(spec_or_list: Union[TritonSpec, Sequence[TritonSpec]], meta_impl: Optional[Callable] = None, *,
+                  op_name: Optional[str] = None, package: Optional[Union[str, os.PathLike]] = None,
+                  archs: Optional[Sequence[str]] = None, example_inputs: Any = None) -> Any:
+    """Registers a Triton kernel as a kernelop op (the reference's ``tta.custom_plugin``); returns its
+    ``torch.ops`` packet. ``package``: also write its .kop there. See :func:`record_plugin`."""
+    recorded = record_plugin(spec_or_list, meta_impl, op_name=op_name, example_inputs=example_inputs)
+    op = recorded.register(archs)
+    if package is not None:
+        recorded.build_package(package, archs)
+    return op
+
+
+def record_plugin(spec_or_list: Union[TritonSpec, Sequence[TritonSpec]], meta_impl: Optional[Callable] = None, *,
+                  op_name: Optional[str] = None, example_inputs: Any = None) -> RecordedPlugin:
+    """Records ``launch_fn`` once on symbolic fake tensors (and traces ``meta_impl`` for the output shapes) into a
+    kernelop spec. ``example_inputs`` (a tuple or dict of tensors) gives the tensors' ranks, sizes and dtypes to
+    record with (default: rank 2, float32). ``op_name`` defaults to a name derived from the kernel and its configs,
+    the same in every process."""
+    specs = [spec_or_list] if isinstance(spec_or_list, TritonSpec) else list(spec_or_list) \
+        if isinstance(spec_or_list, (list, tuple)) else None
+    if not specs or not all(isinstance(s, TritonSpec) for s in specs):
+        raise TypeError("kernelop.custom_plugin: expected kernelop.triton(...) or a list of them, got "
+                        f"{type(spec_or_list).__name__}")
+    if meta_impl is not None and not callable(meta_impl):
+        raise TypeError(f"kernelop.custom_plugin: meta_impl must be callable, got {type(meta_impl).__name__}")
+    records = [_record(s, meta_impl, op_name, example_inputs) for s in specs]
+    first = records[0]
+    for r in records[1:]:
+        same = {k: v for k, v in r.doc.items() if k not in ("configs",)} == \
+               {k: v for k, v in first.doc.items() if k not in ("configs",)}
+        if not same or r.fn is not first.fn:
+            raise ValueError(f"kernelop.custom_plugin({first.op_name!r}): the specs record different launches; "
+                             "kernelop compiles one Triton kernel per op, its configs being the tactics")
+        first.doc["configs"] += r.doc["configs"]
+        first.compile_configs += r.compile_configs
+    return first
+
+
+def _record(spec: TritonSpec, meta_impl: Optional[Callable], op_name: Optional[str],
+            example_inputs: Any) -> RecordedPlugin:
+    import triton as triton_module
+
+    fn_name = getattr(spec.launch_fn, "__name__", "launch_fn")
+    where = f"kernelop.custom_plugin({op_name or fn_name!r})"
+    inputs = _signature_inputs(where, spec.launch_fn)
+    tensor_names = [n for n, k, _ in inputs if k == "tensor"]
+    examples = _examples(where, tensor_names, example_inputs)
+    rec = Recorder(where)
+    fakes: List[Any] = []
+    for name, kind, default in inputs:
+        if kind == "tensor":
+            ex = examples.get(name)
+            fakes.append(rec.add_tensor(name, ex.dtype if ex is not None else torch.float32,
+                                        tuple(ex.shape) if ex is not None else None))
+        else:
+            fakes.append(rec.add_scalar(name, kind, default))
+
+    launches: List[_Launch] = []
+    with _record_lock:
+        try:
+            with _intercept(launches), rec.mode:
+                result = spec.launch_fn(*fakes)
+        except Unexpressible as e:
+            raise ValueError(f"{where}: {e}") from None
+        except Exception as e:  # noqa: BLE001 - named and re-raised with what kernelop was doing
+            raise ValueError(f"{where}: launch_fn raised {type(e).__name__} while kernelop recorded it on fake "
+                             f"tensors with symbolic sizes: {e}") from e
+    if not launches:
+        raise ValueError(f"{where}: launch_fn launched no Triton kernel (expected kernel[grid](...))")
+    if len(launches) > 1:
+        raise ValueError(f"{where}: launch_fn launched {len(launches)} Triton kernels (at "
+                         f"{', '.join(x.where for x in launches)}); kernelop records one launch per op")
+    launch = launches[0]
+    outputs = _outputs(where, result, rec)
+    kernel = launch.fn
+    fname = kernel.__name__
+    if op_name is None:
+        identity = json.dumps([kernel.cache_key, list(spec.configs)], sort_keys=True, default=str)
+        op_name = f"kernelop_triton::{fname}_{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
+    where = f"kernelop.custom_plugin({op_name!r})"
+    rec.where = where
+
+    # The launch's arguments, bound to the kernel's parameters.
+    options = {k: launch.kwargs.pop(k) for k in list(launch.kwargs) if k in _OPTIONS}
+    for k in list(launch.kwargs):
+        if k in ("num_ctas",) and launch.kwargs[k] == 1:
+            launch.kwargs.pop(k)
+    param_names = list(kernel.arg_names)
+    unknown = [k for k in launch.kwargs if k not in param_names]
+    if unknown:
+        raise ValueError(f"{where}: the launch at {launch.where} passes {', '.join(unknown)}, which kernelop does "
+                         f"not record (known options: {', '.join(_OPTIONS)}; num_ctas must be 1)")
+    try:
+        bound = inspect.signature(kernel.fn).bind(*launch.args, **launch.kwargs)
+    except TypeError as e:
+        raise ValueError(f"{where}: the launch at {launch.where} does not match {fname}'s parameters: {e}") from None
+    bound.apply_defaults()
+    constexpr = {p.name for p in kernel.params if p.is_constexpr}
+    out_names = _name_outputs(outputs, bound, rec)
+
+    params: List[Any] = []
+    signature: Dict[str, str] = {}
+    constexprs: Dict[str, Any] = {}
+    pointers: List[str] = []  # tensor names passed as pointers, for the alignment requirements
+    int_args: List[Tuple[int, str]] = []  # (index among the signature, expression) of symbolic ints
+    static_divisible: List[int] = []  # constant ints divisible by 16
+    index = 0
+    for p in kernel.params:
+        value = bound.arguments[p.name]
+        what = f"{fname}'s argument '{p.name}'"
+        if p.is_constexpr:
+            if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool, FloatProbe, BoolProbe)):
+                raise ValueError(f"{where}: constexpr '{p.name}' gets a value computed from the inputs; Triton "
+                                 "would compile one kernel per value (give the values as configs instead)")
+            signature[p.name] = "constexpr"
+            constexprs[p.name] = value
+            continue
+        if value is None:
+            signature[p.name] = "constexpr"
+            constexprs[p.name] = None
+            continue
+        if isinstance(value, torch.Tensor):
+            name = _tensor_name(where, value, rec, outputs, out_names, what)
+            if value.dtype not in _TRITON_DTYPES:
+                raise ValueError(f"{where}: {what} is {value.dtype}, which kernelop passes to Triton kernels as "
+                                 f"none of {', '.join(str(d) for d in _TRITON_DTYPES)}")
+            signature[p.name] = "*" + _TRITON_DTYPES[value.dtype]
+            params.append(name)
+            pointers.append(name)
+        elif isinstance(value, FloatProbe):
+            signature[p.name] = "fp32"
+            params.append(value.kernelop_name)
+        elif isinstance(value, BoolProbe):
+            signature[p.name] = "i1"
+            params.append(value.kernelop_name)
+        elif isinstance(value, bool):
+            signature[p.name] = "constexpr"  # Triton compiles non-constexpr bools as values; a constant is the same
+            constexprs[p.name] = value
+            continue
+        elif isinstance(value, (int, torch.SymInt)):
+            if isinstance(value, int) and value == 1:  # Triton's JIT specialises 1 as a constexpr
+                signature[p.name] = "constexpr"
+                constexprs[p.name] = 1
+                continue
+            scalar = _int_scalar_name(value, rec)
+            try:
+                text = scalar if scalar is not None else rec.expr(value, f"{where}: {what}")
+            except Unexpressible as e:
+                raise ValueError(str(e)) from None
+            wide = isinstance(value, int) and not (_INT32[0] <= value <= _INT32[1])
+            signature[p.name] = "i64" if wide else "i32"
+            if scalar is not None:
+                params.append(scalar)
+                int_args.append((index, scalar))
+            else:
+                params.append({"expr": text, **({"int64": True} if wide else {})})
+                if isinstance(value, int):
+                    if value % 16 == 0:
+                        static_divisible.append(index)
+                else:
+                    int_args.append((index, text))
+        elif isinstance(value, float):
+            raise ValueError(f"{where}: {what} is the float {value!r}, which is neither a float scalar of "
+                             "launch_fn nor a constexpr; pass the scalar input itself or make it tl.constexpr")
+        else:
+            raise ValueError(f"{where}: {what} is a {type(value).__name__}; kernelop passes tensors, scalars, "
+                             "sizes and constants")
+        index += 1
+    # Triton's trailing parameters: the global and profile scratch pointers (null: no scratch).
+    params += [{"expr": "0", "int64": True}, {"expr": "0", "int64": True}]
+
+    # Configs: each replaces meta-parameters of the launch; every key must be one.
+    user_configs = list(spec.configs) or [{}]
+    for i, c in enumerate(user_configs):
+        bad = [k for k in c if k not in constexpr and k not in _OPTIONS]
+        if bad:
+            raise ValueError(f"{where}: configs[{i}] sets {', '.join(bad)}, which {fname} has no constexpr "
+                             f"of (its constexprs: {', '.join(sorted(constexpr)) or 'none'}; options: "
+                             f"{', '.join(_OPTIONS)})")
+    tuned = sorted({k for c in user_configs for k in c if k in constexpr}, key=param_names.index)
+    for c_i, c in enumerate(user_configs):
+        missing = [k for k in tuned if k not in c and constexprs.get(k) is None]
+        if missing:
+            raise ValueError(f"{where}: configs[{c_i}] does not set {', '.join(missing)}")
+    base_options = {"num_warps": options.get("num_warps", 4), "num_stages": options.get("num_stages", 3)}
+    values = []
+    for c in user_configs:
+        v = {k: c.get(k, constexprs.get(k)) for k in tuned}
+        v.update({k: c.get(k, base_options[k]) for k in _OPTIONS})
+        values.append(v)
+
+    grids = [_grid(where, rec, launch, bound, v, tuned) for v in values]
+    grid = _unify(where, rec, launch, bound, values, tuned, grids)
+
+    # Triton's specialisations, as guarded variants of each config.
+    variants = [2, 1, 0] if int_args else [1, 0]
+    if not pointers:
+        variants = [2, 0] if int_args else [0]
+    requires_of = {
+        2: [f"aligned({t}, 16)" for t in dict.fromkeys(pointers)] +
+           list(dict.fromkeys(canonical(f"({e}) % 16 == 0") for _, e in int_args)),
+        1: [f"aligned({t}, 16)" for t in dict.fromkeys(pointers)],
+        0: [],
+    }
+    if not pointers:
+        requires_of[2] = list(dict.fromkeys(canonical(f"({e}) % 16 == 0") for _, e in int_args))
+
+    tunables = tuned + list(_OPTIONS) + [_DIVISIBLE]
+    configs, compile_configs = [], []
+    for v in values:
+        for d in variants:
+            cfg = {k: v[k] for k in tuned}
+            cfg.update({k: v[k] for k in _OPTIONS})
+            cfg[_DIVISIBLE] = d
+            if requires_of[d]:
+                cfg["requires"] = list(requires_of[d])
+            configs.append(cfg)
+            attrs = [i for i, _ in int_args] if d == 2 else []
+            if d >= 1:
+                attrs += [_sig_index(signature, p) for p in _pointer_params(signature)]
+            compile_configs.append({
+                "constexprs": {**constexprs, **{k: v[k] for k in tuned}},
+                "options": {k: v[k] for k in _OPTIONS},
+                "divisible": sorted(set(attrs + static_divisible)),
+            })
+
+    # Requirements: conditions launch_fn evaluated on the sizes, int scalars fitting 32 bits, and ranks.
+    try:
+        requires = rec.requirements_from_guards()
+    except Unexpressible as e:
+        raise ValueError(str(e)) from None
+    shapes = _output_shapes(where, rec, outputs, out_names, meta_impl, fakes)
+    exprs = grid + [p["expr"] for p in params if isinstance(p, dict)] + requires + \
+        [d for s in shapes for d in (s["shape"] if isinstance(s["shape"], list) else [])]
+    requires = [f"rank({t.name}) == {t.rank}" for t in rec.tensors if uses_dims(exprs, t.name)] + requires
+
+    doc: Dict[str, Any] = {
+        "op": op_name,
+        "kernel_name": fname,
+        "kernel_source": kernel.src if isinstance(getattr(kernel, "src", None), str) else inspect.getsource(kernel.fn),
+        "triton": {"version": triton_module.__version__},
+        "inputs": _inputs_json(rec, inputs),
+        "outputs": shapes,
+        "params": params,
+        "geometry": {"custom": {"grid": grid, "block": ["num_warps * 32"]}},
+    }
+    if requires:
+        doc["requires"] = requires
+    doc["tunables"] = tunables
+    doc["configs"] = configs
+    return RecordedPlugin(op_name, doc, kernel, signature, constexprs, compile_configs)
+
+
+def _sig_index(signature: Dict[str, str], name: str) -> int:
+    return list(signature).index(name)
+
+
+def _pointer_params(signature: Dict[str, str]) -> List[str]:
+    return [n for n, t in signature.items() if t.startswith("*")]
+
+
+def _outputs(where: str, result: Any, rec: Recorder) -> List[Any]:
+    outs = list(result) if isinstance(result, (tuple, list)) else [result]
+    if result is None or not outs:
+        raise ValueError(f"{where}: launch_fn returned {result!r}; it must return the output tensor(s) it allocates")
+    inputs = [t.fake for t in rec.tensors]
+    for i, o in enumerate(outs):
+        if not isinstance(o, torch.Tensor):
+            raise ValueError(f"{where}: launch_fn returned a {type(o).__name__} as output {i}; outputs are tensors")
+        if any(o.untyped_storage()._cdata == x.untyped_storage()._cdata for x in inputs):
+            raise ValueError(f"{where}: launch_fn returns (a view of) an input as output {i}; outputs must be new "
+                             "tensors (torch.empty_like(...))")
+        if not o.is_contiguous() or o.storage_offset() != 0:
+            raise ValueError(f"{where}: output {i} is not a contiguous tensor of its own; kernelop allocates outputs "
+                             "contiguous")
+    return outs
+
+
+def _name_outputs(outputs: List[Any], bound: inspect.BoundArguments, rec: Recorder) -> List[str]:
+    """Each output is named after the kernel parameter it is passed to ("Z"), else out0, out1, ..."""
+    taken = {t.name for t in rec.tensors} | {s.name for s in rec.scalars}
+    names = []
+    for i, o in enumerate(outputs):
+        name = next((n for n, v in bound.arguments.items() if isinstance(v, torch.Tensor) and v is o), None)
+        if name is None or name in taken:
+            name = f"out{i}" if len(outputs) > 1 else "out"
+            while name in taken:
+                name += "_"
+        taken.add(name)
+        names.append(name)
+    return names
+
+
+def _tensor_name(where: str, value: torch.Tensor, rec: Recorder, outputs: List[Any], out_names: List[str],
+                 what: str) -> str:
+    storage = value.untyped_storage()._cdata
+    candidates = [(t.name, t.fake) for t in rec.tensors] + list(zip(out_names, outputs))
+    for name, t in candidates:
+        if t.untyped_storage()._cdata == storage:
+            if value.storage_offset() != 0:
+                raise ValueError(f"{where}: {what} is a view of '{name}' at an offset; kernelop passes each tensor's "
+                                 "own data pointer")
+            return name
+    raise ValueError(f"{where}: {what} is a tensor launch_fn computes or allocates without returning it (host-side "
+                     "tensor math, or a scratch buffer); kernelop records inputs and returned outputs only")
+
+
+def _int_scalar_name(value: Any, rec: Recorder) -> Optional[str]:
+    if isinstance(value, torch.SymInt):
+        for s in rec.scalars:
+            if s.symbol is not None and value.node.expr == s.symbol:
+                return s.name
+    return None
+
+
+def _grid(where: str, rec: Recorder, launch: _Launch, bound: inspect.BoundArguments, values: Dict[str, Any],
+          tuned: List[str]) -> List[Any]:
+    grid = launch.grid
+    if callable(grid):
+        meta = dict(bound.arguments)
+        meta.update(values)
+        try:
+            with rec.mode:
+                grid = grid(meta)
+        except Unexpressible as e:
+            raise ValueError(f"{where}: the grid: {e}") from None
+        except Exception as e:  # noqa: BLE001
+            raise ValueError(f"{where}: the grid function raised {type(e).__name__}: {e}") from e
+    if isinstance(grid, (int, torch.SymInt)):
+        grid = (grid,)
+    if not isinstance(grid, (tuple, list)) or not 1 <= len(grid) <= 3:
+        raise ValueError(f"{where}: the grid of the launch at {launch.where} is {grid!r}; expected 1 to 3 sizes")
+    return list(grid)
+
+
+def _unify(where: str, rec: Recorder, launch: _Launch, bound: inspect.BoundArguments, values: List[Dict[str, Any]],
+           tuned: List[str], grids: List[List[Any]]) -> List[str]:
+    """One expression per grid axis over the tunables: the same text for every config, or the grid traced with the
+    tunables symbolic (checked against every config), or a select() over the configs."""
+    try:
+        texts = [[rec.expr(g, f"{where}: grid axis {a}") for a, g in enumerate(grid)] for grid in grids]
+    except Unexpressible as e:
+        raise ValueError(str(e)) from None
+    if any(len(t) != len(texts[0]) for t in texts):
+        raise ValueError(f"{where}: the grid has a different number of axes in different configs")
+    if all(t == texts[0] for t in texts):
+        return texts[0]
+    names = tuned + list(_OPTIONS)
+    start = rec.guard_count()
+    try:
+        symbolic = {k: rec.tunable(k, values[0][k]) for k in names}
+        general = [rec.expr(g, "grid") for g in _grid(where, rec, launch, bound, symbolic, tuned)]
+        ok = rec.guard_count() == start and all(
+            _same_under(rec, general[a], texts[c][a], values[c]) for c in range(len(values)) for a in range(len(general)))
+    except (Unexpressible, ValueError):
+        ok = False
+    del rec.shape_env.guards[start:]
+    if ok:
+        return general
+    out = []
+    for a in range(len(texts[0])):
+        text = texts[-1][a]
+        for c in range(len(values) - 2, -1, -1):
+            if text != texts[c][a]:
+                cond = _conjunction([f"{k} == {values[c][k]}" for k in names])
+                text = f"select({cond}, {texts[c][a]}, {text})"
+        out.append(canonical(text))
+    return out
+
+
+def _conjunction(conds: List[str]) -> str:
+    # kernelop expressions have no 'and': a product of comparisons is 1 exactly when all hold.
+    return " * ".join(f"({c})" for c in conds)
+
+
+def _same_under(rec: Recorder, general: str, concrete: str, values: Dict[str, Any]) -> bool:
+    text = general
+    for k, v in values.items():
+        text = re.sub(rf"\b{re.escape(k)}\b", str(int(v)), text)
+    return canonical(text) == concrete
+
+
+def _output_shapes(where: str, rec: Recorder, outputs: List[Any], out_names: List[str],
+                   meta_impl: Optional[Callable], fakes: List[Any]) -> List[Dict[str, Any]]:
+    shaped = outputs
+    if meta_impl is not None:
+        try:
+            with rec.mode:
+                meta = meta_impl(*fakes)
+        except Unexpressible as e:
+            raise ValueError(f"{where}: meta_impl: {e}") from None
+        except Exception as e:  # noqa: BLE001
+            raise ValueError(f"{where}: meta_impl raised {type(e).__name__} on fake tensors with symbolic sizes: "
+                             f"{e}") from e
+        meta = list(meta) if isinstance(meta, (tuple, list)) else [meta]
+        if len(meta) != len(outputs) or not all(isinstance(m, torch.Tensor) for m in meta):
+            raise ValueError(f"{where}: meta_impl returns {len(meta)} value(s) but launch_fn returns {len(outputs)} "
+                             "tensor(s)")
+        for i, (m, o) in enumerate(zip(meta, outputs)):
+            ms = [rec.expr(d, f"{where}: meta_impl output {i}") for d in m.shape]
+            os_ = [rec.expr(d, f"{where}: launch_fn output {i}") for d in o.shape]
+            if ms != os_ or m.dtype != o.dtype:
+                raise ValueError(f"{where}: meta_impl says output {i} is {m.dtype} [{', '.join(ms)}] but launch_fn "
+                                 f"allocates {o.dtype} [{', '.join(os_)}]")
+        shaped = meta
+    out = []
+    for i, (o, name) in enumerate(zip(shaped, out_names)):
+        try:
+            like, dims = shape_exprs(rec, o.shape, f"{where}: output {i}")
+        except Unexpressible as e:
+            raise ValueError(str(e)) from None
+        out.append({"name": name, "shape": {"same_as": like} if like else dims,
+                    "dtype": str(o.dtype).replace("torch.", "")})
+    return out
+
+
+def _inputs_json(rec: Recorder, inputs: List[Tuple[str, str, Any]]) -> List[Dict[str, Any]]:
+    out = []
+    tensors = {t.name: t for t in rec.tensors}
+    for name, kind, default in inputs:
+        if kind == "tensor":
+            out.append({"name": name, "dtype": str(tensors[name].dtype).replace("torch.", "")})
+            continue
+        entry: Dict[str, Any] = {"name": name, "scalar": kind}
+        if default is not inspect.Parameter.empty:
+            entry["default"] = float(default) if kind == "float" else default
+        out.append(entry)
+    return out
+
+
+# -- compilation ------------------------------------------------------------------------------------------------
+
+def _compile_all(rec: RecordedPlugin, archs: List[str]) -> List[Tuple[int, str, bytes, str, str, int]]:
+    import triton as triton_module
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    numbers = []
+    for a in archs:
+        m = re.fullmatch(r"sm_(\d+)", a) if isinstance(a, str) else None
+        if not m:
+            raise ValueError(f"op {rec.op_name}: architecture {a!r} is invalid for Triton; expected 'sm_NN' (kernelop "
+                             "adds the PTX of the oldest for newer GPUs)")
+        numbers.append(int(m.group(1)))
+    if len(set(numbers)) != len(numbers):
+        raise ValueError(f"op {rec.op_name}: an architecture is listed twice in {archs}")
+    oldest = min(numbers)
+    out: List[Tuple[int, str, bytes, str, str, int]] = []
+    for program, cc in enumerate(rec.compile_configs):
+        attrs = {(i,): [["tt.divisibility", 16]] for i in cc["divisible"]}
+        for number in numbers:
+            identity = json.dumps({
+                "kind": "triton", "triton": triton_module.__version__, "kernel": rec.fn.cache_key,
+                "signature": rec.signature, "constexprs": {k: repr(v) for k, v in cc["constexprs"].items()},
+                "options": cc["options"], "divisible": cc["divisible"], "arch": number,
+            }, sort_keys=True)
+            entry = _cached(identity)
+            if entry is None:
+                src = ASTSource(rec.fn, dict(rec.signature), constexprs=dict(cc["constexprs"]), attrs=attrs)
+                try:
+                    k = triton_module.compile(src, target=GPUTarget("cuda", number, 32), options=dict(cc["options"]))
+                except Exception as e:  # noqa: BLE001 - Triton's compile error, named with the tactic
+                    raise RuntimeError(f"op {rec.op_name}: triton.compile of tactic {program} "
+                                       f"({_tactic_text(rec, program)}) for sm_{number} failed: {e}") from e
+                md = k.metadata
+                entry = {"name": md.name, "shared": int(md.shared), "cubin": k.asm["cubin"], "ptx": k.asm["ptx"],
+                         "global_scratch": int(getattr(md, "global_scratch_size", 0) or 0),
+                         "profile_scratch": int(getattr(md, "profile_scratch_size", 0) or 0),
+                         "num_ctas": int(getattr(md, "num_ctas", 1)), "num_warps": int(md.num_warps),
+                         "cooperative": bool(getattr(md, "launch_cooperative_grid", False)),
+                         "pdl": bool(getattr(md, "launch_pdl", False))}
+                _store(identity, entry)
+            _check_metadata(rec, program, number, entry)
+            target = re.search(r"^\.target\s+(\S+)", entry["ptx"], re.M)
+            label = target.group(1).rstrip(",") if target else f"sm_{number}"
+            out.append((program, label, entry["cubin"], entry["ptx"], entry["name"], entry["shared"]))
+            if number == oldest:  # PTX of the oldest architecture: the driver JITs it on newer GPUs
+                out.append((program, f"compute_{number}", entry["ptx"].encode(), "", entry["name"], entry["shared"]))
+    return out
+
+
+def _tactic_text(rec: RecordedPlugin, program: int) -> str:
+    c = rec.doc["configs"][program]
+    return ", ".join(f"{k}={v}" for k, v in c.items() if k != "requires")
+
+
+def _check_metadata(rec: RecordedPlugin, program: int, number: int, entry: Dict[str, Any]) -> None:
+    problem = None
+    if entry["global_scratch"] or entry["profile_scratch"]:
+        problem = (f"it needs {entry['global_scratch']} bytes of global scratch memory per program (device-side "
+                   "tensor descriptors or similar), which kernelop does not allocate yet")
+    elif entry["num_ctas"] != 1:
+        problem = f"it launches clusters of {entry['num_ctas']} CTAs, which kernelop does not launch yet"
+    elif entry["cooperative"] or entry["pdl"]:
+        problem = "it needs a cooperative or programmatic-dependent launch, which kernelop does not make yet"
+    elif entry["num_warps"] != rec.compile_configs[program]["options"]["num_warps"]:
+        problem = f"Triton compiled it for {entry['num_warps']} warps, not the config's"
+    if problem:
+        raise ValueError(f"op {rec.op_name}: tactic {program} ({_tactic_text(rec, program)}) on sm_{number}: {problem}")
+
+
+def _cached(identity: str) -> Optional[Dict[str, Any]]:
+    payload = _kernelop.cache_load(identity)
+    if payload is None:
+        return None
+    try:  # the entry's checksum is verified; its content is still checked like any input (check_binaries)
+        head, _, rest = payload.partition(b"\n")
+        meta = json.loads(head)
+        cubin, ptx = rest[:meta["cubin_bytes"]], rest[meta["cubin_bytes"]:].decode()
+        if len(cubin) != meta["cubin_bytes"] or len(rest) != meta["cubin_bytes"] + meta["ptx_bytes"]:
+            return None
+        return {**{k: v for k, v in meta.items() if k not in ("cubin_bytes", "ptx_bytes")}, "cubin": bytes(cubin),
+                "ptx": ptx}
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        return None
+
+
+def _store(identity: str, entry: Dict[str, Any]) -> None:
+    ptx = entry["ptx"].encode()
+    meta = {k: v for k, v in entry.items() if k not in ("cubin", "ptx")}
+    meta.update(cubin_bytes=len(entry["cubin"]), ptx_bytes=len(ptx))
+    _kernelop.cache_store(identity, json.dumps(meta, sort_keys=True).encode() + b"\n" + entry["cubin"] + ptx)

@@ -1,0 +1,116 @@
+// Images from machine code another compiler made (Triton): checked as hostile input, then held
+// like any NVRTC image.
+#include <algorithm>
+#include <functional>
+#include <set>
+#include <utility>
+
+#include "compile/config_launch.hpp"
+#include "compile/cubin_info.hpp"
+#include "core/arch.hpp"
+#include "core/ptx_entry.hpp"
+#include "core/words.hpp"
+#include "kernelop/compile.hpp"
+#include "kernelop/launch_limits.hpp"
+
+namespace kernelop {
+
+CompiledImage image_from_binaries(OpPlan plan, std::vector<KernelBinary> binaries) {
+  const std::string op = plan.op_name;
+  std::function<detail::ErrorStream(ErrorKind)> fail = [&](ErrorKind kind) {
+    detail::ErrorStream s(kind);
+    s << "op " << op << ": ";
+    return s;
+  };
+  detail::check_declared_dtypes(plan, fail, "machine code");
+  if (plan.args_from_kernel) {
+    KERNELOP_RAISE(fail(ErrorKind::Spec))
+        << "the kernel's parameters must be declared (inputs, outputs, params)";
+  }
+  if (plan.dtype_combinations() != 1) {
+    KERNELOP_RAISE(fail(ErrorKind::Spec))
+        << "compiled machine code holds one instantiation per config; type_params are not "
+           "supported";
+  }
+  const int programs = static_cast<int>(plan.programs.size());
+  std::vector<std::string> entries(static_cast<std::size_t>(programs));
+  std::set<std::pair<int, std::string>> seen;
+  CompiledImage image;
+  for (std::size_t i = 0; i < binaries.size(); ++i) {
+    KernelBinary& b = binaries[i];
+    auto at = [&](ErrorKind kind) {
+      detail::ErrorStream s = fail(kind);
+      s << "binary " << i << " (program " << b.program << ", " << b.arch << ", entry '" << b.entry
+        << "'): ";
+      return s;
+    };
+    detail::ArchId id;
+    if (!detail::parse_arch(b.arch, &id)) {
+      KERNELOP_RAISE(at(ErrorKind::Spec))
+          << "architecture '" << b.arch << "' is invalid; expected 'sm_NN' or 'compute_NN'";
+    }
+    if (b.program < 0 || b.program >= programs) {
+      KERNELOP_RAISE(at(ErrorKind::Spec))
+          << "program " << b.program << " does not exist (the op has " << programs << ")";
+    }
+    if (!seen.insert({b.program, b.arch}).second) {
+      KERNELOP_RAISE(at(ErrorKind::Spec)) << "a second binary for this program and architecture";
+    }
+    if (!detail::is_identifier(b.entry)) {
+      KERNELOP_RAISE(at(ErrorKind::Spec)) << "the entry is not a kernel symbol";
+    }
+    if (b.data.empty()) KERNELOP_RAISE(at(ErrorKind::Spec)) << "no machine code";
+    if (b.launch_shared < 0) {
+      KERNELOP_RAISE(at(ErrorKind::Spec)) << "launch_shared is " << b.launch_shared;
+    }
+    std::string& entry = entries[static_cast<std::size_t>(b.program)];
+    if (!entry.empty() && entry != b.entry) {
+      KERNELOP_RAISE(at(ErrorKind::Spec))
+          << "another architecture of this program names its kernel '" << entry << "'";
+    }
+    entry = b.entry;
+    const std::string& ptx = id.ptx ? b.data : b.ptx;
+    auto types = detail::ptx_entry_param_types(ptx, b.entry);
+    if (!types) {
+      KERNELOP_RAISE(at(ErrorKind::Compile))
+          << (ptx.empty() ? "no PTX to check its parameters against"
+                          : "the PTX has no such .entry");
+    }
+    detail::check_entry_params(plan, *types, [&](ErrorKind kind) { return at(kind); });
+    ArchImage a;
+    a.arch = b.arch;
+    a.program = b.program;
+    a.launch_shared = b.launch_shared;
+    if (!id.ptx) {
+      auto usage = detail::cubin_resource_usage(b.data, b.entry);
+      if (!usage) {
+        KERNELOP_RAISE(at(ErrorKind::Compile))
+            << "the CUBIN is not a 64-bit ELF holding the kernel '" << b.entry << "'";
+      }
+      a.usage.assign(plan.instances_of(b.program).size(), *usage);
+    }
+    a.data = std::move(b.data);
+    image.images.push_back(std::move(a));
+  }
+  for (int p = 0; p < programs; ++p) {
+    if (!entries[static_cast<std::size_t>(p)].empty()) continue;
+    std::vector<std::string> tactics;
+    for (std::size_t c = 0; c < plan.configs.size(); ++c) {
+      if (plan.configs[c].program == p)
+        tactics.push_back(std::to_string(c) + " (" + plan.configs[c].text + ")");
+    }
+    KERNELOP_RAISE(fail(ErrorKind::Spec))
+        << "no binary for program " << p << ", which tactic " << detail::join(tactics) << " runs";
+  }
+  std::stable_sort(image.images.begin(), image.images.end(),
+                   [](const ArchImage& x, const ArchImage& y) { return x.program < y.program; });
+  for (const KernelInstance& inst : plan.instances) {
+    int program = plan.configs[static_cast<std::size_t>(inst.config)].program;
+    image.lowered_names.push_back(entries[static_cast<std::size_t>(program)]);
+  }
+  image.plan = std::move(plan);
+  detail::check_configs_launch(image);
+  return image;
+}
+
+}  // namespace kernelop

@@ -1,0 +1,31 @@
+// A PTX .entry's parameters, checked against a plan's calling convention: shared by images
+// from pre-compiled PTX (ptx_op) and from binaries another compiler made (Triton).
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernelop/error.hpp"
+#include "kernelop/plan.hpp"
+
+namespace kernelop::detail {
+
+/// The PTX types of the parameters of `.entry entry(...)` (".u64", ".f32", ...), in order;
+/// nullopt when the PTX has no such entry.
+std::optional<std::vector<std::string>> ptx_entry_param_types(std::string_view ptx,
+                                                              std::string_view entry);
+
+/// Throws (through `fail`, which starts the message) unless the parameters match the plan's
+/// arguments in number and size.
+void check_entry_params(const OpPlan& plan, const std::vector<std::string>& types,
+                        const std::function<ErrorStream(ErrorKind)>& fail);
+
+/// Throws unless every tensor of the plan has a declared dtype (nothing can be inferred from
+/// `from`, e.g. "PTX").
+void check_declared_dtypes(const OpPlan& plan, const std::function<ErrorStream(ErrorKind)>& fail,
+                           std::string_view from);
+
+}  // namespace kernelop::detail
