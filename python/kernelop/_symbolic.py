@@ -173,6 +173,11 @@ class Recorder:
                                 f"{value!r}")
         return canonical(self._text(self.shape_env.replace(value), what))
 
+    def same(self, a: sympy.Expr, b: sympy.Expr) -> bool:
+        """Whether two size expressions are equal for all sizes (after replacements)."""
+        a, b = self.shape_env.replace(a), self.shape_env.replace(b)
+        return a == b or sympy.simplify(a - b) == 0
+
     def condition_texts(self, expr: sympy.Basic, what: str) -> List[str]:
         expr = self.shape_env.replace(expr)
         if isinstance(expr, sympy.And):
@@ -210,13 +215,18 @@ class Recorder:
         if isinstance(e, sympy.Symbol):
             return self._leaf_of(e, what)
         if isinstance(e, sympy.Add):
-            terms = sorted(e.args, key=sympy.default_sort_key)
+            terms = sorted(e.args, key=lambda x: (bool(x.is_number), sympy.default_sort_key(x)))
             pos = [x for x in terms if not _negative(x)]
             neg = [-x for x in terms if _negative(x)]
             text = " + ".join(t(x) for x in pos) if pos else "0"
             for x in neg:
                 text += " - " + t(x)
             return text
+        if isinstance(e, sympy.Pow):
+            base, exp = e.as_base_exp()
+            if isinstance(exp, sympy.Integer) and 0 < exp <= 8:
+                return " * ".join([t(base)] * int(exp))
+            raise Unexpressible(f"{what}: '{e}' takes a power kernelop cannot state")
         if isinstance(e, sympy.Mul):
             coeff, rest = e.as_coeff_Mul()
             factors: Dict[sympy.Expr, int] = {}
@@ -281,12 +291,16 @@ class Recorder:
             for text in self.condition_texts(expr, f"{self.where}: a condition on the sizes{where}"):
                 if text not in out and text != "1":
                     out.append(text)
-        # Unifications (x.shape == y.shape) are replacements that are not always listed as guards.
+        # Unifications (x.shape == y.shape) are replacements: their guards read as always true once replaced.
+        order = {sym: i for i, sym in enumerate(s for t in self.tensors for s in t.symbols)}
+        pairs = []
         for sym, repl in self.shape_env.replacements.items():
-            if sym in self._leaf and isinstance(repl, sympy.Symbol):
-                text = canonical(f"{self._leaf[sym]} == {self._leaf_of(repl, self.where)}")
-                if text not in out and self._leaf[sym] != self._leaf_of(repl, self.where):
-                    out.append(text)
+            if sym in order and repl in order:
+                later, earlier = (sym, repl) if order[sym] > order[repl] else (repl, sym)
+                pairs.append((order[later], f"{self._leaf[later]} == {self._leaf[earlier]}"))
+        for _, text in sorted(pairs):
+            if canonical(text) not in out:
+                out.append(canonical(text))
         return out
 
     def _describe(self, e: sympy.Basic) -> str:

@@ -401,18 +401,18 @@ def _record(spec: TritonSpec, meta_impl: Optional[Callable], op_name: Optional[s
     grids = [_grid(where, rec, launch, bound, v, tuned) for v in values]
     grid = _unify(where, rec, launch, bound, values, tuned, grids)
 
-    # Triton's specialisations, as guarded variants of each config.
-    variants = [2, 1, 0] if int_args else [1, 0]
-    if not pointers:
-        variants = [2, 0] if int_args else [0]
-    requires_of = {
-        2: [f"aligned({t}, 16)" for t in dict.fromkeys(pointers)] +
-           list(dict.fromkeys(canonical(f"({e}) % 16 == 0") for _, e in int_args)),
-        1: [f"aligned({t}, 16)" for t in dict.fromkeys(pointers)],
-        0: [],
-    }
-    if not pointers:
-        requires_of[2] = list(dict.fromkeys(canonical(f"({e}) % 16 == 0") for _, e in int_args))
+    # Triton's specialisations, as guarded variants of each config. Their requires exclude each other, so a call
+    # can run exactly one variant of a config, the one Triton's JIT would pick, and tuning compares configs only.
+    aligned = [f"aligned({t}, 16)" for t in dict.fromkeys(pointers)]
+    divisible = list(dict.fromkeys(canonical(f"({e}) % 16 == 0") for _, e in int_args))
+
+    def none_of(conds: List[str]) -> List[str]:
+        return [canonical(f"{_conjunction(conds)} == 0")] if conds else []
+
+    variants = [d for d, present in ((2, bool(divisible)), (1, bool(aligned)), (0, True)) if present]
+    requires_of = {2: aligned + divisible, 1: aligned + none_of(divisible), 0: none_of(aligned)}
+    if not aligned:
+        requires_of[0] = none_of(divisible)
 
     tunables = tuned + list(_OPTIONS) + [_DIVISIBLE]
     configs, compile_configs = [], []
@@ -558,14 +558,17 @@ def _unify(where: str, rec: Recorder, launch: _Launch, bound: inspect.BoundArgum
     start = rec.guard_count()
     try:
         symbolic = {k: rec.tunable(k, values[0][k]) for k in names}
-        general = [rec.expr(g, "grid") for g in _grid(where, rec, launch, bound, symbolic, tuned)]
-        ok = rec.guard_count() == start and all(
-            _same_under(rec, general[a], texts[c][a], values[c]) for c in range(len(values)) for a in range(len(general)))
+        general = _grid(where, rec, launch, bound, symbolic, tuned)
+        symbols = {k: v.node.expr for k, v in symbolic.items()}
+        ok = rec.guard_count() == start and len(general) == len(grids[0]) and all(
+            rec.same(_sympy(general[a]).subs({symbols[k]: values[c][k] for k in names}), _sympy(grids[c][a]))
+            for c in range(len(values)) for a in range(len(general)))
+        result = [rec.expr(g, "grid") for g in general] if ok else []
     except (Unexpressible, ValueError):
         ok = False
     del rec.shape_env.guards[start:]
     if ok:
-        return general
+        return result
     out = []
     for a in range(len(texts[0])):
         text = texts[-1][a]
@@ -577,16 +580,14 @@ def _unify(where: str, rec: Recorder, launch: _Launch, bound: inspect.BoundArgum
     return out
 
 
+def _sympy(v: Any) -> Any:
+    import sympy
+    return v.node.expr if isinstance(v, torch.SymInt) else sympy.Integer(int(v))
+
+
 def _conjunction(conds: List[str]) -> str:
     # kernelop expressions have no 'and': a product of comparisons is 1 exactly when all hold.
     return " * ".join(f"({c})" for c in conds)
-
-
-def _same_under(rec: Recorder, general: str, concrete: str, values: Dict[str, Any]) -> bool:
-    text = general
-    for k, v in values.items():
-        text = re.sub(rf"\b{re.escape(k)}\b", str(int(v)), text)
-    return canonical(text) == concrete
 
 
 def _output_shapes(where: str, rec: Recorder, outputs: List[Any], out_names: List[str],

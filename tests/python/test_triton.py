@@ -1,0 +1,473 @@
+"""Triton kernels as kernelop ops (kernelop.triton / custom_plugin / record_plugin).
+
+CPU: the recorded spec (params in the kernel's order, grid and int arguments as expressions, scalars with defaults,
+shapes from meta_impl, configs x Triton's specialisations as tactics), compilation for sm_80 and sm_90 through the
+cache, the Meta kernel, packages loaded in a process where Triton cannot be imported, and every refusal message.
+GPU: every tactic against Triton's own launch, misaligned inputs, opcheck, torch.compile, export, CUDA graphs, and
+packages built on the CPU machine run with no Triton in the process.
+"""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+import torch
+import triton
+import triton.language as tl
+
+import kernelop as ko
+from compile_counter import counting_inductor
+
+EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
+sys.path.insert(0, str(EXAMPLES))
+import triton_kernels as tk  # noqa: E402
+
+CUDA = torch.cuda.is_available()
+_registered = {}
+
+
+def ops():
+    if not _registered:
+        _registered.update(tk.register("kop_tt"))
+    return _registered
+
+
+def expect_error(test, exc, needle, fn, *args, **kwargs):
+    with test.assertRaises(exc) as ctx:
+        fn(*args, **kwargs)
+    test.assertIn(needle, str(ctx.exception))
+    return str(ctx.exception)
+
+
+@triton.jit
+def copy_kernel(X, Y, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(Y + offs, tl.load(X + offs, mask=offs < n), mask=offs < n)
+
+
+def record(launch, configs=None, **kw):
+    return ko.record_plugin(ko.triton(launch, configs=configs or [{"BLOCK": 128}]), op_name="kop_tt_t::t", **kw)
+
+
+def run_python(code):
+    """Runs code in a fresh python3 where `import triton` fails; returns its stdout."""
+    prelude = "import sys\nsys.modules['triton'] = None  # not importable in this process\n"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    r = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)], capture_output=True, text=True,
+                       env=env, timeout=600)
+    if r.returncode != 0:
+        raise AssertionError(f"subprocess failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+    return r.stdout
+
+
+class Recording(unittest.TestCase):
+    def test_the_seed_example_records_to_an_ordinary_spec(self):
+        r = tk.recorded("kop_tt_rec")["elementwise_scale_mul"]
+        d = r.doc
+        self.assertEqual(d["kernel_name"], "elementwise_scale_mul_kernel")
+        self.assertEqual(d["triton"], {"version": triton.__version__})
+        self.assertIn("z_vals = x_vals * y_vals * a + b", d["kernel_source"])
+        self.assertEqual(d["inputs"], [{"name": "X", "dtype": "float32"}, {"name": "Y", "dtype": "float32"},
+                                       {"name": "b", "scalar": "float", "default": 0.2},
+                                       {"name": "a", "scalar": "int", "default": 2}])
+        self.assertEqual(d["outputs"], [{"name": "Z", "shape": {"same_as": "X"}, "dtype": "float32"}])
+        # The kernel's own order, then Triton's two scratch pointers (null).
+        self.assertEqual(d["params"], ["X", "Y", "Z", "a", "b", {"expr": "0", "int64": True},
+                                       {"expr": "0", "int64": True}])
+        self.assertEqual(d["geometry"], {"custom": {"grid": ["numel(X) // BLOCK_SIZE"], "block": ["num_warps * 32"]}})
+        self.assertEqual(d["requires"], ["rank(X) == 2", "rank(Y) == 2", "dim(Y, 0) == dim(X, 0)",
+                                         "dim(Y, 1) == dim(X, 1)"])
+        self.assertEqual(d["tunables"], ["BLOCK_SIZE", "num_warps", "num_stages", "divisible"])
+        self.assertEqual([(c["BLOCK_SIZE"], c["divisible"]) for c in d["configs"]],
+                         [(256, 2), (256, 1), (256, 0), (1024, 2), (1024, 1), (1024, 0)])
+        aligned = ["aligned(X, 16)", "aligned(Y, 16)", "aligned(Z, 16)"]
+        self.assertEqual(d["configs"][0]["requires"], aligned + ["a % 16 == 0"])
+        # The variants exclude each other: a call runs the one Triton's JIT would compile.
+        self.assertEqual(d["configs"][1]["requires"], aligned + ["(a % 16 == 0) == 0"])
+        self.assertEqual(d["configs"][2]["requires"], ["aligned(X, 16) * aligned(Y, 16) * aligned(Z, 16) == 0"])
+        self.assertEqual(json.loads(r.spec_json()), d)
+
+    def test_grids_and_int_arguments_are_expressions_of_the_sizes(self):
+        rec = tk.recorded("kop_tt_rec")
+        add = rec["vector_add"].doc
+        self.assertEqual(add["geometry"]["custom"]["grid"], ["cdiv(numel(x), BLOCK_SIZE)"])
+        self.assertEqual(add["params"][:4], ["x", "y", "output_ptr", {"expr": "numel(x)"}])
+        self.assertEqual(add["requires"], ["rank(x) == 2", "rank(y) == 2", "dim(y, 0) == dim(x, 0)",
+                                           "dim(y, 1) == dim(x, 1)"])
+        self.assertEqual(add["configs"][0]["requires"][-1], "numel(x) % 16 == 0")
+        sm = rec["softmax"].doc
+        self.assertEqual(sm["geometry"]["custom"]["grid"], ["dim(x, 0)"])
+        self.assertEqual(sm["params"][:4], ["out_ptr", "x", {"expr": "dim(x, 1)"}, {"expr": "dim(x, 1)"}])
+        self.assertEqual(sm["requires"], ["rank(x) == 2"])
+        self.assertEqual([(c["BLOCK_SIZE"], c["num_warps"]) for c in sm["configs"][::3]], [(256, 2), (1024, 4),
+                                                                                          (4096, 8)])
+
+    def test_example_inputs_give_ranks_and_dtypes(self):
+        r = ko.record_plugin(ko.triton(tk.vector_add, configs=[{"BLOCK_SIZE": 512}]), op_name="kop_tt_rec::add3",
+                             example_inputs=(torch.empty(2, 3, 4, dtype=torch.float16, device="meta"),
+                                             torch.empty(2, 3, 4, dtype=torch.float16, device="meta")))
+        self.assertEqual(r.doc["inputs"][0], {"name": "x", "dtype": "float16"})
+        self.assertEqual(r.doc["params"][3], {"expr": "numel(x)"})
+        self.assertIn("rank(x) == 3", r.doc["requires"])
+
+    def test_grids_over_the_configs(self):
+        def squared(x: torch.Tensor) -> torch.Tensor:
+            y = torch.empty_like(x)
+            copy_kernel[lambda m: (x.numel() // (m["BLOCK"] * m["BLOCK"]) + 1,)](x, y, x.numel(), BLOCK=128)
+            return y
+        r = record(squared, [{"BLOCK": 128}, {"BLOCK": 256}])
+        self.assertEqual(r.doc["geometry"]["custom"]["grid"], ["numel(x) // (BLOCK * BLOCK) + 1"])
+
+        def branches(x: torch.Tensor) -> torch.Tensor:  # a Python branch on the config: one grid per config
+            y = torch.empty_like(x)
+            copy_kernel[lambda m: (triton.cdiv(x.numel(), m["BLOCK"] if m["BLOCK"] > 128 else 64),)](
+                x, y, x.numel(), BLOCK=128)
+            return y
+        r = record(branches, [{"BLOCK": 128}, {"BLOCK": 256}])
+        self.assertEqual(r.doc["geometry"]["custom"]["grid"],
+                         ["select((BLOCK == 128) * (num_warps == 4) * (num_stages == 3), cdiv(numel(x), 64), "
+                          "cdiv(numel(x), 256))"])
+
+    def test_the_default_op_name_is_stable(self):
+        a = ko.record_plugin(ko.triton(tk.vector_add, configs=tk.VECTOR_ADD_CONFIGS))
+        b = ko.record_plugin(ko.triton(tk.vector_add, configs=tk.VECTOR_ADD_CONFIGS))
+        c = ko.record_plugin(ko.triton(tk.vector_add, configs=tk.VECTOR_ADD_CONFIGS[:1]))
+        self.assertRegex(a.op_name, r"^kernelop_triton::add_kernel_[0-9a-f]{12}$")
+        self.assertEqual(a.op_name, b.op_name)
+        self.assertNotEqual(a.op_name, c.op_name)
+
+
+class Refusals(unittest.TestCase):
+    def test_what_cannot_be_recorded_is_refused_naming_it(self):
+        def two_launches(x: torch.Tensor) -> torch.Tensor:
+            y = torch.empty_like(x)
+            copy_kernel[(1,)](x, y, x.numel(), BLOCK=128)
+            copy_kernel[(1,)](y, y, x.numel(), BLOCK=128)
+            return y
+        msg = expect_error(self, ValueError, "launch_fn launched 2 Triton kernels", record, two_launches)
+        self.assertIn("test_triton.py:", msg)
+
+        def no_launch(x: torch.Tensor) -> torch.Tensor:
+            return torch.empty_like(x)
+        expect_error(self, ValueError, "launch_fn launched no Triton kernel", record, no_launch)
+
+        def data_grid(x: torch.Tensor) -> torch.Tensor:
+            y = torch.empty_like(x)
+            copy_kernel[(int(x.sum().item()),)](x, y, x.numel(), BLOCK=128)
+            return y
+        expect_error(self, ValueError, "launch_fn raised", record, data_grid)
+
+        def host_math(x: torch.Tensor) -> torch.Tensor:
+            y = torch.empty_like(x)
+            copy_kernel[(1,)](x * 2, y, x.numel(), BLOCK=128)
+            return y
+        expect_error(self, ValueError, "host-side tensor math", record, host_math)
+
+        def size_specialised(x: torch.Tensor) -> torch.Tensor:
+            y = torch.empty_like(x)
+            n = 4096 if x.shape[1] == 1031 else x.numel()
+            copy_kernel[(1,)](x, y, n, BLOCK=128)
+            return y
+        expect_error(self, ValueError, "the code makes 'dim(x, 1)' equal 1031", record, size_specialised)
+
+        def branches_on_size(x: torch.Tensor) -> torch.Tensor:  # a branch taken: its condition is required
+            y = torch.empty_like(x)
+            copy_kernel[(1,)](x, y, x.numel() if x.shape[0] > 16 else 0, BLOCK=128)
+            return y
+        self.assertIn("dim(x, 0) > 16", record(branches_on_size).doc["requires"])
+
+        def constexpr_from_size(x: torch.Tensor) -> torch.Tensor:
+            y = torch.empty_like(x)
+            copy_kernel[(1,)](x, y, x.numel(), BLOCK=x.shape[1])
+            return y
+        expect_error(self, ValueError, "constexpr 'BLOCK' gets a value computed from the inputs", record,
+                     constexpr_from_size, [{}])
+
+        def float_math(x: torch.Tensor, alpha: float) -> torch.Tensor:
+            return tk.elementwise_scale_mul(x, x, alpha * 2, 2)
+        expect_error(self, ValueError, "computes with float scalar 'alpha' on the host", ko.record_plugin,
+                     ko.triton(float_math, [{"BLOCK_SIZE": 256}]))
+
+        def returns_input(x: torch.Tensor) -> torch.Tensor:
+            copy_kernel[(1,)](x, x, x.numel(), BLOCK=128)
+            return x
+        expect_error(self, ValueError, "returns (a view of) an input as output 0", record, returns_input)
+
+        def unannotated(x):
+            return x
+        expect_error(self, TypeError, "parameter 'x' has type hint", record, unannotated)
+
+        autotuned = triton.autotune(configs=[triton.Config({"BLOCK": 128})], key=["n"])(copy_kernel)
+
+        def uses_autotune(x: torch.Tensor) -> torch.Tensor:
+            y = torch.empty_like(x)
+            autotuned[(1,)](x, y, x.numel())
+            return y
+        expect_error(self, ValueError, "@triton.autotune", record, uses_autotune)
+
+    def test_configs_must_name_meta_parameters(self):
+        expect_error(self, ValueError, "configs[1] sets BLOK", ko.record_plugin,
+                     ko.triton(tk.vector_add, configs=[{"BLOCK_SIZE": 256}, {"BLOK": 1}]))
+        expect_error(self, TypeError, "config values are ints or bools", ko.triton, tk.vector_add,
+                     [{"BLOCK_SIZE": "256"}])
+        expect_error(self, TypeError, "configs must be a list", ko.triton, tk.vector_add, {"BLOCK_SIZE": 256})
+
+    def test_meta_impl_must_agree_with_the_launch(self):
+        def wrong(x: torch.Tensor, y: torch.Tensor, b: float = 0.2, a: int = 2) -> torch.Tensor:
+            return x.new_empty(x.shape[0])
+        expect_error(self, ValueError, "meta_impl says output 0 is torch.float32 [dim(X, 0)] but launch_fn allocates",
+                     ko.record_plugin, ko.triton(tk.elementwise_scale_mul, tk.ELEMENTWISE_SCALE_MUL_CONFIGS),
+                     wrong, op_name="kop_tt_t::wrong")
+
+    def test_a_spec_that_is_not_triton_is_not_compiled_by_nvrtc(self):
+        doc = dict(tk.recorded("kop_tt_rec")["vector_add"].doc, op="kop_tt_t::nvrtc")
+        expect_error(self, ValueError, "is a Triton kernel: NVRTC cannot compile it", ko._kernelop.register_spec,
+                     json.dumps(doc), ".", ["sm_90"], ko._kernelop.Overrides())
+
+    def test_binaries_are_checked_against_the_calling_convention(self):
+        r = tk.recorded("kop_tt_rec")["vector_add"]
+        good = r.compile(["sm_90"])
+        r.check(["sm_90"])
+        dropped = [b for b in good if b[0] != 1]
+        expect_error(self, ValueError, "no binary for program 1, which tactic 1 (BLOCK_SIZE=256, num_warps=2, "
+                     "num_stages=3, divisible=1) runs", ko._kernelop.check_binaries, json.dumps(r.doc), dropped)
+        doc = dict(r.doc, params=r.doc["params"][:-1])
+        expect_error(self, RuntimeError, "takes 6 parameter(s) but the calling convention passes 5",
+                     ko._kernelop.check_binaries, json.dumps(doc), good)
+        garbled = [(p, a, b"\x7fELF garbage" if a.startswith("sm_") else d, x, e, s) for p, a, d, x, e, s in good]
+        expect_error(self, RuntimeError, "is not a 64-bit ELF holding the kernel 'add_kernel'",
+                     ko._kernelop.check_binaries, json.dumps(r.doc), garbled)
+        huge = [(p, a, d, x, e, 300 * 1024) for p, a, d, x, e, s in good]
+        expect_error(self, RuntimeError, "bytes of shared memory per block; a block may use",
+                     ko._kernelop.check_binaries, json.dumps(r.doc), huge)
+
+
+class Compilation(unittest.TestCase):
+    def test_every_tactic_compiles_for_sm80_and_sm90_plus_ptx(self):
+        r = tk.recorded("kop_tt_rec")["softmax"]
+        bins = r.compile()
+        archs = {}
+        for program, arch, data, ptx, entry, shared in bins:
+            archs.setdefault(program, []).append(arch)
+            self.assertEqual(entry, "softmax_kernel")
+            self.assertGreater(len(data), 1000)
+        self.assertEqual(len(archs), len(r.doc["configs"]))
+        self.assertTrue(all(a == ["sm_80", "compute_80", "sm_90a"] for a in archs.values()), archs)
+        # The specialised tactic's PTX loads vectors; the generic one's cannot assume alignment.
+        ptx = {p: x for p, a, d, x, e, s in bins if a == "sm_90a"}
+        self.assertGreater(ptx[3].count("ld.global.v4"), 0)
+        self.assertEqual(ptx[5].count("ld.global.v4"), 0)
+
+    def test_a_second_compile_comes_from_the_cache(self):
+        r = tk.recorded("kop_tt_rec")["elementwise_scale_mul"]
+        first = r.compile(["sm_80"])
+        original = triton.compile
+        triton.compile = lambda *a, **k: (_ for _ in ()).throw(AssertionError("compiled again"))
+        try:
+            again = tk.recorded("kop_tt_rec")["elementwise_scale_mul"].compile(["sm_80"])
+        finally:
+            triton.compile = original
+        self.assertEqual(first, again)
+
+    def test_architectures_are_checked(self):
+        r = tk.recorded("kop_tt_rec")["vector_add"]
+        expect_error(self, ValueError, "architecture 'compute_90' is invalid for Triton", r.compile, ["compute_90"])
+        expect_error(self, ValueError, "listed twice", r.compile, ["sm_90", "sm_90"])
+
+
+class Registration(unittest.TestCase):
+    def test_the_op_has_a_schema_with_defaults_and_a_cpp_meta_kernel(self):
+        op = ops()["elementwise_scale_mul"]
+        self.assertRegex(str(op.default._schema), r"^kop_tt::elementwise_scale_mul\(Tensor X, Tensor Y, "
+                         r"float b=0\.2\d*, int a=2\) -> Tensor$")
+        x = torch.empty(64, 64, device="meta")
+        self.assertEqual(op(x, x).shape, (64, 64))
+        self.assertEqual(op(x, x, 0.5, 3).shape, (64, 64))
+        expect_error(self, RuntimeError, "the inputs break the requirement 'dim(Y, 1) == dim(X, 1)': 9 == 64",
+                     op, x, torch.empty(64, 9, device="meta"))
+        sm = ops()["softmax"]
+        expect_error(self, RuntimeError, "rank(x) == 2", sm, torch.empty(2, 3, 4, device="meta"))
+        self.assertEqual(ko.kernel("kop_tt::softmax").tactics[0],
+                         "BLOCK_SIZE=256, num_warps=2, num_stages=3, divisible=2")
+        self.assertEqual(ko.kernel("kop_tt::softmax").parameters,
+                         ["float* out_ptr", "const float* x", "int dim(x, 1)", "int dim(x, 1)", "long long 0",
+                          "long long 0"])
+
+    def test_symbolic_shapes_under_fake_tensors(self):
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.fx.experimental.symbolic_shapes import ShapeEnv
+        op = ops()["vector_add"]
+        with FakeTensorMode(shape_env=ShapeEnv()) as mode:
+            x = mode.from_tensor(torch.empty(8, 16), static_shapes=False)
+            self.assertEqual(str(op(x, x).shape), str(x.shape))
+
+    def test_a_package_loads_where_triton_cannot_be_imported(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "scale_mul.kop")
+            r = ko.record_plugin(ko.triton(tk.elementwise_scale_mul, tk.ELEMENTWISE_SCALE_MUL_CONFIGS),
+                                 tk.elementwise_scale_mul_meta, op_name="kop_tt_pkg::scale_mul")
+            r.build_package(path)
+            out = run_python(f"""
+                import torch, kernelop as ko
+                op = ko.load_package({path!r})
+                print(op.default._schema)
+                print(tuple(op(torch.empty(4, 1024, device="meta"), torch.empty(4, 1024, device="meta")).shape))
+                print(len(ko.kernel("kop_tt_pkg::scale_mul").tactics))
+                print("triton" in sys.modules and sys.modules["triton"] is not None)
+            """)
+        lines = out.split("\n")
+        self.assertRegex(lines[0], r"^kop_tt_pkg::scale_mul\(Tensor X, Tensor Y, float b=0\.2\d*, int a=2\) -> Tensor$")
+        self.assertEqual(lines[1:4], ["(4, 1024)", "6", "False"])
+
+
+@unittest.skipUnless(CUDA, "needs a CUDA device")
+class Cuda(unittest.TestCase):
+    def setUp(self):
+        torch.manual_seed(0)
+
+    def each_tactic(self, name):
+        k = ko.kernel(f"kop_tt::{name}")
+        for t in range(len(k.tactics)):
+            k.pin_tactic(t)
+            try:
+                yield t, k.tactics[t]
+            finally:
+                k.pin_tactic(None)
+
+    def test_every_tactic_matches_tritons_own_launch(self):
+        cases = {
+            "elementwise_scale_mul": [(lambda s: (torch.randn(s, device="cuda"), torch.randn(s, device="cuda"), 0.5, 3),
+                                       [(64, 64), (32, 1024), (4, 4096)])],
+            "vector_add": [(lambda s: (torch.randn(s, device="cuda"), torch.randn(s, device="cuda")),
+                            [(64, 64), (7, 1000), (3, 5), (512, 4096)])],
+            "softmax": [(lambda s: (torch.randn(s, device="cuda") * 4,), [(64, 64), (7, 1000), (3, 5), (16, 12289)])],
+        }
+        launch = {"elementwise_scale_mul": tk.elementwise_scale_mul, "vector_add": tk.vector_add,
+                  "softmax": tk.softmax}
+        for name, [(make, shapes)] in cases.items():
+            op = ops()[name]
+            for shape in shapes:
+                args = make(shape)
+                want = launch[name](*args)
+                ran = 0
+                for t, text in self.each_tactic(name):
+                    try:
+                        got = op(*args)
+                    except RuntimeError as e:  # another variant of the config is the one for these inputs
+                        self.assertRegex(str(e), r"aligned\(|% 16", f"{name} {shape} tactic {t}: {e}")
+                        continue
+                    torch.cuda.synchronize()
+                    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6,
+                                               msg=lambda m: f"{name} {shape} tactic {t} ({text}): {m}")
+                    ran += 1
+                # Exactly one specialisation variant of each config runs any given inputs.
+                self.assertEqual(ran, len(ko.kernel(f"kop_tt::{name}").tactics) // 3, f"{name} {shape}")
+
+    def test_misaligned_inputs_run_the_generic_kernel(self):
+        op = ops()["vector_add"]
+        k = ko.kernel("kop_tt::vector_add")
+        base = torch.randn(4097, device="cuda")
+        x = base[1:].view(64, 64)  # 4 bytes past a 16-byte boundary
+        y = torch.randn(64, 64, device="cuda")
+        self.assertNotEqual(x.data_ptr() % 16, 0)
+        got = op(x, y)
+        torch.testing.assert_close(got, x + y)
+        self.assertIn("divisible=0", k.tactics[k.last_tactic])
+        specialised = next(i for i, t in enumerate(k.tactics) if "divisible=1" in t)
+        k.pin_tactic(specialised)
+        try:
+            expect_error(self, RuntimeError, "aligned(x, 16)", op, x, y)
+        finally:
+            k.pin_tactic(None)
+        # Aligned inputs whose size is not a multiple of 16: pointers specialised, sizes not.
+        a, b = torch.randn(7, 1000, device="cuda"), torch.randn(7, 1000, device="cuda")
+        torch.testing.assert_close(op(a, b), a + b)
+        self.assertNotIn("divisible=0", k.tactics[k.last_tactic])
+        self.assertNotIn("divisible=2", k.tactics[k.last_tactic])
+
+    def test_opcheck(self):
+        for name, args in (("elementwise_scale_mul", (torch.randn(8, 1024, device="cuda"),
+                                                      torch.randn(8, 1024, device="cuda"), 0.25, 5)),
+                           ("vector_add", (torch.randn(33, 17, device="cuda"), torch.randn(33, 17, device="cuda"))),
+                           ("softmax", (torch.randn(33, 300, device="cuda"),))):
+            torch.library.opcheck(ops()[name], args)
+
+    def test_torch_compile_dynamic_compiles_once_across_sizes(self):
+        add, sm = ops()["vector_add"], ops()["softmax"]
+
+        def f(x, y):
+            return sm(add(x, y) * 2)
+
+        backend, counts = counting_inductor()
+        g = torch.compile(f, fullgraph=True, dynamic=True, backend=backend)
+        for rows, cols in ((5, 300), (17, 301), (64, 4096)):
+            x, y = torch.randn(rows, cols, device="cuda"), torch.randn(rows, cols, device="cuda")
+            torch.testing.assert_close(g(x, y), torch.softmax((x + y) * 2, -1))
+        self.assertEqual(counts["n"], 1)
+
+    def test_export_round_trip(self):
+        scale_mul = ops()["elementwise_scale_mul"]
+
+        class M(torch.nn.Module):
+            def forward(self, x, y):
+                return scale_mul(x, torch.add(x, y), b=0.5)
+
+        x, y = torch.randn(16, 1024, device="cuda"), torch.randn(16, 1024, device="cuda")
+        ep = torch.export.export(M(), (x, y), dynamic_shapes={"x": {0: torch.export.Dim("b")},
+                                                              "y": {0: torch.export.Dim("b")}})
+        self.assertIn("kop_tt.elementwise_scale_mul", str(ep.graph))
+        x2, y2 = torch.randn(9, 1024, device="cuda"), torch.randn(9, 1024, device="cuda")
+        torch.testing.assert_close(ep.module()(x2, y2), x2 * (x2 + y2) * 2 + 0.5)
+
+    def test_cuda_graph_replay(self):
+        add = ops()["vector_add"]
+        x, y = torch.randn(128, 256, device="cuda"), torch.randn(128, 256, device="cuda")
+        add(x, y)  # load (and tune) outside the capture
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            out = add(x, y)
+        x.copy_(torch.randn_like(x))
+        g.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out, x + y)
+
+    def test_packages_built_without_a_gpu_run_without_triton(self):
+        packages = os.environ.get("KERNELOP_CPU_PACKAGES")
+        names = ["elementwise_scale_mul", "vector_add", "softmax"]
+        with tempfile.TemporaryDirectory() as d:
+            if not packages or not os.path.exists(os.path.join(packages, "kop_triton.softmax.kop")):
+                packages = d  # built here instead (the GPU suite stages CPU-built ones)
+                for name, r in tk.recorded("kop_triton").items():
+                    r.build_package(os.path.join(d, f"kop_triton.{name}.kop"))
+            out = run_python(f"""
+                import os, torch, kernelop as ko
+                ops = {{n: ko.load_package(os.path.join({packages!r}, f"kop_triton.{{n}}.kop")) for n in {names!r}}}
+                x, y = torch.randn(32, 1024, device="cuda"), torch.randn(32, 1024, device="cuda")
+                errs = [
+                    (ops["elementwise_scale_mul"](x, y, 0.5, 3) - (x * y * 3 + 0.5)).abs().max().item(),
+                    (ops["vector_add"](x[:, :1000].contiguous(), y[:, :1000].contiguous())
+                     - (x[:, :1000] + y[:, :1000])).abs().max().item(),
+                    (ops["softmax"](x) - torch.softmax(x, -1)).abs().max().item(),
+                ]
+                print(max(errs), sys.modules.get("triton"))
+            """)
+        err, triton_module = out.split()
+        self.assertLess(float(err), 1e-5)
+        self.assertEqual(triton_module, "None")
+
+
+if __name__ == "__main__":
+    part = sys.argv.pop(1) if len(sys.argv) > 1 and sys.argv[1] in ("--cpu", "--gpu") else None
+    if part == "--gpu" and not CUDA:
+        print("SKIPPED: no CUDA device")
+        sys.exit(77)
+    classes = {"--cpu": [Recording, Refusals, Compilation, Registration], "--gpu": [Cuda]}.get(
+        part, [Recording, Refusals, Compilation, Registration, Cuda])
+    suite = unittest.TestSuite(unittest.defaultTestLoader.loadTestsFromTestCase(c) for c in classes)
+    result = unittest.TextTestRunner(verbosity=2).run(suite)
+    sys.exit(0 if result.wasSuccessful() else 1)
