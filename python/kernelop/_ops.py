@@ -148,11 +148,46 @@ def cuda_kernel_op(op_name: str, spec: KernelSpec, *, meta_fn: Optional[Callable
     else inferred from ``meta_fn``'s type hints.
     """
     _refuse_engine_options(f"cuda_kernel_op({op_name!r})", engine_options)
+    spec, meta_fn = _declarative_meta(f"cuda_kernel_op({op_name!r})", spec, meta_fn, eager_fn, schema)
     base = os.path.abspath(base_dir)
     arch_list = _str_list(archs, "archs")
     return _register(f"cuda_kernel_op({op_name!r})", op_name, spec, meta_fn, eager_fn, schema,
                      ("nvrtc", base, tuple(arch_list)),
                      lambda doc, o: _kernelop.register_spec(json.dumps(doc), base, arch_list, o))
+
+
+def _declarative_meta(where: str, spec: Any, meta_fn: Optional[Callable], eager_fn: Optional[Callable],
+                      schema: Optional[str]) -> Tuple[Any, Optional[Callable]]:
+    """A meta_fn that traces to expressions becomes the spec's outputs (the generate_plugin idea): the op gets
+    kernelop's C++ SymInt Meta kernel, runs with no Python per call and can be packaged. One that does not (data-
+    dependent, rank-dependent, deciding on sizes) stays the op's Python fake kernel, with a warning saying why."""
+    if (meta_fn is None or eager_fn is not None or schema is not None or not isinstance(spec, KernelSpec)
+            or spec.outputs is not None or not spec.inputs or spec.type_params or not callable(meta_fn)):
+        return spec, meta_fn
+    from dataclasses import replace
+    from ._spec import OutputDecl, SameAs, ScalarInput
+    from ._symbolic import trace_meta
+    inputs = []
+    for i in spec.inputs:
+        if isinstance(i, InputDecl):
+            dtype = i.dtype if isinstance(i.dtype, torch.dtype) else None
+            if i.dtype is not None and dtype is None:
+                return spec, meta_fn  # a dtype given by name or a type parameter: the Python path stays
+            inputs.append((i.name, "tensor", dtype))
+        elif isinstance(i, ScalarInput) and i.py_type in (float, int, bool):
+            inputs.append((i.name, {float: "float", int: "int", bool: "bool"}[i.py_type], None))
+        else:
+            return spec, meta_fn
+    declared, why = trace_meta(where, inputs, meta_fn)
+    if declared is None:
+        import warnings
+        warnings.warn(f"{where}: meta_fn stays a Python fake kernel (the op is not declarative and cannot be "
+                      f"packaged): {why}", stacklevel=3)
+        return spec, meta_fn
+    outputs = [OutputDecl(o["name"], SameAs(o["shape"]["same_as"]) if isinstance(o["shape"], dict) else o["shape"],
+                          dtype_from=o.get("dtype_from"), dtype=getattr(torch, o["dtype"]) if "dtype" in o else None)
+               for o in declared]
+    return replace(spec, outputs=outputs), None
 
 
 def ptx_op(op_name: str, ptx: Any, kernel_name: str, meta_fn: Optional[Callable] = None,
@@ -200,6 +235,11 @@ class Kernel:
     def parameters(self) -> List[str]:
         """The kernel's parameters, e.g. ``['const float* x', 'int numel(x)', 'float* y']``."""
         return list(self._registration.parameters)
+
+    @property
+    def declarative(self) -> bool:
+        """Everything is declared (shapes, launch): C++ per call, and the op can go in a package."""
+        return bool(self._registration.declarative)
 
     @property
     def tactics(self) -> List[str]:

@@ -14,6 +14,7 @@ specialisation kernelop refuses: the op would only be right for the size it was 
 from __future__ import annotations
 
 import inspect
+import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -103,8 +104,8 @@ class Recorder:
         self.tunables: Dict[sympy.Symbol, str] = {}
 
     # -- inputs --------------------------------------------------------------------------------------------------
-    def add_tensor(self, name: str, dtype: torch.dtype, shape: Optional[Sequence[int]]) -> Any:
-        rank = len(shape) if shape is not None else _DEFAULT_RANK
+    def add_tensor(self, name: str, dtype: torch.dtype, shape: Optional[Sequence[int]], rank: int = _DEFAULT_RANK) -> Any:
+        rank = len(shape) if shape is not None else rank
         hints = list(shape) if shape is not None else [_HINTS[rank - 1 - i] for i in range(rank)]
         sizes = []
         t = TensorArg(name, dtype, rank)
@@ -341,3 +342,50 @@ def uses_dims(texts: Sequence[str], tensor: str) -> bool:
     """Whether expressions read a tensor's individual dims or strides (so its rank matters)."""
     return any(f"dim({tensor}," in s or f"stride({tensor}," in s or f"numel_except({tensor}," in s for s in texts)
 
+
+
+def trace_meta(where: str, inputs: Sequence[Tuple[str, str, Optional[torch.dtype]]], meta_fn: Callable,
+               ranks: Sequence[int] = (2, 3)) -> Tuple[Optional[List[Dict[str, Any]]], str]:
+    """A meta function's outputs as declarative output specs (names out0, out1, ...), or (None, why not).
+
+    ``inputs``: (name, "tensor" | "float" | "int" | "bool", dtype to trace a tensor with). The function is traced
+    with every tensor at each of ``ranks``; its outputs become expressions only when they are the same at every
+    rank (so the declaration is what the function computes, not what it computes at one rank) and it decided
+    nothing on the sizes."""
+    traced = []
+    for rank in ranks:
+        rec = Recorder(where)
+        fakes = []
+        for name, kind, dtype in inputs:
+            if kind == "tensor":
+                fakes.append(rec.add_tensor(name, dtype or torch.float32, None, rank))
+            else:
+                fakes.append(rec.add_scalar(name, kind, inspect.Parameter.empty))
+        try:
+            with rec.mode:
+                result = meta_fn(*fakes)
+        except Exception as e:  # noqa: BLE001 - data-dependent or rank-specific: the Python path stays
+            return None, f"tracing it on symbolic sizes raised {type(e).__name__}: {e}"
+        outs = list(result) if isinstance(result, (tuple, list)) else [result]
+        if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
+            return None, "it does not return tensors"
+        if rec.guard_count():
+            return None, "it decides on the sizes (" + ", ".join(str(g.expr) for g in rec.shape_env.guards) + ")"
+        declared = []
+        try:
+            for i, o in enumerate(outs):
+                like, dims = shape_exprs(rec, o.shape, f"{where}: meta_fn output {i}")
+                entry: Dict[str, Any] = {"name": f"out{i}", "shape": {"same_as": like} if like else dims}
+                source = next((t.name for t in rec.tensors if t.dtype == o.dtype), None)
+                if source is not None:
+                    entry["dtype_from"] = source
+                else:
+                    entry["dtype"] = str(o.dtype).replace("torch.", "")
+                declared.append(entry)
+        except Unexpressible as e:
+            return None, str(e)
+        traced.append(declared)
+    if any(t != traced[0] for t in traced):
+        return None, "its output shapes depend on the inputs' rank (" + " vs ".join(
+            json.dumps([o["shape"] for o in t]) for t in traced) + ")"
+    return traced[0], ""

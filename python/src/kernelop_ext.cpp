@@ -263,6 +263,8 @@ NB_MODULE(_kernelop, m) {
           nb::arg("grid"), nb::arg("block"), nb::arg("args"), nb::arg("shared_mem"),
           nb::arg("stream").none(), nb::arg("device"),
           "Raw launch on `device` (see KernelOp::launch_raw); stream None: PyTorch's current one.")
+      .def_prop_ro("declarative",
+                   [](const torch_ops::Registration& r) { return r.plan().is_declarative(); })
       .def_prop_ro("tactics",
                    [](const torch_ops::Registration& r) {
                      std::vector<std::string> out;

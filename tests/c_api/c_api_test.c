@@ -5,6 +5,9 @@
  *                                that needs no GPU; passes without a GPU or a CUDA driver
  *   c_api_test PACKAGE.kop gpu   real launches through a driver this program dlopens itself;
  *                                exits 77 ("SKIPPED: no CUDA device") without one
+ *   c_api_test TRITON.kop triton the Triton example elementwise_scale_mul built by kernelop's
+ *                                Python package without a GPU (scripts/stage-gpu): results,
+ *                                the specialisation chosen, a misaligned input
  *
  * One line per check; exit 1 on the first failure, 0 when all pass. */
 #define _POSIX_C_SOURCE 200809L
@@ -15,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernelop/c_api.h"
 
@@ -620,23 +624,12 @@ static void* launch_main(void* arg) {
   return NULL;
 }
 
-static int run_gpu(const char* path) {
-  enum { kN = 4099, kPad = 64 };
+/* Resolves the driver's functions, initialises it and makes device 0's primary context current;
+ * skips (exit 77) without a driver or a device. */
+static void open_driver(cuda_driver* out, void* lib, int* count) {
   cuda_driver cu;
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  int count = 0;
   CUdevice dev = 0;
   CUcontext ctx = NULL;
-  CUdeviceptr dx = 0, dy = 0;
-  float* x = malloc(kN * sizeof(float));
-  float* y = malloc((kN + kPad) * sizeof(float));
-  kop_op* op = NULL;
-  kop_op* op_mem = NULL;
-  size_t size = 0;
-  unsigned char* bytes = NULL;
-  int64_t shape[1] = {kN};
-  int64_t short_shape[1] = {kN - 1};
-
   if (!lib) {
     const char* err = dlerror();
     skip(err ? err : "dlopen(libcuda.so.1) failed");
@@ -664,12 +657,31 @@ static int run_gpu(const char* path) {
       skip(why);
     }
   }
-  if (cu.cuDeviceGetCount(&count) != 0 || count < 1) skip("the driver reports no device");
-  if (!x || !y) fail(__LINE__, "malloc", "out of memory");
+  if (cu.cuDeviceGetCount(count) != 0 || *count < 1) skip("the driver reports no device");
 
   CU(cu.cuDeviceGet(&dev, 0));
   CU(cu.cuDevicePrimaryCtxRetain(&ctx, dev));
   CU(cu.cuCtxSetCurrent(ctx));
+  *out = cu;
+}
+
+static int run_gpu(const char* path) {
+  enum { kN = 4099, kPad = 64 };
+  cuda_driver cu;
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  int count = 0;
+  CUdeviceptr dx = 0, dy = 0;
+  float* x = malloc(kN * sizeof(float));
+  float* y = malloc((kN + kPad) * sizeof(float));
+  kop_op* op = NULL;
+  kop_op* op_mem = NULL;
+  size_t size = 0;
+  unsigned char* bytes = NULL;
+  int64_t shape[1] = {kN};
+  int64_t short_shape[1] = {kN - 1};
+
+  open_driver(&cu, lib, &count);
+  if (!x || !y) fail(__LINE__, "malloc", "out of memory");
   printf("ok   CUDA driver loaded, %d device(s), primary context of device 0 current\n", count);
 
   EXPECT_STATUS("kop_load_package", kop_load_package(path, &op), KOP_OK, NULL);
@@ -811,11 +823,103 @@ static int run_gpu(const char* path) {
   return 0;
 }
 
+/* triton mode: the package of the Triton example kop_triton::elementwise_scale_mul (Z = X * Y * a +
+ * b), recorded and compiled by kernelop's Python package on a machine without a GPU, run from C
+ * with no Python and no Triton: every result, the specialisation the launch chose, and a misaligned
+ * input. */
+static int run_triton(const char* path) {
+  enum { kRows = 64, kCols = 1024, kN = kRows * kCols };
+  cuda_driver cu;
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  int count = 0;
+  CUdeviceptr dx = 0, dxm = 0, dy = 0, dz = 0;
+  float* x = malloc(kN * sizeof(float));
+  float* y = malloc(kN * sizeof(float));
+  float* z = malloc(kN * sizeof(float));
+  kop_op* op = NULL;
+  int64_t shape[2] = {kRows, kCols};
+  char what[160];
+
+  if (access(path, R_OK) != 0) skip("no Triton package (scripts/stage-gpu builds it)");
+  open_driver(&cu, lib, &count);
+  if (!x || !y || !z) fail(__LINE__, "malloc", "out of memory");
+  EXPECT_STATUS("kop_load_package (Triton)", kop_load_package(path, &op), KOP_OK, NULL);
+  CHECK(strcmp(kop_op_name(op), "kop_triton::elementwise_scale_mul") == 0, "the op's name");
+  CHECK(kop_op_num_tactics(op) == 6, "2 configs x 3 specialisations = 6 tactics");
+  uint32_t state = 777u;
+  for (int i = 0; i < kN; ++i) {
+    x[i] = next_value(&state);
+    y[i] = next_value(&state);
+  }
+  /* X twice: at dx (aligned), and one float into dxm, 4 bytes past a 16-byte boundary. */
+  CU(cu.cuMemAlloc(&dx, kN * sizeof(float)));
+  CU(cu.cuMemAlloc(&dxm, (kN + 1) * sizeof(float)));
+  CU(cu.cuMemAlloc(&dy, kN * sizeof(float)));
+  CU(cu.cuMemAlloc(&dz, kN * sizeof(float)));
+  CU(cu.cuMemcpyHtoD(dx, x, kN * sizeof(float)));
+  CU(cu.cuMemcpyHtoD(dxm + sizeof(float), x, kN * sizeof(float)));
+  CU(cu.cuMemcpyHtoD(dy, y, kN * sizeof(float)));
+  kop_scalar scalars[2];
+  scalars[0] = float_scalar(0.5); /* b */
+  scalars[1] = int_scalar(3);     /* a */
+  for (int misaligned = 0; misaligned < 2; ++misaligned) {
+    kop_tensor in[2];
+    in[0] =
+        tensor((void*)(uintptr_t)(misaligned ? dxm + sizeof(float) : dx), KOP_FLOAT32, 2, shape);
+    in[1] = tensor((void*)(uintptr_t)dy, KOP_FLOAT32, 2, shape);
+    kop_tensor out = tensor((void*)(uintptr_t)dz, KOP_FLOAT32, 2, shape);
+    memset(z, 0xFF, kN * sizeof(float));
+    CU(cu.cuMemcpyHtoD(dz, z, kN * sizeof(float)));
+    snprintf(what, sizeof what, "launch elementwise_scale_mul(%s X, Y, b=0.5, a=3)",
+             misaligned ? "misaligned" : "aligned");
+    EXPECT_STATUS(what, kop_op_launch(op, in, 2, scalars, 2, &out, 1, NULL), KOP_OK, NULL);
+    CU(cu.cuCtxSynchronize());
+    CU(cu.cuMemcpyDtoH(z, dz, kN * sizeof(float)));
+    for (int i = 0; i < kN; ++i) {
+      float expected = x[i] * y[i] * 3.0f + 0.5f;
+      float tolerance = 1e-5f * (expected < 0 ? -expected : expected) + 1e-6f;
+      float diff = z[i] - expected;
+      if (!(diff <= tolerance && -diff <= tolerance)) {
+        char detail[160];
+        snprintf(detail, sizeof detail, "Z[%d] = %.9g, expected %.9g", i, z[i], expected);
+        fail(__LINE__, what, detail);
+      }
+    }
+    snprintf(what, sizeof what, "Z == X * Y * 3 + 0.5 for all %d elements", kN);
+    pass(what);
+    const char* tactic = kop_op_tactic_name(op, kop_op_last_tactic(op));
+    snprintf(what, sizeof what, "the launch ran tactic '%s'", tactic);
+    CHECK(strstr(tactic, misaligned ? "divisible=0" : "divisible=1") != NULL, what);
+  }
+  {
+    kop_tensor in[2];
+    in[0] = tensor((void*)(uintptr_t)(dxm + sizeof(float)), KOP_FLOAT32, 2, shape);
+    in[1] = tensor((void*)(uintptr_t)dy, KOP_FLOAT32, 2, shape);
+    kop_tensor out = tensor((void*)(uintptr_t)dz, KOP_FLOAT32, 2, shape);
+    EXPECT_STATUS("pin tactic 1 (aligned pointers)", kop_op_pin_tactic(op, 1), KOP_OK, NULL);
+    EXPECT_STATUS("the pinned aligned tactic refuses the misaligned X",
+                  kop_op_launch(op, in, 2, scalars, 2, &out, 1, NULL), KOP_ERROR_LAUNCH,
+                  "aligned(X, 16)");
+  }
+  kop_op_destroy(op);
+  CU(cu.cuMemFree(dx));
+  CU(cu.cuMemFree(dxm));
+  CU(cu.cuMemFree(dy));
+  CU(cu.cuMemFree(dz));
+  free(x);
+  free(y);
+  free(z);
+  printf("PASSED: %d checks (triton)\n", checks_passed);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
-  if (argc != 3 || (strcmp(argv[2], "cpu") != 0 && strcmp(argv[2], "gpu") != 0)) {
-    fprintf(stderr, "usage: %s PACKAGE.kop cpu|gpu\n", argc > 0 ? argv[0] : "c_api_test");
+  if (argc != 3 || (strcmp(argv[2], "cpu") != 0 && strcmp(argv[2], "gpu") != 0 &&
+                    strcmp(argv[2], "triton") != 0)) {
+    fprintf(stderr, "usage: %s PACKAGE.kop cpu|gpu|triton\n", argc > 0 ? argv[0] : "c_api_test");
     return 2;
   }
+  if (strcmp(argv[2], "triton") == 0) return run_triton(argv[1]);
   return strcmp(argv[2], "cpu") == 0 ? run_cpu(argv[1]) : run_gpu(argv[1]);
 }

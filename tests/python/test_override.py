@@ -97,6 +97,26 @@ class OverrideRegistration(unittest.TestCase):
         self.assertTrue(has("kop_ov::relu_eager", "Meta"))
         self.assertTrue(has("kop_ov::relu_eager", "CUDA"))
 
+    def test_a_meta_fn_that_traces_to_expressions_becomes_declarative(self):
+        # repeat2_meta's meta_fn is x.new_empty(x.shape[0], x.shape[1] * 2): traced at ranks 2 and 3 on symbolic
+        # sizes, it is [dim(x, 0), dim(x, 1) * 2] both times, so the op gets kernelop's C++ Meta kernel.
+        self.assertTrue(ko.kernel("kop_ov::repeat2_meta").declarative)
+        self.assertFalse(ko.kernel("kop_ov::repeat2").declarative)  # eager_fn: the caller's launch
+        spec = repeat2_spec(extras=[ko.DimSize("x", 1), ko.Numel("out0")], geometry=ko.Elementwise(block=(128,)))
+
+        def by_rank(x: torch.Tensor) -> torch.Tensor:
+            return x.new_empty(x.shape[:-1] + (x.shape[-1] * 2,))
+        with self.assertWarnsRegex(UserWarning, r"meta_fn stays a Python fake kernel .*depend on the inputs' rank"):
+            op = ko.cuda_kernel_op("kop_ov::repeat2_by_rank", spec, meta_fn=by_rank, archs=ARCHS)
+        self.assertFalse(ko.kernel("kop_ov::repeat2_by_rank").declarative)
+        self.assertEqual(op(torch.empty(3, 5, device="meta")).shape, (3, 10))
+
+        def data_dependent(x: torch.Tensor) -> torch.Tensor:
+            return x.new_empty(x.shape[0], int(x.sum().item()))
+        with self.assertWarnsRegex(UserWarning, "meta_fn stays a Python fake kernel .*raised"):
+            ko.cuda_kernel_op("kop_ov::repeat2_data", spec, meta_fn=data_dependent, archs=ARCHS)
+        self.assertFalse(ko.kernel("kop_ov::repeat2_data").declarative)
+
     def test_meta_fn_is_the_fake_kernel(self):
         m = torch.empty(3, 5, device="meta")
         self.assertEqual(OPS["repeat2"](m).shape, (3, 10))
