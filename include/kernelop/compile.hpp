@@ -47,6 +47,11 @@ struct KernelBinary {
   std::string entry;  ///< the kernel's symbol
   /// Dynamic shared memory every launch needs (Triton's metadata.shared), in bytes.
   int launch_shared = 0;
+  /// Global scratch memory per block (Triton's metadata.global_scratch_size and _align), passed
+  /// as parameter `scratch_param`, which the spec must declare as a 64-bit extra of value 0.
+  int scratch_bytes = 0;
+  int scratch_align = 0;
+  int scratch_param = -1;
 };
 
 /// An image from binaries: every program must have at least one, each entry's parameters must

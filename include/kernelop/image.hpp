@@ -36,6 +36,12 @@ struct ArchImage {
   /// Dynamic shared memory each launch of its kernels needs beyond the geometry's, in bytes
   /// (a Triton kernel's metadata.shared, which depends on the architecture).
   int launch_shared = 0;
+  /// Global scratch memory its kernels need (a Triton kernel's metadata.global_scratch_size): each
+  /// launch allocates scratch_bytes per block, aligned to scratch_align, stream-ordered, and passes
+  /// the pointer as parameter scratch_param (a 64-bit extra declared 0); 0 bytes: none.
+  int scratch_bytes = 0;
+  int scratch_align = 0;
+  int scratch_param = -1;
 };
 
 struct TuningEntry {

@@ -33,7 +33,7 @@ struct ScalarSlot {
   std::string name;
   ScalarType type = ScalarType::Float;
   bool symint = false;  ///< SymInt in the schema, symbolic in the Meta kernel
-  std::optional<ScalarDefault> default_value;  ///< the schema's default
+  std::optional<ScalarDefault> default_value = std::nullopt;  ///< the schema's default
   bool operator==(const ScalarSlot&) const = default;
 };
 

@@ -73,7 +73,7 @@ struct ScalarInput {
   /// the Meta kernel, so tracing with dynamic sizes does not specialise it.
   bool symint = false;
   /// The value a caller may omit (JSON "default"); inputs after one need one too.
-  std::optional<ScalarDefault> default_value;
+  std::optional<ScalarDefault> default_value = std::nullopt;
   bool operator==(const ScalarInput&) const = default;
 };
 

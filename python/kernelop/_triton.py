@@ -10,7 +10,8 @@ config and architecture, through kernelop's compile cache; the op then runs from
 and packages like any other (docs/triton.md).
 
 Triton's calling convention, in full: the non-constexpr parameters in the kernel's order, then two scratch pointers
-(global and profile scratch; kernelop passes null and refuses kernels that need scratch memory); constexprs are
+(global and profile scratch: kernelop allocates the global scratch a kernel needs, stream-ordered, for
+each launch, and refuses kernels built with Triton's profiling instrumentation); constexprs are
 compiled in; the block is ``num_warps * 32`` threads; the dynamic shared memory is Triton's ``metadata.shared`` for
 the architecture. Triton's JIT specialises on 16-byte-aligned pointers and ints divisible by 16; kernelop keeps those
 specialisations as tactics guarded by requirements (``divisible=2``: pointers aligned and ints divisible,
@@ -38,6 +39,7 @@ from ._symbolic import BoolProbe, FloatProbe, Recorder, Unexpressible, canonical
 
 DEFAULT_ARCHS = ("sm_80", "sm_90")  # CUBIN each, plus the PTX of the oldest for newer GPUs
 _OPTIONS = ("num_warps", "num_stages")
+BinaryTuple = Tuple[int, str, bytes, str, str, int, int, int, int]  # see _kernelop.register_binaries
 _TRITON_DTYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64",
                   torch.int8: "i8", torch.int16: "i16", torch.int32: "i32", torch.int64: "i64", torch.uint8: "u8",
                   torch.bool: "i1"}
@@ -177,13 +179,13 @@ class RecordedPlugin:
     signature: Dict[str, str]
     constexprs: Dict[str, Any]
     compile_configs: List[Dict[str, Any]] = field(default_factory=list)  # per tactic: constexprs, options, attrs
-    _binaries: Optional[List[Tuple[int, str, bytes, str, str, int]]] = None
+    _binaries: Optional[List[BinaryTuple]] = None
 
     def spec_json(self) -> str:
         """The op's kernelop spec as JSON: inspectable and diffable (docs/spec-format.md)."""
         return json.dumps(self.doc, indent=2) + "\n"
 
-    def compile(self, archs: Optional[Sequence[str]] = None) -> List[Tuple[int, str, bytes, str, str, int]]:
+    def compile(self, archs: Optional[Sequence[str]] = None) -> List[BinaryTuple]:
         """triton.compile for each tactic and architecture, through kernelop's compile cache."""
         if self._binaries is None or archs is not None:
             self._binaries = _compile_all(self, list(archs) if archs is not None else list(DEFAULT_ARCHS))
@@ -640,7 +642,7 @@ def _inputs_json(rec: Recorder, inputs: List[Tuple[str, str, Any]]) -> List[Dict
 
 # -- compilation ------------------------------------------------------------------------------------------------
 
-def _compile_all(rec: RecordedPlugin, archs: List[str]) -> List[Tuple[int, str, bytes, str, str, int]]:
+def _compile_all(rec: RecordedPlugin, archs: List[str]) -> List[BinaryTuple]:
     import triton as triton_module
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -655,7 +657,8 @@ def _compile_all(rec: RecordedPlugin, archs: List[str]) -> List[Tuple[int, str, 
     if len(set(numbers)) != len(numbers):
         raise ValueError(f"op {rec.op_name}: an architecture is listed twice in {archs}")
     oldest = min(numbers)
-    out: List[Tuple[int, str, bytes, str, str, int]] = []
+    scratch_param = len(rec.doc["params"]) - 2  # Triton's global scratch pointer, then the profile one
+    out: List[BinaryTuple] = []
     for program, cc in enumerate(rec.compile_configs):
         attrs = {(i,): [["tt.divisibility", 16]] for i in cc["divisible"]}
         for number in numbers:
@@ -675,6 +678,7 @@ def _compile_all(rec: RecordedPlugin, archs: List[str]) -> List[Tuple[int, str, 
                 md = k.metadata
                 entry = {"name": md.name, "shared": int(md.shared), "cubin": k.asm["cubin"], "ptx": k.asm["ptx"],
                          "global_scratch": int(getattr(md, "global_scratch_size", 0) or 0),
+                         "global_scratch_align": int(getattr(md, "global_scratch_align", 1) or 1),
                          "profile_scratch": int(getattr(md, "profile_scratch_size", 0) or 0),
                          "num_ctas": int(getattr(md, "num_ctas", 1)), "num_warps": int(md.num_warps),
                          "cooperative": bool(getattr(md, "launch_cooperative_grid", False)),
@@ -683,9 +687,12 @@ def _compile_all(rec: RecordedPlugin, archs: List[str]) -> List[Tuple[int, str, 
             _check_metadata(rec, program, number, entry)
             target = re.search(r"^\.target\s+(\S+)", entry["ptx"], re.M)
             label = target.group(1).rstrip(",") if target else f"sm_{number}"
-            out.append((program, label, entry["cubin"], entry["ptx"], entry["name"], entry["shared"]))
+            scratch = (entry["global_scratch"], entry["global_scratch_align"], scratch_param) \
+                if entry["global_scratch"] else (0, 0, -1)
+            out.append((program, label, entry["cubin"], entry["ptx"], entry["name"], entry["shared"], *scratch))
             if number == oldest:  # PTX of the oldest architecture: the driver JITs it on newer GPUs
-                out.append((program, f"compute_{number}", entry["ptx"].encode(), "", entry["name"], entry["shared"]))
+                out.append((program, f"compute_{number}", entry["ptx"].encode(), "", entry["name"], entry["shared"],
+                            *scratch))
     return out
 
 
@@ -696,9 +703,9 @@ def _tactic_text(rec: RecordedPlugin, program: int) -> str:
 
 def _check_metadata(rec: RecordedPlugin, program: int, number: int, entry: Dict[str, Any]) -> None:
     problem = None
-    if entry["global_scratch"] or entry["profile_scratch"]:
-        problem = (f"it needs {entry['global_scratch']} bytes of global scratch memory per program (device-side "
-                   "tensor descriptors or similar), which kernelop does not allocate yet")
+    if entry["profile_scratch"]:
+        problem = (f"it needs {entry['profile_scratch']} bytes of profile scratch memory (Triton's instrumentation "
+                   "is on); kernelop launches kernels built without it")
     elif entry["num_ctas"] != 1:
         problem = f"it launches clusters of {entry['num_ctas']} CTAs, which kernelop does not launch yet"
     elif entry["cooperative"] or entry["pdl"]:

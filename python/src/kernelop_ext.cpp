@@ -77,13 +77,15 @@ RawArg raw_arg(nb::handle h, std::size_t i) {
                       << "; expected a CUDA tensor, int, float or bool";
 }
 
-// Binaries from kernelop/_triton.py: (program, arch, data, ptx, entry, launch_shared) tuples.
-using BinaryTuple = std::tuple<int, std::string, nb::bytes, std::string, std::string, int>;
+// Binaries from kernelop/_triton.py: (program, arch, data, ptx, entry, launch_shared,
+// scratch_bytes, scratch_align, scratch_param) tuples.
+using BinaryTuple =
+    std::tuple<int, std::string, nb::bytes, std::string, std::string, int, int, int, int>;
 std::vector<KernelBinary> binaries_of(const std::vector<BinaryTuple>& tuples) {
   std::vector<KernelBinary> out;
-  for (const auto& [program, arch, data, ptx, entry, shared] : tuples) {
-    out.push_back(
-        KernelBinary{program, arch, std::string(data.c_str(), data.size()), ptx, entry, shared});
+  for (const auto& [program, arch, data, ptx, entry, shared, bytes, align, param] : tuples) {
+    out.push_back(KernelBinary{program, arch, std::string(data.c_str(), data.size()), ptx, entry,
+                               shared, bytes, align, param});
   }
   return out;
 }
@@ -191,7 +193,8 @@ NB_MODULE(_kernelop, m) {
       },
       nb::arg("spec_json"), nb::arg("binaries"), nb::arg("overrides"),
       "Registers a spec whose kernel another compiler built (Triton): binaries are (program, "
-      "arch, data, ptx, entry, launch_shared) tuples; returns the Registration.");
+      "arch, data, ptx, entry, launch_shared, scratch_bytes, scratch_align, scratch_param) "
+      "tuples; returns the Registration.");
   m.def(
       "build_package_binaries",
       [](const std::string& spec_json, const std::vector<BinaryTuple>& binaries,

@@ -63,6 +63,16 @@ CompiledImage image_from_binaries(OpPlan plan, std::vector<KernelBinary> binarie
     if (b.launch_shared < 0) {
       KERNELOP_RAISE(at(ErrorKind::Spec)) << "launch_shared is " << b.launch_shared;
     }
+    if (b.scratch_bytes < 0 ||
+        (b.scratch_bytes > 0 &&
+         !detail::scratch_param_ok(plan, b.scratch_param, b.scratch_align))) {
+      KERNELOP_RAISE(at(ErrorKind::Spec))
+          << "scratch of " << b.scratch_bytes << " bytes per block (alignment " << b.scratch_align
+          << ") in parameter " << b.scratch_param
+          << ": expected a size >= 0, a power-of-two alignment up to 4096, and a parameter the "
+             "spec "
+             "declares as a 64-bit extra of value 0";
+    }
     std::string& entry = entries[static_cast<std::size_t>(b.program)];
     if (!entry.empty() && entry != b.entry) {
       KERNELOP_RAISE(at(ErrorKind::Spec))
@@ -81,6 +91,11 @@ CompiledImage image_from_binaries(OpPlan plan, std::vector<KernelBinary> binarie
     a.arch = b.arch;
     a.program = b.program;
     a.launch_shared = b.launch_shared;
+    if (b.scratch_bytes > 0) {
+      a.scratch_bytes = b.scratch_bytes;
+      a.scratch_align = b.scratch_align;
+      a.scratch_param = b.scratch_param;
+    }
     if (!id.ptx) {
       auto usage = detail::cubin_resource_usage(b.data, b.entry);
       if (!usage) {

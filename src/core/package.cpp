@@ -14,6 +14,7 @@
 #include "core/file_io.hpp"
 #include "core/framing.hpp"
 #include "core/json_util.hpp"
+#include "core/ptx_entry.hpp"
 #include "kernelop/spec_json.hpp"
 #include "kernelop/tuning.hpp"
 
@@ -179,6 +180,19 @@ class Reader {
                                   << " package";
         }
       }
+      if (images[i].contains("scratch")) {
+        const Json& sc = images[i].at("scratch");
+        a.scratch_bytes = get_int<int>(sc.at("bytes"), "image scratch bytes");
+        a.scratch_align = get_int<int>(sc.at("align"), "image scratch align");
+        a.scratch_param = get_int<int>(sc.at("param"), "image scratch param");
+        if (pkg.format_version < 2 || a.scratch_bytes <= 0 ||
+            !detail::scratch_param_ok(image.plan, a.scratch_param, a.scratch_align)) {
+          KERNELOP_RAISE(error()) << "image " << i << " (" << a.arch << ") has scratch of "
+                                  << a.scratch_bytes << " bytes (alignment " << a.scratch_align
+                                  << ") in parameter " << a.scratch_param
+                                  << ", which the op's parameters cannot take";
+        }
+      }
       std::size_t members = image.plan.instances_of(a.program).size();
       if (cubin && a.usage.size() != members) {
         KERNELOP_RAISE(error()) << "image " << a.arch << " has usage for " << a.usage.size()
@@ -215,7 +229,8 @@ std::string write_package_bytes(const CompiledImage& image) {
   }
   // Version 1 unless the package holds what a version-1 reader would misread.
   bool needs_v2 = image.plan.spec.triton.has_value();
-  for (const ArchImage& a : image.images) needs_v2 = needs_v2 || a.launch_shared != 0;
+  for (const ArchImage& a : image.images)
+    needs_v2 = needs_v2 || a.launch_shared != 0 || a.scratch_bytes != 0;
   const std::uint32_t format = needs_v2 ? kPackageFormatVersion : 1;
   Json meta = Json::object();
   meta["format"] = format;
@@ -233,6 +248,10 @@ std::string write_package_bytes(const CompiledImage& image) {
                           {"usage", detail::usage_to_json(a.usage)}});
     if (a.program != 0) images.back()["program"] = a.program;
     if (a.launch_shared != 0) images.back()["launch_shared"] = a.launch_shared;
+    if (a.scratch_bytes != 0) {
+      images.back()["scratch"] =
+          Json{{"bytes", a.scratch_bytes}, {"align", a.scratch_align}, {"param", a.scratch_param}};
+    }
   }
   meta["images"] = std::move(images);
   if (!image.tuning.empty()) {

@@ -485,7 +485,14 @@ class Deriver {
       } else {
         const ScalarSlot& sc = plan_.scalars[static_cast<std::size_t>(slot)];
         s << (sc.symint ? "SymInt" : scalar_schema_type(sc.type)) << " " << sc.name;
-        if (sc.default_value) s << "=" << scalar_default_text(*sc.default_value);
+        if (sc.default_value) {
+          // A float scalar's integer default is written as a float ("float g=2.0").
+          ScalarDefault v = *sc.default_value;
+          bool is_float = sc.type == ScalarType::Float || sc.type == ScalarType::Float64;
+          if (is_float && std::holds_alternative<std::int64_t>(v))
+            v = static_cast<double>(std::get<std::int64_t>(v));
+          s << "=" << scalar_default_text(v);
+        }
       }
     }
     s << ") -> ";

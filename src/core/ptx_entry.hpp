@@ -28,4 +28,9 @@ void check_entry_params(const OpPlan& plan, const std::vector<std::string>& type
 void check_declared_dtypes(const OpPlan& plan, const std::function<ErrorStream(ErrorKind)>& fail,
                            std::string_view from);
 
+/// Whether parameter `param` can receive a scratch buffer the launch allocates: a 64-bit extra the
+/// spec declares as the constant 0 (Triton's trailing scratch pointers), and `align` a power of
+/// two from 1 to 4096.
+bool scratch_param_ok(const OpPlan& plan, int param, int align);
+
 }  // namespace kernelop::detail

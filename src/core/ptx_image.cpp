@@ -133,6 +133,15 @@ void check_declared_dtypes(const OpPlan& plan,
   }
 }
 
+bool scratch_param_ok(const OpPlan& plan, int param, int align) {
+  if (param < 0 || static_cast<std::size_t>(param) >= plan.args.size() || align < 1 ||
+      align > 4096 || (align & (align - 1)) != 0)
+    return false;
+  const ArgSlot& a = plan.args[static_cast<std::size_t>(param)];
+  return a.kind == ArgSlot::Kind::ExtraValue && a.value_type == ScalarType::Int64 && a.value &&
+         a.value->is_const() && a.value->const_value() == 0;
+}
+
 }  // namespace detail
 
 CompiledImage image_from_ptx(OpPlan plan, std::string ptx, const std::string& entry) {

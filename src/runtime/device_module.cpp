@@ -63,6 +63,7 @@ std::unique_ptr<DeviceModule> load_device_module(const CompiledImage& image,
   // One module per compilation (configs that differ in a define tunable are compiled apart).
   const ArchImage* chosen = nullptr;
   std::vector<int> program_shared;
+  std::vector<DeviceModule::Scratch> program_scratch;
   for (std::size_t program = 0; program < image.plan.programs.size(); ++program) {
     std::vector<ArchImage> candidates;
     std::vector<std::size_t> where;
@@ -87,6 +88,8 @@ std::unique_ptr<DeviceModule> load_device_module(const CompiledImage& image,
     }
     m->modules.push_back(module);
     program_shared.push_back(chosen->launch_shared);
+    program_scratch.push_back(
+        {chosen->scratch_bytes, chosen->scratch_align, chosen->scratch_param});
   }
   for (std::size_t inst = 0; inst < image.lowered_names.size(); ++inst) {
     const std::string& lowered = image.lowered_names[inst];
@@ -111,6 +114,7 @@ std::unique_ptr<DeviceModule> load_device_module(const CompiledImage& image,
     m->max_threads.push_back(threads);
     m->static_shared.push_back(shared);
     m->launch_shared.push_back(program_shared[static_cast<std::size_t>(config.program)]);
+    m->scratch.push_back(program_scratch[static_cast<std::size_t>(config.program)]);
   }
   m->max_dynamic_shared = dynamic_shared ? optin : 48 * 1024;
   m->arch = major * 10 + minor;

@@ -21,6 +21,10 @@ struct DeviceModule {
   std::vector<int> max_threads;       // per instance
   std::vector<int> static_shared;     // per instance
   std::vector<int> launch_shared;     // per instance: the loaded image's ArchImage::launch_shared
+  struct Scratch {
+    int bytes = 0, align = 0, param = -1;  // the loaded image's ArchImage::scratch_*
+  };
+  std::vector<Scratch> scratch;  // per instance
   int max_dynamic_shared = 48 * 1024;
   int arch = 0;  // compute capability, major * 10 + minor (arch() in expressions)
   LoadInfo info;

@@ -45,7 +45,9 @@ namespace kernelop::detail {
   X(cuEventElapsedTime)              \
   X(cuMemcpyDtoDAsync)               \
   X(cuMemsetD8Async)                 \
-  X(cuStreamIsCapturing)
+  X(cuStreamIsCapturing)             \
+  X(cuMemAllocAsync)                 \
+  X(cuMemFreeAsync)
 
 struct Driver {
 // NOLINTNEXTLINE(bugprone-macro-parentheses): `name` is a declarator, not an expression

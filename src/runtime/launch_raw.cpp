@@ -1,6 +1,7 @@
 // KernelOp::launch_raw (the caller's geometry and arguments, checked) and the cuLaunchKernel
 // both launch paths end in.
 #include <algorithm>
+#include <cstring>
 
 #include "kernelop/launch_limits.hpp"
 #include "runtime/kernel_op_state.hpp"
@@ -28,11 +29,30 @@ void KernelOp::State::launch_packed(int device, int inst, const std::array<std::
 
   const Driver& d = Driver::require();
   detail::ScopedContext scope(m.ctx->get());
+  // Global scratch (a Triton kernel's): per block, allocated stream-ordered for this launch (so a
+  // CUDA graph capture records it as allocation nodes), freed after it on the same stream.
+  const DeviceModule::Scratch& scratch = m.scratch[instance];
+  CUdeviceptr scratch_ptr = 0;
+  if (scratch.bytes > 0) {
+    auto blocks = static_cast<std::uint64_t>(grid[0] * grid[1] * grid[2]);
+    std::uint64_t bytes = blocks * static_cast<std::uint64_t>(scratch.bytes) +
+                          static_cast<std::uint64_t>(scratch.align);
+    CUresult a = d.cuMemAllocAsync(&scratch_ptr, bytes, static_cast<CUstream>(stream));
+    if (a != CUDA_SUCCESS) {
+      KERNELOP_RAISE(s.error(ErrorKind::Launch))
+          << "cuMemAllocAsync of " << bytes << " bytes of scratch memory (" << scratch.bytes
+          << " per block x " << blocks << " blocks) failed: " << detail::cuda_error_text(a);
+    }
+    auto align = static_cast<CUdeviceptr>(scratch.align);
+    CUdeviceptr aligned = (scratch_ptr + align - 1) / align * align;
+    std::memcpy(params[static_cast<std::size_t>(scratch.param)], &aligned, sizeof aligned);
+  }
   CUresult r = d.cuLaunchKernel(m.functions[instance], static_cast<unsigned>(grid[0]),
                                 static_cast<unsigned>(grid[1]), static_cast<unsigned>(grid[2]),
                                 static_cast<unsigned>(block[0]), static_cast<unsigned>(block[1]),
                                 static_cast<unsigned>(block[2]), static_cast<unsigned>(smem),
                                 static_cast<CUstream>(stream), params, nullptr);
+  if (scratch_ptr) d.cuMemFreeAsync(scratch_ptr, static_cast<CUstream>(stream));
   if (r != CUDA_SUCCESS) {
     KERNELOP_RAISE(s.error(ErrorKind::Launch))
         << "cuLaunchKernel(kernel=\"" << s.image.lowered_names[instance] << "\", grid=[" << grid[0]

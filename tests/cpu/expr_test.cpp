@@ -35,6 +35,8 @@ struct Env {
         if (!normalize_axis(e.value, rank, &a)) throw std::out_of_range("axis");
         return shape[static_cast<std::size_t>(a)];
       }
+      case ExprOp::Rank:
+        return rank;
       case ExprOp::Numel:
       case ExprOp::NumelExcept: {
         std::int64_t p = 1;
@@ -124,7 +126,8 @@ TEST(Expr, EvaluationTable) {
   };
   for (const Row& row : std::vector<Row>{
            {"numel(x)", 30},
-           {"dim(x, 0)", 2},
+           {"rank(x)", 3},
+           {"rank(y) == 1", 1},
            {"dim(x, -1)", 5},
            {"dim(x, -3)", 2},
            {"numel_except(x, -1)", 6},

@@ -341,5 +341,56 @@ TEST(PackageHostile, OverlappingSectionsAreRejected) {
       package_of(sections, {{0, meta}, {meta, cubin}, {meta + cubin + 3, sections[2].size()}})));
 }
 
+// Format 2: what a version-1 reader would misread (an image's own shared memory, global scratch)
+// round-trips, and a package without either is still written as version 1 (the golden test).
+TEST(Package, LaunchSharedMemoryAndScratchRoundTripAsFormat2) {
+  OpDecl decl = parse_op_json(R"json({
+    "op": "golden::scratchy",
+    "kernel_name": "k",
+    "kernel_source": "def k(X, Y, n): pass",
+    "triton": {"version": "3.6.0"},
+    "inputs": [{"name": "x", "dtype": "float32"}],
+    "outputs": [{"name": "y", "shape": {"same_as": "x"}, "dtype": "float32"}],
+    "params": ["x", "y", {"numel": "x"}, {"expr": "0", "int64": true}, {"expr": "0", "int64": true}],
+    "geometry": {"custom": {"grid": ["numel(x)"], "block": ["128"]}}
+  })json",
+                              ".", "scratchy");
+  CompiledImage image;
+  image.plan = derive_plan(decl);
+  image.lowered_names = {"k"};
+  ArchImage a{"sm_90a",
+              std::string("\x7f"
+                          "ELF-fake",
+                          9),
+              {ResourceUsage{}},
+              false,
+              0};
+  a.launch_shared = 4104;
+  a.scratch_bytes = 256;
+  a.scratch_align = 128;
+  a.scratch_param = 3;
+  image.images.push_back(a);
+  std::string bytes = write_package_bytes(image);
+  EXPECT_EQ(bytes[8], 2);
+  Package back = parse_package(bytes, "scratchy.kop");
+  EXPECT_EQ(back.format_version, 2u);
+  ASSERT_EQ(back.image.images.size(), 1u);
+  const ArchImage& b = back.image.images[0];
+  EXPECT_EQ(b.launch_shared, 4104);
+  EXPECT_EQ(b.scratch_bytes, 256);
+  EXPECT_EQ(b.scratch_align, 128);
+  EXPECT_EQ(b.scratch_param, 3);
+  EXPECT_TRUE(back.image.plan.spec.triton.has_value());
+  // Scratch aimed at a parameter that is not a 64-bit 0 (here the numel extra) is refused.
+  image.images[0].scratch_param = 2;
+  expect_error([&] { parse_package(write_package_bytes(image), "bad.kop"); }, ErrorKind::Format,
+               "has scratch of 256 bytes (alignment 128) in parameter 2, which the op's parameters "
+               "cannot take");
+  image.images[0].scratch_param = 3;
+  image.images[0].scratch_align = 100;
+  expect_error([&] { parse_package(write_package_bytes(image), "bad.kop"); }, ErrorKind::Format,
+               "alignment 100");
+}
+
 }  // namespace
 }  // namespace kernelop

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "kernelop/plan.hpp"
+#include "kernelop/spec_json.hpp"
 #include "test_util.hpp"
 
 namespace kernelop {
@@ -275,6 +276,31 @@ TEST(Plan, TypeParametersAreSubstitutedAsWholeWords) {
   OpPlan p = derive_plan(d);
   ASSERT_EQ(p.instances.size(), 1u);
   EXPECT_EQ(p.instances[0].name_expression, "k<float, __half, T_x, xT, (float), float>");
+}
+
+// Scalar defaults reach the schema in the text PyTorch parses; JSON round-trips them; a Triton
+// kernel's configs are each their own compilation.
+TEST(PlanTest, ScalarDefaultsInTheSchemaAndTritonPrograms) {
+  OpDecl decl = parse_op_json(R"json({
+    "op": "t::scale_mul", "kernel_name": "k", "kernel_source": "def k(): pass",
+    "triton": {"version": "3.6.0"},
+    "inputs": [{"name": "x", "dtype": "float32"}, {"name": "b", "scalar": "float", "default": 0.2},
+               {"name": "a", "scalar": "int", "default": -3}, {"name": "f", "scalar": "bool", "default": false},
+               {"name": "g", "scalar": "float", "default": 2}],
+    "outputs": [{"name": "y", "shape": {"same_as": "x"}, "dtype": "float32"}],
+    "params": ["x", "y", "a", "b", "f", "g"],
+    "geometry": {"custom": {"grid": ["cdiv(numel(x), B)"], "block": ["W * 32"]}},
+    "tunables": ["B", "W"],
+    "configs": [{"B": 256, "W": 4}, {"B": 256, "W": 8}, {"B": 1024, "W": 4}]
+  })json",
+                              ".", "t.json");
+  OpPlan p = derive_plan(decl);
+  EXPECT_EQ(p.qualified_schema(),
+            "t::scale_mul(Tensor x, float b=0.2, int a=-3, bool f=False, float g=2.0) -> Tensor");
+  EXPECT_EQ(p.programs.size(), 3u);
+  EXPECT_EQ(p.configs[2].program, 2);
+  OpDecl again = parse_op_json(print_op_json(decl), ".", "again");
+  EXPECT_EQ(again.spec, decl.spec);
 }
 
 }  // namespace

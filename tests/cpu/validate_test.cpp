@@ -932,5 +932,34 @@ TEST(ValidateRequirements, IgnoredRequirementsAreErrors) {
                  {.has_meta_fn = true, .has_eager_fn = true});
 }
 
+TEST(ValidateTest, ScalarDefaultsMatchTheirTypeAndComeLast) {
+  auto with = [](std::vector<Input> inputs) {
+    OpDecl d = relu_decl();
+    d.spec.inputs = std::move(inputs);
+    return d;
+  };
+  Input x = tensor("x", DType::Float32);
+  EXPECT_NO_THROW(validate(with({x, ScalarInput{"b", ScalarType::Float, false, 0.2},
+                                 ScalarInput{"a", ScalarType::Int, false, std::int64_t{2}},
+                                 ScalarInput{"f", ScalarType::Bool, false, true}})));
+  EXPECT_NO_THROW(validate(with({x, ScalarInput{"b", ScalarType::Float, false, std::int64_t{2}}})));
+  expect_invalid(with({x, ScalarInput{"a", ScalarType::Int, false, 0.5}}),
+                 "inputs[1].default: scalar 'a' is int; its default must be an integer, found 0.5");
+  expect_invalid(with({x, ScalarInput{"f", ScalarType::Bool, false, std::int64_t{1}}}),
+                 "its default must be true or false, found 1");
+  expect_invalid(with({x, ScalarInput{"b", ScalarType::Float, false, true}}),
+                 "its default must be a number, found True");
+  expect_invalid(with({x, ScalarInput{"b", ScalarType::Float, false,
+                                      std::numeric_limits<double>::infinity()}}),
+                 "its default must be a finite number, found inf");
+  expect_invalid(with({x, ScalarInput{"a", ScalarType::Int, false, std::int64_t{1} << 40}}),
+                 "is a 32-bit int; its default 1099511627776 does not fit");
+  expect_invalid(
+      with({x, ScalarInput{"b", ScalarType::Float, false, 0.2}, ScalarInput{"a", ScalarType::Int}}),
+      "inputs[2].default: missing: scalar 'a' follows inputs[1], which has a default");
+  expect_invalid(with({ScalarInput{"b", ScalarType::Float, false, 0.2}, x}),
+                 "inputs[1]: tensor 'x' follows inputs[0], which has a default");
+}
+
 }  // namespace
 }  // namespace kernelop

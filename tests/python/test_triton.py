@@ -50,6 +50,22 @@ def copy_kernel(X, Y, n, BLOCK: tl.constexpr):
     tl.store(Y + offs, tl.load(X + offs, mask=offs < n), mask=offs < n)
 
 
+@triton.jit
+def desc_scale(X, Y, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    # Device-side tensor descriptors: on sm_90 Triton builds them in global scratch memory.
+    dx = tl.make_tensor_descriptor(X, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    dy = tl.make_tensor_descriptor(Y, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    pm, pn = tl.program_id(0), tl.program_id(1)
+    dy.store([pm * BM, pn * BN], dx.load([pm * BM, pn * BN]) * 2)
+
+
+def desc_scale_launch(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.shape
+    y = torch.empty_like(x)
+    desc_scale[lambda meta: (triton.cdiv(m, meta["BM"]), triton.cdiv(n, meta["BN"]))](x, y, m, n, BM=32, BN=32)
+    return y
+
+
 def record(launch, configs=None, **kw):
     return ko.record_plugin(ko.triton(launch, configs=configs or [{"BLOCK": 128}]), op_name="kop_tt_t::t", **kw)
 
@@ -239,12 +255,19 @@ class Refusals(unittest.TestCase):
         doc = dict(r.doc, params=r.doc["params"][:-1])
         expect_error(self, RuntimeError, "takes 6 parameter(s) but the calling convention passes 5",
                      ko._kernelop.check_binaries, json.dumps(doc), good)
-        garbled = [(p, a, b"\x7fELF garbage" if a.startswith("sm_") else d, x, e, s) for p, a, d, x, e, s in good]
+        garbled = [(b[0], b[1], b"\x7fELF garbage" if b[1].startswith("sm_") else b[2]) + b[3:] for b in good]
         expect_error(self, RuntimeError, "is not a 64-bit ELF holding the kernel 'add_kernel'",
                      ko._kernelop.check_binaries, json.dumps(r.doc), garbled)
-        huge = [(p, a, d, x, e, 300 * 1024) for p, a, d, x, e, s in good]
+        huge = [b[:5] + (300 * 1024,) + b[6:] for b in good]
         expect_error(self, RuntimeError, "bytes of shared memory per block; a block may use",
                      ko._kernelop.check_binaries, json.dumps(r.doc), huge)
+        # Scratch goes only to a parameter declared as a 64-bit 0 (Triton's scratch pointers).
+        misplaced = [b[:6] + (256, 128, 0) for b in good]
+        expect_error(self, ValueError, "scratch of 256 bytes per block (alignment 128) in parameter 0",
+                     ko._kernelop.check_binaries, json.dumps(r.doc), misplaced)
+        odd = [b[:6] + (256, 96, 4) for b in good]
+        expect_error(self, ValueError, "alignment 96", ko._kernelop.check_binaries, json.dumps(r.doc), odd)
+        ko._kernelop.check_binaries(json.dumps(r.doc), [b[:6] + (256, 128, 4) for b in good])
 
 
 class Compilation(unittest.TestCase):
@@ -252,14 +275,15 @@ class Compilation(unittest.TestCase):
         r = tk.recorded("kop_tt_rec")["softmax"]
         bins = r.compile()
         archs = {}
-        for program, arch, data, ptx, entry, shared in bins:
+        for program, arch, data, ptx, entry, shared, *scratch in bins:
+            self.assertEqual(scratch, [0, 0, -1])
             archs.setdefault(program, []).append(arch)
             self.assertEqual(entry, "softmax_kernel")
             self.assertGreater(len(data), 1000)
         self.assertEqual(len(archs), len(r.doc["configs"]))
         self.assertTrue(all(a == ["sm_80", "compute_80", "sm_90a"] for a in archs.values()), archs)
         # The specialised tactic's PTX loads vectors; the generic one's cannot assume alignment.
-        ptx = {p: x for p, a, d, x, e, s in bins if a == "sm_90a"}
+        ptx = {b[0]: b[3] for b in bins if b[1] == "sm_90a"}
         self.assertGreater(ptx[3].count("ld.global.v4"), 0)
         self.assertEqual(ptx[5].count("ld.global.v4"), 0)
 
@@ -273,6 +297,20 @@ class Compilation(unittest.TestCase):
         finally:
             triton.compile = original
         self.assertEqual(first, again)
+
+    def test_global_scratch_is_allocated_per_launch(self):
+        r = ko.record_plugin(ko.triton(desc_scale_launch, [{"BM": 32, "BN": 32}, {"BM": 64, "BN": 32}]),
+                             op_name="kop_tt_rec::desc_scale")
+        scratch = {(b[0], b[1]): b[6:] for b in r.compile()}
+        # sm_90 builds the descriptors in 256 bytes of scratch per block, passed as the first of Triton's two
+        # trailing pointers (parameter 4); sm_80 has no TMA and needs none.
+        self.assertEqual(scratch[(0, "sm_90a")], (256, 128, 4))
+        self.assertEqual(scratch[(0, "sm_80")], (0, 0, -1))
+        r.check()
+        with tempfile.TemporaryDirectory() as d:
+            r.build_package(os.path.join(d, "desc.kop"))
+            with open(os.path.join(d, "desc.kop"), "rb") as f:
+                self.assertEqual(f.read(12)[8], 2)  # format 2: a version-1 reader would launch without scratch
 
     def test_architectures_are_checked(self):
         r = tk.recorded("kop_tt_rec")["vector_add"]
@@ -435,6 +473,34 @@ class Cuda(unittest.TestCase):
         g.replay()
         torch.cuda.synchronize()
         torch.testing.assert_close(out, x + y)
+
+    def test_global_scratch_kernels_match_tritons_launch(self):
+        op = ko.custom_plugin(ko.triton(desc_scale_launch, [{"BM": 32, "BN": 32}, {"BM": 64, "BN": 64}]),
+                              op_name="kop_tt::desc_scale")
+        triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
+        k = ko.kernel("kop_tt::desc_scale")
+        for shape in ((64, 64), (200, 96), (1024, 512)):
+            x = torch.randn(shape, device="cuda")
+            want = desc_scale_launch(x)
+            for t, text in self.each_tactic("desc_scale"):
+                try:
+                    got = op(x)
+                except RuntimeError as e:
+                    self.assertRegex(str(e), r"aligned\(|% 16", f"{shape} tactic {t}: {e}")
+                    continue
+                torch.testing.assert_close(got, want, msg=lambda m: f"{shape} tactic {t} ({text}): {m}")
+            torch.testing.assert_close(op(x), x * 2)
+        # In a CUDA graph the scratch allocation is captured with the launch.
+        x = torch.randn(256, 256, device="cuda")
+        op(x)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            out = op(x)
+        x.copy_(torch.randn_like(x))
+        g.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out, x * 2)
+        self.assertIsNotNone(k.last_tactic)
 
     def test_packages_built_without_a_gpu_run_without_triton(self):
         packages = os.environ.get("KERNELOP_CPU_PACKAGES")
