@@ -98,7 +98,8 @@ def softmax_kernel(out_ptr, in_ptr, row_stride, n_cols, BLOCK_SIZE: tl.constexpr
 def softmax(x: torch.Tensor) -> torch.Tensor:
     n_rows, n_cols = x.shape
     y = torch.empty_like(x)
-    softmax_kernel[(n_rows,)](y, x, x.stride(0), n_cols, BLOCK_SIZE=1024, num_warps=4)
+    # One program per row, whatever BLOCK_SIZE: the grid ignores meta (a lambda says so, for every config).
+    softmax_kernel[lambda meta: (n_rows,)](y, x, x.stride(0), n_cols, BLOCK_SIZE=1024, num_warps=4)
     return y
 
 

@@ -96,6 +96,9 @@ class Recorder:
 
     def __init__(self, where: str) -> None:
         self.where = where
+        # PyTorch's own convention: symbolic sizes range over [2, inf), so tensor code (contiguity, broadcasting)
+        # records no conditions about sizes 0 and 1. A launch_fn that decides something about size 1 itself is
+        # therefore recorded for sizes >= 2 (docs/triton.md, "Limits").
         self.shape_env = ShapeEnv()
         self.mode = FakeTensorMode(shape_env=self.shape_env, allow_non_fake_inputs=False)
         self.tensors: List[TensorArg] = []
@@ -280,10 +283,13 @@ class Recorder:
     def requirements_from_guards(self, start: int = 0) -> List[str]:
         """The conditions the traced code evaluated on the sizes, as requirements; refuses specialisations."""
         out: List[str] = []
-        for g in self.shape_env.guards[start:]:
-            expr = g.expr
-            where = _guard_location(g)
-            if isinstance(expr, sympy.Eq) and (expr.lhs.is_number or expr.rhs.is_number):
+        conditions = [(g.expr, _guard_location(g)) for g in self.shape_env.guards[start:]]
+        # torch._check(...) on values it cannot decide becomes a deferred runtime assert, not a guard.
+        for asserts in getattr(self.shape_env, "deferred_runtime_asserts", {}).values():
+            conditions += [(a.expr, "") for a in asserts]
+        for expr, where in conditions:
+            if isinstance(expr, sympy.Eq) and (expr.lhs.is_number or expr.rhs.is_number) and \
+                    isinstance(expr.rhs if expr.lhs.is_number else expr.lhs, sympy.Symbol):
                 sym = expr.rhs if expr.lhs.is_number else expr.lhs
                 value = expr.lhs if expr.lhs.is_number else expr.rhs
                 raise Unexpressible(f"{self.where}: the code makes {self._describe(sym)} equal {value}{where}: it "
@@ -292,13 +298,19 @@ class Recorder:
             for text in self.condition_texts(expr, f"{self.where}: a condition on the sizes{where}"):
                 if text not in out and text != "1":
                     out.append(text)
-        # Unifications (x.shape == y.shape) are replacements: their guards read as always true once replaced.
+        # Unifications (x.shape == y.shape, n == x.shape[0], y.shape[0] == 2 * x.shape[0]) are replacements:
+        # their guards read as always true once replaced, so each replacement is a requirement of its own.
         order = {sym: i for i, sym in enumerate(s for t in self.tensors for s in t.symbols)}
+        order.update({s.symbol: len(order) + i for i, s in enumerate(self.scalars) if s.symbol is not None})
         pairs = []
         for sym, repl in self.shape_env.replacements.items():
-            if sym in order and repl in order:
+            if sym not in order:
+                continue
+            if repl in order:
                 later, earlier = (sym, repl) if order[sym] > order[repl] else (repl, sym)
                 pairs.append((order[later], f"{self._leaf[later]} == {self._leaf[earlier]}"))
+            else:
+                pairs.append((order[sym], f"{self._leaf[sym]} == {self._text(repl, self.where)}"))
         for _, text in sorted(pairs):
             if canonical(text) not in out:
                 out.append(canonical(text))
@@ -353,12 +365,20 @@ def trace_meta(where: str, inputs: Sequence[Tuple[str, str, Optional[torch.dtype
     rank (so the declaration is what the function computes, not what it computes at one rank) and it decided
     nothing on the sizes."""
     traced = []
-    for rank in ranks:
+    # Tensors whose dtype is not declared get a different dtype each, and other ones in each trace, so an output's
+    # dtype follows the input it really follows (dtype_from) or none (a dtype of its own).
+    rotation = (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32, torch.int64, torch.int16,
+                torch.int8, torch.uint8)
+    for trace, rank in enumerate(ranks):
         rec = Recorder(where)
         fakes = []
+        undeclared = 0
         for name, kind, dtype in inputs:
             if kind == "tensor":
-                fakes.append(rec.add_tensor(name, dtype or torch.float32, None, rank))
+                if dtype is None:
+                    dtype = rotation[(undeclared + 3 * trace) % len(rotation)]
+                    undeclared += 1
+                fakes.append(rec.add_tensor(name, dtype, None, rank))
             else:
                 fakes.append(rec.add_scalar(name, kind, inspect.Parameter.empty))
         try:
@@ -371,21 +391,27 @@ def trace_meta(where: str, inputs: Sequence[Tuple[str, str, Optional[torch.dtype
             return None, "it does not return tensors"
         if rec.guard_count():
             return None, "it decides on the sizes (" + ", ".join(str(g.expr) for g in rec.shape_env.guards) + ")"
-        declared = []
+        shapes = []
         try:
             for i, o in enumerate(outs):
                 like, dims = shape_exprs(rec, o.shape, f"{where}: meta_fn output {i}")
-                entry: Dict[str, Any] = {"name": f"out{i}", "shape": {"same_as": like} if like else dims}
-                source = next((t.name for t in rec.tensors if t.dtype == o.dtype), None)
-                if source is not None:
-                    entry["dtype_from"] = source
-                else:
-                    entry["dtype"] = str(o.dtype).replace("torch.", "")
-                declared.append(entry)
+                shapes.append(({"same_as": like} if like else dims, o.dtype,
+                               {t.name for t in rec.tensors if t.dtype == o.dtype}))
         except Unexpressible as e:
             return None, str(e)
-        traced.append(declared)
-    if any(t != traced[0] for t in traced):
+        traced.append(shapes)
+    if any(len(t) != len(traced[0]) or [s for s, _, _ in t] != [s for s, _, _ in traced[0]] for t in traced):
         return None, "its output shapes depend on the inputs' rank (" + " vs ".join(
-            json.dumps([o["shape"] for o in t]) for t in traced) + ")"
-    return traced[0], ""
+            json.dumps([s for s, _, _ in t]) for t in traced) + ")"
+    declared = []
+    for i, (shape, dtype, _) in enumerate(traced[0]):
+        follows = set.intersection(*(t[i][2] for t in traced))
+        entry: Dict[str, Any] = {"name": f"out{i}", "shape": shape}
+        if follows:
+            entry["dtype_from"] = next(t.name for t in rec.tensors if t.name in follows)
+        elif all(t[i][1] == dtype for t in traced):
+            entry["dtype"] = str(dtype).replace("torch.", "")
+        else:
+            return None, f"output {i}'s dtype follows the inputs in a way a spec cannot state"
+        declared.append(entry)
+    return declared, ""

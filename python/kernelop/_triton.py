@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import _kernelop
 from ._symbolic import BoolProbe, FloatProbe, Recorder, Unexpressible, canonical, shape_exprs, uses_dims
@@ -72,10 +73,8 @@ def triton(launch_fn: Callable[..., Any], configs: Optional[Sequence[Mapping[str
         for k, v in c.items():
             if not isinstance(k, str):
                 raise TypeError(f"kernelop.triton: configs[{i}] has key {k!r}; keys are meta-parameter names")
-            if isinstance(v, bool) or not isinstance(v, int):
-                if not isinstance(v, bool):
-                    raise TypeError(f"kernelop.triton: configs[{i}][{k!r}] is {v!r}; config values are ints or "
-                                    "bools")
+            if not isinstance(v, int):  # bools are ints
+                raise TypeError(f"kernelop.triton: configs[{i}][{k!r}] is {v!r}; config values are ints or bools")
         out.append(dict(c))
     return TritonSpec(launch_fn, tuple(out))
 
@@ -104,10 +103,17 @@ def _intercept(launches: List[_Launch]) -> Any:
 
     original = (jit.JITFunction.run, autotuner.Autotuner.run)
 
-    def run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> None:
-        launches.append(_Launch(self, args, kwargs, grid, _caller_location()))
+    recording_thread = threading.get_ident()
 
-    def autotuned(self: Any, *args: Any, **kwargs: Any) -> None:
+    def run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
+        if threading.get_ident() != recording_thread:  # another thread's real launch: Triton's own
+            return original[0](self, *args, grid=grid, warmup=warmup, **kwargs)
+        launches.append(_Launch(self, args, kwargs, grid, _caller_location()))
+        return None
+
+    def autotuned(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if threading.get_ident() != recording_thread:
+            return original[1](self, *args, **kwargs)
         raise Unexpressible(f"launch_fn launches '{getattr(self.fn, '__name__', self.fn)}' through "
                             "@triton.autotune, which times kernels on real tensors; give its configs to "
                             "kernelop.triton(launch_fn, configs=[...]) instead (kernelop tunes them as tactics)")
@@ -131,9 +137,9 @@ def _signature_inputs(where: str, fn: Callable[..., Any]) -> List[Tuple[str, str
         hints = {}
     out = []
     for p in inspect.signature(fn).parameters.values():
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            raise TypeError(f"{where}: launch_fn takes *{p.name}; kernelop derives the op's schema from named, "
-                            "type-hinted parameters")
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.KEYWORD_ONLY):
+            raise TypeError(f"{where}: launch_fn takes {'*' if p.kind != p.KEYWORD_ONLY else 'keyword-only '}"
+                            f"{p.name}; kernelop derives the op's schema from positional, type-hinted parameters")
         hint = hints.get(p.name, p.annotation)
         kind = {torch.Tensor: "tensor", float: "float", int: "int", bool: "bool",
                 "torch.Tensor": "tensor", "Tensor": "tensor", "float": "float", "int": "int",
@@ -143,6 +149,11 @@ def _signature_inputs(where: str, fn: Callable[..., Any]) -> List[Tuple[str, str
                             "torch.Tensor, float, int or bool (they give the op's schema)")
         if kind == "tensor" and p.default is not p.empty:
             raise TypeError(f"{where}: tensor parameter '{p.name}' has a default; only scalars may")
+        if kind != "tensor" and p.default is not p.empty and (
+                not isinstance(p.default, (int, float)) or (kind != "bool") == isinstance(p.default, bool) or
+                (kind == "int" and not isinstance(p.default, int))):
+            raise TypeError(f"{where}: {kind} parameter '{p.name}' has the default {p.default!r}; expected a "
+                            f"{kind}")
         out.append((p.name, kind, p.default))
     if not any(k == "tensor" for _, k, _ in out):
         raise TypeError(f"{where}: launch_fn takes no torch.Tensor; an op needs at least one tensor input")
@@ -234,17 +245,14 @@ def record_plugin(spec_or_list: Union[TritonSpec, Sequence[TritonSpec]], meta_im
                         f"{type(spec_or_list).__name__}")
     if meta_impl is not None and not callable(meta_impl):
         raise TypeError(f"kernelop.custom_plugin: meta_impl must be callable, got {type(meta_impl).__name__}")
-    records = [_record(s, meta_impl, op_name, example_inputs) for s in specs]
-    first = records[0]
-    for r in records[1:]:
-        same = {k: v for k, v in r.doc.items() if k not in ("configs",)} == \
-               {k: v for k, v in first.doc.items() if k not in ("configs",)}
-        if not same or r.fn is not first.fn:
-            raise ValueError(f"kernelop.custom_plugin({first.op_name!r}): the specs record different launches; "
-                             "kernelop compiles one Triton kernel per op, its configs being the tactics")
-        first.doc["configs"] += r.doc["configs"]
-        first.compile_configs += r.compile_configs
-    return first
+    # Several specs of one launch_fn: their configs are one list of tactics, recorded together (so the grid is
+    # one expression over all of them). Different launch_fns would be different kernels: one op has one.
+    if any(s.launch_fn is not specs[0].launch_fn for s in specs[1:]):
+        raise ValueError(f"kernelop.custom_plugin({op_name!r}): the specs have different launch_fns; kernelop "
+                         "compiles one Triton launch per op (its configs are the tactics): give one spec with all the "
+                         "configs, or register one op per launch_fn")
+    configs = tuple(c for s in specs for c in (s.configs or ({},)))
+    return _record(TritonSpec(specs[0].launch_fn, configs), meta_impl, op_name, example_inputs)
 
 
 def _record(spec: TritonSpec, meta_impl: Optional[Callable], op_name: Optional[str],
@@ -267,9 +275,10 @@ def _record(spec: TritonSpec, meta_impl: Optional[Callable], op_name: Optional[s
             fakes.append(rec.add_scalar(name, kind, default))
 
     launches: List[_Launch] = []
+    writes = _HostOps()
     with _record_lock:
         try:
-            with _intercept(launches), rec.mode:
+            with _intercept(launches), rec.mode, writes:
                 result = spec.launch_fn(*fakes)
         except Unexpressible as e:
             raise ValueError(f"{where}: {e}") from None
@@ -283,11 +292,12 @@ def _record(spec: TritonSpec, meta_impl: Optional[Callable], op_name: Optional[s
                          f"{', '.join(x.where for x in launches)}); kernelop records one launch per op")
     launch = launches[0]
     outputs = _outputs(where, result, rec)
+    writes.check(where, rec, outputs)
     kernel = launch.fn
     fname = kernel.__name__
-    if op_name is None:
-        identity = json.dumps([kernel.cache_key, list(spec.configs)], sort_keys=True, default=str)
-        op_name = f"kernelop_triton::{fname}_{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
+    named = op_name is not None
+    if op_name is None:  # named at the end after what was recorded; the kernel's name meanwhile
+        op_name = f"kernelop_triton::{fname}"
     where = f"kernelop.custom_plugin({op_name!r})"
     rec.where = where
 
@@ -313,9 +323,10 @@ def _record(spec: TritonSpec, meta_impl: Optional[Callable], op_name: Optional[s
     signature: Dict[str, str] = {}
     constexprs: Dict[str, Any] = {}
     pointers: List[str] = []  # tensor names passed as pointers, for the alignment requirements
-    int_args: List[Tuple[int, str]] = []  # (index among the signature, expression) of symbolic ints
-    static_divisible: List[int] = []  # constant ints divisible by 16
-    index = 0
+    # Triton's attrs are keyed by the parameter's position among ALL the kernel's parameters (constexprs too).
+    position = {name: i for i, name in enumerate(kernel.arg_names)}
+    int_args: List[Tuple[int, str]] = []  # (position, expression) of ints whose value is not known here
+    static_divisible: List[int] = []  # positions of constant ints divisible by 16
     for p in kernel.params:
         value = bound.arguments[p.name]
         what = f"{fname}'s argument '{p.name}'"
@@ -362,21 +373,20 @@ def _record(spec: TritonSpec, meta_impl: Optional[Callable], op_name: Optional[s
             signature[p.name] = "i64" if wide else "i32"
             if scalar is not None:
                 params.append(scalar)
-                int_args.append((index, scalar))
+                int_args.append((position[p.name], scalar))
             else:
                 params.append({"expr": text, **({"int64": True} if wide else {})})
                 if isinstance(value, int):
                     if value % 16 == 0:
-                        static_divisible.append(index)
+                        static_divisible.append(position[p.name])
                 else:
-                    int_args.append((index, text))
+                    int_args.append((position[p.name], text))
         elif isinstance(value, float):
             raise ValueError(f"{where}: {what} is the float {value!r}, which is neither a float scalar of "
                              "launch_fn nor a constexpr; pass the scalar input itself or make it tl.constexpr")
         else:
             raise ValueError(f"{where}: {what} is a {type(value).__name__}; kernelop passes tensors, scalars, "
                              "sizes and constants")
-        index += 1
     # Triton's trailing parameters: the global and profile scratch pointers (null: no scratch).
     params += [{"expr": "0", "int64": True}, {"expr": "0", "int64": True}]
 
@@ -400,7 +410,13 @@ def _record(spec: TritonSpec, meta_impl: Optional[Callable], op_name: Optional[s
         v.update({k: c.get(k, base_options[k]) for k in _OPTIONS})
         values.append(v)
 
-    grids = [_grid(where, rec, launch, bound, v, tuned) for v in values]
+    if not callable(launch.grid) and len({tuple(v[k] for k in tuned) for v in values}) > 1:
+        # Right for a kernel whose programs loop (a row each), wrong for one whose program covers BLOCK elements.
+        import warnings
+        warnings.warn(f"{where}: the launch at {launch.where} has a fixed grid, the same for every config, while the "
+                      f"configs change {', '.join(tuned)}; if a program covers a block of that size, give the grid as "
+                      "a function of them (lambda meta: (triton.cdiv(n, meta['BLOCK']),))", stacklevel=3)
+    grids = [_grid(where, rec, launch, bound, v) for v in values]
     grid = _unify(where, rec, launch, bound, values, tuned, grids)
 
     # Triton's specialisations, as guarded variants of each config. Their requires exclude each other, so a call
@@ -428,19 +444,20 @@ def _record(spec: TritonSpec, meta_impl: Optional[Callable], op_name: Optional[s
             configs.append(cfg)
             attrs = [i for i, _ in int_args] if d == 2 else []
             if d >= 1:
-                attrs += [_sig_index(signature, p) for p in _pointer_params(signature)]
+                attrs += [position[p] for p in _pointer_params(signature)]
             compile_configs.append({
                 "constexprs": {**constexprs, **{k: v[k] for k in tuned}},
                 "options": {k: v[k] for k in _OPTIONS},
                 "divisible": sorted(set(attrs + static_divisible)),
             })
 
-    # Requirements: conditions launch_fn evaluated on the sizes, int scalars fitting 32 bits, and ranks.
+    # Requirements: every condition launch_fn and meta_impl evaluated or asserted on the sizes (so meta_impl is
+    # traced first), and ranks.
+    shapes = _output_shapes(where, rec, outputs, out_names, meta_impl, fakes)
     try:
         requires = rec.requirements_from_guards()
     except Unexpressible as e:
         raise ValueError(str(e)) from None
-    shapes = _output_shapes(where, rec, outputs, out_names, meta_impl, fakes)
     exprs = grid + [p["expr"] for p in params if isinstance(p, dict)] + requires + \
         [d for s in shapes for d in (s["shape"] if isinstance(s["shape"], list) else [])]
     requires = [f"rank({t.name}) == {t.rank}" for t in rec.tensors if uses_dims(exprs, t.name)] + requires
@@ -459,15 +476,62 @@ def _record(spec: TritonSpec, meta_impl: Optional[Callable], op_name: Optional[s
         doc["requires"] = requires
     doc["tunables"] = tunables
     doc["configs"] = configs
+    if not named:  # the same in every process, and different for a different launch, dtype or config set
+        identity = json.dumps([kernel.cache_key, {k: v for k, v in doc.items() if k != "op"}], sort_keys=True)
+        op_name = doc["op"] = f"kernelop_triton::{fname}_{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
+
     return RecordedPlugin(op_name, doc, kernel, signature, constexprs, compile_configs)
-
-
-def _sig_index(signature: Dict[str, str], name: str) -> int:
-    return list(signature).index(name)
 
 
 def _pointer_params(signature: Dict[str, str]) -> List[str]:
     return [n for n, t in signature.items() if t.startswith("*")]
+
+
+class _HostOps(TorchDispatchMode):
+    """Which aten ops made or wrote each storage while launch_fn ran. kernelop allocates outputs uninitialised
+    (torch.empty) and runs nothing but the kernel, so an output made any other way (zeros, clone, full) or written
+    on the host, and an input written on the host, would change the result: refused."""
+
+    _ALLOCATE = {"empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: Dict[int, List[str]] = {}
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        name = func._schema.name.split("::")[-1]
+        written = [out] if func._schema.returns and not func._schema.is_mutable else []
+        schema_args = func._schema.arguments
+        for i, a in enumerate(args):
+            if i < len(schema_args) and schema_args[i].is_write and isinstance(a, torch.Tensor):
+                written.append(a)
+        for t in written:
+            for x in (t if isinstance(t, (list, tuple)) else [t]):
+                if isinstance(x, torch.Tensor) and not func._schema.name.startswith("aten::_"):
+                    try:
+                        self.ops.setdefault(x.untyped_storage()._cdata, []).append(name)
+                    except (RuntimeError, NotImplementedError):
+                        pass
+        return out
+
+    def check(self, where: str, rec: Recorder, outputs: List[Any]) -> None:
+        for t in rec.tensors:
+            ops = self.ops.get(t.fake.untyped_storage()._cdata, [])
+            if ops:
+                raise ValueError(f"{where}: launch_fn writes input '{t.name}' on the host (aten.{ops[0]}); kernelop "
+                                 "runs the kernel alone")
+        for i, o in enumerate(outputs):
+            ops = [op for op in self.ops.get(o.untyped_storage()._cdata, []) if op not in _VIEWS]
+            made = [op for op in ops if op not in self._ALLOCATE]
+            if made:
+                raise ValueError(f"{where}: output {i} is made or written on the host by aten.{made[0]}; kernelop "
+                                 "allocates outputs uninitialised and runs the kernel alone, so allocate it with "
+                                 "torch.empty / empty_like and let the kernel write all of it")
+
+
+_VIEWS = {"view", "reshape", "_reshape_alias", "as_strided", "unsqueeze", "squeeze", "flatten", "alias", "expand",
+          "permute", "transpose", "t", "slice", "select", "detach", "contiguous", "lift_fresh"}
 
 
 def _outputs(where: str, result: Any, rec: Recorder) -> List[Any]:
@@ -524,8 +588,8 @@ def _int_scalar_name(value: Any, rec: Recorder) -> Optional[str]:
     return None
 
 
-def _grid(where: str, rec: Recorder, launch: _Launch, bound: inspect.BoundArguments, values: Dict[str, Any],
-          tuned: List[str]) -> List[Any]:
+def _grid(where: str, rec: Recorder, launch: _Launch, bound: inspect.BoundArguments,
+          values: Dict[str, Any]) -> List[Any]:
     grid = launch.grid
     if callable(grid):
         meta = dict(bound.arguments)
@@ -559,14 +623,15 @@ def _unify(where: str, rec: Recorder, launch: _Launch, bound: inspect.BoundArgum
     names = tuned + list(_OPTIONS)
     start = rec.guard_count()
     try:
-        symbolic = {k: rec.tunable(k, values[0][k]) for k in names}
-        general = _grid(where, rec, launch, bound, symbolic, tuned)
+        # Hints of at least 2: ShapeEnv makes symbols hinted 0 or 1 constants (bools, num_stages=1).
+        symbolic = {k: rec.tunable(k, max(int(values[0][k]), 2)) for k in names}
+        general = _grid(where, rec, launch, bound, symbolic)
         symbols = {k: v.node.expr for k, v in symbolic.items()}
         ok = rec.guard_count() == start and len(general) == len(grids[0]) and all(
             rec.same(_sympy(general[a]).subs({symbols[k]: values[c][k] for k in names}), _sympy(grids[c][a]))
             for c in range(len(values)) for a in range(len(general)))
         result = [rec.expr(g, "grid") for g in general] if ok else []
-    except (Unexpressible, ValueError):
+    except Exception:  # noqa: BLE001 - any failure of the symbolic attempt: one grid per config instead
         ok = False
     del rec.shape_env.guards[start:]
     if ok:
@@ -644,8 +709,11 @@ def _inputs_json(rec: Recorder, inputs: List[Tuple[str, str, Any]]) -> List[Dict
 
 def _compile_all(rec: RecordedPlugin, archs: List[str]) -> List[BinaryTuple]:
     import triton as triton_module
+    from triton._C.libtriton import get_cache_invalidating_env_vars
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
+    from triton.compiler.compiler import make_backend
+    from triton.runtime.cache import get_cache_key
 
     numbers = []
     for a in archs:
@@ -662,16 +730,19 @@ def _compile_all(rec: RecordedPlugin, archs: List[str]) -> List[BinaryTuple]:
     for program, cc in enumerate(rec.compile_configs):
         attrs = {(i,): [["tt.divisibility", 16]] for i in cc["divisible"]}
         for number in numbers:
-            identity = json.dumps({
-                "kind": "triton", "triton": triton_module.__version__, "kernel": rec.fn.cache_key,
-                "signature": rec.signature, "constexprs": {k: repr(v) for k, v in cc["constexprs"].items()},
-                "options": cc["options"], "divisible": cc["divisible"], "arch": number,
-            }, sort_keys=True)
+            src = ASTSource(rec.fn, dict(rec.signature), constexprs=dict(cc["constexprs"]), attrs=attrs)
+            target = GPUTarget("cuda", number, 32)
+            # Triton's own cache key (its version, the kernel and every function it calls or gets as a constexpr,
+            # the signature, constexprs and attrs, the backend with ptxas, the parsed options, the environment
+            # variables that change code), plus the layout of kernelop's entry.
+            backend = make_backend(target)
+            options = backend.parse_options(dict(cc["options"], **src.parse_options()))
+            identity = f"kernelop-triton-entry-{_ENTRY_FORMAT}:" + get_cache_key(
+                src, backend, options, get_cache_invalidating_env_vars())
             entry = _cached(identity)
             if entry is None:
-                src = ASTSource(rec.fn, dict(rec.signature), constexprs=dict(cc["constexprs"]), attrs=attrs)
                 try:
-                    k = triton_module.compile(src, target=GPUTarget("cuda", number, 32), options=dict(cc["options"]))
+                    k = triton_module.compile(src, target=target, options=dict(cc["options"]))
                 except Exception as e:  # noqa: BLE001 - Triton's compile error, named with the tactic
                     raise RuntimeError(f"op {rec.op_name}: triton.compile of tactic {program} "
                                        f"({_tactic_text(rec, program)}) for sm_{number} failed: {e}") from e
@@ -683,6 +754,7 @@ def _compile_all(rec: RecordedPlugin, archs: List[str]) -> List[BinaryTuple]:
                          "num_ctas": int(getattr(md, "num_ctas", 1)), "num_warps": int(md.num_warps),
                          "cooperative": bool(getattr(md, "launch_cooperative_grid", False)),
                          "pdl": bool(getattr(md, "launch_pdl", False))}
+                _check_metadata(rec, program, number, entry)  # before storing: a refused build is not kept
                 _store(identity, entry)
             _check_metadata(rec, program, number, entry)
             target = re.search(r"^\.target\s+(\S+)", entry["ptx"], re.M)
@@ -691,7 +763,8 @@ def _compile_all(rec: RecordedPlugin, archs: List[str]) -> List[BinaryTuple]:
                 if entry["global_scratch"] else (0, 0, -1)
             out.append((program, label, entry["cubin"], entry["ptx"], entry["name"], entry["shared"], *scratch))
             if number == oldest:  # PTX of the oldest architecture: the driver JITs it on newer GPUs
-                out.append((program, f"compute_{number}", entry["ptx"].encode(), "", entry["name"], entry["shared"],
+                # (labelled by its own .target: sm_90a PTX is compute_90a and runs on sm_90 only)
+                out.append((program, "compute_" + label[3:], entry["ptx"].encode(), "", entry["name"], entry["shared"],
                             *scratch))
     return out
 
@@ -716,6 +789,10 @@ def _check_metadata(rec: RecordedPlugin, program: int, number: int, entry: Dict[
         raise ValueError(f"op {rec.op_name}: tactic {program} ({_tactic_text(rec, program)}) on sm_{number}: {problem}")
 
 
+_ENTRY_FORMAT = 2  # bump when an entry's fields change
+_ENTRY_INTS = ("shared", "global_scratch", "global_scratch_align", "profile_scratch", "num_ctas", "num_warps")
+
+
 def _cached(identity: str) -> Optional[Dict[str, Any]]:
     payload = _kernelop.cache_load(identity)
     if payload is None:
@@ -723,12 +800,14 @@ def _cached(identity: str) -> Optional[Dict[str, Any]]:
     try:  # the entry's checksum is verified; its content is still checked like any input (check_binaries)
         head, _, rest = payload.partition(b"\n")
         meta = json.loads(head)
-        cubin, ptx = rest[:meta["cubin_bytes"]], rest[meta["cubin_bytes"]:].decode()
-        if len(cubin) != meta["cubin_bytes"] or len(rest) != meta["cubin_bytes"] + meta["ptx_bytes"]:
+        n_cubin, n_ptx = meta["cubin_bytes"], meta["ptx_bytes"]
+        if not (isinstance(meta["name"], str) and all(type(meta[k]) is int and meta[k] >= 0 for k in _ENTRY_INTS)
+                and all(type(meta[k]) is bool for k in ("cooperative", "pdl"))
+                and type(n_cubin) is int and type(n_ptx) is int and len(rest) == n_cubin + n_ptx >= n_cubin >= 0):
             return None
-        return {**{k: v for k, v in meta.items() if k not in ("cubin_bytes", "ptx_bytes")}, "cubin": bytes(cubin),
-                "ptx": ptx}
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        return {**{k: meta[k] for k in _ENTRY_INTS + ("name", "cooperative", "pdl")},
+                "cubin": bytes(rest[:n_cubin]), "ptx": rest[n_cubin:].decode()}
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError, AttributeError):
         return None
 
 

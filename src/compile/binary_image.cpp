@@ -80,6 +80,12 @@ CompiledImage image_from_binaries(OpPlan plan, std::vector<KernelBinary> binarie
     }
     entry = b.entry;
     const std::string& ptx = id.ptx ? b.data : b.ptx;
+    // A PTX image runs on the GPUs its .target allows: "compute_90" must hold sm_90 PTX, and
+    // arch-specific PTX (sm_90a) must say so ("compute_90a"), or newer GPUs would fail to JIT it.
+    if (id.ptx && detail::ptx_target(ptx) != "sm_" + b.arch.substr(8)) {
+      KERNELOP_RAISE(at(ErrorKind::Spec)) << "the PTX's .target is '" << detail::ptx_target(ptx)
+                                          << "', not sm_" << b.arch.substr(8);
+    }
     auto types = detail::ptx_entry_param_types(ptx, b.entry);
     if (!types) {
       KERNELOP_RAISE(at(ErrorKind::Compile))

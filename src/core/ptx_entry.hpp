@@ -28,6 +28,9 @@ void check_entry_params(const OpPlan& plan, const std::vector<std::string>& type
 void check_declared_dtypes(const OpPlan& plan, const std::function<ErrorStream(ErrorKind)>& fail,
                            std::string_view from);
 
+/// The PTX's `.target` ("sm_90a"), or "" when it has none.
+std::string ptx_target(std::string_view ptx);
+
 /// Whether parameter `param` can receive a scratch buffer the launch allocates: a 64-bit extra the
 /// spec declares as the constant 0 (Triton's trailing scratch pointers), and `align` a power of
 /// two from 1 to 4096.

@@ -133,6 +133,14 @@ void check_declared_dtypes(const OpPlan& plan,
   }
 }
 
+std::string ptx_target(std::string_view ptx) {
+  std::size_t at = ptx.find(".target ");
+  if (at == std::string_view::npos) return "";
+  std::size_t begin = at + 8;
+  std::size_t end = ptx.find_first_of(" ,\n\r", begin);
+  return std::string(ptx.substr(begin, (end == std::string_view::npos ? ptx.size() : end) - begin));
+}
+
 bool scratch_param_ok(const OpPlan& plan, int param, int align) {
   if (param < 0 || static_cast<std::size_t>(param) >= plan.args.size() || align < 1 ||
       align > 4096 || (align & (align - 1)) != 0)
@@ -155,12 +163,8 @@ CompiledImage image_from_ptx(OpPlan plan, std::string ptx, const std::string& en
     KERNELOP_RAISE(fail(ErrorKind::Spec))
         << "PTX holds one instantiation; type_params are not supported";
   }
-  // .version / .target
-  std::size_t target_at = ptx.find(".target ");
-  if (target_at == std::string::npos)
-    KERNELOP_RAISE(fail(ErrorKind::Spec)) << "the PTX has no .target line";
-  std::string target =
-      ptx.substr(target_at + 8, ptx.find_first_of(" ,\n\r", target_at + 8) - target_at - 8);
+  std::string target = detail::ptx_target(ptx);
+  if (target.empty()) KERNELOP_RAISE(fail(ErrorKind::Spec)) << "the PTX has no .target line";
   if (target.rfind("sm_", 0) != 0)
     KERNELOP_RAISE(fail(ErrorKind::Spec)) << ".target is '" << target << "'";
   auto types = detail::ptx_entry_param_types(ptx, entry);

@@ -34,9 +34,16 @@ void KernelOp::State::launch_packed(int device, int inst, const std::array<std::
   const DeviceModule::Scratch& scratch = m.scratch[instance];
   CUdeviceptr scratch_ptr = 0;
   if (scratch.bytes > 0) {
+    // grid is within CUDA's limits (< 2^63 blocks); the product with the bytes per block is
+    // checked.
     auto blocks = static_cast<std::uint64_t>(grid[0] * grid[1] * grid[2]);
-    std::uint64_t bytes = blocks * static_cast<std::uint64_t>(scratch.bytes) +
-                          static_cast<std::uint64_t>(scratch.align);
+    std::uint64_t bytes = 0;
+    if (__builtin_mul_overflow(blocks, static_cast<std::uint64_t>(scratch.bytes), &bytes) ||
+        __builtin_add_overflow(bytes, static_cast<std::uint64_t>(scratch.align), &bytes)) {
+      KERNELOP_RAISE(s.error(ErrorKind::Launch))
+          << "scratch memory of " << scratch.bytes << " bytes per block x " << blocks
+          << " blocks does not fit 64 bits";
+    }
     CUresult a = d.cuMemAllocAsync(&scratch_ptr, bytes, static_cast<CUstream>(stream));
     if (a != CUDA_SUCCESS) {
       KERNELOP_RAISE(s.error(ErrorKind::Launch))
@@ -52,7 +59,13 @@ void KernelOp::State::launch_packed(int device, int inst, const std::array<std::
                                 static_cast<unsigned>(block[0]), static_cast<unsigned>(block[1]),
                                 static_cast<unsigned>(block[2]), static_cast<unsigned>(smem),
                                 static_cast<CUstream>(stream), params, nullptr);
-  if (scratch_ptr) d.cuMemFreeAsync(scratch_ptr, static_cast<CUstream>(stream));
+  CUresult freed =
+      scratch_ptr ? d.cuMemFreeAsync(scratch_ptr, static_cast<CUstream>(stream)) : CUDA_SUCCESS;
+  if (r == CUDA_SUCCESS && freed != CUDA_SUCCESS) {
+    KERNELOP_RAISE(s.error(ErrorKind::Launch))
+        << "cuMemFreeAsync of the launch's scratch memory failed: "
+        << detail::cuda_error_text(freed);
+  }
   if (r != CUDA_SUCCESS) {
     KERNELOP_RAISE(s.error(ErrorKind::Launch))
         << "cuLaunchKernel(kernel=\"" << s.image.lowered_names[instance] << "\", grid=[" << grid[0]
@@ -65,6 +78,16 @@ void KernelOp::launch_raw(const LaunchDims& dims, std::span<const RawArg> args, 
                           int device) const {
   State& s = *state_;
   const OpPlan& p = s.plan();
+  // A raw launch names no config and cannot evaluate configs' requires (they read the call's
+  // sizes and pointers, which a raw launch does not declare): refused rather than run unchecked.
+  for (std::size_t c = 0; c < p.configs.size(); ++c) {
+    if (!p.configs[c].requirements.empty()) {
+      KERNELOP_RAISE(s.error(ErrorKind::Launch))
+          << "its tactics have requirements (tactic " << c << ": '"
+          << p.configs[c].requirements[0].text
+          << "'), which a raw launch cannot check; launch it with its declared arguments";
+    }
+  }
   if (args.size() != p.args.size()) {
     std::string params;
     for (std::size_t i = 0; i < p.args.size(); ++i) {

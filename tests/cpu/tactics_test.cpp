@@ -286,6 +286,15 @@ TEST(TacticsRuntime, ChoiceErrorsComeBeforeTheDriver) {
   expect_error([&] { op.tactic_text(-1); }, ErrorKind::Spec, "tactic -1 does not exist");
   EXPECT_EQ(op.last_tactic(), -1);
   EXPECT_EQ(op.tuning_stats().timed_runs, 0u);
+  // A raw launch names no config, so it could not check their requires: refused.
+  std::vector<RawArg> raw = {RawArg::of_scalar(ScalarArg::of_int(1))};
+  expect_error(
+      [&] {
+        op.launch_raw({{1, 1, 1}, {128, 1, 1}, 0}, raw, nullptr);
+      },
+      ErrorKind::Launch,
+      "its tactics have requirements (tactic 0: 'numel(x) % 4 == 0'), which a raw launch "
+      "cannot check");
 
   // One config: nothing to choose, but its requires still guard every launch.
   KernelOp single(compile(

@@ -111,6 +111,15 @@ class OverrideRegistration(unittest.TestCase):
         self.assertFalse(ko.kernel("kop_ov::repeat2_by_rank").declarative)
         self.assertEqual(op(torch.empty(3, 5, device="meta")).shape, (3, 10))
 
+        # An output whose dtype is its own (float32 from any input dtype) is declared so, not copied from x.
+        up = ko.cuda_kernel_op("kop_ov::up", ko.KernelSpec(
+            kernel_source='#include <cuda_fp16.h>\nextern "C" __global__ void up(const __half* x, int n, float* y) '
+                          '{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = __half2float(x[i]); }',
+            kernel_name="up", inputs=[ko.InputDecl("x")], extras=[ko.Numel("x")], geometry=ko.Elementwise()),
+            meta_fn=lambda x: x.new_empty(x.shape, dtype=torch.float32), archs=ARCHS)
+        self.assertTrue(ko.kernel("kop_ov::up").declarative)
+        self.assertEqual(up(torch.empty(3, dtype=torch.float16, device="meta")).dtype, torch.float32)
+
         def data_dependent(x: torch.Tensor) -> torch.Tensor:
             return x.new_empty(x.shape[0], int(x.sum().item()))
         with self.assertWarnsRegex(UserWarning, "meta_fn stays a Python fake kernel .*raised"):

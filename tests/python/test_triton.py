@@ -66,6 +66,40 @@ def desc_scale_launch(x: torch.Tensor) -> torch.Tensor:
     return y
 
 
+@triton.jit
+def negate_scale(X, Y, n, neg, scale, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(X + offs, mask=offs < n)
+    tl.store(Y + offs, tl.where(neg, -x, x) * scale, mask=offs < n)
+
+
+def negate_scale_launch(x: torch.Tensor, neg: bool, scale: float = 1.5) -> torch.Tensor:
+    y = torch.empty_like(x)
+    negate_scale[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), neg, scale, BLOCK=256)
+    return y
+
+
+@triton.jit
+def strided_offset(X, Y, s, n, C, BLOCK: tl.constexpr, FLAG: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    v = tl.load(X + offs * s, mask=m) + C
+    if FLAG:
+        v = -v
+    tl.store(Y + offs, v, mask=m)
+
+
+def strided_offset_launch(x: torch.Tensor) -> torch.Tensor:
+    y = torch.empty_like(x)
+    strided_offset[lambda m: (triton.cdiv(x.numel(), m["BLOCK"]),)](x, y, x.stride(1), x.numel(), 64, BLOCK=128,
+                                                                     FLAG=False)
+    return y
+
+
+def meta_tensor(*shape):
+    return torch.empty(*shape, device="meta")
+
+
 def record(launch, configs=None, **kw):
     return ko.record_plugin(ko.triton(launch, configs=configs or [{"BLOCK": 128}]), op_name="kop_tt_t::t", **kw)
 
@@ -123,6 +157,95 @@ class Recording(unittest.TestCase):
         self.assertEqual([(c["BLOCK_SIZE"], c["num_warps"]) for c in sm["configs"][::3]], [(256, 2), (1024, 4),
                                                                                           (4096, 8)])
 
+    def test_bool_and_float_scalars_are_passed_as_they_are(self):
+        r = ko.record_plugin(ko.triton(negate_scale_launch), op_name="kop_tt_rec::negate_scale")
+        self.assertEqual(r.doc["inputs"][1:], [{"name": "neg", "scalar": "bool"},
+                                               {"name": "scale", "scalar": "float", "default": 1.5}])
+        self.assertEqual(r.doc["params"][:5], ["x", "Y", {"expr": "numel(x)"}, "neg", "scale"])
+        r.check(["sm_90"])
+
+        def branches(x: torch.Tensor, neg: bool) -> torch.Tensor:
+            return negate_scale_launch(x if neg else x, True)
+        expect_error(self, ValueError, "launch_fn branches on bool scalar 'neg' on the host", ko.record_plugin,
+                     ko.triton(branches))
+
+    def test_specialisations_mark_the_right_parameters(self):
+        # s (a stride of 1) becomes a constexpr before n and C: Triton's marks are positions among ALL parameters.
+        r = ko.record_plugin(ko.triton(strided_offset_launch, [{"BLOCK": 128, "FLAG": False},
+                                                               {"BLOCK": 256, "FLAG": True, "num_stages": 1}]),
+                             op_name="kop_tt_rec::strided_offset")
+        self.assertEqual(r.signature["s"], "constexpr")
+        # variant 2: X, Y and n (position 3) and the constant 64 (position 4); variant 1: X, Y, 64; 0: 64 only.
+        self.assertEqual([c["divisible"] for c in r.compile_configs[:3]], [[0, 1, 3, 4], [0, 1, 4], [4]])
+        # Configs with a 1 or a bool in them (num_stages=1, FLAG=True) still give one grid expression.
+        self.assertEqual(r.doc["geometry"]["custom"]["grid"], ["cdiv(numel(x), BLOCK)"])
+
+    def test_every_condition_on_the_sizes_is_a_requirement(self):
+        def plus(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            assert y.shape[0] == x.shape[0] + 1
+            return tk.vector_add(x, x)
+        r = ko.record_plugin(ko.triton(plus, [{"BLOCK_SIZE": 128}]), op_name="kop_tt_rec::plus",
+                             example_inputs=(meta_tensor(4), meta_tensor(5)))
+        self.assertIn("dim(y, 0) == dim(x, 0) + 1", r.doc["requires"])
+
+        def head(x: torch.Tensor, n: int) -> torch.Tensor:
+            torch._check(n <= x.shape[0])
+            torch._check(n >= 0)
+            y = torch.empty_like(x)
+            copy_kernel[(triton.cdiv(x.shape[0], 128),)](x, y, n, BLOCK=128)
+            return y
+        r = record(head, example_inputs=(meta_tensor(40),))
+        self.assertIn("n <= dim(x, 0)", r.doc["requires"])
+        self.assertIn("0 <= n", r.doc["requires"])
+
+        def unmasked(x: torch.Tensor) -> torch.Tensor:
+            assert x.numel() % 128 == 0
+            y = torch.empty_like(x)
+            copy_kernel[(x.numel() // 128,)](x, y, x.numel(), BLOCK=128)
+            return y
+        r = record(unmasked, example_inputs=(meta_tensor(4, 64),))
+        self.assertIn("numel(x) % 128 == 0", r.doc["requires"])
+
+        # meta_impl's own checks count too, and are read after it ran.
+        def gather(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            z = torch.empty(y.shape[0], device=x.device)
+            copy_kernel[(triton.cdiv(y.shape[0], 128),)](y, z, y.shape[0], BLOCK=128)
+            return z
+
+        def gather_meta(x, y):
+            assert x.shape[0] == y.shape[0]
+            return x.new_empty(x.shape[0])
+        r = record(gather, meta_impl=gather_meta, example_inputs=(meta_tensor(10), meta_tensor(10)))
+        self.assertIn("dim(y, 0) == dim(x, 0)", r.doc["requires"])
+
+    def test_outputs_are_allocated_not_computed_on_the_host(self):
+        def zeros(x: torch.Tensor) -> torch.Tensor:
+            y = torch.zeros_like(x)
+            copy_kernel[(1,)](x, y, x.numel(), BLOCK=128)
+            return y
+        expect_error(self, ValueError, "output 0 is made or written on the host by aten.zero", record, zeros)
+
+        def cloned(x: torch.Tensor) -> torch.Tensor:
+            y = x.clone()
+            copy_kernel[(1,)](x, y, x.numel(), BLOCK=128)
+            return y
+        expect_error(self, ValueError, "output 0 is made or written on the host by aten.clone", record, cloned)
+
+        def writes_input(x: torch.Tensor) -> torch.Tensor:
+            x.add_(1)
+            y = torch.empty_like(x)
+            copy_kernel[(1,)](x, y, x.numel(), BLOCK=128)
+            return y
+        expect_error(self, ValueError, "launch_fn writes input 'x' on the host (aten.add_)", record, writes_input)
+
+    def test_several_specs_are_one_list_of_tactics(self):
+        r = ko.record_plugin([ko.triton(tk.vector_add, [{"BLOCK_SIZE": 256}]),
+                              ko.triton(tk.vector_add, [{"BLOCK_SIZE": 1024}])], op_name="kop_tt_rec::two_specs")
+        self.assertEqual([c["BLOCK_SIZE"] for c in r.doc["configs"]], [256] * 3 + [1024] * 3)
+        self.assertEqual(r.doc["geometry"]["custom"]["grid"], ["cdiv(numel(x), BLOCK_SIZE)"])
+        expect_error(self, ValueError, "the specs have different launch_fns", ko.record_plugin,
+                     [ko.triton(tk.vector_add), ko.triton(tk.softmax)])
+
     def test_example_inputs_give_ranks_and_dtypes(self):
         r = ko.record_plugin(ko.triton(tk.vector_add, configs=[{"BLOCK_SIZE": 512}]), op_name="kop_tt_rec::add3",
                              example_inputs=(torch.empty(2, 3, 4, dtype=torch.float16, device="meta"),
@@ -153,9 +276,13 @@ class Recording(unittest.TestCase):
         a = ko.record_plugin(ko.triton(tk.vector_add, configs=tk.VECTOR_ADD_CONFIGS))
         b = ko.record_plugin(ko.triton(tk.vector_add, configs=tk.VECTOR_ADD_CONFIGS))
         c = ko.record_plugin(ko.triton(tk.vector_add, configs=tk.VECTOR_ADD_CONFIGS[:1]))
+        half = ko.record_plugin(ko.triton(tk.vector_add, configs=tk.VECTOR_ADD_CONFIGS),
+                                example_inputs=(meta_tensor(2, 2).half(), meta_tensor(2, 2).half()))
         self.assertRegex(a.op_name, r"^kernelop_triton::add_kernel_[0-9a-f]{12}$")
         self.assertEqual(a.op_name, b.op_name)
+        self.assertEqual(a.doc["op"], a.op_name)
         self.assertNotEqual(a.op_name, c.op_name)
+        self.assertNotEqual(a.op_name, half.op_name)  # the same kernel and configs for another dtype
 
 
 class Refusals(unittest.TestCase):
@@ -217,6 +344,15 @@ class Refusals(unittest.TestCase):
         def unannotated(x):
             return x
         expect_error(self, TypeError, "parameter 'x' has type hint", record, unannotated)
+
+        def keyword_only(x: torch.Tensor, *, alpha: float = 1.0) -> torch.Tensor:
+            return x
+        expect_error(self, TypeError, "launch_fn takes keyword-only alpha", record, keyword_only)
+
+        def bad_default(x: torch.Tensor, alpha: float = None) -> torch.Tensor:
+            return x
+        expect_error(self, TypeError, "float parameter 'alpha' has the default None; expected a float", record,
+                     bad_default)
 
         autotuned = triton.autotune(configs=[triton.Config({"BLOCK": 128})], key=["n"])(copy_kernel)
 
@@ -473,6 +609,13 @@ class Cuda(unittest.TestCase):
         g.replay()
         torch.cuda.synchronize()
         torch.testing.assert_close(out, x + y)
+
+    def test_bool_scalars(self):
+        op = ko.custom_plugin(ko.triton(negate_scale_launch), op_name="kop_tt::negate_scale")
+        x = torch.randn(37, 1001, device="cuda")
+        for neg in (False, True):
+            torch.testing.assert_close(op(x, neg), negate_scale_launch(x, neg))
+            torch.testing.assert_close(op(x, neg, 0.25), (-x if neg else x) * 0.25)
 
     def test_global_scratch_kernels_match_tritons_launch(self):
         op = ko.custom_plugin(ko.triton(desc_scale_launch, [{"BM": 32, "BN": 32}, {"BM": 64, "BN": 64}]),
