@@ -303,11 +303,11 @@ def _record(spec: TritonSpec, meta_impl: Optional[Callable], op_name: Optional[s
 
     # The launch's arguments, bound to the kernel's parameters.
     options = {k: launch.kwargs.pop(k) for k in list(launch.kwargs) if k in _OPTIONS}
-    for k in list(launch.kwargs):
-        if k in ("num_ctas",) and launch.kwargs[k] == 1:
-            launch.kwargs.pop(k)
-    param_names = list(kernel.arg_names)
-    unknown = [k for k in launch.kwargs if k not in param_names]
+    if launch.kwargs.get("num_ctas") == 1:
+        launch.kwargs.pop("num_ctas")
+    # Triton's attrs are keyed by the parameter's position among ALL the kernel's parameters (constexprs too).
+    position = {name: i for i, name in enumerate(kernel.arg_names)}
+    unknown = [k for k in launch.kwargs if k not in position]
     if unknown:
         raise ValueError(f"{where}: the launch at {launch.where} passes {', '.join(unknown)}, which kernelop does "
                          f"not record (known options: {', '.join(_OPTIONS)}; num_ctas must be 1)")
@@ -323,8 +323,6 @@ def _record(spec: TritonSpec, meta_impl: Optional[Callable], op_name: Optional[s
     signature: Dict[str, str] = {}
     constexprs: Dict[str, Any] = {}
     pointers: List[str] = []  # tensor names passed as pointers, for the alignment requirements
-    # Triton's attrs are keyed by the parameter's position among ALL the kernel's parameters (constexprs too).
-    position = {name: i for i, name in enumerate(kernel.arg_names)}
     int_args: List[Tuple[int, str]] = []  # (position, expression) of ints whose value is not known here
     static_divisible: List[int] = []  # positions of constant ints divisible by 16
     for p in kernel.params:
@@ -398,7 +396,7 @@ def _record(spec: TritonSpec, meta_impl: Optional[Callable], op_name: Optional[s
             raise ValueError(f"{where}: configs[{i}] sets {', '.join(bad)}, which {fname} has no constexpr "
                              f"of (its constexprs: {', '.join(sorted(constexpr)) or 'none'}; options: "
                              f"{', '.join(_OPTIONS)})")
-    tuned = sorted({k for c in user_configs for k in c if k in constexpr}, key=param_names.index)
+    tuned = sorted({k for c in user_configs for k in c if k in constexpr}, key=position.get)
     for c_i, c in enumerate(user_configs):
         missing = [k for k in tuned if k not in c and constexprs.get(k) is None]
         if missing:
