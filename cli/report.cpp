@@ -97,11 +97,27 @@ void print_plan(std::ostream& out, const OpPlan& plan) {
     if (t.strided) out << "  strided   " << t.name << " (passed as it is, with its strides)\n";
   }
   out << "  arguments";
-  for (std::size_t i = 0; i < plan.args.size(); ++i) {
-    const ArgSlot& a = plan.args[i];
-    std::string decl = plan.c_type(a) + " " + a.name;
-    out << (i ? "           " : "") << " " << std::setw(2) << i << "  " << std::left
-        << std::setw(28) << decl << std::right << " " << arg_kind(a.kind) << "\n";
+  std::vector<KernelParam> params = plan.kernel_params();
+  for (std::size_t k = 0, i = 0; k < params.size(); ++k) {
+    const KernelParam& param = params[k];
+    if (param.is_struct) {
+      out << (i ? "           " : "") << " " << std::setw(2) << k << "  struct of " << param.size
+          << " bytes, aligned to " << param.align << ":\n";
+    }
+    for (int f = 0; f < param.count; ++f, ++i) {
+      const ArgSlot& a = plan.args[i];
+      std::string decl = plan.c_type(a) + " " + a.name;
+      if (param.is_struct) {
+        std::size_t s = 0;
+        while (plan.structs[s].first != param.first) ++s;
+        out << "               +" << std::left << std::setw(4)
+            << plan.structs[s].offsets[static_cast<std::size_t>(f)] << std::setw(26) << decl
+            << std::right << " " << arg_kind(a.kind) << "\n";
+        continue;
+      }
+      out << (i ? "           " : "") << " " << std::setw(2) << k << "  " << std::left
+          << std::setw(28) << decl << std::right << " " << arg_kind(a.kind) << "\n";
+    }
   }
 }
 

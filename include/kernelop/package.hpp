@@ -27,9 +27,11 @@
 namespace kernelop {
 
 /// Version 2 adds what an older reader would get wrong by ignoring: images that need their own
-/// dynamic shared memory ("launch_shared") and Triton kernels. A package that uses neither is
-/// written as version 1, byte for byte what it always was; both versions are read.
-inline constexpr std::uint32_t kPackageFormatVersion = 2;
+/// dynamic shared memory ("launch_shared") and Triton kernels. Version 3 adds struct parameters
+/// and CuTe DSL kernels, which a version-2 reader would refuse only as an unknown spec field. A
+/// package is written as the oldest version that holds it (one using none of these is byte for
+/// byte what version 1 always was); every version is read.
+inline constexpr std::uint32_t kPackageFormatVersion = 3;
 
 /// kernelop's version, "0.1.0" (from CMake's project(); recorded in packages as created_by).
 std::string_view version();

@@ -77,6 +77,30 @@ struct ArgSlot {
   bool operator==(const ArgSlot&) const = default;
 };
 
+/// Bytes an argument occupies as a kernel parameter: 8 for pointers, its by-value type's size
+/// otherwise.
+int arg_size(const ArgSlot& arg);
+
+/// Consecutive arguments the kernel takes as one by-value struct parameter (ParamStruct):
+/// args[first, first + offsets.size()) at these byte offsets within `size` bytes aligned to
+/// `align`, laid out as a C compiler would.
+struct StructParam {
+  int first = 0;
+  std::vector<int> offsets;
+  int size = 0;
+  int align = 1;
+  bool operator==(const StructParam&) const = default;
+};
+
+/// One parameter of the kernel: an argument, or a struct of `count` consecutive arguments.
+struct KernelParam {
+  int first = 0;  ///< index in OpPlan::args
+  int count = 1;
+  int size = 0;  ///< bytes
+  int align = 1;
+  bool is_struct = false;
+};
+
 /// An input of the op's signature: a tensor (index into OpPlan::tensors) or a scalar (index
 /// into OpPlan::scalars).
 struct DeclaredInput {
@@ -144,6 +168,8 @@ struct OpPlan {
   std::vector<DeclaredInput> input_order;
   std::vector<OutputPlan> outputs;
   std::vector<ArgSlot> args;
+  /// Arguments the kernel takes packed into struct parameters, in argument order (usually none).
+  std::vector<StructParam> structs;
   std::optional<LaunchGeometry> geometry;  ///< absent only when a caller supplies the launch
   /// The convention is incomplete (no inputs, or no outputs with an eager_fn: the caller's
   /// functions supply everything): `args` are adopted from the kernel's own parameters when it
@@ -177,6 +203,8 @@ struct OpPlan {
   /// a pointer with its own tensor slot or a value, as an argument of raw launches.
   void adopt_pointer_param(bool is_const, std::optional<DTypeDecl> element);
   void adopt_value_param(ScalarType type);
+  /// The kernel's parameters in order: `args`, each struct's fields counted as one.
+  std::vector<KernelParam> kernel_params() const;
   /// Instances per config: the number of dtype combinations.
   int dtype_combinations() const {
     return static_cast<int>(instances.size() / (configs.empty() ? 1 : configs.size()));

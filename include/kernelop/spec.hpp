@@ -151,8 +151,19 @@ struct ParamName {
   std::string name;
   bool operator==(const ParamName&) const = default;
 };
-/// One kernel parameter in the kernel's own order: a named input or output, or an extra value.
-using Param = std::variant<ParamName, Extra>;
+/// A field of a struct parameter: a named input or output, or an extra value.
+using ParamField = std::variant<ParamName, Extra>;
+/// One by-value struct parameter (kernelop addition): a CuTe DSL kernel takes each tensor so, its
+/// pointer followed by its dynamic shape and stride values. The fields are laid out as a C
+/// compiler lays out a struct of them: each at a multiple of its size, the whole aligned to its
+/// largest field and padded to a multiple of it.
+struct ParamStruct {
+  std::vector<ParamField> fields;
+  bool operator==(const ParamStruct&) const = default;
+};
+/// One kernel parameter in the kernel's own order: a named input or output, an extra value, or a
+/// struct of those.
+using Param = std::variant<ParamName, Extra, ParamStruct>;
 
 enum class Layout : std::uint8_t { Flat, Nd };
 
@@ -225,17 +236,28 @@ struct Config {
   bool operator==(const Config&) const = default;
 };
 
-/// A kernel Triton compiled (kernelop's Python package records the launch of a @triton.jit
-/// function into this spec and compiles each config with triton.compile): kernel_source is the
-/// function's Python source, kernel_name its name, and the machine code comes with the image
-/// (image_from_binaries), never from NVRTC. Each config is its own compilation.
-struct TritonKernel {
-  std::string version;  ///< the Triton that compiled it, "3.6.0"
-  bool operator==(const TritonKernel&) const = default;
+/// A kernel another compiler made, recorded by kernelop's Python package from the launch the user
+/// wrote: Triton (a @triton.jit function, compiled per config with triton.compile) or the CuTe DSL
+/// (a @cute.jit host function launching a @cute.kernel, compiled with cute.compile).
+/// kernel_source is the Python source, kernel_name the kernel's name, and the machine code comes
+/// with the image (image_from_binaries), never from NVRTC. Each config is its own compilation.
+struct ForeignKernel {
+  enum class Compiler : std::uint8_t { Triton, CuteDsl };
+  Compiler compiler = Compiler::Triton;
+  std::string version;  ///< the compiler's version, "3.6.0"
+  /// "triton" / "cutedsl": the spec's JSON key.
+  std::string_view key() const { return compiler == Compiler::Triton ? "triton" : "cutedsl"; }
+  /// "Triton" / "CuTe DSL": for messages.
+  std::string_view display() const { return compiler == Compiler::Triton ? "Triton" : "CuTe DSL"; }
+  /// "triton.compile" / "cute.compile".
+  std::string_view compile_fn() const {
+    return compiler == Compiler::Triton ? "triton.compile" : "cute.compile";
+  }
+  bool operator==(const ForeignKernel&) const = default;
 };
 
 struct KernelSpec {
-  /// CUDA C++ source text (a Triton kernel's Python source when `triton` is set). When it was read
+  /// CUDA C++ source text (the Python source when `foreign` is set). When it was read
   /// from a file, `source_file` keeps that path (relative to the spec file) so the spec's JSON form
   /// can refer to it again.
   std::string kernel_source;
@@ -266,8 +288,8 @@ struct KernelSpec {
   /// The input sizes the fastest config depends on, each bucketed to a power of two (absent:
   /// every dim of every tensor input).
   std::optional<std::vector<Expr>> tuning_key;
-  /// Set for a Triton kernel (see TritonKernel).
-  std::optional<TritonKernel> triton;
+  /// Set for a kernel another compiler made (see ForeignKernel); JSON "triton" or "cutedsl".
+  std::optional<ForeignKernel> foreign;
   bool operator==(const KernelSpec&) const = default;
 };
 

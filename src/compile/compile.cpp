@@ -520,11 +520,17 @@ std::vector<std::string> cuda_include_dirs() {
 }
 
 CompiledImage compile(const OpPlan& plan, const CompileOptions& options) {
-  if (plan.spec.triton) {
-    KERNELOP_FAIL(Spec) << "op " << plan.op_name << ": '" << plan.spec.kernel_name
-                        << "' is a Triton kernel: NVRTC cannot compile it; kernelop's Python "
-                           "package compiles it with triton.compile (kernelop.triton) and "
-                           "image_from_binaries takes the result";
+  if (const auto& k = plan.spec.foreign) {
+    KERNELOP_FAIL(Spec) << "op " << plan.op_name << ": '" << plan.spec.kernel_name << "' is a "
+                        << k->display() << " kernel: NVRTC cannot compile it; kernelop's Python "
+                        << "package compiles it with " << k->compile_fn() << " (kernelop."
+                        << k->key() << ") and image_from_binaries takes the result";
+  }
+  if (!plan.structs.empty()) {
+    KERNELOP_FAIL(Spec) << "op " << plan.op_name << ": parameter " << plan.structs[0].first
+                        << " is a struct of fields, which kernelop verifies only against PTX "
+                           "(a CuTe DSL kernel's); a CUDA C++ kernel compiled by NVRTC takes "
+                           "each field as its own parameter";
   }
   return Compiler(plan, options).run();
 }

@@ -56,7 +56,7 @@ std::optional<std::int64_t> constant_under(const Expr& e, const ConfigPlan& conf
 
 void check_configs_launch(const CompiledImage& image) {
   const OpPlan& plan = image.plan;
-  if (!plan.geometry || (!plan.is_tuned() && !plan.spec.triton)) return;
+  if (!plan.geometry || (!plan.is_tuned() && !plan.spec.foreign)) return;
   for (std::size_t c = 0; c < plan.configs.size(); ++c) {
     const ConfigPlan& config = plan.configs[c];
     auto fail = [&]() {

@@ -228,10 +228,13 @@ std::string write_package_bytes(const CompiledImage& image) {
                            "in the spec); this one relies on meta_fn or eager_fn";
   }
   // Version 1 unless the package holds what a version-1 reader would misread.
-  bool needs_v2 = image.plan.spec.triton.has_value();
+  const auto& foreign = image.plan.spec.foreign;
+  bool needs_v2 = foreign.has_value();
   for (const ArchImage& a : image.images)
     needs_v2 = needs_v2 || a.launch_shared != 0 || a.scratch_bytes != 0;
-  const std::uint32_t format = needs_v2 ? kPackageFormatVersion : 1;
+  bool needs_v3 = !image.plan.structs.empty() ||
+                  (foreign && foreign->compiler != ForeignKernel::Compiler::Triton);
+  const std::uint32_t format = needs_v3 ? 3 : needs_v2 ? 2 : 1;
   Json meta = Json::object();
   meta["format"] = format;
   meta["created_by"] = "kernelop " + std::string(version());

@@ -148,9 +148,10 @@ class Deriver {
         cp.text += (t ? ", " : "") + tunable.name + "=" + value_text(tunable, c.values[t]);
         if (tunable.define) defines.push_back(tunable.name + "=" + std::to_string(c.values[t]));
       }
-      // A Triton kernel's configs are each its own compilation (their values are constexprs).
-      auto it = spec_.triton ? plan_.programs.end()
-                             : std::find(plan_.programs.begin(), plan_.programs.end(), defines);
+      // A foreign (Triton, CuTe DSL) kernel's configs are each its own compilation (their values
+      // are compile-time constants).
+      auto it = spec_.foreign ? plan_.programs.end()
+                              : std::find(plan_.programs.begin(), plan_.programs.end(), defines);
       cp.program = static_cast<int>(it - plan_.programs.begin());
       if (it == plan_.programs.end()) plan_.programs.push_back(std::move(defines));
       plan_.configs.push_back(std::move(cp));
@@ -276,12 +277,25 @@ class Deriver {
     if (spec_.params) {
       for (const Param& param : *spec_.params) {
         std::visit(Overloaded{
-                       [&](const ParamName& n) {
-                         int t = plan_.tensor_slot(n.name);
-                         plan_.args.push_back(t >= 0 ? tensor_arg(t)
-                                                     : scalar_arg(plan_.scalar_slot(n.name)));
-                       },
+                       [&](const ParamName& n) { plan_.args.push_back(named_arg(n.name)); },
                        [&](const Extra& e) { plan_.args.push_back(extra_arg(e, extras++)); },
+                       [&](const ParamStruct& st) {
+                         StructParam sp;
+                         sp.first = static_cast<int>(plan_.args.size());
+                         for (const ParamField& field : st.fields) {
+                           plan_.args.push_back(std::visit(
+                               Overloaded{[&](const ParamName& n) { return named_arg(n.name); },
+                                          [&](const Extra& e) { return extra_arg(e, extras++); }},
+                               field));
+                           int size = arg_size(plan_.args.back());
+                           sp.size = (sp.size + size - 1) / size * size;
+                           sp.offsets.push_back(sp.size);
+                           sp.size += size;
+                           sp.align = std::max(sp.align, size);
+                         }
+                         sp.size = (sp.size + sp.align - 1) / sp.align * sp.align;
+                         plan_.structs.push_back(std::move(sp));
+                       },
                    },
                    param);
       }
@@ -291,6 +305,11 @@ class Deriver {
       plan_.args.push_back(is_tensor ? tensor_arg(slot) : scalar_arg(slot));
     for (const Extra& e : spec_.extras) plan_.args.push_back(extra_arg(e, extras++));
     for (const auto& out : plan_.outputs) plan_.args.push_back(tensor_arg(out.slot));
+  }
+
+  ArgSlot named_arg(const std::string& name) const {
+    int t = plan_.tensor_slot(name);
+    return t >= 0 ? tensor_arg(t) : scalar_arg(plan_.scalar_slot(name));
   }
 
   ArgSlot tensor_arg(int slot) const {

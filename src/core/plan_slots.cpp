@@ -49,6 +49,39 @@ const std::optional<DTypeDecl>& OpPlan::element(const ArgSlot& arg) const {
   return tensors[static_cast<std::size_t>(arg.index)].dtype;
 }
 
+int arg_size(const ArgSlot& arg) {
+  if (arg.is_pointer()) return 8;
+  switch (arg.value_type) {
+    case ScalarType::Float:
+    case ScalarType::Int:
+      return 4;
+    case ScalarType::Float64:
+    case ScalarType::Int64:
+      return 8;
+    case ScalarType::Bool:
+      return 1;
+  }
+  return 0;
+}
+
+std::vector<KernelParam> OpPlan::kernel_params() const {
+  std::vector<KernelParam> out;
+  std::size_t next = 0;  // the next struct
+  for (int i = 0; i < static_cast<int>(args.size());) {
+    if (next < structs.size() && structs[next].first == i) {
+      const StructParam& st = structs[next++];
+      auto count = static_cast<int>(st.offsets.size());
+      out.push_back(KernelParam{i, count, st.size, st.align, true});
+      i += count;
+      continue;
+    }
+    int size = arg_size(args[static_cast<std::size_t>(i)]);
+    out.push_back(KernelParam{i, 1, size, size, false});
+    ++i;
+  }
+  return out;
+}
+
 std::string OpPlan::c_type(const ArgSlot& arg) const {
   if (!arg.is_pointer()) return std::string(scalar_cuda_type(arg.value_type));
   std::string type = "?";

@@ -1,6 +1,8 @@
 // Images from pre-compiled PTX: find the entry, check its parameters against the plan.
 #include <functional>
 #include <sstream>
+#include <string>
+#include <utility>
 
 #include "core/ptx_entry.hpp"
 #include "core/words.hpp"
@@ -9,31 +11,36 @@
 namespace kernelop {
 namespace {
 
-// Bytes of a PTX parameter type (".u64", ".f32", ...); 0 when unknown (e.g. .align'd arrays).
-int ptx_param_bytes(std::string_view type) {
-  if (type.size() < 3 || type[0] != '.') return 0;
-  std::string_view bits = type.substr(2);
-  if (bits == "8") return 1;
-  if (bits == "16") return 2;
-  if (bits == "32") return 4;
-  if (bits == "64") return 8;
-  return 0;
-}
-
-// What the calling convention passes for an argument, in bytes.
-int arg_bytes(const ArgSlot& a) {
-  if (a.is_pointer()) return 8;
-  switch (a.value_type) {
-    case ScalarType::Float:
-    case ScalarType::Int:
-      return 4;
-    case ScalarType::Float64:
-    case ScalarType::Int64:
-      return 8;
-    case ScalarType::Bool:
-      return 1;
+// Bytes and alignment of a PTX parameter type as ptx_entry_param_types gives it: ".u64",
+// ".f32", or an array ".b8[24] .align 8" (a by-value struct); {0, 0} when unknown.
+std::pair<int, int> ptx_param_layout(std::string_view type) {
+  auto scalar_bytes = [](std::string_view t) {
+    if (t.size() < 3 || t[0] != '.') return 0;
+    std::string_view bits = t.substr(2);
+    if (bits == "8") return 1;
+    if (bits == "16") return 2;
+    if (bits == "32") return 4;
+    if (bits == "64") return 8;
+    return 0;
+  };
+  std::size_t open = type.find('[');
+  if (open == std::string_view::npos) {
+    int b = scalar_bytes(type);
+    return {b, b};
   }
-  return 0;
+  std::size_t close = type.find(']', open);
+  std::size_t align_at = type.find(".align ", close);
+  int element = scalar_bytes(type.substr(0, open));
+  long count = 0, align = 0;
+  try {
+    count = std::stol(std::string(type.substr(open + 1, close - open - 1)));
+    align = align_at == std::string_view::npos ? element
+                                               : std::stol(std::string(type.substr(align_at + 7)));
+  } catch (const std::exception&) {
+    return {0, 0};
+  }
+  if (count <= 0 || count > 4096 || align <= 0 || align > 4096) return {0, 0};
+  return {element * static_cast<int>(count), static_cast<int>(align)};
 }
 
 // No inputs were declared: the .entry's parameters become the argument list of raw launches.
@@ -86,11 +93,22 @@ std::optional<std::vector<std::string>> ptx_entry_param_types(std::string_view p
     std::istringstream list(std::string(ptx.substr(open + 1, close - open - 1)));
     for (std::string item; std::getline(list, item, ',');) {
       std::istringstream words(item);
-      std::string word, type;
+      std::string word, type, align;
+      bool align_next = false;
       while (words >> word) {
-        if (word != ".param" && word != ".ptr" && word.rfind(".align", 0) != 0 &&
-            word.rfind(".global", 0) != 0 && word[0] == '.' && type.empty())
+        if (align_next) {
+          align = word;
+          align_next = false;
+        } else if (word == ".align") {
+          align_next = true;
+        } else if (word != ".param" && word != ".ptr" && word.rfind(".global", 0) != 0 &&
+                   word[0] == '.' && type.empty()) {
           type = word;
+        } else if (!type.empty() && word[0] != '.' && word.find('[') != std::string::npos) {
+          // the parameter's name with an array size: a by-value struct, ".b8[24] .align 8"
+          type += word.substr(word.find('['));
+          if (!align.empty()) type += " .align " + align;
+        }
       }
       if (!type.empty()) types.push_back(type);
     }
@@ -100,19 +118,32 @@ std::optional<std::vector<std::string>> ptx_entry_param_types(std::string_view p
 
 void check_entry_params(const OpPlan& plan, const std::vector<std::string>& types,
                         const std::function<detail::ErrorStream(ErrorKind)>& fail) {
-  if (types.size() != plan.args.size()) {
+  std::vector<KernelParam> params = plan.kernel_params();
+  if (types.size() != params.size()) {
     KERNELOP_RAISE(fail(ErrorKind::Compile))
         << "takes " << types.size() << " parameter(s) but the calling convention passes "
-        << plan.args.size();
+        << params.size();
   }
   for (std::size_t i = 0; i < types.size(); ++i) {
-    int have = ptx_param_bytes(types[i]);
-    int want = arg_bytes(plan.args[i]);
-    if (have != want) {
+    auto [have, have_align] = ptx_param_layout(types[i]);
+    const KernelParam& k = params[i];
+    const ArgSlot& first = plan.args[static_cast<std::size_t>(k.first)];
+    if (k.is_struct) {
+      if (have != k.size || have_align != k.align) {
+        KERNELOP_RAISE(fail(ErrorKind::Compile))
+            << "parameter " << i << " is '" << types[i]
+            << "' but the calling convention passes a struct of " << k.size << " bytes aligned to "
+            << k.align << " (fields from '" << first.name << "')";
+      }
+      continue;
+    }
+    if (have != k.size || types[i].find('[') != std::string::npos) {
       KERNELOP_RAISE(fail(ErrorKind::Compile))
-          << "parameter " << i << " is " << have * 8 << "-bit but the calling convention passes '"
-          << plan.args[i].name << "' as " << plan.c_type(plan.args[i]) << " (" << want * 8
-          << "-bit)";
+          << "parameter " << i << " is "
+          << (types[i].find('[') != std::string::npos ? "'" + types[i] + "'"
+                                                      : std::to_string(have * 8) + "-bit")
+          << " but the calling convention passes '" << first.name << "' as " << plan.c_type(first)
+          << " (" << k.size * 8 << "-bit)";
     }
   }
 }

@@ -220,6 +220,15 @@ class Reader {
     return o;
   }
 
+  // A parameter or struct field: an input or output name, or an extra.
+  ParamField read_param_field(const Json& j, const std::string& path) const {
+    if (j.is_string()) return ParamName{j.get<std::string>()};
+    if (j.is_object()) return read_extra(j, path);
+    KERNELOP_RAISE(error(path)) << "expected an input or output name, an extra such as "
+                                   "{\"expr\": ...} or a {\"struct\": [...]}, found "
+                                << type_name(j);
+  }
+
   Extra read_extra(const Json& j, const std::string& path) const {
     bool int64 = false;
     if (j.is_object() && j.contains("int64")) int64 = get_bool(j["int64"], join(path, "int64"));
@@ -298,7 +307,7 @@ class Reader {
         {"op",      "kernel_name", "kernel_source", "source_file",   "inputs",      "outputs",
          "extras",  "params",      "geometry",      "include_paths", "compile_std", "arch_override",
          "defines", "fast_math",   "line_info",     "type_params",   "requires",    "tunables",
-         "configs", "tuning_key",  "triton"});
+         "configs", "tuning_key",  "triton",        "cutedsl"});
     OpDecl decl;
     decl.base_dir = base_dir;
     if (!root.contains("op"))
@@ -342,14 +351,22 @@ class Reader {
       s.params.emplace();
       for (std::size_t i = 0; i < arr.size(); ++i) {
         std::string p = index("params", i);
-        if (arr[i].is_string()) {
-          s.params->push_back(ParamName{arr[i].get<std::string>()});
-        } else if (arr[i].is_object()) {
-          s.params->push_back(read_extra(arr[i], p));
+        if (arr[i].is_object() && arr[i].contains("struct")) {
+          expect_keys(arr[i], p, {"struct"});
+          std::string sp = join(p, "struct");
+          const Json& fields = get_array(arr[i]["struct"], sp);
+          if (fields.empty()) KERNELOP_RAISE(error(sp)) << "has no fields";
+          ParamStruct st;
+          for (std::size_t f = 0; f < fields.size(); ++f)
+            st.fields.push_back(read_param_field(fields[f], index(sp, f)));
+          s.params->push_back(std::move(st));
         } else {
-          KERNELOP_RAISE(error(p)) << "expected an input or output name, or an extra such as "
-                                      "{\"expr\": ...}, found "
-                                   << type_name(arr[i]);
+          ParamField field = read_param_field(arr[i], p);
+          if (auto* name = std::get_if<ParamName>(&field)) {
+            s.params->emplace_back(std::in_place_type<ParamName>, std::move(*name));
+          } else {
+            s.params->emplace_back(std::in_place_type<Extra>, std::get<Extra>(std::move(field)));
+          }
         }
       }
     }
@@ -393,15 +410,22 @@ class Reader {
         s.configs.push_back(read_config(arr[i], index("configs", i), s.tunables));
     }
     if (root.contains("tuning_key")) s.tuning_key = get_exprs(root["tuning_key"], "tuning_key");
-    if (root.contains("triton")) {
-      const Json& t = root["triton"];
-      if (!t.is_object()) {
-        KERNELOP_RAISE(error("triton"))
-            << "expected {\"version\": \"3.6.0\"}, found " << type_name(t);
+    for (auto compiler : {ForeignKernel::Compiler::Triton, ForeignKernel::Compiler::CuteDsl}) {
+      ForeignKernel f{compiler, ""};
+      std::string key(f.key());
+      if (!root.contains(key)) continue;
+      if (s.foreign) {
+        KERNELOP_RAISE(error(key))
+            << "cannot be combined with '" << s.foreign->key() << "': a kernel has one compiler";
       }
-      expect_keys(t, "triton", {"version"});
-      if (!t.contains("version")) KERNELOP_RAISE(error("triton.version")) << "missing";
-      s.triton = TritonKernel{get_string(t["version"], "triton.version")};
+      const Json& t = root[key];
+      if (!t.is_object()) {
+        KERNELOP_RAISE(error(key)) << "expected {\"version\": \"...\"}, found " << type_name(t);
+      }
+      expect_keys(t, key, {"version"});
+      if (!t.contains("version")) KERNELOP_RAISE(error(key + ".version")) << "missing";
+      f.version = get_string(t["version"], key + ".version");
+      s.foreign = std::move(f);
     }
     return decl;
   }

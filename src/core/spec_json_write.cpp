@@ -126,8 +126,15 @@ Json write(const OpDecl& decl, const JsonWriteOptions& options) {
   if (s.params) {
     Json arr = Json::array();
     for (const Param& param : *s.params) {
-      std::visit(Overloaded{[&](const ParamName& n) { arr.push_back(n.name); },
-                            [&](const Extra& e) { arr.push_back(extra_json(e)); }},
+      auto field = Overloaded{[](const ParamName& n) { return Json(n.name); },
+                              [](const Extra& e) { return extra_json(e); }};
+      std::visit(Overloaded{[&](const ParamStruct& st) {
+                              Json fields = Json::array();
+                              for (const ParamField& f : st.fields)
+                                fields.push_back(std::visit(field, f));
+                              arr.push_back(Json{{"struct", std::move(fields)}});
+                            },
+                            [&](const auto& p) { arr.push_back(field(p)); }},
                  param);
     }
     root["params"] = std::move(arr);
@@ -222,7 +229,7 @@ Json write(const OpDecl& decl, const JsonWriteOptions& options) {
     for (const Expr& e : *s.tuning_key) arr.push_back(expr_json(e));
     root["tuning_key"] = std::move(arr);
   }
-  if (s.triton) root["triton"] = Json{{"version", s.triton->version}};
+  if (s.foreign) root[std::string(s.foreign->key())] = Json{{"version", s.foreign->version}};
   return root;
 }
 

@@ -60,9 +60,11 @@ void Validator::check_kernel() {
   if (spec_.kernel_source.find_first_not_of(" \t\r\n") == std::string::npos) {
     KERNELOP_RAISE(fail_at("kernel_source"))
         << "is empty; expected "
-        << (spec_.triton ? "the Triton kernel's Python source" : "CUDA C++ source text");
+        << (spec_.foreign
+                ? "the " + std::string(spec_.foreign->display()) + " kernel's Python source"
+                : std::string("CUDA C++ source text"));
   }
-  if (spec_.triton) check_triton();
+  if (spec_.foreign) check_foreign();
   if (!detail::is_kernel_name(spec_.kernel_name)) {
     KERNELOP_RAISE(fail_at("kernel_name"))
         << "'" << spec_.kernel_name
@@ -114,14 +116,18 @@ void Validator::check_default(const ScalarInput& s, const std::string& path,
   }
 }
 
-void Validator::check_triton() {
+void Validator::check_foreign() {
+  const ForeignKernel& k = *spec_.foreign;
+  std::string what = "a " + std::string(k.display()) + " kernel";
   auto refuse = [&](std::string_view field, std::string_view why) {
     KERNELOP_RAISE(fail_at(field)) << why;
   };
-  if (spec_.triton->version.empty())
-    refuse("triton.version", "is empty; expected Triton's version");
+  if (k.version.empty()) {
+    KERNELOP_RAISE(fail_at(std::string(k.key()) + ".version"))
+        << "is empty; expected the " << k.display() << " version";
+  }
   if (!spec_.type_params.empty()) {
-    refuse("type_params", "a Triton kernel is compiled for one dtype per tensor; declare dtypes");
+    refuse("type_params", what + " is compiled for one dtype per tensor; declare dtypes");
   }
   if (!spec_.include_paths.empty() || !spec_.defines.empty() || spec_.fast_math ||
       spec_.line_info || !spec_.arch_override.empty()) {
@@ -130,13 +136,13 @@ void Validator::check_triton() {
            : spec_.fast_math            ? "fast_math"
            : spec_.line_info            ? "line_info"
                                         : "arch_override",
-           "is an NVRTC option; a Triton kernel is compiled by triton.compile");
+           "is an NVRTC option; " + what + " is compiled by " + std::string(k.compile_fn()));
   }
   if (spec_.inputs && !spec_.params) {
-    refuse("params", "missing: a Triton kernel's parameters are listed in its own order");
+    refuse("params", "missing: " + what + "'s parameters are listed in its own order");
   }
   if (spec_.geometry && !std::holds_alternative<Custom>(*spec_.geometry)) {
-    refuse("geometry", "a Triton kernel's launch is custom: grid, block = num_warps * 32");
+    refuse("geometry", what + "'s launch is custom (grid, block, shared memory as recorded)");
   }
 }
 

@@ -76,7 +76,7 @@ void Validator::check_configs() {
     const Tunable& t = spec_.tunables[i];
     // A Triton kernel's tunables are its constexprs and compile options: each config is its own
     // compilation, so every tunable changes the machine code.
-    if (spec_.triton || t.define || used_tunables_.count(t.name) ||
+    if (spec_.foreign || t.define || used_tunables_.count(t.name) ||
         detail::find_word(args, t.name) != std::string_view::npos)
       continue;
     KERNELOP_RAISE(fail_at("tunables[" + std::to_string(i) + "]"))

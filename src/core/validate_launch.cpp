@@ -43,14 +43,12 @@ void Validator::check_params() {
            "parameters follow its own signature)";
   }
   std::set<std::string> seen;
-  for (std::size_t i = 0; i < spec_.params->size(); ++i) {
-    std::string path = "params[" + std::to_string(i) + "]";
-    const Param& param = (*spec_.params)[i];
-    if (const auto* extra = std::get_if<Extra>(&param)) {
+  auto check_field = [&](const ParamField& field, const std::string& path) {
+    if (const auto* extra = std::get_if<Extra>(&field)) {
       check_extra(*extra, path);
-      continue;
+      return;
     }
-    const std::string& name = std::get<ParamName>(param).name;
+    const std::string& name = std::get<ParamName>(field).name;
     bool known = names_.count(name) > 0 ||
                  std::find(output_names_.begin(), output_names_.end(), name) != output_names_.end();
     if (!known) {
@@ -64,6 +62,19 @@ void Validator::check_params() {
     if (!seen.insert(name).second) {
       KERNELOP_RAISE(fail_at(path)) << "'" << name << "' is passed twice";
     }
+  };
+  for (std::size_t i = 0; i < spec_.params->size(); ++i) {
+    std::string path = "params[" + std::to_string(i) + "]";
+    std::visit(Overloaded{[&](const ParamStruct& st) {
+                            if (st.fields.empty())
+                              KERNELOP_RAISE(fail_at(path + ".struct")) << "has no fields";
+                            for (std::size_t f = 0; f < st.fields.size(); ++f) {
+                              check_field(st.fields[f],
+                                          path + ".struct[" + std::to_string(f) + "]");
+                            }
+                          },
+                          [&](const auto& field) { check_field(field, path); }},
+               (*spec_.params)[i]);
   }
   for (const std::string& out : output_names_) {
     if (!seen.count(out)) {

@@ -46,7 +46,7 @@ class Validator {
   detail::ErrorStream fail_at(std::string_view path, ErrorKind kind = ErrorKind::Spec) const;
   void check_op_name();
   void check_kernel();
-  void check_triton();
+  void check_foreign();
   void check_default(const ScalarInput& s, const std::string& path,
                      const std::optional<std::string>& defaults_from);
   void check_type_params();

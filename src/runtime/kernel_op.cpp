@@ -231,7 +231,7 @@ void KernelOp::State::launch_config(Frame& f, int config, const TensorPtrs& ptrs
     }
   }
   launch_packed(device, config * p.dtype_combinations() + f.instance, grid, block, smem,
-                packed.params.data(), stream);
+                packed.kernel_params(p), stream);
 }
 
 bool cuda_available() {

@@ -17,6 +17,30 @@ const char* scalar_kind_name(ScalarArg::Kind kind) {
   return "?";
 }
 
+void** PackedArgs::kernel_params(const OpPlan& plan) {
+  if (plan.structs.empty()) return params.data();
+  auto* bytes = reinterpret_cast<unsigned char*>(struct_bytes.data());
+  std::size_t used = 0, out = 0, arg = 0;
+  for (const StructParam& st : plan.structs) {
+    // Fields are consecutive arguments; the ones before the struct move down in place.
+    for (; arg < static_cast<std::size_t>(st.first); ++arg) params[out++] = params[arg];
+    auto align = static_cast<std::size_t>(st.align);
+    used = (used + align - 1) / align * align;
+    KERNELOP_INTERNAL_CHECK(used + static_cast<std::size_t>(st.size) <= sizeof struct_bytes)
+        << "(struct parameters of " << used + static_cast<std::size_t>(st.size) << " bytes)";
+    unsigned char* base = bytes + used;
+    std::memset(base, 0, static_cast<std::size_t>(st.size));
+    for (std::size_t f = 0; f < st.offsets.size(); ++f, ++arg) {
+      std::memcpy(base + st.offsets[f], &storage[arg],
+                  static_cast<std::size_t>(arg_size(plan.args[arg])));
+    }
+    params[out++] = base;
+    used += static_cast<std::size_t>(st.size);
+  }
+  for (; arg < plan.args.size(); ++arg) params[out++] = params[arg];
+  return params.data();
+}
+
 void pack_scalar(void* slot, ScalarType type, const ScalarArg& v) {
   double real = v.kind == ScalarArg::Kind::Int ? static_cast<double>(v.i) : v.f;
   switch (type) {

@@ -59,10 +59,16 @@ using FrameEnv = SizeEnv<std::int64_t, FrameSizes>;
 struct PackedArgs {
   alignas(8) std::array<std::uint64_t, kMaxKernelArgs> storage;
   std::array<void*, kMaxKernelArgs> params;
+  /// The bytes of struct parameters (OpPlan::structs): a field takes at most 8 bytes plus 7 of
+  /// padding before it, a struct at most 7 more to its alignment, so 3 words per argument suffice.
+  alignas(8) std::array<std::uint64_t, 3 * kMaxKernelArgs> struct_bytes;
   void* slot(std::size_t i) {
     params[i] = &storage[i];
     return &storage[i];
   }
+  /// The parameter array for the kernel, once every slot is filled: the slots themselves, or
+  /// with each struct's fields copied to their offsets and the struct passed as one parameter.
+  void** kernel_params(const OpPlan& plan);
 };
 
 /// "float", "int" or "bool".

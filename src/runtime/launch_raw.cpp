@@ -88,6 +88,13 @@ void KernelOp::launch_raw(const LaunchDims& dims, std::span<const RawArg> args, 
           << "'), which a raw launch cannot check; launch it with its declared arguments";
     }
   }
+  if (!p.structs.empty()) {
+    KERNELOP_RAISE(s.error(ErrorKind::Launch))
+        << "the kernel takes struct parameters (argument " << p.structs[0].first << ", '"
+        << p.args[static_cast<std::size_t>(p.structs[0].first)].name
+        << "', begins one), which a raw launch does not pack; launch it with its declared "
+           "arguments";
+  }
   if (args.size() != p.args.size()) {
     std::string params;
     for (std::size_t i = 0; i < p.args.size(); ++i) {

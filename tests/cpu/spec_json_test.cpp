@@ -585,7 +585,7 @@ TEST(SpecJsonTest, UnknownTopLevelField) {
                      "t.json: kernel: unknown field (known fields: op, kernel_name, "
                      "kernel_source, source_file, inputs, outputs, extras, params, geometry, "
                      "include_paths, compile_std, arch_override, defines, fast_math, line_info, "
-                     "type_params, requires, tunables, configs, tuning_key, triton)");
+                     "type_params, requires, tunables, configs, tuning_key, triton, cutedsl)");
 }
 
 TEST(SpecJsonTest, RequirementsParseAndPrint) {
@@ -649,8 +649,8 @@ TEST(SpecJsonTest, UnknownNestedField) {
       Doc().set("outputs", R"([{"name": "y", "shape": {"same_as": "x", "dims": {"-1x": 1}}}])"),
       ErrorKind::Spec, "'-1x' is not an axis");
   expect_parse_error(Doc().set("params", R"(["x", 3])"), ErrorKind::Spec,
-                     "t.json: params[1]: expected an input or output name, or an extra such as "
-                     "{\"expr\": ...}, found number");
+                     "t.json: params[1]: expected an input or output name, an extra such as "
+                     "{\"expr\": ...} or a {\"struct\": [...]}, found number");
   expect_parse_error(Doc().set("params", R"(["x", {"exp": "1"}])"), ErrorKind::Spec,
                      "t.json: params[1]: expected {\"numel\": ...}");
   expect_parse_error(Doc().set("inputs", R"([{"name": "x", "strided": 1}])"), ErrorKind::Spec,
