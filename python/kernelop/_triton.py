@@ -59,24 +59,29 @@ class TritonSpec:
 def triton(launch_fn: Callable[..., Any], configs: Optional[Sequence[Mapping[str, Any]]] = None) -> TritonSpec:
     """A Triton kernel spec (the reference's ``tta.triton``): ``configs`` replace the launch's meta-parameters
     (constexprs, ``num_warps``, ``num_stages``); each is a tactic kernelop tunes between."""
+    return TritonSpec(launch_fn, check_configs("kernelop.triton", launch_fn, configs))
+
+
+def check_configs(where: str, launch_fn: Any, configs: Any) -> Tuple[Dict[str, Any], ...]:
+    """A spec's launch_fn and configs as given by the user: a callable and a list of dicts of ints or bools."""
     if not callable(launch_fn):
-        raise TypeError(f"kernelop.triton: launch_fn must be callable, got {type(launch_fn).__name__}")
+        raise TypeError(f"{where}: launch_fn must be callable, got {type(launch_fn).__name__}")
     if configs is None:
         configs = ()
     if isinstance(configs, (str, bytes, Mapping)) or not isinstance(configs, Sequence):
-        raise TypeError(f"kernelop.triton: configs must be a list of dicts such as [{{'BLOCK_SIZE': 256}}], got "
+        raise TypeError(f"{where}: configs must be a list of dicts such as [{{'BLOCK_SIZE': 256}}], got "
                         f"{type(configs).__name__}")
     out = []
     for i, c in enumerate(configs):
         if not isinstance(c, Mapping):
-            raise TypeError(f"kernelop.triton: configs[{i}] must be a dict, got {type(c).__name__}")
+            raise TypeError(f"{where}: configs[{i}] must be a dict, got {type(c).__name__}")
         for k, v in c.items():
             if not isinstance(k, str):
-                raise TypeError(f"kernelop.triton: configs[{i}] has key {k!r}; keys are meta-parameter names")
+                raise TypeError(f"{where}: configs[{i}] has key {k!r}; keys are meta-parameter names")
             if not isinstance(v, int):  # bools are ints
-                raise TypeError(f"kernelop.triton: configs[{i}][{k!r}] is {v!r}; config values are ints or bools")
+                raise TypeError(f"{where}: configs[{i}][{k!r}] is {v!r}; config values are ints or bools")
         out.append(dict(c))
-    return TritonSpec(launch_fn, tuple(out))
+    return tuple(out)
 
 
 @dataclass
@@ -160,6 +165,19 @@ def _signature_inputs(where: str, fn: Callable[..., Any]) -> List[Tuple[str, str
     return out
 
 
+def make_fakes(rec: Recorder, inputs: List[Tuple[str, str, Any]], examples: Dict[str, torch.Tensor]) -> List[Any]:
+    """launch_fn's arguments while recording: fake tensors with symbolic sizes, scalar probes."""
+    fakes: List[Any] = []
+    for name, kind, default in inputs:
+        if kind == "tensor":
+            ex = examples.get(name)
+            fakes.append(rec.add_tensor(name, ex.dtype if ex is not None else torch.float32,
+                                        tuple(ex.shape) if ex is not None else None))
+        else:
+            fakes.append(rec.add_scalar(name, kind, default))
+    return fakes
+
+
 def _examples(where: str, names: List[str], example_inputs: Any) -> Dict[str, torch.Tensor]:
     if example_inputs is None:
         return {}
@@ -182,24 +200,30 @@ def _examples(where: str, names: List[str], example_inputs: Any) -> Dict[str, to
 
 @dataclass
 class RecordedPlugin:
-    """A recorded Triton launch: the op's kernelop spec plus what triton.compile needs for each tactic."""
+    """A recorded launch (Triton's, or a CuTe DSL host function's): the op's kernelop spec plus what its compiler
+    needs for each tactic."""
 
     op_name: str
     doc: Dict[str, Any]
     fn: Any
     signature: Dict[str, str]
     constexprs: Dict[str, Any]
-    compile_configs: List[Dict[str, Any]] = field(default_factory=list)  # per tactic: constexprs, options, attrs
+    compile_configs: List[Dict[str, Any]] = field(default_factory=list)  # per tactic: what the compiler needs
     _binaries: Optional[List[BinaryTuple]] = None
+    # (recorded, archs) -> binaries, and the architectures it compiles for by default
+    compile_fn: Optional[Callable[["RecordedPlugin", List[str]], List[BinaryTuple]]] = None
+    default_archs: Tuple[str, ...] = DEFAULT_ARCHS
 
     def spec_json(self) -> str:
         """The op's kernelop spec as JSON: inspectable and diffable (docs/spec-format.md)."""
         return json.dumps(self.doc, indent=2) + "\n"
 
     def compile(self, archs: Optional[Sequence[str]] = None) -> List[BinaryTuple]:
-        """triton.compile for each tactic and architecture, through kernelop's compile cache."""
+        """Compiles each tactic for each architecture (triton.compile through kernelop's compile cache, or
+    cute.compile)."""
         if self._binaries is None or archs is not None:
-            self._binaries = _compile_all(self, list(archs) if archs is not None else list(DEFAULT_ARCHS))
+            compile_fn = self.compile_fn or _compile_all
+            self._binaries = compile_fn(self, list(archs) if archs is not None else list(self.default_archs))
         return self._binaries
 
     def check(self, archs: Optional[Sequence[str]] = None) -> None:
@@ -210,7 +234,7 @@ class RecordedPlugin:
         from ._ops import _op_object
         binaries = self.compile(archs)
         overrides = _kernelop.Overrides()
-        overrides.caller_key = "triton:" + hashlib.sha256(
+        overrides.caller_key = next(k for k in ("triton", "cutedsl") if k in self.doc) + ":" + hashlib.sha256(
             json.dumps(self.doc, sort_keys=True).encode() + b"".join(b[2] for b in binaries)).hexdigest()
         _kernelop.register_binaries(json.dumps(self.doc), binaries, overrides)
         return _op_object(self.op_name)
@@ -238,11 +262,14 @@ def record_plugin(spec_or_list: Union[TritonSpec, Sequence[TritonSpec]], meta_im
     kernelop spec. ``example_inputs`` (a tuple or dict of tensors) gives the tensors' ranks, sizes and dtypes to
     record with (default: rank 2, float32). ``op_name`` defaults to a name derived from the kernel and its configs,
     the same in every process."""
-    specs = [spec_or_list] if isinstance(spec_or_list, TritonSpec) else list(spec_or_list) \
+    from ._cutedsl import CuteDslSpec
+    kinds = (TritonSpec, CuteDslSpec)
+    specs = [spec_or_list] if isinstance(spec_or_list, kinds) else list(spec_or_list) \
         if isinstance(spec_or_list, (list, tuple)) else None
-    if not specs or not all(isinstance(s, TritonSpec) for s in specs):
-        raise TypeError("kernelop.custom_plugin: expected kernelop.triton(...) or a list of them, got "
-                        f"{type(spec_or_list).__name__}")
+    if not specs or not all(isinstance(s, kinds) for s in specs) or \
+            not all(type(s) is type(specs[0]) for s in specs):
+        raise TypeError("kernelop.custom_plugin: expected kernelop.triton(...) or kernelop.cutedsl(...), or a list "
+                        f"of one kind of them, got {type(spec_or_list).__name__}")
     if meta_impl is not None and not callable(meta_impl):
         raise TypeError(f"kernelop.custom_plugin: meta_impl must be callable, got {type(meta_impl).__name__}")
     # Several specs of one launch_fn: their configs are one list of tactics, recorded together (so the grid is
@@ -252,6 +279,11 @@ def record_plugin(spec_or_list: Union[TritonSpec, Sequence[TritonSpec]], meta_im
                          "compiles one Triton launch per op (its configs are the tactics): give one spec with all the "
                          "configs, or register one op per launch_fn")
     configs = tuple(c for s in specs for c in (s.configs or ({},)))
+    if isinstance(specs[0], CuteDslSpec):
+        from ._cutedsl import record
+        if len({s.archs for s in specs}) > 1:
+            raise ValueError(f"kernelop.custom_plugin({op_name!r}): the specs name different archs")
+        return record(CuteDslSpec(specs[0].launch_fn, configs, specs[0].archs), meta_impl, op_name, example_inputs)
     return _record(TritonSpec(specs[0].launch_fn, configs), meta_impl, op_name, example_inputs)
 
 
@@ -265,14 +297,7 @@ def _record(spec: TritonSpec, meta_impl: Optional[Callable], op_name: Optional[s
     tensor_names = [n for n, k, _ in inputs if k == "tensor"]
     examples = _examples(where, tensor_names, example_inputs)
     rec = Recorder(where)
-    fakes: List[Any] = []
-    for name, kind, default in inputs:
-        if kind == "tensor":
-            ex = examples.get(name)
-            fakes.append(rec.add_tensor(name, ex.dtype if ex is not None else torch.float32,
-                                        tuple(ex.shape) if ex is not None else None))
-        else:
-            fakes.append(rec.add_scalar(name, kind, default))
+    fakes = make_fakes(rec, inputs, examples)
 
     launches: List[_Launch] = []
     writes = _HostOps()
@@ -634,12 +659,17 @@ def _unify(where: str, rec: Recorder, launch: _Launch, bound: inspect.BoundArgum
     del rec.shape_env.guards[start:]
     if ok:
         return result
+    return select_over_configs(texts, values, names)
+
+
+def select_over_configs(texts: List[List[str]], values: List[Dict[str, Any]], names: List[str]) -> List[str]:
+    """Per axis, one expression that is config c's texts[c][axis] when the tunables have config c's values."""
     out = []
     for a in range(len(texts[0])):
         text = texts[-1][a]
         for c in range(len(values) - 2, -1, -1):
             if text != texts[c][a]:
-                cond = _conjunction([f"{k} == {values[c][k]}" for k in names])
+                cond = _conjunction([f"{k} == {int(values[c][k])}" for k in names])
                 text = f"select({cond}, {texts[c][a]}, {text})"
         out.append(canonical(text))
     return out

@@ -1,7 +1,10 @@
 // The Python extension: registers kernel specs (JSON, produced by kernelop/_spec.py) and packages
 // as torch.ops through the C++ adapter; kernelop errors become ValueError / TypeError /
 // RuntimeError with the C++ message.
+#include <map>
+
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
@@ -233,6 +236,27 @@ NB_MODULE(_kernelop, m) {
   m.def(
       "canonical_expr", [](const std::string& text) { return Expr::parse(text).to_string(); },
       nb::arg("text"), "The canonical text of an expression (Note [expression text]).");
+  m.def(
+      "eval_expr",
+      [](const std::string& text, const std::map<std::string, std::int64_t>& leaves) {
+        // kernelop's one evaluator (64-bit, checked), each leaf's value given by its text.
+        Expr e = Expr::parse(text);
+        std::map<const ExprNode*, std::int64_t> values;
+        e.for_each_leaf([&](const Expr& leaf) {
+          auto it = leaves.find(leaf.to_string());
+          if (it == leaves.end()) {
+            KERNELOP_FAIL(Spec) << "eval_expr: no value for '" << leaf.to_string() << "'";
+          }
+          values[&leaf.node()] = it->second;
+        });
+        struct Env {
+          const std::map<const ExprNode*, std::int64_t>& values;
+          std::int64_t leaf(const ExprNode& n) const { return values.at(&n); }
+        };
+        return evaluate<std::int64_t>(e.node(), Env{values});
+      },
+      nb::arg("text"), nb::arg("leaves"),
+      "Evaluates an expression with the given value of each leaf (by its text), as a launch does.");
   m.def("is_registered", &torch_ops::is_registered, nb::arg("op_name"));
   nb::class_<torch_ops::Registration>(m, "Registration")
       .def_prop_ro("schema", &torch_ops::Registration::schema)

@@ -8,11 +8,15 @@
  *   c_api_test TRITON.kop triton the Triton example elementwise_scale_mul built by kernelop's
  *                                Python package without a GPU (scripts/stage-gpu): results,
  *                                the specialisation chosen, a misaligned input
+ *   c_api_test AXPY.kop cutedsl  the CuTe DSL example axpy (struct parameters, host-side tiling)
+ *                                built likewise: every tactic's results at sizes that are not
+ *                                multiples of its tile
  *
  * One line per check; exit 1 on the first failure, 0 when all pass. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <dlfcn.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -913,13 +917,93 @@ static int run_triton(const char* path) {
   return 0;
 }
 
+/* cutedsl mode: the package of the CuTe DSL example kop_cutedsl::axpy (out = alpha * x + y), whose
+ * kernel takes each tensor as a struct of its pointer and the host's tiled layout, recorded and
+ * compiled by kernelop's Python package without a GPU, run from C with no Python and no CuTe DSL.
+ */
+static int run_cutedsl(const char* path) {
+  enum { kMaxN = 37 * 1001 };
+  static const int64_t kShapes[3][2] = {{37, 1001}, {4, 64}, {1, 3}};
+  cuda_driver cu;
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  int count = 0;
+  CUdeviceptr dx = 0, dy = 0, dz = 0;
+  float* x = malloc(kMaxN * sizeof(float));
+  float* y = malloc(kMaxN * sizeof(float));
+  float* z = malloc(kMaxN * sizeof(float));
+  kop_op* op = NULL;
+  char what[160];
+
+  if (access(path, R_OK) != 0) skip("no CuTe DSL package (scripts/stage-gpu builds it)");
+  open_driver(&cu, lib, &count);
+  if (!x || !y || !z) fail(__LINE__, "malloc", "out of memory");
+  EXPECT_STATUS("kop_load_package (CuTe DSL)", kop_load_package(path, &op), KOP_OK, NULL);
+  CHECK(strcmp(kop_op_name(op), "kop_cutedsl::axpy") == 0, "the op's name");
+  CHECK(kop_op_num_tactics(op) == 2, "2 configs = 2 tactics");
+  uint32_t state = 4242u;
+  for (int i = 0; i < kMaxN; ++i) {
+    x[i] = next_value(&state);
+    y[i] = next_value(&state);
+  }
+  CU(cu.cuMemAlloc(&dx, kMaxN * sizeof(float)));
+  CU(cu.cuMemAlloc(&dy, kMaxN * sizeof(float)));
+  CU(cu.cuMemAlloc(&dz, kMaxN * sizeof(float)));
+  CU(cu.cuMemcpyHtoD(dx, x, kMaxN * sizeof(float)));
+  CU(cu.cuMemcpyHtoD(dy, y, kMaxN * sizeof(float)));
+  kop_scalar alpha = float_scalar(-1.5);
+  for (int s = 0; s < 3; ++s) {
+    for (int tactic = 0; tactic < 2; ++tactic) {
+      const int64_t* shape = kShapes[s];
+      int n = (int)(shape[0] * shape[1]);
+      kop_tensor in[2];
+      in[0] = tensor((void*)(uintptr_t)dx, KOP_FLOAT32, 2, shape);
+      in[1] = tensor((void*)(uintptr_t)dy, KOP_FLOAT32, 2, shape);
+      kop_tensor out = tensor((void*)(uintptr_t)dz, KOP_FLOAT32, 2, shape);
+      memset(z, 0xFF, kMaxN * sizeof(float));
+      CU(cu.cuMemcpyHtoD(dz, z, kMaxN * sizeof(float)));
+      EXPECT_STATUS("pin the tactic", kop_op_pin_tactic(op, tactic), KOP_OK, NULL);
+      snprintf(what, sizeof what, "launch axpy [%lld, %lld] with tactic '%s'", (long long)shape[0],
+               (long long)shape[1], kop_op_tactic_name(op, tactic));
+      EXPECT_STATUS(what, kop_op_launch(op, in, 2, &alpha, 1, &out, 1, NULL), KOP_OK, NULL);
+      CU(cu.cuCtxSynchronize());
+      CU(cu.cuMemcpyDtoH(z, dz, kMaxN * sizeof(float)));
+      for (int i = 0; i < kMaxN; ++i) {
+        float expected = -1.5f * x[i] + y[i];
+        /* the kernel may fuse the multiply-add: its error is relative to the terms, not the sum */
+        float tolerance = 1e-6f * (1.5f * fabsf(x[i]) + fabsf(y[i])) + 1e-6f;
+        float diff = z[i] - expected;
+        int in_range = i < n;
+        if (in_range ? !(diff <= tolerance && -diff <= tolerance) : !(z[i] != z[i])) {
+          char detail[160];
+          snprintf(detail, sizeof detail, "out[%d] = %.9g, expected %.9g%s", i, z[i],
+                   in_range ? expected : (double)NAN, in_range ? "" : " (past the end: untouched)");
+          fail(__LINE__, what, detail);
+        }
+      }
+      snprintf(what, sizeof what, "out == -1.5 x + y for all %d elements and nothing past them", n);
+      pass(what);
+    }
+  }
+  kop_op_destroy(op);
+  CU(cu.cuMemFree(dx));
+  CU(cu.cuMemFree(dy));
+  CU(cu.cuMemFree(dz));
+  free(x);
+  free(y);
+  free(z);
+  printf("PASSED: %d checks (cutedsl)\n", checks_passed);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc != 3 || (strcmp(argv[2], "cpu") != 0 && strcmp(argv[2], "gpu") != 0 &&
-                    strcmp(argv[2], "triton") != 0)) {
-    fprintf(stderr, "usage: %s PACKAGE.kop cpu|gpu|triton\n", argc > 0 ? argv[0] : "c_api_test");
+                    strcmp(argv[2], "triton") != 0 && strcmp(argv[2], "cutedsl") != 0)) {
+    fprintf(stderr, "usage: %s PACKAGE.kop cpu|gpu|triton|cutedsl\n",
+            argc > 0 ? argv[0] : "c_api_test");
     return 2;
   }
   if (strcmp(argv[2], "triton") == 0) return run_triton(argv[1]);
+  if (strcmp(argv[2], "cutedsl") == 0) return run_cutedsl(argv[1]);
   return strcmp(argv[2], "cpu") == 0 ? run_cpu(argv[1]) : run_gpu(argv[1]);
 }

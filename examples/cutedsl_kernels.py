@@ -1,0 +1,103 @@
+"""CuTe DSL kernels as kernelop ops (docs/cutedsl.md): each launch_fn is what a user writes to call the kernel from
+PyTorch, wrapping tensors with from_dlpack and calling one @cute.jit host function.
+
+- vector_add: c = a + b over a 2-D tensor, one thread per element; the kernel takes the tensors as they are and the
+  grid is cute.ceil_div(m * n, 256).
+- axpy: out = alpha * x + y, tiled on the host (cute.zipped_divide by (4, TILE_N), an identity tensor for the bounds
+  check): what the kernel receives is the host's layout algebra, which kernelop reads as expressions of the sizes;
+  alpha is a cutlass.Float32 and TILE_N a cutlass.Constexpr with two configs (tactics).
+
+``register(ns)`` registers both from C++ (no Python per call) and returns their torch.ops packets; run as a script it
+writes their .kop packages (``--package DIR``), which run with neither Python nor the CuTe DSL.
+"""
+
+import torch
+import cutlass
+import cutlass.cute as cute
+from cutlass.cute.runtime import from_dlpack
+
+import kernelop as ko
+
+
+@cute.kernel
+def vector_add_kernel(gA: cute.Tensor, gB: cute.Tensor, gC: cute.Tensor):
+    tidx, _, _ = cute.arch.thread_idx()
+    bidx, _, _ = cute.arch.block_idx()
+    bdim, _, _ = cute.arch.block_dim()
+    i = bidx * bdim + tidx
+    m, n = gA.shape
+    row = i // n
+    col = i % n
+    if row < m:
+        gC[row, col] = gA[row, col] + gB[row, col]
+
+
+@cute.jit
+def vector_add_host(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor):
+    threads = 256
+    m, n = mA.shape
+    vector_add_kernel(mA, mB, mC).launch(grid=(cute.ceil_div(m * n, threads), 1, 1), block=(threads, 1, 1))
+
+
+def vector_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    c = torch.empty_like(a)
+    vector_add_host(from_dlpack(a), from_dlpack(b), from_dlpack(c))
+    return c
+
+
+@cute.kernel
+def axpy_kernel(gX: cute.Tensor, gY: cute.Tensor, gOut: cute.Tensor, cX: cute.Tensor, shape: cute.Shape,
+                alpha: cutlass.Float32):
+    tidx, _, _ = cute.arch.thread_idx()
+    bidx, _, _ = cute.arch.block_idx()
+    tile = (None, bidx)  # this block's tile; one element per thread
+    x, y, out, coord = gX[tile], gY[tile], gOut[tile], cX[tile]
+    if cute.elem_less(coord[tidx], shape):
+        out[tidx] = alpha * x[tidx] + y[tidx]
+
+
+@cute.jit
+def axpy_host(mX: cute.Tensor, mY: cute.Tensor, mOut: cute.Tensor, alpha: cutlass.Float32,
+              TILE_N: cutlass.Constexpr = 64):
+    tiler = (4, TILE_N)
+    gX = cute.zipped_divide(mX, tiler)  # ((4, TILE_N), (tiles along m, tiles along n))
+    gY = cute.zipped_divide(mY, tiler)
+    gOut = cute.zipped_divide(mOut, tiler)
+    cX = cute.zipped_divide(cute.make_identity_tensor(mX.shape), tiler)
+    axpy_kernel(gX, gY, gOut, cX, mX.shape, alpha).launch(grid=[cute.size(gX, mode=[1]), 1, 1],
+                                                          block=[cute.size(tiler), 1, 1])
+
+
+def axpy(x: torch.Tensor, y: torch.Tensor, alpha: float) -> torch.Tensor:
+    out = torch.empty_like(x)
+    axpy_host(from_dlpack(x), from_dlpack(y), from_dlpack(out), alpha)
+    return out
+
+
+AXPY_CONFIGS = [{"TILE_N": 32}, {"TILE_N": 64}]
+
+
+def recorded(ns):
+    """The ops recorded (not yet registered): name -> kernelop.RecordedPlugin."""
+    return {
+        "vector_add": ko.record_plugin(ko.cutedsl(vector_add), op_name=f"{ns}::vector_add"),
+        "axpy": ko.record_plugin(ko.cutedsl(axpy, configs=AXPY_CONFIGS), op_name=f"{ns}::axpy"),
+    }
+
+
+def register(ns="kop_cutedsl", archs=None):
+    """Registers the ops; returns name -> torch.ops packet."""
+    return {name: r.register(archs) for name, r in recorded(ns).items()}
+
+
+if __name__ == "__main__":
+    import argparse
+    import os
+
+    parser = argparse.ArgumentParser(description="Writes the CuTe DSL examples' .kop packages (kop_cutedsl.NAME.kop).")
+    parser.add_argument("--package", required=True, metavar="DIR")
+    out = parser.parse_args().package
+    os.makedirs(out, exist_ok=True)
+    for name, r in recorded("kop_cutedsl").items():
+        path = r.build_package(os.path.join(out, f"kop_cutedsl.{name}.kop"))
+        print(f"op {r.op_name}: {len(r.doc.get('configs', [{}]))} tactic(s) -> {path}")

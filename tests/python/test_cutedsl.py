@@ -1,0 +1,471 @@
+"""CuTe DSL kernels as kernelop ops (kernelop.cutedsl / custom_plugin / record_plugin).
+
+CPU (needs nvidia-cutlass-dsl): the recorded spec (tensors as struct parameters of pointer, dynamic shape and strides;
+host-side layout algebra, the grid, block and scalars as expressions of the input sizes; configs as tactics), the
+lowered host function read symbolically (kernelop._llvm_host), compilation for sm_80 and sm_90a checked against the
+spec, the Meta kernel, packages loaded where the CuTe DSL cannot be imported, and every refusal message.
+GPU (needs no CuTe DSL: it runs the packages built on the CPU machine, or builds them when the DSL is there): every
+tactic of every example against PyTorch at several shapes, CUDA graphs, opcheck and torch.compile.
+"""
+
+import os
+import pathlib
+import random
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+import torch
+
+import kernelop as ko
+from kernelop import _kernelop, _llvm_host as H
+
+EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
+sys.path.insert(0, str(EXAMPLES))
+try:
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import from_dlpack
+    import cutedsl_kernels as ck
+    HAVE_CUTE = True
+except ImportError:
+    HAVE_CUTE = False
+
+CUDA = torch.cuda.is_available()
+NAMES = ("vector_add", "axpy")
+
+
+def expect_error(test, exc, needle, fn, *args, **kwargs):
+    with test.assertRaises(exc) as ctx:
+        fn(*args, **kwargs)
+    test.assertIn(needle, str(ctx.exception))
+    return str(ctx.exception)
+
+
+def run_python(code):
+    """Runs code in a fresh python3 where `import cutlass` fails; returns its stdout."""
+    prelude = "import sys\nsys.modules['cutlass'] = None  # not importable in this process\n"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    r = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)], capture_output=True, text=True,
+                       env=env, timeout=600)
+    if r.returncode != 0:
+        raise AssertionError(f"subprocess failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+    return r.stdout
+
+
+if HAVE_CUTE:
+    # Test kernels: an int scalar and a size as cutlass.Int32 arguments, and launches kernelop refuses.
+    @cute.kernel
+    def _shift_kernel(gX: cute.Tensor, gOut: cute.Tensor, k: cutlass.Int32, n: cutlass.Int32):
+        tidx, _, _ = cute.arch.thread_idx()
+        bidx, _, _ = cute.arch.block_idx()
+        i = bidx * 128 + tidx
+        if i < n:
+            gOut[i] = gX[i] + cutlass.Float32(k)
+
+    @cute.jit
+    def _shift_host(mX: cute.Tensor, mOut: cute.Tensor, k: cutlass.Int32, n: cutlass.Int32):
+        _shift_kernel(mX, mOut, k, n).launch(grid=((n + 127) // 128, 1, 1), block=(128, 1, 1))
+
+    def shift(x: torch.Tensor, k: int) -> torch.Tensor:
+        out = torch.empty_like(x)
+        _shift_host(from_dlpack(x), from_dlpack(out), k, x.numel())
+        return out
+
+    @cute.jit
+    def _twice_host(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor):
+        ck.vector_add_kernel(mA, mB, mC).launch(grid=(1, 1, 1), block=(256, 1, 1))
+        ck.vector_add_kernel(mA, mB, mC).launch(grid=(2, 1, 1), block=(256, 1, 1))
+
+    def launches_twice(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        c = torch.empty_like(a)
+        _twice_host(from_dlpack(a), from_dlpack(b), from_dlpack(c))
+        return c
+
+    @cute.jit
+    def _plain_int_host(mA: cute.Tensor, mC: cute.Tensor, n):
+        ck.vector_add_kernel(mA, mA, mC).launch(grid=(n, 1, 1), block=(256, 1, 1))
+
+
+_registered = {}
+
+
+def ops():
+    if not _registered:
+        _registered.update(ck.register("kop_cd"))
+    return _registered
+
+
+class HostArithmetic(unittest.TestCase):
+    """The host function's integer operations (C semantics: truncating division, remainder with the dividend's
+    sign) as kernelop expressions, against a direct evaluation, over a random corpus of expression trees."""
+
+    LEAVES = {"dim(x, 0)": True, "dim(x, 1)": True, "n": False}  # text -> never negative
+
+    def c_eval(self, e, env):
+        op = e[0]
+        if op == "c":
+            return e[1]
+        if op == "leaf":
+            return env[e[1]]
+        a = [self.c_eval(x, env) if isinstance(x, tuple) else x for x in e[1:]]
+        if op == "cmp":
+            p, x, y = a
+            return int({"eq": x == y, "ne": x != y, "slt": x < y, "sle": x <= y, "sgt": x > y, "sge": x >= y,
+                        "ult": x < y, "ule": x <= y, "ugt": x > y, "uge": x >= y}[p])
+        if op == "not":
+            return int(not a[0])
+        if op == "select":
+            return a[1] if a[0] else a[2]
+        x, y = a
+        if op in ("sdiv", "udiv"):
+            q = abs(x) // abs(y)
+            return q if (x >= 0) == (y > 0) else -q
+        if op in ("srem", "urem"):
+            return x - y * self.c_eval(("sdiv", ("c", x), ("c", y)), env)
+        if op == "cdiv":
+            return -(-x // y)
+        return {"add": x + y, "sub": x - y, "mul": x * y, "min": min(x, y), "max": max(x, y)}[op]
+
+    def tree(self, rng, depth):
+        if depth == 0 or rng.random() < 0.25:
+            if rng.random() < 0.3:
+                return H.const(rng.randint(-20, 300))
+            name = rng.choice(list(self.LEAVES))
+            return ("leaf", name, self.LEAVES[name])
+        kind = rng.choice(["add", "sub", "mul", "sdiv", "srem", "cmp", "select", "min", "max", "ceil", "floor"])
+        a, b = self.tree(rng, depth - 1), self.tree(rng, depth - 1)
+        if kind in ("sdiv", "srem"):
+            return H.simplify((kind, a, H.const(rng.choice([1, 2, 3, 16, 128, 256]))))
+        if kind == "cmp":
+            return H.simplify(("cmp", rng.choice(["eq", "ne", "slt", "sle", "sgt", "sge"]), a, b))
+        if kind == "select":
+            return H.simplify(("select", H.simplify(("cmp", "slt", a, b)), a, self.tree(rng, depth - 1)))
+        if kind in ("ceil", "floor"):
+            # how the DSL lowers ceil_div(a, d) and a // d: a truncating division and a correction
+            d = H.const(rng.choice([2, 4, 64, 256]))
+            q = H.simplify(("sdiv", a, d))
+            exact = H.simplify(("cmp", "ne", a, H.simplify(("mul", q, d))))
+            neg = H.simplify(("cmp", "slt", a, H.const(0)))
+            if kind == "ceil":
+                cond = H.simplify(("mul", exact, H.simplify(("not", neg))))
+                return H.simplify(("select", cond, H.simplify(("add", q, H.const(1))), q))
+            return H.simplify(("select", H.simplify(("mul", exact, neg)), H.simplify(("add", q, H.const(-1))), q))
+        return H.simplify((kind, a, b))
+
+    def test_random_trees_agree_with_c_semantics(self):
+        rng = random.Random(1234)
+        checked = 0
+        for i in range(1500):
+            e = self.tree(rng, rng.randint(1, 4))
+            try:
+                text = _kernelop.canonical_expr(H.text(e, "tree"))
+            except H.Unreadable:
+                continue  # refused (e.g. a division whose signs are unknown): never a wrong value
+            for _ in range(4):
+                env = {"dim(x, 0)": rng.randint(0, 5000), "dim(x, 1)": rng.choice([1, 7, 64, 1001]),
+                       "n": rng.randint(-3000, 3000)}
+                want = self.c_eval(e, env)
+                if abs(want) >= 2 ** 62:
+                    continue
+                try:
+                    got = _kernelop.eval_expr(text, env)
+                except (ValueError, RuntimeError) as err:  # overflow checks of the evaluator
+                    self.assertIn("overflow", str(err))
+                    continue
+                self.assertEqual(got, want, f"{e} -> {text} at {env}")
+                checked += 1
+        self.assertGreater(checked, 3000)
+
+    def test_lowered_ceil_and_floor_division_read_back_as_cdiv_and_floor(self):
+        m = ("leaf", "dim(x, 0)", True)
+        q = H.simplify(("sdiv", m, H.const(256)))
+        cond = H.simplify(("mul", H.simplify(("cmp", "ne", m, H.simplify(("mul", q, H.const(256))))),
+                           H.simplify(("not", H.simplify(("cmp", "slt", m, H.const(0)))))))
+        e = H.simplify(("select", cond, H.simplify(("add", q, H.const(1))), q))
+        self.assertEqual(_kernelop.canonical_expr(H.text(e, "grid")), "cdiv(dim(x, 0), 256)")
+        n = ("leaf", "n", False)
+        self.assertEqual(_kernelop.canonical_expr(H.text(H.simplify(("sdiv", n, H.const(4))), "x")),
+                         "select(n < 0, 0 - (0 - n) // 4, n // 4)")
+        with self.assertRaises(H.Unreadable):
+            H.text(H.simplify(("sdiv", H.const(100), n)), "x")  # C's division by a value of unknown sign
+
+    def test_llvm_types_lay_out_like_c(self):
+        t = H.parse_type("!llvm.struct<(ptr, struct<(struct<(i32, i32)>, i64)>)>")
+        self.assertEqual(H.size_align(t), (24, 8))
+        self.assertEqual([(p, o) for p, _, o in H.leaves(t)], [((0,), 0), ((1, 0, 0), 8), ((1, 0, 1), 12),
+                                                               ((1, 1), 16)])
+        self.assertEqual(H.size_align(H.parse_type("!llvm.struct<(struct<(i64, i32)>, i32)>")), (24, 8))
+        with self.assertRaises(ValueError):
+            H.parse_type("!llvm.vec<4 x f32>")
+
+
+@unittest.skipUnless(HAVE_CUTE, "nvidia-cutlass-dsl is not installed")
+class Recording(unittest.TestCase):
+    def test_a_tensor_is_a_struct_of_its_pointer_shape_and_strides(self):
+        d = ck.recorded("kop_cd_rec")["vector_add"].doc
+        self.assertEqual(d["kernel_name"], "vector_add_host")
+        self.assertEqual(d["cutedsl"]["version"], cutlass.__version__ if hasattr(cutlass, "__version__")
+                         else d["cutedsl"]["version"])
+        self.assertEqual([i["name"] for i in d["inputs"]], ["a", "b"])
+        self.assertEqual(d["outputs"], [{"name": "mC", "shape": {"same_as": "a"}, "dtype": "float32"}])
+        self.assertEqual(d["params"], [
+            {"struct": [t, {"expr": f"dim({t}, 0)"}, {"expr": f"dim({t}, 1)"},
+                        {"expr": f"stride({t}, 0)", "int64": True}]} for t in ("a", "b", "mC")])
+        self.assertEqual(d["geometry"], {"custom": {"grid": ["cdiv(dim(a, 0) * dim(a, 1), 256)", "1", "1"],
+                                                    "block": ["256", "1", "1"], "shared_mem": "0"}})
+        self.assertEqual(d["requires"], ["rank(a) == 2", "rank(b) == 2"])
+        self.assertNotIn("configs", d)
+
+    def test_host_side_layout_algebra_and_configs(self):
+        d = ck.recorded("kop_cd_rec")["axpy"].doc
+        self.assertEqual(d["tunables"], ["TILE_N"])
+        self.assertEqual(d["configs"], [{"TILE_N": 32}, {"TILE_N": 64}])
+        tiles_n = "select(TILE_N == 32, cdiv(dim(x, 1), 32), cdiv(dim(x, 1), 64))"
+        # zipped_divide by (4, TILE_N): the rest modes' sizes and strides, computed on the host, as expressions
+        self.assertEqual(d["params"][0], {"struct": ["x", {"expr": "cdiv(dim(x, 0), 4)"}, {"expr": tiles_n},
+                                                     {"expr": "stride(x, 0)", "int64": True},
+                                                     {"expr": "stride(x, 0) * 4", "int64": True}]})
+        # the identity tensor (no pointer), the shape tuple, and the float scalar as it is
+        self.assertEqual(d["params"][3:], [{"struct": [{"expr": "cdiv(dim(x, 0), 4)"}, {"expr": tiles_n}]},
+                                           {"expr": "dim(x, 0)"}, {"expr": "dim(x, 1)"}, "alpha"])
+        self.assertEqual(d["geometry"]["custom"]["block"], ["select(TILE_N == 32, 128, 256)", "1", "1"])
+        self.assertEqual(d["inputs"][2], {"name": "alpha", "scalar": "float"})
+
+    def test_int_scalars_and_sizes_as_int32_arguments(self):
+        d = ko.record_plugin(ko.cutedsl(shift), op_name="kop_cd_rec::shift").doc
+        self.assertEqual(d["params"], [{"struct": ["x", {"expr": "dim(x, 0)"}, {"expr": "dim(x, 1)"},
+                                                   {"expr": "stride(x, 0)", "int64": True}]},
+                                       {"struct": ["mOut", {"expr": "dim(mOut, 0)"}, {"expr": "dim(mOut, 1)"},
+                                                   {"expr": "stride(mOut, 0)", "int64": True}]},
+                                       {"expr": "k"}, {"expr": "numel(x)"}])
+        # the DSL's floor division, lowered to C's truncation and a correction, reads back as // for a size
+        self.assertEqual(d["geometry"]["custom"]["grid"], ["(numel(x) + 127) // 128", "1", "1"])
+        self.assertEqual(d["inputs"][1], {"name": "k", "scalar": "int"})
+
+    def test_example_dtypes_and_ranks(self):
+        r = ko.record_plugin(ko.cutedsl(ck.vector_add), op_name="kop_cd_rec::add_half",
+                             example_inputs=(torch.empty(2, 3, dtype=torch.float16),
+                                             torch.empty(2, 3, dtype=torch.float16)))
+        self.assertEqual([i["dtype"] for i in r.doc["inputs"]], ["float16", "float16"])
+        r.check(["sm_80"])
+        # the kernel unpacks two dims: traced at rank 3 the DSL's own error is named with the tactic
+        expect_error(self, RuntimeError, "cute.compile of tactic 0 for sm_80 failed", ko.record_plugin,
+                     ko.cutedsl(ck.vector_add, arch="sm_80"), op_name="kop_cd_rec::add3",
+                     example_inputs=(torch.empty(2, 3, 4), torch.empty(2, 3, 4)))
+
+    def test_the_same_launch_gets_the_same_op_name_in_every_process(self):
+        a = ko.record_plugin(ko.cutedsl(ck.vector_add)).op_name
+        b = ko.record_plugin(ko.cutedsl(ck.vector_add)).op_name
+        self.assertEqual(a, b)
+        self.assertRegex(a, r"^kernelop_cutedsl::vector_add_host_[0-9a-f]{12}$")
+
+
+@unittest.skipUnless(HAVE_CUTE, "nvidia-cutlass-dsl is not installed")
+class Refusals(unittest.TestCase):
+    def test_what_cannot_be_recorded_is_named(self):
+        def no_launch(a: torch.Tensor) -> torch.Tensor:
+            return torch.empty_like(a)
+        expect_error(self, ValueError, "launch_fn called no @cute.jit function", ko.record_plugin,
+                     ko.cutedsl(no_launch))
+
+        def two_calls(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            c = torch.empty_like(a)
+            ck.vector_add_host(from_dlpack(a), from_dlpack(b), from_dlpack(c))
+            ck.vector_add_host(from_dlpack(a), from_dlpack(b), from_dlpack(c))
+            return c
+        expect_error(self, ValueError, "launch_fn called 2 @cute.jit functions", ko.record_plugin,
+                     ko.cutedsl(two_calls))
+
+        def scratch(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            c = torch.empty_like(a)
+            tmp = torch.zeros(4, 4)
+            ck.vector_add_host(from_dlpack(a), from_dlpack(tmp), from_dlpack(c))
+            return c
+        expect_error(self, ValueError, "kernelop records inputs and returned outputs only", ko.record_plugin,
+                     ko.cutedsl(scratch))
+
+        def twice(a: torch.Tensor) -> torch.Tensor:
+            c = torch.empty_like(a)
+            ck.vector_add_host(from_dlpack(a), from_dlpack(a), from_dlpack(c))
+            return c
+        expect_error(self, ValueError, "tensor 'a' is passed to vector_add_host twice", ko.record_plugin,
+                     ko.cutedsl(twice))
+
+        def plain_int(a: torch.Tensor) -> torch.Tensor:
+            c = torch.empty_like(a)
+            _plain_int_host(from_dlpack(a), from_dlpack(c), a.shape[0])
+            return c
+        expect_error(self, ValueError, "_plain_int_host's argument 'n'", ko.record_plugin, ko.cutedsl(plain_int))
+
+        expect_error(self, ValueError, "the host function launches 2 kernels; kernelop records one launch per op",
+                     ko.record_plugin, ko.cutedsl(launches_twice))
+
+    def test_configs_must_set_constexpr_parameters(self):
+        expect_error(self, ValueError, "configs[0] sets BLOCK, which axpy_host has no cutlass.Constexpr parameter of "
+                     "(its Constexpr parameters: TILE_N)", ko.record_plugin,
+                     ko.cutedsl(ck.axpy, configs=[{"BLOCK": 3}]))
+        expect_error(self, TypeError, "configs[0]['TILE_N'] is 'x'", ko.cutedsl, ck.axpy, [{"TILE_N": "x"}])
+        expect_error(self, ValueError, "arch must be 'sm_NN' or 'sm_NNa'", ko.cutedsl, ck.axpy, None, "compute_90")
+        expect_error(self, TypeError, "expected kernelop.triton(...) or kernelop.cutedsl(...)", ko.record_plugin,
+                     [ko.cutedsl(ck.axpy), "x"])
+
+
+@unittest.skipUnless(HAVE_CUTE, "nvidia-cutlass-dsl is not installed")
+class Compilation(unittest.TestCase):
+    def test_every_tactic_for_sm_80_and_sm_90a_plus_ptx_checked_against_the_spec(self):
+        r = ck.recorded("kop_cd_cc")["axpy"]
+        binaries = r.compile()
+        self.assertEqual([(b[0], b[1]) for b in binaries],
+                         [(0, "sm_80"), (0, "compute_80"), (0, "sm_90a"), (1, "sm_80"), (1, "compute_80"),
+                          (1, "sm_90a")])
+        for b in binaries:
+            if b[1].startswith("sm_"):
+                self.assertEqual(b[2][:4], b"\x7fELF")
+                self.assertIn(f".target {b[1]}", b[3])
+        # the two tactics' kernels are different compilations
+        self.assertNotEqual(binaries[0][4], binaries[3][4])
+        r.check()  # C++: every binary's .entry against the struct parameters, sizes and alignment
+        r.check(["sm_90a"])
+
+    def test_a_bad_arch_is_named(self):
+        r = ck.recorded("kop_cd_cc")["vector_add"]
+        expect_error(self, ValueError, "an architecture is listed twice", r.compile, ["sm_90", "sm_90"])
+        expect_error(self, ValueError, "invalid for the CuTe DSL", r.compile, ["compute_90"])
+
+
+@unittest.skipUnless(HAVE_CUTE, "nvidia-cutlass-dsl is not installed")
+class Registration(unittest.TestCase):
+    def test_the_op_has_a_schema_and_a_cpp_meta_kernel(self):
+        op = ops()["axpy"]
+        self.assertEqual(str(op.default._schema), "kop_cd::axpy(Tensor x, Tensor y, float alpha) -> Tensor")
+        x = torch.empty(37, 1001, device="meta")
+        self.assertEqual(op(x, x, 2.0).shape, (37, 1001))
+        expect_error(self, RuntimeError, "rank(x) == 2", op, torch.empty(2, 3, 4, device="meta"),
+                     torch.empty(2, 3, 4, device="meta"), 1.0)
+        k = ko.kernel("kop_cd::axpy")
+        self.assertEqual(k.tactics, ["TILE_N=32", "TILE_N=64"])
+        self.assertEqual(k.parameters[:5], ["const float* x", "int cdiv(dim(x, 0), 4)",
+                                            "int select(TILE_N == 32, cdiv(dim(x, 1), 32), cdiv(dim(x, 1), 64))",
+                                            "long long stride(x, 0)", "long long stride(x, 0) * 4"])
+
+    def test_a_package_is_format_3_and_loads_where_the_cute_dsl_cannot_be_imported(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "axpy.kop")
+            ck.recorded("kop_cd_pkg")["axpy"].build_package(path)
+            with open(path, "rb") as f:
+                self.assertEqual(f.read(9)[8], 3)
+            out = run_python(f"""
+                import torch, kernelop as ko
+                op = ko.load_package({path!r})
+                print(op.default._schema)
+                print(tuple(op(torch.empty(5, 300, device="meta"), torch.empty(5, 300, device="meta"), 1.0).shape))
+                print(len(ko.kernel("kop_cd_pkg::axpy").tactics))
+            """)
+        self.assertEqual(out.split("\n")[:3], ["kop_cd_pkg::axpy(Tensor x, Tensor y, float alpha) -> Tensor",
+                                               "(5, 300)", "2"])
+
+
+def _packaged_ops():
+    """The examples' ops from the packages built on the CPU machine (KERNELOP_CPU_PACKAGES), else built here."""
+    if "pkg" in _registered:
+        return _registered["pkg"]
+    packages = os.environ.get("KERNELOP_CPU_PACKAGES")
+    if not packages or not os.path.exists(os.path.join(packages, "kop_cutedsl.axpy.kop")):
+        if not HAVE_CUTE:
+            raise unittest.SkipTest("no CPU-built CuTe DSL packages and no CuTe DSL to build them")
+        packages = tempfile.mkdtemp()
+        for name, r in ck.recorded("kop_cutedsl").items():
+            r.build_package(os.path.join(packages, f"kop_cutedsl.{name}.kop"))
+    _registered["pkg"] = {n: ko.load_package(os.path.join(packages, f"kop_cutedsl.{n}.kop")) for n in NAMES}
+    _registered["pkg_dir"] = packages
+    return _registered["pkg"]
+
+
+@unittest.skipUnless(CUDA, "no CUDA device")
+class Cuda(unittest.TestCase):
+    SHAPES = [(1, 1), (4, 64), (5, 33), (37, 1001), (256, 4096), (3, 70001)]
+
+    def each_tactic(self, op_name):
+        k = ko.kernel(op_name)
+        for t in range(len(k.tactics)):
+            k.pin_tactic(t)
+            try:
+                yield t, k.tactics[t]
+            finally:
+                k.pin_tactic(None)
+
+    def test_every_tactic_matches_pytorch(self):
+        ops_ = _packaged_ops()
+        for shape in self.SHAPES:
+            a, b = torch.randn(shape, device="cuda"), torch.randn(shape, device="cuda")
+            for t, text in self.each_tactic("kop_cutedsl::vector_add"):
+                torch.testing.assert_close(ops_["vector_add"](a, b), a + b, msg=lambda m: f"{shape} {text}: {m}")
+            for t, text in self.each_tactic("kop_cutedsl::axpy"):
+                torch.testing.assert_close(ops_["axpy"](a, b, 0.75), 0.75 * a + b,
+                                           msg=lambda m: f"{shape} {text}: {m}")
+            torch.testing.assert_close(ops_["axpy"](a, b, -2.0), -2.0 * a + b)  # tuned
+
+    def test_views_and_wrong_inputs(self):
+        ops_ = _packaged_ops()
+        x = torch.randn(64, 130, device="cuda")
+        # a non-contiguous input is made contiguous (the struct's strides are the contiguous ones)
+        v = x[:, :128]
+        torch.testing.assert_close(ops_["vector_add"](v, v), v + v)
+        expect_error(self, RuntimeError, "input 'a' has rank 1", ops_["vector_add"], x.reshape(-1), x.reshape(-1))
+        y = x[1:]  # an offset view that is contiguous: its own pointer goes in the struct
+        torch.testing.assert_close(ops_["vector_add"](y, y), y + y)
+
+    def test_cuda_graph_replay_and_compile(self):
+        ops_ = _packaged_ops()
+        axpy = ops_["axpy"]
+        x, y = torch.randn(128, 256, device="cuda"), torch.randn(128, 256, device="cuda")
+        axpy(x, y, 1.5)  # tune outside the capture
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            out = axpy(x, y, 1.5)
+        x.copy_(torch.randn_like(x))
+        g.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out, 1.5 * x + y)
+        f = torch.compile(lambda a, b: axpy(a, b, 0.5).relu(), fullgraph=True, dynamic=True)
+        for shape in ((8, 64), (33, 100), (300, 17)):
+            a, b = torch.randn(shape, device="cuda"), torch.randn(shape, device="cuda")
+            torch.testing.assert_close(f(a, b), (0.5 * a + b).relu())
+        torch.library.opcheck(axpy.default, (x, y, 0.25))
+
+    def test_packages_run_where_the_cute_dsl_cannot_be_imported(self):
+        _packaged_ops()
+        packages = _registered["pkg_dir"]
+        out = run_python(f"""
+            import os, torch, kernelop as ko
+            add = ko.load_package(os.path.join({packages!r}, "kop_cutedsl.vector_add.kop"))
+            axpy = ko.load_package(os.path.join({packages!r}, "kop_cutedsl.axpy.kop"))
+            a, b = torch.randn(77, 513, device="cuda"), torch.randn(77, 513, device="cuda")
+            err = max((add(a, b) - (a + b)).abs().max().item(), (axpy(a, b, 3.0) - (3.0 * a + b)).abs().max().item())
+            print(err, sys.modules.get("cutlass"))
+        """)
+        err, module = out.split()
+        self.assertLess(float(err), 1e-5)
+        self.assertEqual(module, "None")
+
+    @unittest.skipUnless(HAVE_CUTE, "nvidia-cutlass-dsl is not installed")
+    def test_registered_from_the_dsl_int_scalars(self):
+        op = ko.custom_plugin(ko.cutedsl(shift), op_name="kop_cd::shift")
+        for shape in ((3, 5), (100, 1000)):
+            x = torch.randn(shape, device="cuda")
+            torch.testing.assert_close(op(x, 3), x + 3)
+
+
+if __name__ == "__main__":
+    part = sys.argv.pop(1) if len(sys.argv) > 1 and sys.argv[1] in ("--cpu", "--gpu") else None
+    if part == "--gpu" and not CUDA:
+        print("SKIPPED: no CUDA device")
+        sys.exit(77)
+    classes = {"--cpu": [HostArithmetic, Recording, Refusals, Compilation, Registration], "--gpu": [Cuda]}.get(
+        part, [HostArithmetic, Recording, Refusals, Compilation, Registration, Cuda])
+    suite = unittest.TestSuite(unittest.defaultTestLoader.loadTestsFromTestCase(c) for c in classes)
+    result = unittest.TextTestRunner(verbosity=2).run(suite)
+    sys.exit(0 if result.wasSuccessful() else 1)
