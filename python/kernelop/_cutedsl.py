@@ -264,7 +264,9 @@ def record(spec: CuteDslSpec, meta_impl: Optional[Callable], op_name: Optional[s
         elif kind == "float" and isinstance(value, FloatProbe):
             dynamic.append((p, ("float", value.kernelop_name)))
         else:
-            raise ValueError(f"{where}: {what} is {value!r} (annotated {params[p].annotation!r}); kernelop passes "
+            annotation = params[p].annotation
+            hint = "unannotated" if annotation is inspect.Parameter.empty else f"annotated {annotation!r}"
+            raise ValueError(f"{where}: {what} is {value!r} ({hint}); kernelop passes "
                              "cute.Tensor arguments (from_dlpack of an input or output), float scalar inputs to "
                              "cutlass.Float32 parameters, sizes and int scalars to cutlass.Int32 parameters, and "
                              "compile-time values to cutlass.Constexpr parameters")

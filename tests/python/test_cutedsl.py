@@ -85,6 +85,21 @@ if HAVE_CUTE:
         return c
 
     @cute.jit
+    def _offset_host(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor):
+        # the kernel gets a view one row into mA: a pointer the host offsets
+        ck.vector_add_kernel(cute.domain_offset((1, 0), mA), mB, mC).launch(grid=(1, 1, 1), block=(256, 1, 1))
+
+    def offset_launch(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        c = torch.empty_like(a)
+        _offset_host(from_dlpack(a), from_dlpack(b), from_dlpack(c))
+        return c
+
+    def aligned_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        c = torch.empty_like(a)
+        ck.vector_add_host(from_dlpack(a, assumed_align=16), from_dlpack(b), from_dlpack(c))
+        return c
+
+    @cute.jit
     def _plain_int_host(mA: cute.Tensor, mC: cute.Tensor, n):
         ck.vector_add_kernel(mA, mA, mC).launch(grid=(n, 1, 1), block=(256, 1, 1))
 
@@ -256,6 +271,18 @@ class Recording(unittest.TestCase):
                      ko.cutedsl(ck.vector_add, arch="sm_80"), op_name="kop_cd_rec::add3",
                      example_inputs=(torch.empty(2, 3, 4), torch.empty(2, 3, 4)))
 
+    def test_an_assumed_alignment_is_a_requirement(self):
+        d = ko.record_plugin(ko.cutedsl(aligned_add), op_name="kop_cd_rec::aligned_add").doc
+        self.assertIn("aligned(a, 16)", d["requires"])
+        self.assertNotIn("aligned(b, 16)", d["requires"])
+
+    def test_meta_impl_gives_the_shapes_and_must_agree(self):
+        r = ko.record_plugin(ko.cutedsl(ck.vector_add), lambda a, b: torch.empty_like(a), op_name="kop_cd_rec::m")
+        self.assertEqual(r.doc["outputs"][0]["shape"], {"same_as": "a"})
+        expect_error(self, ValueError, "meta_impl says output 0 is torch.float32 [dim(a, 1), dim(a, 0)]",
+                     ko.record_plugin, ko.cutedsl(ck.vector_add), lambda a, b: a.new_empty(a.shape[1], a.shape[0]),
+                     op_name="kop_cd_rec::m2")
+
     def test_the_same_launch_gets_the_same_op_name_in_every_process(self):
         a = ko.record_plugin(ko.cutedsl(ck.vector_add)).op_name
         b = ko.record_plugin(ko.cutedsl(ck.vector_add)).op_name
@@ -298,10 +325,15 @@ class Refusals(unittest.TestCase):
             c = torch.empty_like(a)
             _plain_int_host(from_dlpack(a), from_dlpack(c), a.shape[0])
             return c
-        expect_error(self, ValueError, "_plain_int_host's argument 'n'", ko.record_plugin, ko.cutedsl(plain_int))
+        expect_error(self, ValueError, "_plain_int_host's argument 'n' is", ko.record_plugin, ko.cutedsl(plain_int))
+        expect_error(self, ValueError, "(unannotated); kernelop passes cute.Tensor arguments", ko.record_plugin,
+                     ko.cutedsl(plain_int))
 
         expect_error(self, ValueError, "the host function launches 2 kernels; kernelop records one launch per op",
                      ko.record_plugin, ko.cutedsl(launches_twice))
+        expect_error(self, ValueError, "kernel argument 0, field (0,) is a pointer that is not a tensor's own data "
+                     "pointer (an address inside tensor 'a' (the host offsets its pointer))", ko.record_plugin,
+                     ko.cutedsl(offset_launch))
 
     def test_configs_must_set_constexpr_parameters(self):
         expect_error(self, ValueError, "configs[0] sets BLOCK, which axpy_host has no cutlass.Constexpr parameter of "
