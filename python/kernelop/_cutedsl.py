@@ -28,8 +28,8 @@ import torch
 
 from . import _llvm_host as H
 from ._symbolic import FloatProbe, Recorder, Unexpressible, canonical, uses_dims
-from ._triton import (BinaryTuple, RecordedPlugin, _examples, _HostOps, _inputs_json, _output_shapes, _outputs,
-                      _record_lock, _signature_inputs, _tensor_name, check_configs, make_fakes, select_over_configs)
+from ._triton import (BinaryTuple, RecordedPlugin, _examples, _inputs_json, _output_shapes, _outputs,
+                      _signature_inputs, _tensor_name, check_configs, make_fakes, run_launch_fn, select_over_configs)
 
 DEFAULT_ARCHS = ("sm_80", "sm_90a")  # CUBIN each (sm_90a: Hopper's wgmma/TMA), plus the PTX of the oldest
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8, torch.int16, torch.int32,
@@ -169,16 +169,7 @@ def record(spec: CuteDslSpec, meta_impl: Optional[Callable], op_name: Optional[s
     fakes = make_fakes(rec, inputs, examples)
     calls: List[_Call] = []
     wrapped: Dict[int, _Wrapped] = {}
-    writes = _HostOps()
-    with _record_lock:
-        try:
-            with _intercept(calls, wrapped), rec.mode, writes:
-                result = spec.launch_fn(*fakes)
-        except Unexpressible as e:
-            raise ValueError(f"{where}: {e}") from None
-        except Exception as e:  # noqa: BLE001 - named and re-raised with what kernelop was doing
-            raise ValueError(f"{where}: launch_fn raised {type(e).__name__} while kernelop recorded it on fake "
-                             f"tensors with symbolic sizes: {e}") from e
+    result, writes = run_launch_fn(where, rec, spec.launch_fn, fakes, _intercept(calls, wrapped))
     if not calls:
         raise ValueError(f"{where}: launch_fn called no @cute.jit function (expected one call, with the tensors "
                          "wrapped by cutlass.cute.runtime.from_dlpack)")

@@ -165,6 +165,23 @@ def _signature_inputs(where: str, fn: Callable[..., Any]) -> List[Tuple[str, str
     return out
 
 
+def run_launch_fn(where: str, rec: Recorder, launch_fn: Callable[..., Any], fakes: List[Any],
+                  intercept: Any) -> Tuple[Any, "_HostOps"]:
+    """Runs launch_fn once on the fakes, under the recorder's fake mode and `intercept` (which patches the DSL's
+    launch for this thread), watching for host-side writes; errors say what kernelop was doing."""
+    writes = _HostOps()
+    with _record_lock:
+        try:
+            with intercept, rec.mode, writes:
+                result = launch_fn(*fakes)
+        except Unexpressible as e:
+            raise ValueError(f"{where}: {e}") from None
+        except Exception as e:  # noqa: BLE001 - named and re-raised with what kernelop was doing
+            raise ValueError(f"{where}: launch_fn raised {type(e).__name__} while kernelop recorded it on fake "
+                             f"tensors with symbolic sizes: {e}") from e
+    return result, writes
+
+
 def make_fakes(rec: Recorder, inputs: List[Tuple[str, str, Any]], examples: Dict[str, torch.Tensor]) -> List[Any]:
     """launch_fn's arguments while recording: fake tensors with symbolic sizes, scalar probes."""
     fakes: List[Any] = []
@@ -300,16 +317,7 @@ def _record(spec: TritonSpec, meta_impl: Optional[Callable], op_name: Optional[s
     fakes = make_fakes(rec, inputs, examples)
 
     launches: List[_Launch] = []
-    writes = _HostOps()
-    with _record_lock:
-        try:
-            with _intercept(launches), rec.mode, writes:
-                result = spec.launch_fn(*fakes)
-        except Unexpressible as e:
-            raise ValueError(f"{where}: {e}") from None
-        except Exception as e:  # noqa: BLE001 - named and re-raised with what kernelop was doing
-            raise ValueError(f"{where}: launch_fn raised {type(e).__name__} while kernelop recorded it on fake "
-                             f"tensors with symbolic sizes: {e}") from e
+    result, writes = run_launch_fn(where, rec, spec.launch_fn, fakes, _intercept(launches))
     if not launches:
         raise ValueError(f"{where}: launch_fn launched no Triton kernel (expected kernel[grid](...))")
     if len(launches) > 1:

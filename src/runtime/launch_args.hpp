@@ -61,7 +61,7 @@ struct PackedArgs {
   std::array<void*, kMaxKernelArgs> params;
   /// The bytes of struct parameters (OpPlan::structs): a field takes at most 8 bytes plus 7 of
   /// padding before it, a struct at most 7 more to its alignment, so 3 words per argument suffice.
-  alignas(8) std::array<std::uint64_t, 3 * kMaxKernelArgs> struct_bytes;
+  alignas(8) std::array<std::uint64_t, static_cast<std::size_t>(3) * kMaxKernelArgs> struct_bytes;
   void* slot(std::size_t i) {
     params[i] = &storage[i];
     return &storage[i];

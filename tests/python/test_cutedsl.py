@@ -11,15 +11,14 @@ tactic of every example against PyTorch at several shapes, CUDA graphs, opcheck 
 import os
 import pathlib
 import random
-import subprocess
 import sys
 import tempfile
-import textwrap
 import unittest
 
 import torch
 
 import kernelop as ko
+from isolated import run_python_without
 from kernelop import _kernelop, _llvm_host as H
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
@@ -46,13 +45,7 @@ def expect_error(test, exc, needle, fn, *args, **kwargs):
 
 def run_python(code):
     """Runs code in a fresh python3 where `import cutlass` fails; returns its stdout."""
-    prelude = "import sys\nsys.modules['cutlass'] = None  # not importable in this process\n"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    r = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)], capture_output=True, text=True,
-                       env=env, timeout=600)
-    if r.returncode != 0:
-        raise AssertionError(f"subprocess failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
-    return r.stdout
+    return run_python_without("cutlass", code)
 
 
 if HAVE_CUTE:

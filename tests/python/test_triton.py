@@ -10,10 +10,8 @@ packages built on the CPU machine run with no Triton in the process.
 import json
 import os
 import pathlib
-import subprocess
 import sys
 import tempfile
-import textwrap
 import unittest
 
 import torch
@@ -22,6 +20,7 @@ import triton.language as tl
 
 import kernelop as ko
 from compile_counter import counting_inductor
+from isolated import run_python_without
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 sys.path.insert(0, str(EXAMPLES))
@@ -106,13 +105,7 @@ def record(launch, configs=None, **kw):
 
 def run_python(code):
     """Runs code in a fresh python3 where `import triton` fails; returns its stdout."""
-    prelude = "import sys\nsys.modules['triton'] = None  # not importable in this process\n"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    r = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)], capture_output=True, text=True,
-                       env=env, timeout=600)
-    if r.returncode != 0:
-        raise AssertionError(f"subprocess failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
-    return r.stdout
+    return run_python_without("triton", code)
 
 
 class Recording(unittest.TestCase):
