@@ -157,6 +157,13 @@ int run_cli(int argc, char** argv) {
       OpPlan plan = derive_plan(load_op_file(path));
       std::cout << "op " << plan.op_name << "  (" << path << ")\n";
       cli::print_plan(std::cout, plan);
+      // The backward chain (Note [backward]): each an op of its own, with its derived plan.
+      while (!plan.spec.backward.empty()) {
+        OpPlan backward = derive_plan(backward_decl(plan));
+        cli::print_backward(std::cout, plan, backward);
+        cli::print_plan(std::cout, backward);
+        plan = std::move(backward);
+      }
       std::cout << "  ok\n\n";
     });
   }
@@ -242,6 +249,14 @@ int run_cli(int argc, char** argv) {
     std::cout << "op " << plan.op_name << "  (" << path << ")\n";
     cli::print_plan(std::cout, image.plan);
     cli::print_images(std::cout, image);
+    // The backward chain is compiled and its signatures verified like any kernel.
+    for (OpPlan forward = plan; !forward.spec.backward.empty();) {
+      CompiledImage backward = compile(derive_plan(backward_decl(forward)), options);
+      cli::print_backward(std::cout, forward, backward.plan);
+      cli::print_plan(std::cout, backward.plan);
+      cli::print_images(std::cout, backward);
+      forward = backward.plan;
+    }
     if (package) {
       for (const TuningTable& t : tuning) {
         if (t.op != plan.op_name) continue;

@@ -1,6 +1,8 @@
 // Plan and image reports.
 #include "report.hpp"
 
+#include "core/words.hpp"
+
 #include <iomanip>
 #include <sstream>
 
@@ -37,6 +39,40 @@ std::string arg_kind(ArgSlot::Kind kind) {
 }
 
 }  // namespace
+
+void print_backward(std::ostream& out, const OpPlan& forward, const OpPlan& backward) {
+  BackwardLink link = link_backward(forward, backward);
+  std::vector<std::string> grads, saved, incoming;
+  for (int d : link.differentiable) {
+    auto [is_tensor, slot] = forward.input_order[static_cast<std::size_t>(d)];
+    grads.push_back(forward.tensors[static_cast<std::size_t>(slot)].name);
+  }
+  auto output_name = [&](int o) {
+    return forward
+        .tensors[static_cast<std::size_t>(forward.outputs[static_cast<std::size_t>(o)].slot)]
+        .name;
+  };
+  for (const BackwardLink::Source& s : link.sources) {
+    auto i = static_cast<std::size_t>(s.index);
+    switch (s.kind) {
+      case BackwardLink::Source::Kind::ForwardInput: {
+        auto [is_tensor, slot] = forward.input_order[i];
+        saved.push_back(is_tensor ? forward.tensors[static_cast<std::size_t>(slot)].name
+                                  : forward.scalars[static_cast<std::size_t>(slot)].name);
+        break;
+      }
+      case BackwardLink::Source::Kind::ForwardOutput:
+        saved.push_back(output_name(s.index));
+        break;
+      case BackwardLink::Source::Kind::Grad:
+        incoming.push_back("grad_" + output_name(s.index));
+        break;
+    }
+  }
+  out << "  backward  op " << backward.op_name << ": gradients of " << detail::join(grads)
+      << "; saves " << (saved.empty() ? "nothing" : detail::join(saved)) << "; reads "
+      << detail::join(incoming) << "\n";
+}
 
 void print_plan(std::ostream& out, const OpPlan& plan) {
   out << "  schema    " << plan.qualified_schema() << "\n";

@@ -9,6 +9,8 @@ namespace kernelop::cli {
 
 /// Schema, symbolic output shapes and dtypes, launch geometry and the argument layout.
 void print_plan(std::ostream& out, const OpPlan& plan);
+/// "  backward  op ns::name_backward: gradients of x; saves y; reads grad_y"
+void print_backward(std::ostream& out, const OpPlan& forward, const OpPlan& backward);
 
 /// Per-architecture registers, spills, shared memory and image size; for a fresh compilation
 /// (`compiled`) also cache hit or miss and time.

@@ -217,9 +217,37 @@ struct OpPlan {
   bool is_declarative() const { return geometry && !args_from_kernel && !has_external_outputs(); }
 };
 
+/// Where each input of an op's backward comes from, and which gradient each of its outputs is
+/// (Note [backward]): what autograd saves, passes and returns.
+struct BackwardLink {
+  struct Source {
+    enum class Kind : std::uint8_t { ForwardInput, ForwardOutput, Grad };
+    Kind kind = Kind::ForwardInput;
+    int index =
+        0;  ///< ForwardInput: its input_order position; ForwardOutput, Grad: the output index
+    bool operator==(const Source&) const = default;
+  };
+  std::vector<Source> sources;      ///< per backward input, in its input_order
+  std::vector<int> differentiable;  ///< the forward's input_order positions that get gradients
+  std::vector<int> grad_of;         ///< per backward output: its index in `differentiable`
+  bool operator==(const BackwardLink&) const = default;
+};
+
+/// The declaration of `forward`'s backward op ("<op>_backward"): its spec, with the dtypes and
+/// type parameters it leaves out taken from the forward. `forward` must have a backward.
+OpDecl backward_decl(const OpPlan& forward);
+
+/// The link between a forward plan and its backward's plan (both derived, hence valid).
+BackwardLink link_backward(const OpPlan& forward, const OpPlan& backward);
+
 /// Validates the declaration (see validate.hpp) and derives its plan. Throws Error(Spec) or
 /// Error(Type) naming the field. `overrides` tells which parts the caller supplies itself.
 OpPlan derive_plan(const OpDecl& decl, const ValidateOptions& overrides = {});
+
+namespace detail {
+/// The rules of a backward (Note [backward]), including its own spec's; derive_plan calls it.
+void check_backward(const OpPlan& forward, const ValidateOptions& options);
+}  // namespace detail
 
 /// Human-readable text of a dtype declaration: "float32" or a type parameter's name.
 std::string dtype_decl_text(const DTypeDecl& dtype);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <variant>
@@ -256,6 +257,8 @@ struct ForeignKernel {
   bool operator==(const ForeignKernel&) const = default;
 };
 
+struct BackwardSpec;
+
 struct KernelSpec {
   /// CUDA C++ source text (the Python source when `foreign` is set). When it was read
   /// from a file, `source_file` keeps that path (relative to the spec file) so the spec's JSON form
@@ -290,7 +293,26 @@ struct KernelSpec {
   std::optional<std::vector<Expr>> tuning_key;
   /// Set for a kernel another compiler made (see ForeignKernel); JSON "triton" or "cutedsl".
   std::optional<ForeignKernel> foreign;
+  /// The op's backward (kernelop addition; see BackwardSpec): empty, or one element.
+  std::vector<BackwardSpec> backward;
   bool operator==(const KernelSpec&) const = default;
+};
+
+/// Note [backward]: a spec's backward is a second kernel, itself any spec, that computes the
+/// gradients of the `differentiable` tensor inputs. Its inputs are named after what they receive:
+/// a forward input (tensor or scalar), a forward output, or `grad_<output>` (the gradient flowing
+/// into that output); its outputs are `grad_<input>`, one per differentiable input. What it reads
+/// is what autograd saves; an output whose gradient it does not read is not differentiable (its
+/// result does not require grad). `from` renames: {"g": "grad_y"} makes input g receive grad_y,
+/// for a double backward that reads an input of the same name as one of its outputs. Undeclared
+/// dtypes and type parameters follow the forward's. It is registered as its own op,
+/// `<op>_backward`, and may declare its own backward (double backward).
+/// JSON: "backward": {"differentiable": [...], "from"?: {...}, ...a spec without "op"...}.
+struct BackwardSpec {
+  std::vector<std::string> differentiable;
+  std::map<std::string, std::string> from;  ///< backward input name -> what it receives
+  KernelSpec spec;
+  bool operator==(const BackwardSpec&) const = default;
 };
 
 /// A named operator: "namespace::name" plus its spec. What a JSON spec file holds.

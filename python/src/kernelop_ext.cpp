@@ -128,8 +128,10 @@ NB_MODULE(_kernelop, m) {
       [](const std::string& spec_json, const std::string& base_dir,
          const std::vector<std::string>& archs, const Overrides& o) {
         OpPlan plan = derive_plan(parse_op_json(spec_json, base_dir, "spec"), o.validate());
-        return torch_ops::register_op(KernelOp(compile(plan, options_for(archs))),
-                                      o.registration());
+        CompileOptions options = options_for(archs);
+        return torch_ops::register_with_backward(
+            KernelOp(compile(plan, options)), o.registration(),
+            [&](OpPlan backward) { return KernelOp(compile(backward, options)); });
       },
       nb::arg("spec_json"), nb::arg("base_dir"), nb::arg("archs"), nb::arg("overrides"),
       "Validates, compiles (through the cache) and registers a spec; returns the Registration.");
@@ -156,7 +158,11 @@ NB_MODULE(_kernelop, m) {
       "register_spec_file",
       [](const std::string& path, const std::vector<std::string>& archs) {
         OpPlan plan = derive_plan(load_op_file(path));
-        return torch_ops::register_op(KernelOp(compile(plan, options_for(archs)))).schema();
+        CompileOptions options = options_for(archs);
+        return torch_ops::register_with_backward(
+                   KernelOp(compile(plan, options)), {},
+                   [&](OpPlan backward) { return KernelOp(compile(backward, options)); })
+            .schema();
       },
       nb::arg("path"), nb::arg("archs"),
       "Registers the op of a JSON spec file (read as kernelop reads every file: regular files "

@@ -227,6 +227,11 @@ std::string write_package_bytes(const CompiledImage& image) {
                         << ": only declarative ops go in packages (inputs, outputs and geometry "
                            "in the spec); this one relies on meta_fn or eager_fn";
   }
+  if (!image.plan.spec.backward.empty()) {
+    KERNELOP_FAIL(Spec) << "op " << image.plan.op_name
+                        << ": its spec declares a backward, and packages do not carry backward "
+                           "kernels yet; package the op without its backward for inference";
+  }
   // Version 1 unless the package holds what a version-1 reader would misread.
   const auto& foreign = image.plan.spec.foreign;
   bool needs_v2 = foreign.has_value();

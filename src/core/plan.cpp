@@ -535,7 +535,9 @@ class Deriver {
 
 OpPlan derive_plan(const OpDecl& decl, const ValidateOptions& overrides) {
   validate(decl, overrides);
-  return Deriver(decl, overrides).run();
+  OpPlan plan = Deriver(decl, overrides).run();
+  if (!plan.spec.backward.empty()) detail::check_backward(plan, overrides);
+  return plan;
 }
 
 }  // namespace kernelop

@@ -24,7 +24,9 @@ class Reader {
   // "ORIGIN: PATH: ..." (Note [raising errors]).
   detail::ErrorStream error(const std::string& path) const {
     detail::ErrorStream e(ErrorKind::Spec);
-    e << origin_ << ": " << (path.empty() ? "" : path + ": ");
+    std::string full =
+        path.empty() ? prefix_.substr(0, prefix_.empty() ? 0 : prefix_.size() - 1) : prefix_ + path;
+    e << origin_ << ": " << (full.empty() ? "" : full + ": ");
     return e;
   }
 
@@ -32,6 +34,10 @@ class Reader {
 
   void expect_keys(const Json& obj, const std::string& path,
                    std::initializer_list<std::string_view> allowed) const {
+    expect_keys(obj, path, std::vector<std::string_view>(allowed));
+  }
+  void expect_keys(const Json& obj, const std::string& path,
+                   const std::vector<std::string_view>& allowed) const {
     if (!obj.is_object())
       KERNELOP_RAISE(error(path)) << "expected an object, found " << type_name(obj);
     for (const auto& item : obj.items()) {
@@ -117,7 +123,7 @@ class Reader {
   InputRef get_input_ref(const Json& j, const std::string& path) const {
     if (j.is_number_integer()) return get_int(j, path);
     if (j.is_string()) return j.get<std::string>();
-    KERNELOP_FAIL(Type) << origin_ << ": " << path
+    KERNELOP_FAIL(Type) << origin_ << ": " << prefix_ + path
                         << ": expected a tensor input's name or its index among the tensor "
                            "inputs, found "
                         << type_name(j);
@@ -295,25 +301,33 @@ class Reader {
       if (c.contains("shared_mem")) g.shared_mem = get_expr(c["shared_mem"], join(p, "shared_mem"));
       return g;
     }
-    KERNELOP_FAIL(Type) << origin_ << ": " << path
+    KERNELOP_FAIL(Type) << origin_ << ": " << prefix_ + path
                         << ": expected exactly one of {\"elementwise\": ...}, "
                            "{\"reduction\": ...}, {\"custom\": ...}, found "
                         << j.dump();
   }
 
   OpDecl read(const Json& root, const std::string& base_dir) const {
-    expect_keys(
-        root, "",
-        {"op",      "kernel_name", "kernel_source", "source_file",   "inputs",      "outputs",
-         "extras",  "params",      "geometry",      "include_paths", "compile_std", "arch_override",
-         "defines", "fast_math",   "line_info",     "type_params",   "requires",    "tunables",
-         "configs", "tuning_key",  "triton",        "cutedsl"});
+    expect_keys(root, "", spec_keys("op"));
     OpDecl decl;
     decl.base_dir = base_dir;
     if (!root.contains("op"))
       KERNELOP_RAISE(error("op")) << "missing; expected \"namespace::name\"";
     decl.op_name = get_string(root["op"], "op");
-    KernelSpec& s = decl.spec;
+    read_spec(root, base_dir, decl.spec);
+    return decl;
+  }
+
+  // The keys of a spec, after `first`: a file's top level has "op", a backward "differentiable".
+  static std::vector<std::string_view> spec_keys(std::string_view first) {
+    return {first,           "from",        "kernel_name",   "kernel_source", "source_file",
+            "inputs",        "outputs",     "extras",        "params",        "geometry",
+            "include_paths", "compile_std", "arch_override", "defines",       "fast_math",
+            "line_info",     "type_params", "requires",      "tunables",      "configs",
+            "tuning_key",    "triton",      "cutedsl",       "backward"};
+  }
+
+  void read_spec(const Json& root, const std::string& base_dir, KernelSpec& s) const {
     if (!root.contains("kernel_name")) KERNELOP_RAISE(error("kernel_name")) << "missing";
     s.kernel_name = get_string(root["kernel_name"], "kernel_name");
     bool inline_src = root.contains("kernel_source"), file_src = root.contains("source_file");
@@ -427,7 +441,33 @@ class Reader {
       f.version = get_string(t["version"], key + ".version");
       s.foreign = std::move(f);
     }
-    return decl;
+    if (root.contains("backward")) {
+      const Json& b = root["backward"];
+      if (!b.is_object()) {
+        KERNELOP_RAISE(error("backward"))
+            << "expected a spec with \"differentiable\": [...], found " << type_name(b);
+      }
+      Reader inner(*this);
+      inner.prefix_ = prefix_ + "backward.";
+      inner.expect_keys(b, "", spec_keys("differentiable"));
+      BackwardSpec backward;
+      if (!b.contains("differentiable")) {
+        KERNELOP_RAISE(inner.error("differentiable"))
+            << "missing; expected the names of the tensor inputs that get gradients";
+      }
+      backward.differentiable = inner.get_strings(b["differentiable"], "differentiable");
+      if (b.contains("from")) {
+        const Json& from = b["from"];
+        if (!from.is_object()) {
+          KERNELOP_RAISE(inner.error("from"))
+              << "expected {\"input\": \"what it receives\"}, found " << type_name(from);
+        }
+        for (const auto& item : from.items())
+          backward.from[item.key()] = inner.get_string(item.value(), join("from", item.key()));
+      }
+      inner.read_spec(b, base_dir, backward.spec);
+      s.backward.push_back(std::move(backward));
+    }
   }
 
  private:
@@ -511,6 +551,7 @@ class Reader {
   }
 
   std::string origin_;
+  std::string prefix_;  // "backward." (and so on) while reading a nested backward spec
 };
 
 }  // namespace

@@ -48,10 +48,7 @@ Json extra_json(const Extra& extra) {
   return j;
 }
 
-Json write(const OpDecl& decl, const JsonWriteOptions& options) {
-  const KernelSpec& s = decl.spec;
-  Json root = Json::object();
-  root["op"] = decl.op_name;
+Json write_spec(const KernelSpec& s, const JsonWriteOptions& options, Json root) {
   root["kernel_name"] = s.kernel_name;
   if (s.source_file && !options.inline_source) {
     root["source_file"] = *s.source_file;
@@ -230,7 +227,16 @@ Json write(const OpDecl& decl, const JsonWriteOptions& options) {
     root["tuning_key"] = std::move(arr);
   }
   if (s.foreign) root[std::string(s.foreign->key())] = Json{{"version", s.foreign->version}};
+  for (const BackwardSpec& b : s.backward) {
+    Json head{{"differentiable", b.differentiable}};
+    if (!b.from.empty()) head["from"] = b.from;
+    root["backward"] = write_spec(b.spec, options, std::move(head));
+  }
   return root;
+}
+
+Json write(const OpDecl& decl, const JsonWriteOptions& options) {
+  return write_spec(decl.spec, options, Json{{"op", decl.op_name}});
 }
 
 }  // namespace

@@ -30,6 +30,10 @@ c10::ScalarType to_torch(DType d);
 torch::CppFunction make_cuda_kernel(const Registration::State* state);
 torch::CppFunction make_meta_kernel(const Registration::State* state);
 torch::CppFunction make_cpu_kernel(const Registration::State* state);
+/// The Autograd kernel of `forward`, whose backward is the registered op `backward_op` of plan
+/// `backward` (autograd.cpp).
+torch::CppFunction make_autograd_kernel(const OpPlan& forward, const OpPlan& backward,
+                                        const c10::OperatorHandle& backward_op);
 
 }  // namespace impl
 }  // namespace kernelop::torch_ops

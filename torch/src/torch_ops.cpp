@@ -133,6 +133,34 @@ Registration register_op(KernelOp op, const RegisterOptions& options) {
     KERNELOP_FAIL(Spec) << "op " << p.op_name << ": schema '" << options.schema
                         << "' is not a valid PyTorch schema: " << e.what();
   }
+  // The backward: given exactly when the spec declares one, and the op derived from it.
+  std::optional<OpPlan> backward_plan;
+  c10::OperatorHandle* backward_handle = nullptr;
+  std::optional<c10::OperatorHandle> backward_op;
+  if (!p.spec.backward.empty() || !options.backward_op.empty()) {
+    if (p.spec.backward.empty()) {
+      KERNELOP_FAIL(Spec) << "op " << p.op_name << ": a backward op ('" << options.backward_op
+                          << "') is given but the spec declares no backward";
+    }
+    OpDecl want = backward_decl(p);
+    if (options.backward_op != want.op_name) {
+      KERNELOP_FAIL(Spec) << "op " << p.op_name << ": its spec declares a backward, registered as '"
+                          << want.op_name << "' before the op"
+                          << (options.backward_op.empty()
+                                  ? std::string(" (none was given)")
+                                  : "; given '" + options.backward_op + "'");
+    }
+    std::lock_guard lock(registry_mutex());
+    auto it = registry().find(want.op_name);
+    if (it == registry().end() || !(it->second->op.plan().spec == want.spec)) {
+      KERNELOP_FAIL(Spec) << "op " << p.op_name << ": its backward '" << want.op_name << "' is "
+                          << (it == registry().end() ? "not registered through kernelop"
+                                                     : "registered with another spec");
+    }
+    backward_plan = it->second->op.plan();
+    backward_op = c10::Dispatcher::singleton().findSchemaOrThrow(want.op_name.c_str(), "");
+    backward_handle = &*backward_op;
+  }
   std::string print = fingerprint(op, options, schema_text);
   std::lock_guard lock(registry_mutex());
   if (auto it = registry().find(p.op_name); it != registry().end()) {
@@ -163,6 +191,12 @@ Registration register_op(KernelOp op, const RegisterOptions& options) {
     }
     library->impl(plan.name.c_str(),
                   torch::dispatch(c10::DispatchKey::CPU, impl::make_cpu_kernel(state.get())));
+    if (backward_handle) {
+      library->impl(
+          plan.name.c_str(),
+          torch::dispatch(c10::DispatchKey::Autograd,
+                          impl::make_autograd_kernel(plan, *backward_plan, *backward_handle)));
+    }
   } catch (const c10::Error& e) {
     std::string existing;
     if (auto h = c10::Dispatcher::singleton().findSchema({plan.op_name, ""}); h && h->hasSchema()) {
@@ -178,6 +212,29 @@ Registration register_op(KernelOp op, const RegisterOptions& options) {
   state->library = std::move(library);
   registry()[plan.op_name] = state;
   return Registration(state, true);
+}
+
+Registration register_with_backward(KernelOp op, const RegisterOptions& options,
+                                    const std::function<KernelOp(OpPlan)>& build) {
+  const OpPlan& p = op.plan();
+  if (p.spec.backward.empty()) return register_op(std::move(op), options);
+  OpPlan backward = derive_plan(backward_decl(p));
+  std::string backward_name = backward.op_name;
+  Registration b = register_with_backward(build(std::move(backward)), RegisterOptions{}, build);
+  RegisterOptions with = options;
+  with.backward_op = backward_name;
+  try {
+    return register_op(std::move(op), with);
+  } catch (...) {
+    if (b.created()) {  // nothing half-registered: the backward chain this call added goes too
+      for (std::string name = backward_name;; name += "_backward") {
+        bool registered = is_registered(name);
+        unregister_op(name);
+        if (!registered) break;
+      }
+    }
+    throw;
+  }
 }
 
 void Registration::keep_alive(std::shared_ptr<void> owner) const {

@@ -9,6 +9,7 @@
 // part-way is undone before the error propagates: nothing is left half-registered.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -57,11 +58,21 @@ struct RegisterOptions {
   /// name the same: e.g. the identity of the caller's meta/eager functions and build options.
   /// A registration with an identical spec but another caller_key is refused.
   std::string caller_key;
+  /// The op's backward (Note [backward]): the name of the kernelop-registered op that computes
+  /// its gradients, registered first. Required exactly when the spec declares a backward, and
+  /// it must be that backward's op; an Autograd kernel is then registered with the op.
+  std::string backward_op;
   bool operator==(const RegisterOptions&) const = default;
 };
 
 /// Registers `op` as torch.ops.<ns>.<name> (see Note [torch registration]).
 Registration register_op(KernelOp op, const RegisterOptions& options = {});
+
+/// Registers `op` with its backward chain (Note [backward]): each backward op first (its own
+/// backward before it), made by `build` from its plan (compiled, or taken from a package), then
+/// `op` with its Autograd kernel. A failure unregisters what this call registered.
+Registration register_with_backward(KernelOp op, const RegisterOptions& options,
+                                    const std::function<KernelOp(OpPlan)>& build);
 
 /// Removes a registration made through kernelop, with its schema and kernels, from the
 /// dispatcher (the override path's rollback when registering the caller's functions fails).
