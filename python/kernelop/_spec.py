@@ -274,6 +274,29 @@ class Tunable:
 
 
 @dataclass
+class Backward:
+    """A spec's backward kernel (docs/autograd.md; JSON "backward"): ``spec`` is any KernelSpec whose inputs are
+    named after the forward's inputs and outputs and ``grad_<output>``, and whose outputs are ``grad_<input>`` for
+    each of ``differentiable``; ``from_`` renames ({"g": "grad_y"}: input g receives grad_y)."""
+
+    differentiable: Sequence[str]
+    spec: "KernelSpec"
+    from_: Optional[Dict[str, str]] = None
+
+    def _json(self) -> Dict[str, Any]:
+        if not isinstance(self.spec, KernelSpec):
+            raise TypeError(f"Backward.spec: expected a KernelSpec, got {type(self.spec).__name__}")
+        doc: Dict[str, Any] = {"differentiable": _str_list(self.differentiable, "Backward.differentiable")}
+        if self.from_:
+            if not isinstance(self.from_, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                           for k, v in self.from_.items()):
+                raise TypeError("Backward.from_: expected a dict of input name -> what it receives")
+            doc["from"] = dict(self.from_)
+        doc.update(self.spec._spec_json())
+        return doc
+
+
+@dataclass
 class KernelSpec:
     kernel_source: str
     kernel_name: str
@@ -301,11 +324,15 @@ class KernelSpec:
     configs: Sequence[Dict[str, Any]] = ()
     tunables: Optional[Sequence[Union[str, "Tunable"]]] = None
     tuning_key: Optional[Sequence[str]] = None
+    # The op's backward (docs/autograd.md): Backward(differentiable=["x"], spec=KernelSpec(...)).
+    backward: Optional["Backward"] = None
 
     def to_json(self, op_name: str) -> Dict[str, Any]:
         """The JSON spec document (docs/spec-format.md) for ``op_name``."""
-        doc: Dict[str, Any] = {"op": op_name, "kernel_name": self.kernel_name,
-                               "kernel_source": self.kernel_source}
+        return {"op": op_name, **self._spec_json()}
+
+    def _spec_json(self) -> Dict[str, Any]:
+        doc: Dict[str, Any] = {"kernel_name": self.kernel_name, "kernel_source": self.kernel_source}
         if self.inputs is not None:
             doc["inputs"] = [self._typed(i, (InputDecl, ScalarInput), "inputs")._json() for i in self.inputs]
         if self.outputs is not None:
@@ -342,6 +369,8 @@ class KernelSpec:
                 raise TypeError(f"KernelSpec.params: expected a list, got {type(self.params).__name__}")
             doc["params"] = [p if isinstance(p, str) else self._typed(p, (Numel, DimSize, Expr), "params")._json()
                              for p in self.params]
+        if self.backward is not None:
+            doc["backward"] = self._typed(self.backward, (Backward,), "backward")._json()
         return doc
 
     def _tactics_json(self) -> Dict[str, Any]:

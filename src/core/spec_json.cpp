@@ -308,7 +308,7 @@ class Reader {
   }
 
   OpDecl read(const Json& root, const std::string& base_dir) const {
-    expect_keys(root, "", spec_keys("op"));
+    expect_keys(root, "", spec_keys({"op"}));
     OpDecl decl;
     decl.base_dir = base_dir;
     if (!root.contains("op"))
@@ -318,13 +318,19 @@ class Reader {
     return decl;
   }
 
-  // The keys of a spec, after `first`: a file's top level has "op", a backward "differentiable".
-  static std::vector<std::string_view> spec_keys(std::string_view first) {
-    return {first,           "from",        "kernel_name",   "kernel_source", "source_file",
-            "inputs",        "outputs",     "extras",        "params",        "geometry",
-            "include_paths", "compile_std", "arch_override", "defines",       "fast_math",
-            "line_info",     "type_params", "requires",      "tunables",      "configs",
-            "tuning_key",    "triton",      "cutedsl",       "backward"};
+  // The keys of a spec, after `first`: a file's top level has "op", a backward "differentiable"
+  // and "from".
+  static std::vector<std::string_view> spec_keys(std::initializer_list<std::string_view> first) {
+    std::vector<std::string_view> keys(first);
+    for (std::string_view k :
+         {"kernel_name",   "kernel_source", "source_file", "inputs",        "outputs",
+          "extras",        "params",        "geometry",    "include_paths", "compile_std",
+          "arch_override", "defines",       "fast_math",   "line_info",     "type_params",
+          "requires",      "tunables",      "configs",     "tuning_key",    "triton",
+          "cutedsl",       "backward"}) {
+      keys.push_back(k);
+    }
+    return keys;
   }
 
   void read_spec(const Json& root, const std::string& base_dir, KernelSpec& s) const {
@@ -449,7 +455,7 @@ class Reader {
       }
       Reader inner(*this);
       inner.prefix_ = prefix_ + "backward.";
-      inner.expect_keys(b, "", spec_keys("differentiable"));
+      inner.expect_keys(b, "", spec_keys({"differentiable", "from"}));
       BackwardSpec backward;
       if (!b.contains("differentiable")) {
         KERNELOP_RAISE(inner.error("differentiable"))

@@ -585,7 +585,8 @@ TEST(SpecJsonTest, UnknownTopLevelField) {
                      "t.json: kernel: unknown field (known fields: op, kernel_name, "
                      "kernel_source, source_file, inputs, outputs, extras, params, geometry, "
                      "include_paths, compile_std, arch_override, defines, fast_math, line_info, "
-                     "type_params, requires, tunables, configs, tuning_key, triton, cutedsl)");
+                     "type_params, requires, tunables, configs, tuning_key, triton, cutedsl, "
+                     "backward)");
 }
 
 TEST(SpecJsonTest, RequirementsParseAndPrint) {

@@ -4,6 +4,7 @@
 // differentiable again (double backward) and AOTAutograd traces both ops.
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/basic_ops.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/saved_variable.h>
 #include <torch/library.h>
@@ -150,7 +151,50 @@ class AutogradKernel final : public c10::OperatorKernel {
   std::shared_ptr<const AutogradInfo> info_;
 };
 
+// A backward op that declares no backward of its own: its results carry a node that refuses to be
+// differentiated, naming what to declare, as once_differentiable does (not PyTorch's fallback,
+// which would only warn and give no gradient).
+class OnceDifferentiableKernel final : public c10::OperatorKernel {
+ public:
+  OnceDifferentiableKernel(std::size_t num_inputs, std::string message)
+      : num_inputs_(num_inputs), message_(std::move(message)) {}
+
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+    variable_list inputs;
+    bool needed = false;
+    for (const c10::IValue& v : torch::jit::last(*stack, num_inputs_)) {
+      if (!v.isTensor()) continue;
+      inputs.push_back(v.toTensor());
+      needed = needed || (at::GradMode::is_enabled() && v.toTensor().requires_grad());
+    }
+    const std::size_t num_outputs = op.schema().returns().size();
+    {
+      at::AutoDispatchBelowADInplaceOrView guard;
+      op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
+    }
+    if (!needed) return;
+    auto node = std::shared_ptr<torch::autograd::Error>(
+        new torch::autograd::Error(message_, torch::autograd::collect_next_edges(inputs)),
+        torch::autograd::deleteNode);
+    for (const c10::IValue& v : torch::jit::last(*stack, num_outputs))
+      torch::autograd::set_history(v.toTensor(), node);
+  }
+
+ private:
+  std::size_t num_inputs_;
+  std::string message_;
+};
+
 }  // namespace
+
+torch::CppFunction make_once_differentiable_kernel(const OpPlan& backward,
+                                                   const std::string& forward) {
+  return torch::CppFunction::makeFromBoxedFunctor(std::make_unique<OnceDifferentiableKernel>(
+      backward.input_order.size(),
+      "op " + backward.op_name + " is the backward of " + forward +
+          " and declares no backward of its own: to differentiate " + forward +
+          " twice (create_graph=True, gradgradcheck), give its backward a \"backward\""));
+}
 
 torch::CppFunction make_autograd_kernel(const OpPlan& forward, const OpPlan& backward,
                                         const c10::OperatorHandle& backward_op) {

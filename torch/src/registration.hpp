@@ -34,6 +34,9 @@ torch::CppFunction make_cpu_kernel(const Registration::State* state);
 /// `backward` (autograd.cpp).
 torch::CppFunction make_autograd_kernel(const OpPlan& forward, const OpPlan& backward,
                                         const c10::OperatorHandle& backward_op);
+/// The Autograd kernel of a backward op that has no backward of its own (autograd.cpp).
+torch::CppFunction make_once_differentiable_kernel(const OpPlan& backward,
+                                                   const std::string& forward);
 
 }  // namespace impl
 }  // namespace kernelop::torch_ops

@@ -19,7 +19,7 @@ std::string fingerprint(const KernelOp& op, const RegisterOptions& o, const std:
   const OpPlan& p = op.plan();
   return schema + "\n" + print_op_json(OpDecl{p.op_name, p.spec, ""}, JsonWriteOptions{-1, true}) +
          "\ncuda=" + (o.cuda_kernel ? "kernelop" : "caller") +
-         " meta=" + (o.meta_kernel ? "kernelop" : "caller") +
+         " meta=" + (o.meta_kernel ? "kernelop" : "caller") + " backward_of=" + o.backward_of +
          " outputs=" + std::to_string(p.outputs.size()) + "\ncaller=" + o.caller_key;
 }
 
@@ -196,6 +196,10 @@ Registration register_op(KernelOp op, const RegisterOptions& options) {
           plan.name.c_str(),
           torch::dispatch(c10::DispatchKey::Autograd,
                           impl::make_autograd_kernel(plan, *backward_plan, *backward_handle)));
+    } else if (!options.backward_of.empty()) {
+      library->impl(plan.name.c_str(), torch::dispatch(c10::DispatchKey::Autograd,
+                                                       impl::make_once_differentiable_kernel(
+                                                           plan, options.backward_of)));
     }
   } catch (const c10::Error& e) {
     std::string existing;
@@ -220,7 +224,9 @@ Registration register_with_backward(KernelOp op, const RegisterOptions& options,
   if (p.spec.backward.empty()) return register_op(std::move(op), options);
   OpPlan backward = derive_plan(backward_decl(p));
   std::string backward_name = backward.op_name;
-  Registration b = register_with_backward(build(std::move(backward)), RegisterOptions{}, build);
+  RegisterOptions backward_options;
+  backward_options.backward_of = p.op_name;
+  Registration b = register_with_backward(build(std::move(backward)), backward_options, build);
   RegisterOptions with = options;
   with.backward_op = backward_name;
   try {

@@ -62,6 +62,9 @@ struct RegisterOptions {
   /// its gradients, registered first. Required exactly when the spec declares a backward, and
   /// it must be that backward's op; an Autograd kernel is then registered with the op.
   std::string backward_op;
+  /// This op is the backward of the op named here (register_with_backward sets it): when it
+  /// declares no backward itself, differentiating through it is an error that says so.
+  std::string backward_of;
   bool operator==(const RegisterOptions&) const = default;
 };
 

@@ -1,0 +1,214 @@
+// A spec's backward (Note [backward]): its JSON form, the rules it follows, the declaration and
+// link derived from the forward, and its compilation.
+#include <gtest/gtest.h>
+
+#include "kernelop/compile.hpp"
+#include "kernelop/package.hpp"
+#include "kernelop/spec_json.hpp"
+#include "test_util.hpp"
+
+namespace kernelop {
+namespace {
+
+using testing::expect_error;
+using Kind = BackwardLink::Source::Kind;
+
+OpDecl autograd_example(const std::string& name) {
+  return testing::example("autograd/" + name);
+}
+
+TEST(Backward, JsonRoundTripsWithNestedBackwardsAndRenames) {
+  OpDecl d = autograd_example("sigmoid");
+  ASSERT_EQ(d.spec.backward.size(), 1u);
+  const BackwardSpec& b = d.spec.backward[0];
+  EXPECT_EQ(b.differentiable, std::vector<std::string>{"x"});
+  ASSERT_EQ(b.spec.backward.size(), 1u);
+  EXPECT_EQ(b.spec.backward[0].from, (std::map<std::string, std::string>{{"g", "grad_y"}}));
+  OpDecl again = parse_op_json(print_op_json(d), d.base_dir, "again.json");
+  EXPECT_EQ(again, d);
+  EXPECT_NE(print_op_json(d).find("\"from\":"), std::string::npos);
+}
+
+TEST(Backward, DeclarationTakesTheForwardsDtypesAndTypeParameters) {
+  OpPlan fwd = derive_plan(autograd_example("sigmoid"));
+  OpDecl bwd = backward_decl(fwd);
+  EXPECT_EQ(bwd.op_name, "kernelop_autograd::sigmoid_backward");
+  ASSERT_EQ(bwd.spec.type_params.size(), 1u);
+  EXPECT_EQ(bwd.spec.type_params[0].name, "T");
+  for (const Input& in : *bwd.spec.inputs)
+    EXPECT_EQ(std::get<InputDecl>(in).dtype, std::optional<DTypeDecl>(std::string("T")));
+  EXPECT_EQ((*bwd.spec.outputs)[0].dtype, std::optional<DTypeDecl>(std::string("T")));
+  OpPlan b = derive_plan(bwd);
+  EXPECT_EQ(b.qualified_schema(),
+            "kernelop_autograd::sigmoid_backward(Tensor y, Tensor grad_y) -> Tensor");
+  OpPlan bb = derive_plan(backward_decl(b));
+  EXPECT_EQ(bb.qualified_schema(),
+            "kernelop_autograd::sigmoid_backward_backward(Tensor y, Tensor g, Tensor grad_grad_x) "
+            "-> (Tensor, Tensor)");
+  EXPECT_EQ(bb.instances.size(), 2u);  // float and double
+}
+
+TEST(Backward, TheLinkSaysWhatIsSavedAndWhichGradientIsWhich) {
+  OpPlan fwd = derive_plan(autograd_example("sigmoid"));
+  OpPlan b = derive_plan(backward_decl(fwd));
+  BackwardLink l = link_backward(fwd, b);
+  EXPECT_EQ(l.sources,
+            (std::vector<BackwardLink::Source>{{Kind::ForwardOutput, 0}, {Kind::Grad, 0}}));
+  EXPECT_EQ(l.differentiable, std::vector<int>{0});
+  EXPECT_EQ(l.grad_of, std::vector<int>{0});
+  // the double backward: g receives grad_y (an input of the backward op), grad_grad_x the
+  // gradient of its output
+  OpPlan bb = derive_plan(backward_decl(b));
+  BackwardLink l2 = link_backward(b, bb);
+  EXPECT_EQ(l2.sources, (std::vector<BackwardLink::Source>{
+                            {Kind::ForwardInput, 0}, {Kind::ForwardInput, 1}, {Kind::Grad, 0}}));
+  EXPECT_EQ(l2.differentiable, (std::vector<int>{0, 1}));
+  EXPECT_EQ(l2.grad_of, (std::vector<int>{0, 1}));
+
+  OpPlan rms = derive_plan(autograd_example("rms_norm"));
+  BackwardLink l3 = link_backward(rms, derive_plan(backward_decl(rms)));
+  EXPECT_EQ(l3.sources, (std::vector<BackwardLink::Source>{{Kind::ForwardInput, 0},
+                                                           {Kind::ForwardInput, 1},
+                                                           {Kind::ForwardOutput, 1},
+                                                           {Kind::Grad, 0}}));
+  EXPECT_EQ(l3.differentiable, (std::vector<int>{0, 1}));
+  EXPECT_EQ(l3.grad_of, (std::vector<int>{0, 1}));
+}
+
+// rms_norm's spec with its backward edited by `edit`.
+OpDecl rms_with(const std::function<void(BackwardSpec&)>& edit) {
+  OpDecl d = autograd_example("rms_norm");
+  edit(d.spec.backward[0]);
+  return d;
+}
+
+TEST(Backward, RulesNameTheFieldAndWhatWasExpected) {
+  expect_error([] { derive_plan(rms_with([](BackwardSpec& b) { b.differentiable.clear(); })); },
+               ErrorKind::Spec,
+               "op kernelop_autograd::rms_norm: backward.differentiable: is empty");
+  expect_error(
+      [] {
+        derive_plan(rms_with([](BackwardSpec& b) { b.differentiable = {"x", "eps"}; }));
+      },
+      ErrorKind::Spec,
+      "backward.differentiable[1]: 'eps' is not a tensor input (scalars get no gradient)");
+  expect_error(
+      [] {
+        derive_plan(rms_with([](BackwardSpec& b) { b.differentiable = {"x", "x"}; }));
+      },
+      ErrorKind::Spec, "backward.differentiable[1]: 'x' twice");
+  expect_error(
+      [] {
+        derive_plan(rms_with(
+            [](BackwardSpec& b) { std::get<InputDecl>((*b.spec.inputs)[2]).name = "rsdt"; }));
+      },
+      ErrorKind::Spec,
+      "backward.inputs[2]: 'rsdt' is not a forward input, output or output gradient (known: x, "
+      "weight, eps, y, grad_y, rstd, grad_rstd)");
+  expect_error(
+      [] { derive_plan(rms_with([](BackwardSpec& b) { b.spec.outputs->pop_back(); })); },
+      ErrorKind::Spec,
+      "backward.outputs: has no 'grad_weight': every differentiable input gets its gradient");
+  expect_error(
+      [] {
+        derive_plan(rms_with([](BackwardSpec& b) { (*b.spec.outputs)[1].name = "grad_eps"; }));
+      },
+      ErrorKind::Spec,
+      "backward.outputs[1]: 'grad_eps' is not the gradient of a differentiable input (expected: "
+      "grad_x, grad_weight)");
+  expect_error(
+      [] {
+        derive_plan(rms_with([](BackwardSpec& b) {
+          std::get<InputDecl>((*b.spec.inputs)[0]).dtype = DType::Float32;
+        }));
+      },
+      ErrorKind::Spec, "backward.inputs[0].dtype: is float32 but 'x' is T in the forward");
+  expect_error(
+      [] {
+        derive_plan(rms_with([](BackwardSpec& b) {
+          b.spec.inputs->push_back(ScalarInput{"eps", ScalarType::Float64});
+        }));
+      },
+      ErrorKind::Spec, "scalar 'eps' is float64 but the forward's is float");
+  expect_error([] { derive_plan(rms_with([](BackwardSpec& b) { b.from["w"] = "weight"; })); },
+               ErrorKind::Spec, "backward.from.w: 'w' is not an input of the backward");
+  // The backward is a spec like any other: its own errors name its op.
+  expect_error([] { derive_plan(rms_with([](BackwardSpec& b) { b.spec.geometry.reset(); })); },
+               ErrorKind::Spec, "op kernelop_autograd::rms_norm_backward: geometry: missing");
+  // A forward that mutates an input has no backward.
+  OpDecl mutated = autograd_example("rms_norm");
+  std::get<InputDecl>((*mutated.spec.inputs)[1]).mutated = true;
+  expect_error([&] { derive_plan(mutated); }, ErrorKind::Spec,
+               "input 'weight' is written in place; an op that mutates an input has no backward");
+  OpDecl twice = autograd_example("rms_norm");
+  twice.spec.backward.push_back(twice.spec.backward[0]);
+  expect_error([&] { derive_plan(twice); }, ErrorKind::Spec, "an op has one backward, found 2");
+  // Integer inputs get no gradient.
+  OpDecl ints = autograd_example("sigmoid");
+  ints.spec.type_params[0].dtypes = {DType::Float32, DType::Int32};
+  expect_error([&] { derive_plan(ints); }, ErrorKind::Spec,
+               "backward.differentiable[0]: 'x' is T; only floating-point tensors get gradients");
+  // With the override path there are no declared outputs to name.
+  expect_error(
+      [] {
+        derive_plan(autograd_example("sigmoid"), ValidateOptions{true, false, 0});
+      },
+      ErrorKind::Spec, "needs the forward's inputs and outputs declared in the spec");
+}
+
+TEST(Backward, JsonErrorsNameTheNestedPath) {
+  auto with_backward = [](const std::string& backward) {
+    return R"J({"op": "t::s", "kernel_name": "k", "kernel_source": "x",
+      "inputs": [{"name": "x", "dtype": "float32"}],
+      "outputs": [{"name": "y", "shape": {"same_as": "x"}}],
+      "geometry": {"elementwise": {}}, "backward": )J" +
+           backward + "}";
+  };
+  expect_error([&] { parse_op_json(with_backward("[]"), "", "t.json"); }, ErrorKind::Spec,
+               "t.json: backward: expected a spec with \"differentiable\": [...], found array");
+  expect_error([&] { parse_op_json(with_backward(R"J({"kernel_name": "b"})J"), "", "t.json"); },
+               ErrorKind::Spec, "t.json: backward.differentiable: missing");
+  expect_error(
+      [&] {
+        parse_op_json(with_backward(R"J({"differentiable": ["x"], "kernal_name": "b"})J"), "",
+                      "t.json");
+      },
+      ErrorKind::Spec, "t.json: backward.kernal_name: unknown field");
+  expect_error(
+      [&] {
+        parse_op_json(
+            with_backward(R"J({"differentiable": ["x"], "kernel_name": "b", "kernel_source": "x",
+                               "backward": {"differentiable": 3}})J"),
+            "", "t.json");
+      },
+      ErrorKind::Spec, "t.json: backward.backward.differentiable: expected an array");
+  expect_error(
+      [&] {
+        parse_op_json(with_backward(R"J({"differentiable": ["x"], "from": 1})J"), "", "t.json");
+      },
+      ErrorKind::Spec, "t.json: backward.from: expected {\"input\": \"what it receives\"}");
+}
+
+TEST(Backward, TheChainCompilesWithItsSignaturesVerified) {
+  CompileOptions o;
+  o.archs = {"compute_80"};
+  OpPlan fwd = derive_plan(autograd_example("rms_norm"));
+  CompiledImage b = compile(derive_plan(backward_decl(fwd)), o);
+  EXPECT_EQ(b.lowered_names.size(), 2u);
+  // A backward kernel whose signature does not follow its convention is caught like any other.
+  OpDecl wrong = autograd_example("rms_norm");
+  wrong.spec.backward[0].spec.extras.pop_back();
+  expect_error([&] { compile(derive_plan(backward_decl(derive_plan(wrong))), o); },
+               ErrorKind::Compile, "op kernelop_autograd::rms_norm_backward");
+}
+
+TEST(Backward, PackagesRefuseWhatTheyCannotCarry) {
+  CompileOptions o;
+  o.archs = {"compute_80"};
+  CompiledImage image = compile(derive_plan(autograd_example("softmax")), o);
+  expect_error([&] { write_package_bytes(image); }, ErrorKind::Spec,
+               "packages do not carry backward kernels yet");
+}
+
+}  // namespace
+}  // namespace kernelop

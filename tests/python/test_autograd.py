@@ -1,0 +1,288 @@
+"""Autograd: specs that declare their backward kernel (docs/autograd.md).
+
+CPU: the DSL's Backward against the JSON examples, registration of the backward chain from C++, autograd on meta
+tensors (saved tensors, non-differentiable outputs, double backward, no_grad), nothing left registered after a
+failure, and the reference's Python backward (torch.library.register_autograd) on the override path.
+GPU: gradcheck and gradgradcheck in float64 for every example, float32 results against PyTorch, opcheck with inputs
+that require grad, a small model trained eager and under torch.compile(fullgraph=True, dynamic=True) with equal
+losses and gradients and one compilation across sizes, and torch.export of the inference graph.
+"""
+
+import json
+import pathlib
+import sys
+import unittest
+
+import torch
+
+import kernelop as ko
+from kernelop import _kernelop
+from compile_counter import counting_inductor
+
+EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples" / "autograd"
+CUDA = torch.cuda.is_available()
+ARCHS = None if CUDA else ["sm_80"]  # without a GPU: compile one architecture, it is only registered
+_ops = {}
+
+
+def ops():
+    if not _ops:
+        for name in ("sigmoid", "softmax", "rms_norm"):
+            _ops[name] = ko.register_spec_file(str(EXAMPLES / f"{name}.json"), archs=ARCHS)
+    return _ops
+
+
+def expect_error(test, exc, needle, fn, *args, **kwargs):
+    with test.assertRaises(exc) as ctx:
+        fn(*args, **kwargs)
+    test.assertIn(needle, str(ctx.exception))
+    return str(ctx.exception)
+
+
+def sigmoid_spec():
+    """The sigmoid example in the Python DSL."""
+    src = (EXAMPLES / "sigmoid.cu").read_text()
+    flat = ko.Elementwise(block=[256], layout="flat")
+    return ko.KernelSpec(
+        kernel_source=src, kernel_name="sigmoid_forward<T>", type_params={"T": ["float32", "float64"]},
+        inputs=[ko.InputDecl("x", "T")], outputs=[ko.OutputDecl("y", ko.SameAs("x"))], extras=[ko.Numel("x")],
+        geometry=flat,
+        backward=ko.Backward(["x"], ko.KernelSpec(
+            kernel_source=src, kernel_name="sigmoid_backward<T>",
+            inputs=[ko.InputDecl("y"), ko.InputDecl("grad_y")], outputs=[ko.OutputDecl("grad_x", ko.SameAs("y"))],
+            extras=[ko.Numel("y")], geometry=flat,
+            backward=ko.Backward(["y", "grad_y"], from_={"g": "grad_y"}, spec=ko.KernelSpec(
+                kernel_source=src, kernel_name="sigmoid_double_backward<T>",
+                inputs=[ko.InputDecl("y"), ko.InputDecl("g"), ko.InputDecl("grad_grad_x")],
+                outputs=[ko.OutputDecl("grad_y", ko.SameAs("y")), ko.OutputDecl("grad_grad_y", ko.SameAs("y"))],
+                extras=[ko.Numel("y")], geometry=flat)))))
+
+
+class Spec(unittest.TestCase):
+    def test_the_dsl_and_json_map_one_to_one(self):
+        def inline(doc):
+            if "source_file" in doc:
+                doc["kernel_source"] = (EXAMPLES / doc.pop("source_file")).read_text()
+            if "backward" in doc:
+                inline(doc["backward"])
+            return doc
+
+        want = inline(json.loads((EXAMPLES / "sigmoid.json").read_text()))
+        got = sigmoid_spec().to_json("kernelop_autograd::sigmoid")
+
+        def normalised(doc):  # the DSL writes defaults the file leaves out
+            doc = json.loads(json.dumps(doc))
+            for d in [doc, doc["backward"], doc["backward"]["backward"]]:
+                d["geometry"]["elementwise"].setdefault("layout", "flat")
+                for o in d["outputs"]:
+                    o["shape"] = {"same_as": o["shape"]["same_as"]}
+                d["inputs"] = [{k: v for k, v in i.items() if v is not None} for i in d["inputs"]]
+            return doc
+
+        self.assertEqual(normalised(got), normalised(want))
+        self.assertEqual(_kernelop.check_spec(json.dumps(got), ".", _kernelop.Overrides()),
+                         "kernelop_autograd::sigmoid(Tensor x) -> Tensor")
+
+    def test_backward_rules_are_checked_before_anything_is_registered(self):
+        spec = sigmoid_spec()
+        spec.backward.differentiable = ["x", "q"]
+        expect_error(self, ValueError, "backward.differentiable[1]: 'q' is not a tensor input", ko.cuda_kernel_op,
+                     "kop_ag_bad::sigmoid", spec, archs=ARCHS or ["sm_80"], base_dir=str(EXAMPLES))
+        self.assertFalse(_kernelop.is_registered("kop_ag_bad::sigmoid"))
+        self.assertFalse(_kernelop.is_registered("kop_ag_bad::sigmoid_backward"))
+
+    def test_a_backward_that_fails_to_compile_registers_nothing(self):
+        spec = sigmoid_spec()
+        spec.backward.spec.kernel_name = "no_such_kernel<T>"
+        expect_error(self, RuntimeError, "kop_ag_nc::sigmoid_backward", ko.cuda_kernel_op, "kop_ag_nc::sigmoid",
+                     spec, archs=["sm_80"], base_dir=str(EXAMPLES))
+        for name in ("kop_ag_nc::sigmoid", "kop_ag_nc::sigmoid_backward", "kop_ag_nc::sigmoid_backward_backward"):
+            self.assertFalse(_kernelop.is_registered(name), name)
+
+    def test_a_forward_pytorch_refuses_takes_its_backward_chain_with_it(self):
+        lib = torch.library.Library("kop_ag_clash", "DEF")
+        lib.define("sigmoid(Tensor x, int n) -> Tensor")
+        expect_error(self, ValueError, "PyTorch refused the registration", ko.cuda_kernel_op,
+                     "kop_ag_clash::sigmoid", sigmoid_spec(), archs=["sm_80"], base_dir=str(EXAMPLES))
+        for name in ("kop_ag_clash::sigmoid_backward", "kop_ag_clash::sigmoid_backward_backward"):
+            self.assertFalse(_kernelop.is_registered(name), name)
+        del lib
+
+
+class MetaAutograd(unittest.TestCase):
+    """The Autograd kernels on meta tensors: what is saved and returned, without a GPU."""
+
+    def test_gradients_have_the_inputs_shapes_and_dtypes(self):
+        o = ops()
+        x = torch.empty(4, 300, device="meta", dtype=torch.float64, requires_grad=True)
+        w = torch.empty(300, device="meta", dtype=torch.float64, requires_grad=True)
+        for y in (o["sigmoid"](x), o["softmax"](x)):
+            self.assertTrue(y.requires_grad)
+            self.assertIn("Backward", y.grad_fn.name())
+            (gx,) = torch.autograd.grad(y, x, torch.empty_like(y))
+            self.assertEqual((gx.shape, gx.dtype), (x.shape, x.dtype))
+        y, rstd = o["rms_norm"](x, w)
+        self.assertTrue(y.requires_grad)
+        self.assertFalse(rstd.requires_grad)  # the backward does not read grad_rstd
+        gx, gw = torch.autograd.grad(y.sum(), [x, w])
+        self.assertEqual((gx.shape, gw.shape), (x.shape, w.shape))
+        # only some inputs require grad: gradients for those
+        (gw,) = torch.autograd.grad(o["rms_norm"](x.detach(), w)[0].sum(), [w])
+        self.assertEqual(gw.shape, w.shape)
+
+    def test_double_backward_goes_through_the_backward_ops_own_backward(self):
+        sig = ops()["sigmoid"]
+        x = torch.empty(8, 16, device="meta", dtype=torch.float64, requires_grad=True)
+        y = sig(x)
+        g = torch.empty_like(y, requires_grad=True)
+        (gx,) = torch.autograd.grad(y, x, g, create_graph=True)
+        self.assertEqual(gx.grad_fn.name(), "kernelop_autograd::sigmoid_backwardBackward")
+        ggx, gg = torch.autograd.grad(gx.sum(), [x, g])
+        self.assertEqual((ggx.shape, gg.shape), (x.shape, g.shape))
+        # the softmax declares no double backward: saying so, not a wrong answer
+        sm = ops()["softmax"]
+        (gx,) = torch.autograd.grad(sm(x), x, torch.empty_like(x, requires_grad=True), create_graph=True)
+        expect_error(self, RuntimeError, "op kernelop_autograd::softmax_backward is the backward of "
+                     "kernelop_autograd::softmax and declares no backward of its own", torch.autograd.grad,
+                     gx.sum(), x)
+
+    def test_no_grad_and_inputs_without_grad_record_nothing(self):
+        sig = ops()["sigmoid"]
+        x = torch.empty(3, device="meta", requires_grad=True)
+        with torch.no_grad():
+            self.assertIsNone(sig(x).grad_fn)
+        self.assertIsNone(sig(x.detach()).grad_fn)
+        with torch.inference_mode():
+            self.assertFalse(sig(torch.empty(3, device="meta")).requires_grad)
+
+    def test_the_references_python_backward_still_works_on_the_override_path(self):
+        src = (EXAMPLES / "sigmoid.cu").read_text()
+        spec = ko.KernelSpec(kernel_source=src, kernel_name="sigmoid_forward<float>",
+                             inputs=[ko.InputDecl("x", "float32")], outputs=[ko.OutputDecl("y", ko.SameAs("x"))],
+                             extras=[ko.Numel("x")], geometry=ko.Elementwise(block=[256], layout="flat"))
+        op = ko.cuda_kernel_op("kop_ag_py::sigmoid", spec, archs=ARCHS, base_dir=str(EXAMPLES))
+        calls = []
+
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(output)
+
+        def backward(ctx, grad):
+            calls.append(1)
+            (y,) = ctx.saved_tensors
+            return grad * y * (1 - y)
+
+        torch.library.register_autograd("kop_ag_py::sigmoid", backward, setup_context=setup_context)
+        x = torch.empty(5, device="meta", requires_grad=True)
+        op(x).sum().backward()
+        self.assertEqual((calls, x.grad.shape), ([1], x.shape))
+
+
+@unittest.skipUnless(CUDA, "no CUDA device")
+class Cuda(unittest.TestCase):
+    def test_gradcheck_and_gradgradcheck_in_float64(self):
+        o = ops()
+        x = torch.randn(7, 33, device="cuda", dtype=torch.float64, requires_grad=True)
+        w = torch.randn(33, device="cuda", dtype=torch.float64, requires_grad=True)
+        self.assertTrue(torch.autograd.gradcheck(o["sigmoid"], (x,)))
+        self.assertTrue(torch.autograd.gradgradcheck(o["sigmoid"], (x,)))
+        self.assertTrue(torch.autograd.gradcheck(o["softmax"], (x,)))
+        self.assertTrue(torch.autograd.gradcheck(lambda a, b: o["rms_norm"](a, b, 1e-5)[0], (x, w)))
+        wide = torch.randn(3, 700, device="cuda", dtype=torch.float64, requires_grad=True)  # several column blocks
+        self.assertTrue(torch.autograd.gradcheck(lambda a, b: o["rms_norm"](a, b, 1e-5)[0],
+                                                 (wide, torch.randn(700, device="cuda", dtype=torch.float64,
+                                                                    requires_grad=True)), fast_mode=True))
+
+    def test_float32_results_against_pytorch(self):
+        o = ops()
+        for shape in ((1, 1), (37, 1001), (4, 4096)):
+            x = torch.randn(shape, device="cuda", requires_grad=True)
+            w = torch.randn(shape[-1], device="cuda", requires_grad=True)
+            g = torch.randn(shape, device="cuda")
+            for name, ref in (("sigmoid", torch.sigmoid), ("softmax", lambda t: torch.softmax(t, -1))):
+                y = o[name](x)
+                torch.testing.assert_close(y, ref(x))
+                (gx,) = torch.autograd.grad(y, x, g)
+                (want,) = torch.autograd.grad(ref(x), x, g)
+                torch.testing.assert_close(gx, want, msg=lambda m: f"{name} {shape}: {m}")
+            y, rstd = o["rms_norm"](x, w, 1e-6)
+            ref = torch.nn.functional.rms_norm(x, (shape[-1],), w, 1e-6)
+            torch.testing.assert_close(y, ref, rtol=1e-4, atol=1e-5)
+            torch.testing.assert_close(rstd, torch.rsqrt(x.pow(2).mean(-1) + 1e-6), rtol=1e-4, atol=1e-5)
+            got = torch.autograd.grad(y, [x, w], g)
+            want = torch.autograd.grad(ref, [x, w], g)
+            for a, b in zip(got, want):
+                torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-3)
+
+    def test_opcheck_with_inputs_that_require_grad(self):
+        o = ops()
+        x = torch.randn(6, 40, device="cuda", dtype=torch.float64, requires_grad=True)
+        w = torch.randn(40, device="cuda", dtype=torch.float64, requires_grad=True)
+        torch.library.opcheck(o["sigmoid"].default, (x,))
+        torch.library.opcheck(o["softmax"].default, (x,))
+        torch.library.opcheck(o["rms_norm"].default, (x, w, 1e-5))
+
+    def test_training_eager_and_compiled_agree_with_one_compilation(self):
+        o = ops()
+
+        class Model(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.up = torch.nn.Linear(64, 128)
+                self.norm = torch.nn.Parameter(torch.ones(128))
+                self.down = torch.nn.Linear(128, 10)
+
+            def forward(self, x):
+                h = o["sigmoid"](self.up(x))
+                h, _ = o["rms_norm"](h, self.norm, 1e-5)
+                return o["softmax"](self.down(h))
+
+        def train(model, compiled, sizes):
+            step = torch.compile(model, fullgraph=True, dynamic=True, backend=compiled) if compiled else model
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            losses = []
+            for n in sizes:
+                gen = torch.Generator(device="cuda").manual_seed(n)
+                x = torch.randn(n, 64, device="cuda", generator=gen)
+                target = torch.randint(0, 10, (n,), device="cuda", generator=gen)
+                loss = torch.nn.functional.nll_loss(torch.log(step(x) + 1e-9), target)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+            return losses, [p.detach().clone() for p in model.parameters()]
+
+        torch.manual_seed(0)
+        eager_model = Model().cuda()
+        compiled_model = Model().cuda()
+        compiled_model.load_state_dict(eager_model.state_dict())
+        sizes = [8, 13, 32, 57]
+        backend, counts = counting_inductor()
+        eager_losses, eager_params = train(eager_model, None, sizes)
+        compiled_losses, compiled_params = train(compiled_model, backend, sizes)
+        torch.testing.assert_close(compiled_losses, eager_losses, rtol=1e-4, atol=1e-5)
+        for a, b in zip(compiled_params, eager_params):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+        self.assertEqual(counts["n"], 1)
+
+    def test_export_of_the_inference_graph(self):
+        o = ops()
+
+        class M(torch.nn.Module):
+            def forward(self, x, w):
+                return o["softmax"](o["rms_norm"](o["sigmoid"](x), w)[0])
+
+        x, w = torch.randn(5, 64, device="cuda"), torch.randn(64, device="cuda")
+        ep = torch.export.export(M(), (x, w))
+        self.assertIn("kernelop_autograd.rms_norm", str(ep.graph))
+        torch.testing.assert_close(ep.module()(x, w), M()(x, w))
+
+
+if __name__ == "__main__":
+    part = sys.argv.pop(1) if len(sys.argv) > 1 and sys.argv[1] in ("--cpu", "--gpu") else None
+    if part == "--gpu" and not CUDA:
+        print("SKIPPED: no CUDA device")
+        sys.exit(77)
+    classes = {"--cpu": [Spec, MetaAutograd], "--gpu": [Cuda]}.get(part, [Spec, MetaAutograd, Cuda])
+    suite = unittest.TestSuite(unittest.defaultTestLoader.loadTestsFromTestCase(c) for c in classes)
+    result = unittest.TextTestRunner(verbosity=2).run(suite)
+    sys.exit(0 if result.wasSuccessful() else 1)
