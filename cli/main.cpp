@@ -185,6 +185,12 @@ int run_cli(int argc, char** argv) {
       cli::print_plan(std::cout, image.plan);
       cli::print_images(std::cout, image, false);
       cli::print_tuning(std::cout, image.tuning);
+      for (std::size_t i = 0; i < pkg.backward.size(); ++i) {
+        cli::print_backward(std::cout, i == 0 ? image.plan : pkg.backward[i - 1].plan,
+                            pkg.backward[i].plan);
+        cli::print_plan(std::cout, pkg.backward[i].plan);
+        cli::print_images(std::cout, pkg.backward[i], false);
+      }
     } catch (const Error& e) {
       std::cerr << "kernelop: error: " << e.what() << "\n";
       return 1;
@@ -250,12 +256,11 @@ int run_cli(int argc, char** argv) {
     cli::print_plan(std::cout, image.plan);
     cli::print_images(std::cout, image);
     // The backward chain is compiled and its signatures verified like any kernel.
-    for (OpPlan forward = plan; !forward.spec.backward.empty();) {
-      CompiledImage backward = compile(derive_plan(backward_decl(forward)), options);
-      cli::print_backward(std::cout, forward, backward.plan);
-      cli::print_plan(std::cout, backward.plan);
-      cli::print_images(std::cout, backward);
-      forward = backward.plan;
+    std::vector<CompiledImage> chain = compile_backward(plan, options);
+    for (std::size_t i = 0; i < chain.size(); ++i) {
+      cli::print_backward(std::cout, i == 0 ? plan : chain[i - 1].plan, chain[i].plan);
+      cli::print_plan(std::cout, chain[i].plan);
+      cli::print_images(std::cout, chain[i]);
     }
     if (package) {
       for (const TuningTable& t : tuning) {
@@ -273,7 +278,7 @@ int run_cli(int argc, char** argv) {
       }
       cli::print_tuning(std::cout, image.tuning);
       fs::path pkg = fs::path(out_dir) / (file_stem(plan) + ".kop");
-      std::string bytes = write_package_bytes(image);
+      std::string bytes = write_package_bytes(image, chain);
       writer.write_all({{pkg.filename().string(), bytes}});
       std::cout << "  package   " << pkg.string() << " (" << bytes.size() << " bytes)\n";
     } else if (!out_dir.empty()) {

@@ -74,6 +74,11 @@ typedef struct kop_op kop_op;
 kop_status kop_load_package(const char* path, kop_op** out);
 kop_status kop_load_package_memory(const void* data, size_t size, kop_op** out);
 void kop_op_destroy(kop_op* op);
+/* The backward of an op whose package carries one (docs/autograd.md): a new op, destroyed
+ * separately, whose inputs are what its schema names (forward inputs, outputs, and grad_<output>,
+ * the gradients flowing in) and whose outputs are grad_<input>; it may have a backward in turn.
+ * KOP_ERROR_SPEC when the op has none. */
+kop_status kop_op_backward(const kop_op* op, kop_op** out);
 
 /* Introspection (strings live as long as the op). */
 const char* kop_op_name(const kop_op* op);

@@ -37,6 +37,10 @@ struct CompileOptions {
 /// mismatch between the calling convention and the kernel's parameters.
 CompiledImage compile(const OpPlan& plan, const CompileOptions& options = {});
 
+/// The op's backward chain compiled (Note [backward]): its backward, that one's backward, ...;
+/// empty when the spec declares none. What write_package takes with the op's own image.
+std::vector<CompiledImage> compile_backward(const OpPlan& plan, const CompileOptions& options = {});
+
 /// Machine code another compiler made (Triton): one compilation (OpPlan::programs) for one
 /// architecture.
 struct KernelBinary {

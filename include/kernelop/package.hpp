@@ -19,8 +19,10 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kernelop/image.hpp"
 
@@ -28,10 +30,11 @@ namespace kernelop {
 
 /// Version 2 adds what an older reader would get wrong by ignoring: images that need their own
 /// dynamic shared memory ("launch_shared") and Triton kernels. Version 3 adds struct parameters
-/// and CuTe DSL kernels, which a version-2 reader would refuse only as an unknown spec field. A
+/// and CuTe DSL kernels, which a version-2 reader would refuse only as an unknown spec field.
+/// Version 4 adds the backward chain (a last section holding the backward's own package). A
 /// package is written as the oldest version that holds it (one using none of these is byte for
 /// byte what version 1 always was); every version is read.
-inline constexpr std::uint32_t kPackageFormatVersion = 3;
+inline constexpr std::uint32_t kPackageFormatVersion = 4;
 
 /// kernelop's version, "0.1.0" (from CMake's project(); recorded in packages as created_by).
 std::string_view version();
@@ -39,16 +42,22 @@ std::string_view version();
 /// A package's contents plus what only the file knows.
 struct Package {
   CompiledImage image;
+  /// The op's backward chain (Note [backward]): its backward's image, that one's backward's, ...
+  std::vector<CompiledImage> backward;
   std::uint32_t format_version = 0;
   std::string checksum;    ///< hex of the XXH3-128 over the file's body
   std::string created_by;  ///< "kernelop 0.1.0"
   std::uint64_t file_size = 0;
 };
 
-/// Serialises a compiled image. Deterministic: the same image gives the same bytes.
-std::string write_package_bytes(const CompiledImage& image);
+/// Serialises a compiled image. Deterministic: the same image gives the same bytes. An op whose
+/// spec declares a backward needs its backward chain (compile_backward): each image the backward
+/// of the one before, all carried in the package (format 4) so that it loads for training.
+std::string write_package_bytes(const CompiledImage& image,
+                                std::span<const CompiledImage> backward = {});
 /// Writes atomically (temporary file + rename). Throws Error(Io).
-void write_package(const CompiledImage& image, const std::filesystem::path& path);
+void write_package(const CompiledImage& image, const std::filesystem::path& path,
+                   std::span<const CompiledImage> backward = {});
 
 /// Parses and verifies package bytes; throws Error(Format) naming what is wrong. `origin`
 /// names the package in messages.

@@ -149,9 +149,9 @@ NB_MODULE(_kernelop, m) {
       "build_package",
       [](const std::string& spec_json, const std::string& base_dir,
          const std::vector<std::string>& archs, const std::string& path) {
-        write_package(
-            compile(derive_plan(parse_op_json(spec_json, base_dir, "spec")), options_for(archs)),
-            path);
+        OpPlan plan = derive_plan(parse_op_json(spec_json, base_dir, "spec"));
+        CompileOptions options = options_for(archs);
+        write_package(compile(plan, options), path, compile_backward(plan, options));
       },
       nb::arg("spec_json"), nb::arg("base_dir"), nb::arg("archs"), nb::arg("path"));
   m.def(
@@ -170,13 +170,26 @@ NB_MODULE(_kernelop, m) {
   m.def(
       "build_package_file",
       [](const std::string& path, const std::vector<std::string>& archs, const std::string& out) {
-        write_package(compile(derive_plan(load_op_file(path)), options_for(archs)), out);
+        OpPlan plan = derive_plan(load_op_file(path));
+        CompileOptions options = options_for(archs);
+        write_package(compile(plan, options), out, compile_backward(plan, options));
       },
       nb::arg("path"), nb::arg("archs"), nb::arg("out"));
   m.def(
       "load_package",
       [](const std::string& path) {
-        return torch_ops::register_op(KernelOp::from_package(path)).schema();
+        // The op with its backward chain, each from the package's own images.
+        Package pkg = load_package(path);
+        std::vector<CompiledImage> chain = std::move(pkg.backward);
+        return torch_ops::register_with_backward(
+                   KernelOp(std::move(pkg.image)), {},
+                   [&](const OpPlan& backward) {
+                     for (CompiledImage& image : chain) {
+                       if (image.plan.op_name == backward.op_name) return KernelOp(image);
+                     }
+                     KERNELOP_FAIL(Internal) << "(the package holds no " << backward.op_name << ")";
+                   })
+            .schema();
       },
       nb::arg("path"),
       "Registers the op of a .kop package (no NVRTC, no source); returns the schema.");

@@ -535,4 +535,13 @@ CompiledImage compile(const OpPlan& plan, const CompileOptions& options) {
   return Compiler(plan, options).run();
 }
 
+std::vector<CompiledImage> compile_backward(const OpPlan& plan, const CompileOptions& options) {
+  std::vector<CompiledImage> chain;
+  for (const OpPlan* forward = &plan; !forward->spec.backward.empty();
+       forward = &chain.back().plan) {
+    chain.push_back(compile(derive_plan(backward_decl(*forward)), options));
+  }
+  return chain;
+}
+
 }  // namespace kernelop

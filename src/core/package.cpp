@@ -33,8 +33,11 @@ constexpr std::uint32_t kMaxSections = 1024;
 OpDecl packaged_decl(const CompiledImage& image) {
   const OpPlan& plan = image.plan;
   OpDecl decl{plan.op_name, plan.spec, ""};
-  decl.spec.source_file.reset();
-  decl.spec.include_paths.clear();  // paths of the build machine mean nothing where it loads
+  // Paths of the build machine mean nothing where it loads: the backward's neither.
+  for (KernelSpec* s = &decl.spec; s; s = s->backward.empty() ? nullptr : &s->backward[0].spec) {
+    s->source_file.reset();
+    s->include_paths.clear();
+  }
   if (decl.spec.inputs) {
     for (Input& input : *decl.spec.inputs) {
       auto* t = std::get_if<InputDecl>(&input);
@@ -144,9 +147,32 @@ class Reader {
     image.nvrtc_version = meta.at("nvrtc_version").get<std::string>();
     image.options = meta.at("compile_options").get<std::vector<std::string>>();
     const Json& images = meta.at("images");
-    if (!images.is_array() || images.size() + 1 != sections.size()) {
+    // The backward chain travels as the last section, a package of its own (format 4).
+    const bool has_backward = meta.contains("backward");
+    if (has_backward && pkg.format_version < 4) {
+      KERNELOP_RAISE(error()) << "a format " << pkg.format_version
+                              << " package cannot hold a backward";
+    }
+    if (has_backward != !image.plan.spec.backward.empty()) {
+      KERNELOP_RAISE(error()) << (has_backward ? "it holds a backward its spec does not declare"
+                                               : "its spec declares a backward it does not hold");
+    }
+    std::size_t image_sections = sections.size() - 1 - (has_backward ? 1 : 0);
+    if (!images.is_array() || images.size() != image_sections) {
       KERNELOP_RAISE(error()) << "metadata lists " << (images.is_array() ? images.size() : 0)
-                              << " images for " << sections.size() - 1 << " image sections";
+                              << " images for " << image_sections << " image sections";
+    }
+    if (has_backward) {
+      OpDecl want = backward_decl(image.plan);
+      Package inner =
+          Reader(sections.back(), std::string(origin_) + ": backward " + want.op_name).read();
+      if (inner.image.plan.op_name != want.op_name || !(inner.image.plan.spec == want.spec) ||
+          meta.at("backward").at("op").get<std::string>() != want.op_name) {
+        KERNELOP_RAISE(error()) << "its backward is not " << want.op_name
+                                << " as its spec derives it";
+      }
+      pkg.backward.push_back(std::move(inner.image));
+      for (CompiledImage& b : inner.backward) pkg.backward.push_back(std::move(b));
     }
     for (std::size_t i = 0; i < images.size(); ++i) {
       ArchImage a;
@@ -215,22 +241,39 @@ class Reader {
   }
 
   std::string_view bytes_;
-  std::string_view origin_;
+  std::string origin_;
 };
 
 }  // namespace
 
-std::string write_package_bytes(const CompiledImage& image) {
+std::string write_package_bytes(const CompiledImage& image,
+                                std::span<const CompiledImage> backward) {
   // A package must run with no Python: every part of the op comes from its spec.
   if (!image.plan.is_declarative()) {
     KERNELOP_FAIL(Spec) << "op " << image.plan.op_name
                         << ": only declarative ops go in packages (inputs, outputs and geometry "
                            "in the spec); this one relies on meta_fn or eager_fn";
   }
+  // The backward chain: exactly as deep as the specs declare, each image the one derived.
+  std::string backward_bytes;
   if (!image.plan.spec.backward.empty()) {
-    KERNELOP_FAIL(Spec) << "op " << image.plan.op_name
-                        << ": its spec declares a backward, and packages do not carry backward "
-                           "kernels yet; package the op without its backward for inference";
+    OpDecl want = backward_decl(image.plan);
+    if (backward.empty() || backward[0].plan.op_name != want.op_name ||
+        !(backward[0].plan.spec == want.spec)) {
+      KERNELOP_FAIL(Spec) << "op " << image.plan.op_name << ": its spec declares a backward, so "
+                          << "its package needs the compiled " << want.op_name << " ("
+                          << (backward.empty() ? "none was given"
+                                               : "given " + backward[0].plan.op_name +
+                                                     (backward[0].plan.op_name == want.op_name
+                                                          ? " of another spec"
+                                                          : ""))
+                          << ")";
+    }
+    backward_bytes = write_package_bytes(backward[0], backward.subspan(1));
+  } else if (!backward.empty()) {
+    KERNELOP_FAIL(Spec) << "op " << image.plan.op_name << ": a backward image ("
+                        << backward[0].plan.op_name
+                        << ") was given but the spec declares no backward";
   }
   // Version 1 unless the package holds what a version-1 reader would misread.
   const auto& foreign = image.plan.spec.foreign;
@@ -239,7 +282,7 @@ std::string write_package_bytes(const CompiledImage& image) {
     needs_v2 = needs_v2 || a.launch_shared != 0 || a.scratch_bytes != 0;
   bool needs_v3 = !image.plan.structs.empty() ||
                   (foreign && foreign->compiler != ForeignKernel::Compiler::Triton);
-  const std::uint32_t format = needs_v3 ? 3 : needs_v2 ? 2 : 1;
+  const std::uint32_t format = !backward_bytes.empty() ? 4 : needs_v3 ? 3 : needs_v2 ? 2 : 1;
   Json meta = Json::object();
   meta["format"] = format;
   meta["created_by"] = "kernelop " + std::string(version());
@@ -262,6 +305,7 @@ std::string write_package_bytes(const CompiledImage& image) {
     }
   }
   meta["images"] = std::move(images);
+  if (!backward_bytes.empty()) meta["backward"] = Json{{"op", backward[0].plan.op_name}};
   if (!image.tuning.empty()) {
     for (const TuningTable& t : image.tuning) {
       if (std::string why = tuning_table_mismatch(t, image); !why.empty()) {
@@ -282,6 +326,7 @@ std::string write_package_bytes(const CompiledImage& image) {
   }
   sections.push_back(meta_text);
   for (const ArchImage& a : image.images) sections.push_back(a.data);
+  if (!backward_bytes.empty()) sections.push_back(backward_bytes);  // a package of its own
   auto count = static_cast<std::uint32_t>(sections.size());
   std::string body;  // everything after the frame's header
   std::uint64_t offset = kHeaderSize + 16ull * count;
@@ -298,8 +343,9 @@ std::string_view version() {
   return KERNELOP_VERSION;
 }
 
-void write_package(const CompiledImage& image, const std::filesystem::path& path) {
-  detail::write_file(path, write_package_bytes(image), "package");
+void write_package(const CompiledImage& image, const std::filesystem::path& path,
+                   std::span<const CompiledImage> backward) {
+  detail::write_file(path, write_package_bytes(image, backward), "package");
 }
 
 Package parse_package(std::string_view bytes, std::string_view origin) {

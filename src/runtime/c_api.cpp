@@ -12,6 +12,7 @@
 struct kop_op {
   kernelop::KernelOp op;
   std::string schema;
+  std::vector<kernelop::CompiledImage> backward;  // the package's backward chain
 };
 
 // The C ABI's numbers are the C++ enumerators' (Note in c_api.h: "numbered as kernelop::DType").
@@ -150,9 +151,10 @@ kop_status kop_load_package(const char* path, kop_op** out) {
   if (!path || !out) return bad_argument("kop_load_package: path and out must not be NULL");
   *out = nullptr;
   return guarded([&] {
-    auto op = kernelop::KernelOp::from_package(path);
+    auto pkg = kernelop::load_package(path);
+    kernelop::KernelOp op(std::move(pkg.image));
     std::string schema = op.plan().qualified_schema();
-    *out = new kop_op{std::move(op), std::move(schema)};
+    *out = new kop_op{std::move(op), std::move(schema), std::move(pkg.backward)};
   });
 }
 
@@ -163,7 +165,24 @@ kop_status kop_load_package_memory(const void* data, size_t size, kop_op** out) 
     auto pkg = kernelop::parse_package(std::string_view(static_cast<const char*>(data), size));
     kernelop::KernelOp op(std::move(pkg.image));
     std::string schema = op.plan().qualified_schema();
-    *out = new kop_op{std::move(op), std::move(schema)};
+    *out = new kop_op{std::move(op), std::move(schema), std::move(pkg.backward)};
+  });
+}
+
+kop_status kop_op_backward(const kop_op* op, kop_op** out) {
+  if (!op || !out) return bad_argument("kop_op_backward: op and out must not be NULL");
+  *out = nullptr;
+  return guarded([&] {
+    if (op->backward.empty()) {
+      KERNELOP_FAIL(Spec) << "op " << op->op.plan().op_name << " has no backward"
+                          << (op->op.plan().spec.backward.empty() ? " (its spec declares none)"
+                                                                  : "");
+    }
+    kernelop::KernelOp backward(op->backward.front());
+    std::string schema = backward.plan().qualified_schema();
+    *out = new kop_op{
+        std::move(backward), std::move(schema),
+        std::vector<kernelop::CompiledImage>(op->backward.begin() + 1, op->backward.end())};
   });
 }
 

@@ -8,6 +8,9 @@
  *   c_api_test TRITON.kop triton the Triton example elementwise_scale_mul built by kernelop's
  *                                Python package without a GPU (scripts/stage-gpu): results,
  *                                the specialisation chosen, a misaligned input
+ *   c_api_test SIGMOID.kop autograd|autograd_gpu  the autograd example sigmoid with its backward
+ *                                chain: the backward ops and their schemas (no GPU needed); with
+ *                                autograd_gpu, forward, backward and double backward launched
  *   c_api_test AXPY.kop cutedsl  the CuTe DSL example axpy (struct parameters, host-side tiling)
  *                                built likewise: every tactic's results at sizes that are not
  *                                multiples of its tile
@@ -995,15 +998,89 @@ static int run_cutedsl(const char* path) {
   return 0;
 }
 
+/* autograd mode: kernelop_autograd::sigmoid's package carries its backward and double backward. */
+static int run_autograd(const char* path, int gpu) {
+  enum { kN = 1000 };
+  kop_op *op = NULL, *bwd = NULL, *bwd2 = NULL, *none = NULL;
+  EXPECT_STATUS("kop_load_package (with backward)", kop_load_package(path, &op), KOP_OK, NULL);
+  EXPECT_STATUS("kop_op_backward", kop_op_backward(op, &bwd), KOP_OK, NULL);
+  CHECK(strcmp(kop_op_schema(bwd),
+               "kernelop_autograd::sigmoid_backward(Tensor y, Tensor grad_y) -> Tensor") == 0,
+        "the backward's schema");
+  EXPECT_STATUS("kop_op_backward of the backward", kop_op_backward(bwd, &bwd2), KOP_OK, NULL);
+  CHECK(strcmp(kop_op_name(bwd2), "kernelop_autograd::sigmoid_backward_backward") == 0,
+        "the double backward's name");
+  CHECK(kop_op_num_outputs(bwd2) == 2, "the double backward returns two gradients");
+  EXPECT_STATUS("the double backward has no backward", kop_op_backward(bwd2, &none), KOP_ERROR_SPEC,
+                "has no backward (its spec declares none)");
+  CHECK(none == NULL, "nothing is returned on failure");
+  EXPECT_STATUS("a NULL op", kop_op_backward(NULL, &none), KOP_ERROR_ARGUMENT, NULL);
+  if (gpu) {
+    cuda_driver cu;
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    int count = 0;
+    open_driver(&cu, lib, &count);
+    float x[kN], y[kN], g[kN], gx[kN];
+    uint32_t state = 99u;
+    for (int i = 0; i < kN; ++i) {
+      x[i] = next_value(&state) / 1000.0f;
+      g[i] = next_value(&state) / 1000.0f;
+    }
+    CUdeviceptr dx = 0, dy = 0, dg = 0, dgx = 0;
+    CU(cu.cuMemAlloc(&dx, sizeof x));
+    CU(cu.cuMemAlloc(&dy, sizeof y));
+    CU(cu.cuMemAlloc(&dg, sizeof g));
+    CU(cu.cuMemAlloc(&dgx, sizeof gx));
+    CU(cu.cuMemcpyHtoD(dx, x, sizeof x));
+    CU(cu.cuMemcpyHtoD(dg, g, sizeof g));
+    int64_t shape[1] = {kN};
+    kop_tensor in = tensor((void*)(uintptr_t)dx, KOP_FLOAT32, 1, shape);
+    kop_tensor out = tensor((void*)(uintptr_t)dy, KOP_FLOAT32, 1, shape);
+    EXPECT_STATUS("launch sigmoid", kop_op_launch(op, &in, 1, NULL, 0, &out, 1, NULL), KOP_OK,
+                  NULL);
+    kop_tensor bin[2];
+    bin[0] = tensor((void*)(uintptr_t)dy, KOP_FLOAT32, 1, shape);
+    bin[1] = tensor((void*)(uintptr_t)dg, KOP_FLOAT32, 1, shape);
+    kop_tensor bout = tensor((void*)(uintptr_t)dgx, KOP_FLOAT32, 1, shape);
+    EXPECT_STATUS("launch sigmoid_backward", kop_op_launch(bwd, bin, 2, NULL, 0, &bout, 1, NULL),
+                  KOP_OK, NULL);
+    CU(cu.cuCtxSynchronize());
+    CU(cu.cuMemcpyDtoH(y, dy, sizeof y));
+    CU(cu.cuMemcpyDtoH(gx, dgx, sizeof gx));
+    for (int i = 0; i < kN; ++i) {
+      float s = 1.0f / (1.0f + expf(-x[i]));
+      float want = g[i] * s * (1.0f - s);
+      if (fabsf(y[i] - s) > 1e-6f || fabsf(gx[i] - want) > 1e-6f * (1.0f + fabsf(want))) {
+        char detail[160];
+        snprintf(detail, sizeof detail, "at %d: y %.9g (want %.9g), grad_x %.9g (want %.9g)", i,
+                 y[i], s, gx[i], want);
+        fail(__LINE__, "sigmoid and its backward", detail);
+      }
+    }
+    pass("y == sigmoid(x) and grad_x == grad_y * y * (1 - y) for all 1000 elements");
+    CU(cu.cuMemFree(dx));
+    CU(cu.cuMemFree(dy));
+    CU(cu.cuMemFree(dg));
+    CU(cu.cuMemFree(dgx));
+  }
+  kop_op_destroy(bwd2);
+  kop_op_destroy(bwd);
+  kop_op_destroy(op);
+  printf("PASSED: %d checks (autograd%s)\n", checks_passed, gpu ? " on the GPU" : "");
+  return 0;
+}
+
 int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc != 3 || (strcmp(argv[2], "cpu") != 0 && strcmp(argv[2], "gpu") != 0 &&
-                    strcmp(argv[2], "triton") != 0 && strcmp(argv[2], "cutedsl") != 0)) {
-    fprintf(stderr, "usage: %s PACKAGE.kop cpu|gpu|triton|cutedsl\n",
+                    strcmp(argv[2], "triton") != 0 && strcmp(argv[2], "cutedsl") != 0 &&
+                    strcmp(argv[2], "autograd") != 0 && strcmp(argv[2], "autograd_gpu") != 0)) {
+    fprintf(stderr, "usage: %s PACKAGE.kop cpu|gpu|triton|cutedsl|autograd|autograd_gpu\n",
             argc > 0 ? argv[0] : "c_api_test");
     return 2;
   }
   if (strcmp(argv[2], "triton") == 0) return run_triton(argv[1]);
   if (strcmp(argv[2], "cutedsl") == 0) return run_cutedsl(argv[1]);
+  if (strncmp(argv[2], "autograd", 8) == 0) return run_autograd(argv[1], argv[2][8] != 0);
   return strcmp(argv[2], "cpu") == 0 ? run_cpu(argv[1]) : run_gpu(argv[1]);
 }

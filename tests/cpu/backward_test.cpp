@@ -202,12 +202,38 @@ TEST(Backward, TheChainCompilesWithItsSignaturesVerified) {
                ErrorKind::Compile, "op kernelop_autograd::rms_norm_backward");
 }
 
-TEST(Backward, PackagesRefuseWhatTheyCannotCarry) {
+TEST(Backward, PackagesCarryTheChainAsFormat4) {
   CompileOptions o;
   o.archs = {"compute_80"};
-  CompiledImage image = compile(derive_plan(autograd_example("softmax")), o);
-  expect_error([&] { write_package_bytes(image); }, ErrorKind::Spec,
-               "packages do not carry backward kernels yet");
+  OpPlan plan = derive_plan(autograd_example("sigmoid"));
+  CompiledImage image = compile(plan, o);
+  std::vector<CompiledImage> chain = compile_backward(plan, o);
+  ASSERT_EQ(chain.size(), 2u);
+  EXPECT_EQ(chain[1].plan.op_name, "kernelop_autograd::sigmoid_backward_backward");
+  std::string bytes = write_package_bytes(image, chain);
+  EXPECT_EQ(bytes[8], 4);
+  Package back = parse_package(bytes, "sigmoid.kop");
+  ASSERT_EQ(back.backward.size(), 2u);
+  EXPECT_EQ(back.backward[0].plan.qualified_schema(), chain[0].plan.qualified_schema());
+  EXPECT_EQ(back.backward[0].lowered_names, chain[0].lowered_names);
+  EXPECT_EQ(back.backward[1].images.at(0).data, chain[1].images.at(0).data);
+  EXPECT_EQ(write_package_bytes(back.image, back.backward), bytes);  // deterministic
+  // The chain must be the one the spec derives, all of it.
+  expect_error(
+      [&] { write_package_bytes(image); }, ErrorKind::Spec,
+      "its package needs the compiled kernelop_autograd::sigmoid_backward (none was given)");
+  expect_error(
+      [&] { write_package_bytes(image, std::span(chain).subspan(0, 1)); }, ErrorKind::Spec,
+      "op kernelop_autograd::sigmoid_backward: its spec declares a backward, so its package "
+      "needs the compiled kernelop_autograd::sigmoid_backward_backward");
+  expect_error([&] { write_package_bytes(chain[1], chain); }, ErrorKind::Spec,
+               "a backward image (kernelop_autograd::sigmoid_backward) was given but the spec "
+               "declares no backward");
+  // A damaged backward is caught by its own checksum, named.
+  std::string damaged = bytes;
+  damaged[damaged.size() - 3] ^= 0x40;
+  expect_error([&] { parse_package(damaged, "sigmoid.kop"); }, ErrorKind::Format,
+               "package sigmoid.kop");
 }
 
 }  // namespace

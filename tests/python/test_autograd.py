@@ -9,7 +9,9 @@ losses and gradients and one compilation across sizes, and torch.export of the i
 """
 
 import json
+import os
 import pathlib
+import tempfile
 import sys
 import unittest
 
@@ -18,6 +20,7 @@ import torch
 import kernelop as ko
 from kernelop import _kernelop
 from compile_counter import counting_inductor
+from isolated import run_python_without
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples" / "autograd"
 CUDA = torch.cuda.is_available()
@@ -107,6 +110,36 @@ class Spec(unittest.TestCase):
         for name in ("kop_ag_clash::sigmoid_backward", "kop_ag_clash::sigmoid_backward_backward"):
             self.assertFalse(_kernelop.is_registered(name), name)
         del lib
+
+
+def packaged(name):
+    """The example's package: built on the CPU machine (KERNELOP_CPU_PACKAGES), else here."""
+    packages = os.environ.get("KERNELOP_CPU_PACKAGES")
+    path = os.path.join(packages or "", f"kernelop_autograd.{name}.kop")
+    if not packages or not os.path.exists(path):
+        path = os.path.join(tempfile.mkdtemp(), f"kernelop_autograd.{name}.kop")
+        ko.build_package_file(str(EXAMPLES / f"{name}.json"), path, archs=["sm_80", "compute_80"])
+    return path
+
+
+class Packages(unittest.TestCase):
+    def test_a_package_carries_the_backward_chain_and_loads_for_training(self):
+        path = packaged("sigmoid")
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(9)[8], 4)
+        out = run_python_without("kernelop_nothing", f"""
+            import torch, kernelop as ko
+            op = ko.load_package({path!r})
+            x = torch.empty(3, 5, device="meta", dtype=torch.float64, requires_grad=True)
+            y = op(x)
+            g = torch.empty_like(y, requires_grad=True)
+            (gx,) = torch.autograd.grad(y, x, g, create_graph=True)
+            print(gx.grad_fn.name(), [t.shape for t in torch.autograd.grad(gx.sum(), [x, g])])
+            print(torch.ops.kernelop_autograd.sigmoid_backward_backward.default._schema)
+        """)
+        self.assertEqual(out.split("\n")[:2], [
+            "kernelop_autograd::sigmoid_backwardBackward [torch.Size([3, 5]), torch.Size([3, 5])]",
+            "kernelop_autograd::sigmoid_backward_backward(Tensor y, Tensor g, Tensor grad_grad_x) -> (Tensor, Tensor)"])
 
 
 class MetaAutograd(unittest.TestCase):
@@ -264,6 +297,18 @@ class Cuda(unittest.TestCase):
             torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
         self.assertEqual(counts["n"], 1)
 
+    def test_packages_built_without_a_gpu_train(self):
+        out = run_python_without("kernelop_nothing", f"""
+            import torch, kernelop as ko
+            ops = [ko.load_package(p) for p in {[packaged(n) for n in ("sigmoid", "softmax", "rms_norm")]!r}]
+            x = torch.randn(5, 40, device="cuda", dtype=torch.float64, requires_grad=True)
+            w = torch.randn(40, device="cuda", dtype=torch.float64, requires_grad=True)
+            print(torch.autograd.gradcheck(ops[0], (x,)), torch.autograd.gradgradcheck(ops[0], (x,)),
+                  torch.autograd.gradcheck(ops[1], (x,)),
+                  torch.autograd.gradcheck(lambda a, b: ops[2](a, b, 1e-5)[0], (x, w)))
+        """)
+        self.assertEqual(out.split(), ["True", "True", "True", "True"])
+
     def test_export_of_the_inference_graph(self):
         o = ops()
 
@@ -282,7 +327,7 @@ if __name__ == "__main__":
     if part == "--gpu" and not CUDA:
         print("SKIPPED: no CUDA device")
         sys.exit(77)
-    classes = {"--cpu": [Spec, MetaAutograd], "--gpu": [Cuda]}.get(part, [Spec, MetaAutograd, Cuda])
+    classes = {"--cpu": [Spec, Packages, MetaAutograd], "--gpu": [Cuda]}.get(part, [Spec, Packages, MetaAutograd, Cuda])
     suite = unittest.TestSuite(unittest.defaultTestLoader.loadTestsFromTestCase(c) for c in classes)
     result = unittest.TextTestRunner(verbosity=2).run(suite)
     sys.exit(0 if result.wasSuccessful() else 1)
