@@ -1,0 +1,217 @@
+"""Forward + backward per call (``y = op(x); y.backward(g)``), side by side in one run, for the autograd examples'
+sigmoid and RMSNorm (examples/autograd/), float32, on a small and a large input:
+
+- kernelop: the spec's backward, registered from C++ at the Autograd key (no Python per step);
+- custom_op: the same kernels (kernelop's forward and backward ops, called below autograd) wrapped in a Python
+  torch.library.custom_op with torch.library.register_autograd, the reference's style;
+- cpp_function: the same kernels in a hand-written C++ extension with a torch::autograd::Function (built here with
+  torch.utils.cpp_extension.load_inline);
+- aten: torch.sigmoid, torch.nn.functional.rms_norm.
+
+Per call: a loop of forward + backward steps, then one synchronize (host-bound for small inputs). Device time: CUDA
+events around the same loop for the large inputs, per step. Usage: python bench/autograd_bench.py [OUT.txt]
+"""
+
+import os
+import pathlib
+import sys
+import time
+
+import torch
+
+import kernelop as ko
+
+EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples" / "autograd"
+
+CPP = r"""
+#include <torch/extension.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+
+// The same kernels as kernelop's ops, called through the dispatcher below autograd.
+static at::Tensor call1(const char* name, std::vector<c10::IValue> args) {
+  auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
+  torch::jit::Stack stack(args.begin(), args.end());
+  op.callBoxed(stack);
+  return stack[0].toTensor();
+}
+static std::vector<at::Tensor> call2(const char* name, std::vector<c10::IValue> args) {
+  auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
+  torch::jit::Stack stack(args.begin(), args.end());
+  op.callBoxed(stack);
+  return {stack[0].toTensor(), stack[1].toTensor()};
+}
+
+struct Sigmoid : torch::autograd::Function<Sigmoid> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    at::Tensor y = call1("kernelop_autograd::sigmoid", {x});
+    ctx->save_for_backward({y});
+    return y;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto y = ctx->get_saved_variables()[0];
+    return {call1("kernelop_autograd::sigmoid_backward", {y, grads[0]})};
+  }
+};
+
+struct RmsNorm : torch::autograd::Function<RmsNorm> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                            const at::Tensor& w, double eps) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    auto out = call2("kernelop_autograd::rms_norm", {x, w, eps});
+    ctx->save_for_backward({x, w, out[1]});
+    return out[0];
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto s = ctx->get_saved_variables();
+    auto g = call2("kernelop_autograd::rms_norm_backward", {s[0], s[1], s[2], grads[0]});
+    return {g[0], g[1], at::Tensor()};
+  }
+};
+
+at::Tensor sigmoid_fn(const at::Tensor& x) { return Sigmoid::apply(x); }
+at::Tensor rms_norm_fn(const at::Tensor& x, const at::Tensor& w, double eps) {
+  return RmsNorm::apply(x, w, eps);
+}
+"""
+
+
+def custom_ops():
+    """The reference's style: Python custom_op + register_autograd around the same kernels."""
+    sig, sig_b = torch.ops.kernelop_autograd.sigmoid, torch.ops.kernelop_autograd.sigmoid_backward
+    rms, rms_b = torch.ops.kernelop_autograd.rms_norm, torch.ops.kernelop_autograd.rms_norm_backward
+
+    @torch.library.custom_op("kop_bench::sigmoid", mutates_args=())
+    def py_sigmoid(x: torch.Tensor) -> torch.Tensor:
+        return sig(x)
+
+    @py_sigmoid.register_fake
+    def _(x):
+        return torch.empty_like(x)
+
+    def sig_setup(ctx, inputs, output):
+        ctx.save_for_backward(output)
+
+    def sig_backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return sig_b(y, grad)
+
+    torch.library.register_autograd("kop_bench::sigmoid", sig_backward, setup_context=sig_setup)
+
+    @torch.library.custom_op("kop_bench::rms_norm", mutates_args=())
+    def py_rms(x: torch.Tensor, w: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+        y, rstd = rms(x, w, eps)
+        return y, rstd
+
+    @py_rms.register_fake
+    def _(x, w, eps):
+        return torch.empty_like(x), x.new_empty(x.shape[:-1])
+
+    def rms_setup(ctx, inputs, output):
+        x, w, _ = inputs
+        ctx.save_for_backward(x, w, output[1])
+
+    def rms_backward(ctx, grad_y, grad_rstd):
+        x, w, rstd = ctx.saved_tensors
+        gx, gw = rms_b(x, w, rstd, grad_y)
+        return gx, gw, None
+
+    torch.library.register_autograd("kop_bench::rms_norm", rms_backward, setup_context=rms_setup)
+    return torch.ops.kop_bench.sigmoid, lambda x, w, eps: torch.ops.kop_bench.rms_norm(x, w, eps)[0]
+
+
+def per_step_us(step, iters):
+    for _ in range(20):
+        step()
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(7):
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            step()
+        torch.cuda.synchronize()
+        best = min(best, (time.perf_counter() - t0) / iters * 1e6)
+    return best
+
+
+def device_us(step, iters=50):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(5):
+        step()
+    best = float("inf")
+    for _ in range(5):
+        start.record()
+        for _ in range(iters):
+            step()
+        end.record()
+        end.synchronize()
+        best = min(best, start.elapsed_time(end) * 1e3 / iters)
+    return best
+
+
+def main(out_path=None):
+    ops = {n: ko.register_spec_file(str(EXAMPLES / f"{n}.json")) for n in ("sigmoid", "rms_norm")}
+    py_sig, py_rms = custom_ops()
+    os.environ.setdefault("CXX", "/usr/bin/g++")
+    from torch.utils.cpp_extension import load_inline
+    ext = load_inline("kop_autograd_bench", cpp_sources=CPP, functions=["sigmoid_fn", "rms_norm_fn"],
+                      verbose=False, extra_cflags=["-O2"])
+    lines = [f"# {torch.cuda.get_device_name()}, torch {torch.__version__}; forward + backward per step, float32"]
+    for case, shape in (("small", (4096,)), ("large", (16 * 1024 * 1024,))):
+        x = torch.randn(shape, device="cuda", requires_grad=True)
+        g = torch.randn(shape, device="cuda")
+        ways = {
+            "kernelop": lambda: ops["sigmoid"](x).backward(g),
+            "custom_op": lambda: py_sig(x).backward(g),
+            "cpp_function": lambda: ext.sigmoid_fn(x).backward(g),
+            "aten": lambda: torch.sigmoid(x).backward(g),
+        }
+        for name, step in ways.items():  # same results first
+            x.grad = None
+            step()
+            grad = x.grad.clone()
+            x.grad = None
+            ops["sigmoid"](x).backward(g)
+            torch.testing.assert_close(grad, x.grad, msg=f"sigmoid {name}")
+        lines += report(f"sigmoid {case} {list(shape)}", ways, case, x)
+    for case, shape in (("small", (8, 512)), ("large", (8192, 4096))):
+        x = torch.randn(shape, device="cuda", requires_grad=True)
+        w = torch.randn(shape[-1], device="cuda", requires_grad=True)
+        g = torch.randn(shape, device="cuda")
+        ways = {
+            "kernelop": lambda: ops["rms_norm"](x, w, 1e-6)[0].backward(g),
+            "custom_op": lambda: py_rms(x, w, 1e-6).backward(g),
+            "cpp_function": lambda: ext.rms_norm_fn(x, w, 1e-6).backward(g),
+            "aten": lambda: torch.nn.functional.rms_norm(x, (shape[-1],), w, 1e-6).backward(g),
+        }
+        lines += report(f"rms_norm {case} {list(shape)}", ways, case, x, w)
+    text = "\n".join(lines) + "\n"
+    print(text, end="")
+    if out_path:
+        pathlib.Path(out_path).write_text(text)
+
+
+def report(title, ways, case, *params):
+    def step_of(fn):
+        def step():
+            for p in params:
+                p.grad = None
+            fn()
+        return step
+
+    lines = [title]
+    per_call = {n: per_step_us(step_of(fn), 200 if case == "small" else 20) for n, fn in ways.items()}
+    base = per_call["kernelop"]
+    for n, us in per_call.items():
+        lines.append(f"  per step  {n:13s} {us:9.1f} us   kernelop/{n} = {base / us:.3f}")
+    if case == "large":
+        dev = {n: device_us(step_of(fn)) for n, fn in ways.items()}
+        for n, us in dev.items():
+            lines.append(f"  device    {n:13s} {us:9.1f} us   kernelop/{n} = {dev['kernelop'] / us:.3f}")
+    return lines
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else None)
