@@ -1,7 +1,8 @@
 """Forward + backward per call (``y = op(x); y.backward(g)``), side by side in one run, for the autograd examples'
 sigmoid and RMSNorm (examples/autograd/), float32, on a small and a large input:
 
-- kernelop: the spec's backward, registered from C++ at the Autograd key (no Python per step);
+- kernelop: the spec's backward, registered from C++ at the Autograd key (no Python per step), called as
+  torch.ops.ns.op(x) and as its OpOverload torch.ops.ns.op.default(x) (less Python in the call);
 - custom_op: the same kernels (kernelop's forward and backward ops, called below autograd) wrapped in a Python
   torch.library.custom_op with torch.library.register_autograd, the reference's style;
 - cpp_function: the same kernels in a hand-written C++ extension with a torch::autograd::Function (built here with
@@ -162,8 +163,10 @@ def main(out_path=None):
     for case, shape in (("small", (4096,)), ("large", (16 * 1024 * 1024,))):
         x = torch.randn(shape, device="cuda", requires_grad=True)
         g = torch.randn(shape, device="cuda")
+        sig_default = ops["sigmoid"].default
         ways = {
             "kernelop": lambda: ops["sigmoid"](x).backward(g),
+            "kernelop.default": lambda: sig_default(x).backward(g),
             "custom_op": lambda: py_sig(x).backward(g),
             "cpp_function": lambda: ext.sigmoid_fn(x).backward(g),
             "aten": lambda: torch.sigmoid(x).backward(g),
@@ -205,11 +208,11 @@ def report(title, ways, case, *params):
     per_call = {n: per_step_us(step_of(fn), 200 if case == "small" else 20) for n, fn in ways.items()}
     base = per_call["kernelop"]
     for n, us in per_call.items():
-        lines.append(f"  per step  {n:13s} {us:9.1f} us   kernelop/{n} = {base / us:.3f}")
+        lines.append(f"  per step  {n:16s} {us:9.1f} us   kernelop/{n} = {base / us:.3f}")
     if case == "large":
         dev = {n: device_us(step_of(fn)) for n, fn in ways.items()}
         for n, us in dev.items():
-            lines.append(f"  device    {n:13s} {us:9.1f} us   kernelop/{n} = {dev['kernelop'] / us:.3f}")
+            lines.append(f"  device    {n:16s} {us:9.1f} us   kernelop/{n} = {dev['kernelop'] / us:.3f}")
     return lines
 
 
