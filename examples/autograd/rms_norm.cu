@@ -27,7 +27,8 @@ __global__ void rms_norm_backward(const T* __restrict__ x, const T* __restrict__
     long long row = (long long)blockIdx.x * cols;
     T r = rstd[blockIdx.x];
     T dot = 0;
-    for (int c = threadIdx.x; c < cols; c += blockDim.x) dot += weight[c] * grad_y[row + c] * x[row + c];
+    for (int c = threadIdx.x; c < cols; c += blockDim.x)
+      dot += weight[c] * grad_y[row + c] * x[row + c];
     dot = block_sum(dot, scratch);
     T k = r * r * r * dot / T(cols);
     for (int c = threadIdx.x; c < cols; c += blockDim.x)
@@ -37,6 +38,7 @@ __global__ void rms_norm_backward(const T* __restrict__ x, const T* __restrict__
   int c = (blockIdx.x - rows) * blockDim.x + threadIdx.x;
   if (c >= cols) return;
   T sum = 0;
-  for (int i = 0; i < rows; ++i) sum += grad_y[(long long)i * cols + c] * x[(long long)i * cols + c] * rstd[i];
+  for (int i = 0; i < rows; ++i)
+    sum += grad_y[(long long)i * cols + c] * x[(long long)i * cols + c] * rstd[i];
   grad_weight[c] = sum;
 }
