@@ -28,7 +28,7 @@ import torch
 
 from . import _llvm_host as H
 from ._symbolic import FloatProbe, Recorder, Unexpressible, canonical, uses_dims
-from ._triton import (BinaryTuple, RecordedPlugin, _examples, _inputs_json, _output_shapes, _outputs,
+from ._triton import (BinaryTuple, RecordedPlugin, _examples, _inputs_json, _name_outputs, _output_shapes, _outputs,
                       _signature_inputs, _tensor_name, check_configs, make_fakes, run_launch_fn, select_over_configs)
 
 DEFAULT_ARCHS = ("sm_80", "sm_90a")  # CUBIN each (sm_90a: Hopper's wgmma/TMA), plus the PTX of the oldest
@@ -193,16 +193,8 @@ def record(spec: CuteDslSpec, meta_impl: Optional[Callable], op_name: Optional[s
     params = inspect.signature(call.body).parameters
 
     # Outputs are named after the parameter they are passed to.
-    taken = {t.name for t in rec.tensors} | {s.name for s in rec.scalars}
-    out_names = []
-    for i, o in enumerate(outputs):
-        name = next((p for p, v in bound.arguments.items() if id(v) in wrapped and wrapped[id(v)].fake is o), None)
-        if name is None or name in taken:
-            name = f"out{i}" if len(outputs) > 1 else "out"
-            while name in taken:
-                name += "_"
-        taken.add(name)
-        out_names.append(name)
+    out_names = _name_outputs(outputs, {p: wrapped[id(v)].fake for p, v in bound.arguments.items()
+                                        if id(v) in wrapped}, rec)
 
     # Each parameter of the @cute.jit function: a tensor, a run-time scalar or a compile-time constant.
     dynamic: List[Tuple[str, Any]] = []  # (param, ("tensor", name, wrapped) | ("int", expr) | ("float", name))

@@ -350,7 +350,8 @@ def _record(spec: TritonSpec, meta_impl: Optional[Callable], op_name: Optional[s
         raise ValueError(f"{where}: the launch at {launch.where} does not match {fname}'s parameters: {e}") from None
     bound.apply_defaults()
     constexpr = {p.name for p in kernel.params if p.is_constexpr}
-    out_names = _name_outputs(outputs, bound, rec)
+    out_names = _name_outputs(outputs, {n: v for n, v in bound.arguments.items() if isinstance(v, torch.Tensor)},
+                              rec)
 
     params: List[Any] = []
     signature: Dict[str, str] = {}
@@ -582,12 +583,13 @@ def _outputs(where: str, result: Any, rec: Recorder) -> List[Any]:
     return outs
 
 
-def _name_outputs(outputs: List[Any], bound: inspect.BoundArguments, rec: Recorder) -> List[str]:
-    """Each output is named after the kernel parameter it is passed to ("Z"), else out0, out1, ..."""
+def _name_outputs(outputs: List[Any], tensors: Dict[str, Any], rec: Recorder) -> List[str]:
+    """Each output is named after the kernel parameter it is passed to ("Z"; `tensors`: parameter -> the tensor it
+    gets), else out0, out1, ..."""
     taken = {t.name for t in rec.tensors} | {s.name for s in rec.scalars}
     names = []
     for i, o in enumerate(outputs):
-        name = next((n for n, v in bound.arguments.items() if isinstance(v, torch.Tensor) and v is o), None)
+        name = next((n for n, v in tensors.items() if v is o), None)
         if name is None or name in taken:
             name = f"out{i}" if len(outputs) > 1 else "out"
             while name in taken:

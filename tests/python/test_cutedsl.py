@@ -19,6 +19,7 @@ import torch
 
 import kernelop as ko
 from isolated import run_python_without
+from tactic_pins import each_tactic
 from kernelop import _kernelop, _llvm_host as H
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
@@ -414,13 +415,7 @@ class Cuda(unittest.TestCase):
     SHAPES = [(1, 1), (4, 64), (5, 33), (37, 1001), (256, 4096), (3, 70001)]
 
     def each_tactic(self, op_name):
-        k = ko.kernel(op_name)
-        for t in range(len(k.tactics)):
-            k.pin_tactic(t)
-            try:
-                yield t, k.tactics[t]
-            finally:
-                k.pin_tactic(None)
+        return each_tactic(op_name)
 
     def test_every_tactic_matches_pytorch(self):
         ops_ = _packaged_ops()

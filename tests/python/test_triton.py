@@ -21,6 +21,7 @@ import triton.language as tl
 import kernelop as ko
 from compile_counter import counting_inductor
 from isolated import run_python_without
+from tactic_pins import each_tactic
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 sys.path.insert(0, str(EXAMPLES))
@@ -498,13 +499,7 @@ class Cuda(unittest.TestCase):
         torch.manual_seed(0)
 
     def each_tactic(self, name):
-        k = ko.kernel(f"kop_tt::{name}")
-        for t in range(len(k.tactics)):
-            k.pin_tactic(t)
-            try:
-                yield t, k.tactics[t]
-            finally:
-                k.pin_tactic(None)
+        return each_tactic(f"kop_tt::{name}")
 
     def test_every_tactic_matches_tritons_own_launch(self):
         cases = {
