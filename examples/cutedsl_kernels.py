@@ -6,6 +6,8 @@ PyTorch, wrapping tensors with from_dlpack and calling one @cute.jit host functi
 - axpy: out = alpha * x + y, tiled on the host (cute.zipped_divide by (4, TILE_N), an identity tensor for the bounds
   check): what the kernel receives is the host's layout algebra, which kernelop reads as expressions of the sizes;
   alpha is a cutlass.Float32 and TILE_N a cutlass.Constexpr with two configs (tactics).
+- add_int: out = x + k, an int scalar input and the size x.numel() passed as cutlass.Int32 arguments (the grid is
+  (n + 127) // 128 of the DSL's own floor division).
 
 ``register(ns)`` registers both from C++ (no Python per call) and returns their torch.ops packets; run as a script it
 writes their .kop packages (``--package DIR``), which run with neither Python nor the CuTe DSL.
@@ -77,11 +79,33 @@ def axpy(x: torch.Tensor, y: torch.Tensor, alpha: float) -> torch.Tensor:
 AXPY_CONFIGS = [{"TILE_N": 32}, {"TILE_N": 64}]
 
 
+@cute.kernel
+def add_int_kernel(gX: cute.Tensor, gOut: cute.Tensor, k: cutlass.Int32, n: cutlass.Int32):
+    tidx, _, _ = cute.arch.thread_idx()
+    bidx, _, _ = cute.arch.block_idx()
+    i = bidx * 128 + tidx
+    if i < n:
+        gOut[i] = gX[i] + cutlass.Float32(k)
+
+
+@cute.jit
+def add_int_host(mX: cute.Tensor, mOut: cute.Tensor, k: cutlass.Int32, n: cutlass.Int32):
+    add_int_kernel(mX, mOut, k, n).launch(grid=((n + 127) // 128, 1, 1), block=(128, 1, 1))
+
+
+def add_int(x: torch.Tensor, k: int) -> torch.Tensor:
+    """out = x + k: an int scalar input and a size (numel) as cutlass.Int32 arguments."""
+    out = torch.empty_like(x)
+    add_int_host(from_dlpack(x), from_dlpack(out), k, x.numel())
+    return out
+
+
 def recorded(ns):
     """The ops recorded (not yet registered): name -> kernelop.RecordedPlugin."""
     return {
         "vector_add": ko.record_plugin(ko.cutedsl(vector_add), op_name=f"{ns}::vector_add"),
         "axpy": ko.record_plugin(ko.cutedsl(axpy, configs=AXPY_CONFIGS), op_name=f"{ns}::axpy"),
+        "add_int": ko.record_plugin(ko.cutedsl(add_int), op_name=f"{ns}::add_int"),
     }
 
 

@@ -34,7 +34,7 @@ except ImportError:
     HAVE_CUTE = False
 
 CUDA = torch.cuda.is_available()
-NAMES = ("vector_add", "axpy")
+NAMES = ("vector_add", "axpy", "add_int")
 
 
 def expect_error(test, exc, needle, fn, *args, **kwargs):
@@ -50,24 +50,7 @@ def run_python(code):
 
 
 if HAVE_CUTE:
-    # Test kernels: an int scalar and a size as cutlass.Int32 arguments, and launches kernelop refuses.
-    @cute.kernel
-    def _shift_kernel(gX: cute.Tensor, gOut: cute.Tensor, k: cutlass.Int32, n: cutlass.Int32):
-        tidx, _, _ = cute.arch.thread_idx()
-        bidx, _, _ = cute.arch.block_idx()
-        i = bidx * 128 + tidx
-        if i < n:
-            gOut[i] = gX[i] + cutlass.Float32(k)
-
-    @cute.jit
-    def _shift_host(mX: cute.Tensor, mOut: cute.Tensor, k: cutlass.Int32, n: cutlass.Int32):
-        _shift_kernel(mX, mOut, k, n).launch(grid=((n + 127) // 128, 1, 1), block=(128, 1, 1))
-
-    def shift(x: torch.Tensor, k: int) -> torch.Tensor:
-        out = torch.empty_like(x)
-        _shift_host(from_dlpack(x), from_dlpack(out), k, x.numel())
-        return out
-
+    # Test kernels: launches kernelop refuses.
     @cute.jit
     def _twice_host(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor):
         ck.vector_add_kernel(mA, mB, mC).launch(grid=(1, 1, 1), block=(256, 1, 1))
@@ -244,7 +227,7 @@ class Recording(unittest.TestCase):
         self.assertEqual(d["inputs"][2], {"name": "alpha", "scalar": "float"})
 
     def test_int_scalars_and_sizes_as_int32_arguments(self):
-        d = ko.record_plugin(ko.cutedsl(shift), op_name="kop_cd_rec::shift").doc
+        d = ko.record_plugin(ko.cutedsl(ck.add_int), op_name="kop_cd_rec::add_int").doc
         self.assertEqual(d["params"], [{"struct": ["x", {"expr": "dim(x, 0)"}, {"expr": "dim(x, 1)"},
                                                    {"expr": "stride(x, 0)", "int64": True}]},
                                        {"struct": ["mOut", {"expr": "dim(mOut, 0)"}, {"expr": "dim(mOut, 1)"},
@@ -427,6 +410,8 @@ class Cuda(unittest.TestCase):
                 torch.testing.assert_close(ops_["axpy"](a, b, 0.75), 0.75 * a + b,
                                            msg=lambda m: f"{shape} {text}: {m}")
             torch.testing.assert_close(ops_["axpy"](a, b, -2.0), -2.0 * a + b)  # tuned
+            for k in (0, 3, -7):
+                torch.testing.assert_close(ops_["add_int"](a, k), a + k)
 
     def test_views_and_wrong_inputs(self):
         ops_ = _packaged_ops()
@@ -473,7 +458,7 @@ class Cuda(unittest.TestCase):
 
     @unittest.skipUnless(HAVE_CUTE, "nvidia-cutlass-dsl is not installed")
     def test_registered_from_the_dsl_int_scalars(self):
-        op = ko.custom_plugin(ko.cutedsl(shift), op_name="kop_cd::shift")
+        op = ko.custom_plugin(ko.cutedsl(ck.add_int), op_name="kop_cd::add_int")
         for shape in ((3, 5), (100, 1000)):
             x = torch.randn(shape, device="cuda")
             torch.testing.assert_close(op(x, 3), x + 3)
