@@ -256,7 +256,7 @@ int run_cli(int argc, char** argv) {
     cli::print_plan(std::cout, image.plan);
     cli::print_images(std::cout, image);
     // The backward chain is compiled and its signatures verified like any kernel.
-    std::vector<CompiledImage> chain = compile_backward(plan, options);
+    std::vector<CompiledImage> chain = compile_backward(image.plan, options);
     for (std::size_t i = 0; i < chain.size(); ++i) {
       cli::print_backward(std::cout, i == 0 ? plan : chain[i - 1].plan, chain[i].plan);
       cli::print_plan(std::cout, chain[i].plan);

@@ -38,7 +38,8 @@ struct CompileOptions {
 CompiledImage compile(const OpPlan& plan, const CompileOptions& options = {});
 
 /// The op's backward chain compiled (Note [backward]): its backward, that one's backward, ...;
-/// empty when the spec declares none. What write_package takes with the op's own image.
+/// empty when the spec declares none. What write_package takes with the op's own image; give it
+/// the compiled image's plan (dtypes the compilation inferred are the backward's too).
 std::vector<CompiledImage> compile_backward(const OpPlan& plan, const CompileOptions& options = {});
 
 /// Machine code another compiler made (Triton): one compilation (OpPlan::programs) for one

@@ -299,18 +299,32 @@ class Launch:
 
 
 def _int_attr(attr: Any) -> int:
-    m = re.match(r"\s*(-?\d+)", str(attr))
+    s = str(attr).strip()
+    m = re.fullmatch(r"(-?\d+)(\s*:\s*(i\d+|index))?", s)
     if m:
         return int(m.group(1))
-    s = str(attr).strip()
     if s in ("true", "false"):
         return int(s == "true")
-    raise ValueError(f"not an integer attribute: {attr}")
+    raise ValueError(f"not an integer attribute: {attr}")  # a float constant, for one
 
 
 def _indices(attr: Any) -> List[int]:
     m = re.search(r"array<i\d+:?\s*([-\d,\s]*)>", str(attr))
     return [int(x) for x in m.group(1).replace(",", " ").split()] if m and m.group(1).strip() else []
+
+
+def _descend(t: Optional[LType], fields: Sequence[Any]) -> Optional[LType]:
+    """The type at `fields` inside `t` (None when unknown)."""
+    for f in fields:
+        if t is None:
+            return None
+        if t[0] == "array" and (f is None or 0 <= f < t[1]):  # every element has the same type
+            t = t[2]
+        elif f is not None and t[0] == "struct" and 0 <= f < len(t[1]):
+            t = t[1][f]
+        else:
+            return None
+    return t
 
 
 def read_launch(module: Any, function: str, arguments: Sequence[Value], launcher: str = "_cudaLaunchKernelEx") -> Launch:
@@ -324,8 +338,11 @@ def read_launch(module: Any, function: str, arguments: Sequence[Value], launcher
         if fn is None:
             raise Unreadable(f"the compiled module has no host function '{function}'")
         values: Dict[str, Value] = {}
-        cells: Dict[str, Dict[Tuple[Any, ...], List[Value]]] = {}  # alloca -> path -> stored values
+        cells: Dict[str, Dict[Tuple[Any, ...], List[Tuple[Value, int]]]] = {}  # alloca -> path -> (value, block)
         alloca_types: Dict[str, LType] = {}
+        clobbered: set = set()  # allocas written by something kernelop does not follow (a call, a copy)
+        unknown_writes = [False]  # a store through a pointer kernelop does not follow
+        launch_block = [-1]
         calls: List[Any] = []
         blocks = list(fn.regions[0].blocks)
         entry_args = list(blocks[0].arguments)
@@ -361,20 +378,31 @@ def read_launch(module: Any, function: str, arguments: Sequence[Value], launcher
             return Struct(tuple(fields))
 
         def load(p: Value) -> Value:
+            # Memory is followed only where it is certain: one write to the cell (or to a struct
+            # containing it) and no other overlapping write, in straight-line code on the way to
+            # the launch (the entry block or the launch's own), into an alloca nothing else touches.
             if not isinstance(p, Ptr):
                 return Opaque("a value loaded from memory kernelop does not follow")
             if None in p.path:
                 return Opaque("a value loaded at an index computed at run time")
+            if unknown_writes[0] or p.root in clobbered:
+                return Opaque("a value in memory written by something kernelop does not follow")
             table = cells.get(p.root, {})
             if any(None in k for k in table):
                 return Opaque("a value in memory written at an index computed at run time")
-            for n in range(len(p.path), 0, -1):
-                stored = table.get(p.path[:n])
-                if stored is not None:
-                    if len(stored) != 1:
-                        return Opaque("a value in memory written more than once")
-                    return extract(stored[0], p.path[n:])
-            return Opaque("a value in memory that was not written")
+            n = len(p.path)
+            overlapping = [(k, v, blk) for k, vs in table.items() for v, blk in vs
+                           if k[:min(len(k), n)] == p.path[:min(len(k), n)]]
+            if not overlapping:
+                return Opaque("a value in memory that was not written")
+            if len(overlapping) != 1:
+                return Opaque("a value in memory written more than once")
+            k, v, blk = overlapping[0]
+            if blk not in (0, launch_block[0]):
+                return Opaque("a value written under a condition or in a loop")
+            if len(k) > n:
+                return Opaque("a value in memory only partly written")
+            return extract(v, p.path[len(k):])
 
         def binary(op: str, a: Value, b: Value) -> Value:
             for x in (a, b):
@@ -384,7 +412,7 @@ def read_launch(module: Any, function: str, arguments: Sequence[Value], launcher
                     return Opaque(f"'{op}' of values that are not integers")
             return simplify((op, a, b))
 
-        for block in blocks:
+        for block_index, block in enumerate(blocks):
             for o in block.operations:
                 op = o.operation
                 name = op.name
@@ -400,7 +428,12 @@ def read_launch(module: Any, function: str, arguments: Sequence[Value], launcher
                     out = Struct(()) if "struct" in str(op.results[0].type) else \
                         (const(0) if name == "llvm.mlir.zero" else Opaque("an undefined value"))
                 elif name in _BINARY:
-                    out = binary(_BINARY[name], get(ops[0]), get(ops[1]))
+                    a, b = get(ops[0]), get(ops[1])
+                    if name in ("llvm.intr.umin", "llvm.intr.umax", "llvm.udiv", "llvm.urem") and \
+                            isinstance(a, tuple) and isinstance(b, tuple) and not (nonneg(a) and nonneg(b)):
+                        out = Opaque(f"an unsigned '{name[5:]}' of values that may be negative")
+                    else:
+                        out = binary(_BINARY[name], a, b)
                 elif name in ("llvm.shl", "llvm.lshr", "llvm.ashr"):
                     a, b = get(ops[0]), get(ops[1])
                     if isinstance(b, tuple) and b[0] == "c" and 0 <= b[1] < 63 and isinstance(a, tuple):
@@ -432,6 +465,8 @@ def read_launch(module: Any, function: str, arguments: Sequence[Value], launcher
                     elif isinstance(a, tuple) and isinstance(b, tuple) and pred:
                         if str(ops[0].type) == "i1" and pred == "eq" and b == const(0):
                             out = simplify(("not", a))
+                        elif str(ops[0].type) == "i1" and pred not in ("eq", "ne"):
+                            out = Opaque("an ordered comparison of booleans")  # true is -1 when signed
                         else:
                             out = simplify(("cmp", pred, a, b))
                 elif name == "llvm.select":
@@ -441,8 +476,16 @@ def read_launch(module: Any, function: str, arguments: Sequence[Value], launcher
                         if all(isinstance(x, tuple) for x in (c, a, b)) else Opaque("a select of non-integers")
                 elif name in _CASTS:
                     a = get(ops[0])
-                    if name == "llvm.zext" and isinstance(a, tuple) and str(ops[0].type) != "i1" and not nonneg(a):
+                    from_bool = str(ops[0].type) == "i1"
+                    if name == "llvm.zext" and isinstance(a, tuple) and not from_bool and not nonneg(a):
                         out = Opaque("a zero extension of a value that may be negative")
+                    elif name == "llvm.sext" and from_bool and isinstance(a, tuple):
+                        out = simplify(("sub", const(0), a))  # true is -1
+                    elif name == "llvm.trunc" and str(op.results[0].type) == "i1":
+                        out = Opaque("a truncation to a boolean")
+                    elif name == "llvm.bitcast" and str(ops[0].type) != str(op.results[0].type) and \
+                            not str(ops[0].type).startswith("!llvm.ptr"):
+                        out = Opaque("a bit cast between types")
                     else:
                         out = a
                 elif name == "llvm.extractvalue":
@@ -467,7 +510,20 @@ def read_launch(module: Any, function: str, arguments: Sequence[Value], launcher
                             idx.append(v[1] if isinstance(v, tuple) and v[0] == "c" else None)
                         else:
                             idx.append(raw)
-                    if isinstance(base, Ptr) and idx:
+                    try:
+                        elem = parse_type(str(op.attributes["elem_type"]))
+                    except (KeyError, ValueError):
+                        elem = None
+                    at = _descend(alloca_types.get(base.root), base.path[1:]) if isinstance(base, Ptr) else None
+                    if isinstance(base, Ptr) and idx and elem is not None and at is not None and \
+                            at[0] == "array" and elem == at[2] and elem != at:
+                        # the array's address used as its first element's (C's decay): element idx[0]
+                        out = Ptr(base.root, base.path + (idx[0],) + tuple(idx[1:]))
+                    elif isinstance(base, Ptr) and idx and (elem is None or elem != at):
+                        # indexing the memory as another type (bytes of a struct): not followed
+                        clobbered.add(base.root)
+                        out = Opaque("an address computed over another type")
+                    elif isinstance(base, Ptr) and idx:
                         first = None if base.path[-1] is None or idx[0] is None else base.path[-1] + idx[0]
                         out = Ptr(base.root, base.path[:-1] + (first,) + tuple(idx[1:]))
                     elif isinstance(base, TensorPtr):
@@ -477,24 +533,32 @@ def read_launch(module: Any, function: str, arguments: Sequence[Value], launcher
                 elif name == "llvm.store":
                     v, p = get(ops[0]), get(ops[1])
                     if isinstance(p, Ptr):
-                        cells.setdefault(p.root, {}).setdefault(p.path, []).append(v)
+                        cells.setdefault(p.root, {}).setdefault(p.path, []).append((v, block_index))
+                    else:
+                        unknown_writes[0] = True
                 elif name == "llvm.load":
                     out = load(get(ops[0]))
                 elif name == "llvm.call":
                     callee = str(op.attributes["callee"]) if "callee" in op.attributes else ""
-                    calls.append((callee.lstrip("@").strip('"'), [get(x) for x in ops]))
+                    callee = callee.lstrip("@").strip('"')
+                    args_ = [get(x) for x in ops]
+                    calls.append((callee, args_, block_index))
+                    if callee not in (launcher, "_cudaLaunchKernel"):
+                        clobbered.update(x.root for x in args_ if isinstance(x, Ptr))  # it may write them
+                elif name.startswith("llvm.intr.mem") or name.startswith("llvm.call_intrinsic"):
+                    clobbered.update(x.root for x in (get(y) for y in ops) if isinstance(x, Ptr))
                 if res:
                     values[res[0]] = out
 
         launches = [c for c in calls if c[0] in ("_cudaLaunchKernelEx", "_cudaLaunchKernel")]
         if len(launches) != 1:
             raise Unreadable(f"the host function launches {len(launches)} kernels; kernelop records one launch per op")
-        callee, call_args = launches[0]
+        callee, call_args, launch_block[0] = launches[0]
         if callee != launcher:
             raise Unreadable(f"the host function launches through {callee}, which kernelop does not read")
         config, _, args_ptr = call_args
         if not isinstance(config, Ptr) or not isinstance(args_ptr, Ptr):
-            raise Unreadable("the launch's configuration or argument array is not in memory kernelop follows")
+            raise Unreadable(f"the launch's configuration or argument array is not in memory kernelop follows ({config}; {args_ptr})")
         c = config.path[:-1] + (config.path[-1],)
         grid = [load(Ptr(config.root, c + (0, i))) for i in range(3)]
         block = [load(Ptr(config.root, c + (1, i))) for i in range(3)]
@@ -503,21 +567,32 @@ def read_launch(module: Any, function: str, arguments: Sequence[Value], launcher
         # in a loop; every value written must be 0 (the attribute off) for the plain launch kernelop makes.
         attrs_ptr = load(Ptr(config.root, c + (4,)))
         attribute_values: List[Value] = []
-        if isinstance(attrs_ptr, Ptr):
-            for path, stored in cells.get(attrs_ptr.root, {}).items():
-                if len(path) >= 2 and path[1] == 2:  # (attribute, field 2: the value)
-                    attribute_values += stored
+        if not isinstance(attrs_ptr, Ptr):
+            raise Unreadable("the launch's attributes are in memory kernelop does not follow")
+        root_type = alloca_types.get(attrs_ptr.root)
+        for path, stored in cells.get(attrs_ptr.root, {}).items():
+            if root_type is not None and root_type[0] == "array":
+                path = path[1:]  # (0, attribute, field) of an array of attributes
+            if len(path) >= 2 and path[1] == 0:  # (attribute, field 0: its id)
+                continue
+            if len(path) >= 2 and path[1] == 2:  # (attribute, field 2: the value)
+                attribute_values += [v for v, _ in stored]
+            else:
+                raise Unreadable("the launch's attributes are written in a way kernelop does not read")
         # The argument array: one pointer per kernel argument, each to the argument's value.
+        if unknown_writes[0] or args_ptr.root in clobbered or None in args_ptr.path:
+            raise Unreadable("the launch's argument array is in memory kernelop does not follow")
         table = cells.get(args_ptr.root, {})
         n = len(table)
         args: List[Value] = []
         types: List[LType] = []
         for i in range(n):
             cell = table.get(args_ptr.path[:-1] + (args_ptr.path[-1] + i,))
-            if cell is None or len(cell) != 1 or not isinstance(cell[0], Ptr) or cell[0].root not in alloca_types:
+            if cell is None or len(cell) != 1 or not isinstance(cell[0][0], Ptr) or \
+                    cell[0][0].root not in alloca_types:
                 raise Unreadable(f"kernel argument {i} is not written once into the launch's argument array")
-            args.append(load(cell[0]))
-            types.append(alloca_types[cell[0].root])
+            args.append(load(cell[0][0]))
+            types.append(alloca_types[cell[0][0].root])
         return Launch(grid, block, smem, args, types, attribute_values)
 
 

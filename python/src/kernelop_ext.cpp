@@ -151,7 +151,8 @@ NB_MODULE(_kernelop, m) {
          const std::vector<std::string>& archs, const std::string& path) {
         OpPlan plan = derive_plan(parse_op_json(spec_json, base_dir, "spec"));
         CompileOptions options = options_for(archs);
-        write_package(compile(plan, options), path, compile_backward(plan, options));
+        CompiledImage image = compile(plan, options);
+        write_package(image, path, compile_backward(image.plan, options));
       },
       nb::arg("spec_json"), nb::arg("base_dir"), nb::arg("archs"), nb::arg("path"));
   m.def(
@@ -170,9 +171,9 @@ NB_MODULE(_kernelop, m) {
   m.def(
       "build_package_file",
       [](const std::string& path, const std::vector<std::string>& archs, const std::string& out) {
-        OpPlan plan = derive_plan(load_op_file(path));
         CompileOptions options = options_for(archs);
-        write_package(compile(plan, options), out, compile_backward(plan, options));
+        CompiledImage image = compile(derive_plan(load_op_file(path)), options);
+        write_package(image, out, compile_backward(image.plan, options));
       },
       nb::arg("path"), nb::arg("archs"), nb::arg("out"));
   m.def(

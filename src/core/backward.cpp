@@ -79,6 +79,26 @@ std::optional<DTypeDecl> forward_dtype(const OpPlan& p, std::string_view name) {
   return p.tensors[static_cast<std::size_t>(slot)].dtype;
 }
 
+// The dtype of the gradient grad_<input>: the input's.
+std::optional<DTypeDecl> gradient_dtype(const OpPlan& p, std::string_view name) {
+  if (name.substr(0, kGrad.size()) != kGrad) return std::nullopt;
+  int slot = p.tensor_slot(name.substr(kGrad.size()));
+  if (slot < 0) return std::nullopt;
+  return p.tensors[static_cast<std::size_t>(slot)].dtype;
+}
+
+// Floating point, or a type parameter whose dtypes all are; unknown counts as floating (the
+// kernel's signature decides it later).
+bool floating(const OpPlan& p, const std::optional<DTypeDecl>& dtype) {
+  if (!dtype) return true;
+  if (const auto* d = std::get_if<DType>(&*dtype)) return is_floating(*d);
+  for (const TypeParam& tp : p.type_params) {
+    if (tp.name == std::get<std::string>(*dtype))
+      return std::all_of(tp.dtypes.begin(), tp.dtypes.end(), is_floating);
+  }
+  return true;
+}
+
 std::string known_names(const OpPlan& p) {
   std::vector<std::string> names;
   for (auto [is_tensor, slot] : p.input_order) {
@@ -109,7 +129,7 @@ OpDecl backward_decl(const OpPlan& forward) {
   }
   if (s.outputs) {
     for (OutputDecl& o : *s.outputs) {
-      if (!o.dtype && !o.dtype_from) o.dtype = forward_dtype(forward, o.name);
+      if (!o.dtype && !o.dtype_from) o.dtype = gradient_dtype(forward, o.name);
     }
   }
   return decl;
@@ -128,21 +148,26 @@ void check_backward(const OpPlan& p, const ValidateOptions& options) {
         << "needs the forward's inputs and outputs declared in the spec (no meta_fn or eager_fn): "
            "the backward's inputs are named after them";
   }
+  std::vector<std::string> names;  // every forward name, tensors and scalars
+  for (const TensorSlot& t : p.tensors) names.push_back(t.name);
+  for (const ScalarSlot& s : p.scalars) names.push_back(s.name);
+  for (const std::string& name : names) {
+    // A name is what it says first; grad_<output> is that output's gradient. The two must not
+    // meet: an input or output named grad_<output> would make the name ambiguous.
+    for (const OutputPlan& o : p.outputs) {
+      if (name == std::string(kGrad) + p.tensors[static_cast<std::size_t>(o.slot)].name) {
+        KERNELOP_RAISE(fail_at(p, ""))
+            << "the forward has an input or output named '" << name
+            << "', which would also name the gradient of its output; rename it";
+      }
+    }
+  }
   for (const TensorSlot& t : p.tensors) {
     if (t.mutated) {
       KERNELOP_RAISE(fail_at(p, ""))
           << "input '" << t.name
           << "' is written in place; an op that mutates an input has no backward (PyTorch "
              "refuses autograd through in-place custom ops too)";
-    }
-    // A name is what it says first; grad_<output> is that output's gradient. The two must not
-    // meet: an input or output named grad_<output> would make the name ambiguous.
-    for (const OutputPlan& o : p.outputs) {
-      if (t.name == std::string(kGrad) + p.tensors[static_cast<std::size_t>(o.slot)].name) {
-        KERNELOP_RAISE(fail_at(p, ""))
-            << "the forward has a tensor named '" << t.name
-            << "', which would also name the gradient of its output; rename it";
-      }
     }
   }
   // differentiable: tensor inputs of a floating dtype, each once
@@ -161,17 +186,7 @@ void check_backward(const OpPlan& p, const ValidateOptions& options) {
     }
     if (!seen.insert(name).second) KERNELOP_RAISE(fail_at(p, path)) << "'" << name << "' twice";
     const auto& dtype = p.tensors[static_cast<std::size_t>(slot)].dtype;
-    bool floating = true;
-    if (dtype && std::holds_alternative<DType>(*dtype)) {
-      floating = is_floating(std::get<DType>(*dtype));
-    } else if (dtype) {
-      for (const TypeParam& tp : p.type_params) {
-        if (tp.name == std::get<std::string>(*dtype)) {
-          floating = std::all_of(tp.dtypes.begin(), tp.dtypes.end(), is_floating);
-        }
-      }
-    }
-    if (!floating) {
+    if (!floating(p, dtype)) {
       KERNELOP_RAISE(fail_at(p, path)) << "'" << name << "' is " << dtype_decl_text(*dtype)
                                        << "; only floating-point tensors get gradients";
     }
@@ -211,6 +226,11 @@ void check_backward(const OpPlan& p, const ValidateOptions& options) {
     if (forward_scalar) {
       KERNELOP_RAISE(fail_at(p, path)) << "'" << name << "' is a scalar in the forward";
     }
+    if (source->kind == BackwardLink::Source::Kind::Grad && !floating(p, forward_dtype(p, name))) {
+      KERNELOP_RAISE(fail_at(p, path)) << "'" << name << "' is the gradient of an output that is "
+                                       << dtype_decl_text(*forward_dtype(p, name))
+                                       << "; only floating-point outputs have gradients";
+    }
     const auto& t = std::get<InputDecl>(input);
     auto want = forward_dtype(p, name);
     (void)own;
@@ -237,6 +257,13 @@ void check_backward(const OpPlan& p, const ValidateOptions& options) {
   std::vector<std::string> have;
   for (const OutputDecl& o : *s.outputs) have.push_back(o.name);
   for (std::size_t i = 0; i < have.size(); ++i) {
+    const OutputDecl& o = (*s.outputs)[i];
+    if (o.dtype && gradient_dtype(p, have[i]) && *o.dtype != *gradient_dtype(p, have[i])) {
+      KERNELOP_RAISE(fail_at(p, "outputs[" + std::to_string(i) + "].dtype"))
+          << "is " << dtype_decl_text(*o.dtype) << " but the gradient of '"
+          << have[i].substr(kGrad.size()) << "' is "
+          << dtype_decl_text(*gradient_dtype(p, have[i]));
+    }
     if (std::find(want.begin(), want.end(), have[i]) == want.end()) {
       KERNELOP_RAISE(fail_at(p, "outputs[" + std::to_string(i) + "]"))
           << "'" << detail::shorten(have[i])

@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
     kernelop::CompiledImage image = kernelop::compile(plan, options);
     std::filesystem::path out = argv[2];
     if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
-    kernelop::write_package(image, out, kernelop::compile_backward(plan, options));
+    kernelop::write_package(image, out, kernelop::compile_backward(image.plan, options));
     std::cout << "wrote " << out.string() << " (" << plan.op_name << ", " << image.images.size()
               << " images)\n";
     return 0;

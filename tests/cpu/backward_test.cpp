@@ -132,6 +132,27 @@ TEST(Backward, RulesNameTheFieldAndWhatWasExpected) {
       ErrorKind::Spec, "scalar 'eps' is float64 but the forward's is float");
   expect_error([] { derive_plan(rms_with([](BackwardSpec& b) { b.from["w"] = "weight"; })); },
                ErrorKind::Spec, "backward.from.w: 'w' is not an input of the backward");
+  expect_error(
+      [] {
+        derive_plan(rms_with([](BackwardSpec& b) { (*b.spec.outputs)[1].dtype = DType::Float64; }));
+      },
+      ErrorKind::Spec, "backward.outputs[1].dtype: is float64 but the gradient of 'weight' is T");
+  expect_error(
+      [] { derive_plan(rms_with([](BackwardSpec& b) { (*b.spec.outputs)[1].name = "gw"; })); },
+      ErrorKind::Spec, "backward.outputs[1]: 'gw' is not the gradient of a differentiable input");
+  // An integer output has no gradient to read.
+  OpDecl int_out = autograd_example("rms_norm");
+  (*int_out.spec.outputs)[1].dtype = DType::Int32;
+  std::get<InputDecl>((*int_out.spec.backward[0].spec.inputs)[2]).name = "grad_rstd";
+  expect_error([&] { derive_plan(int_out); }, ErrorKind::Spec,
+               "backward.inputs[2]: 'grad_rstd' is the gradient of an output that is int32; only "
+               "floating-point outputs have gradients");
+  // A scalar named like a gradient would make grad_y ambiguous.
+  OpDecl clash = autograd_example("rms_norm");
+  std::get<ScalarInput>((*clash.spec.inputs)[2]).name = "grad_y";
+  expect_error([&] { derive_plan(clash); }, ErrorKind::Spec,
+               "the forward has an input or output named 'grad_y', which would also name the "
+               "gradient of its output");
   // The backward is a spec like any other: its own errors name its op.
   expect_error([] { derive_plan(rms_with([](BackwardSpec& b) { b.spec.geometry.reset(); })); },
                ErrorKind::Spec, "op kernelop_autograd::rms_norm_backward: geometry: missing");

@@ -102,6 +102,13 @@ class Spec(unittest.TestCase):
         for name in ("kop_ag_nc::sigmoid", "kop_ag_nc::sigmoid_backward", "kop_ag_nc::sigmoid_backward_backward"):
             self.assertFalse(_kernelop.is_registered(name), name)
 
+    def test_a_backward_in_use_cannot_be_unregistered(self):
+        ops()
+        expect_error(self, ValueError, "op kernelop_autograd::sigmoid_backward is the backward of "
+                     "kernelop_autograd::sigmoid, which is registered: unregister kernelop_autograd::sigmoid first",
+                     _kernelop.unregister, "kernelop_autograd::sigmoid_backward")
+        self.assertTrue(_kernelop.is_registered("kernelop_autograd::sigmoid_backward"))
+
     def test_a_forward_pytorch_refuses_takes_its_backward_chain_with_it(self):
         lib = torch.library.Library("kop_ag_clash", "DEF")
         lib.define("sigmoid(Tensor x, int n) -> Tensor")

@@ -20,10 +20,9 @@ using Kind = BackwardLink::Source::Kind;
 
 // What one registration's Autograd kernel and graph nodes share.
 struct AutogradInfo {
-  explicit AutogradInfo(c10::OperatorHandle op) : backward(std::move(op)) {}
   std::string op_name;
+  std::string backward_name;  // looked up per backward call: a graph may outlive a registration
   BackwardLink link;
-  c10::OperatorHandle backward;
   std::vector<int> grad_outputs;  // forward outputs whose gradients the backward reads
   std::vector<bool> read_inputs;  // per forward input (input_order): the backward reads it
   std::vector<bool> read_outputs;
@@ -37,6 +36,7 @@ class KernelopBackward final : public torch::autograd::Node {
   std::string name() const override { return info_->op_name + "Backward"; }
 
   variable_list apply(variable_list&& grads) override {
+    std::lock_guard<std::mutex> lock(mutex_);  // as generated nodes: saved variables are shared
     const AutogradInfo& a = *info_;
     torch::jit::Stack stack;
     stack.reserve(a.link.sources.size());
@@ -67,7 +67,10 @@ class KernelopBackward final : public torch::autograd::Node {
         }
       }
     }
-    a.backward.callBoxed(stack);
+    auto backward = c10::Dispatcher::singleton().findOp({a.backward_name, ""});
+    TORCH_CHECK(backward.has_value(), "op ", a.op_name, ": its backward ", a.backward_name,
+                " is no longer registered (unregistered while a graph that needs it was alive)");
+    backward->callBoxed(stack);
     variable_list out(a.link.differentiable.size());
     for (std::size_t j = 0; j < a.link.grad_of.size(); ++j)
       out[static_cast<std::size_t>(a.link.grad_of[j])] = stack[j].toTensor();
@@ -75,6 +78,7 @@ class KernelopBackward final : public torch::autograd::Node {
   }
 
   void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
     for (Saved& s : inputs_) s.saved.reset_data();
     for (SavedVariable& s : outputs_) s.reset_data();
   }
@@ -196,10 +200,10 @@ torch::CppFunction make_once_differentiable_kernel(const OpPlan& backward,
           " twice (create_graph=True, gradgradcheck), give its backward a \"backward\""));
 }
 
-torch::CppFunction make_autograd_kernel(const OpPlan& forward, const OpPlan& backward,
-                                        const c10::OperatorHandle& backward_op) {
-  auto info = std::make_shared<AutogradInfo>(backward_op);
+torch::CppFunction make_autograd_kernel(const OpPlan& forward, const OpPlan& backward) {
+  auto info = std::make_shared<AutogradInfo>();
   info->op_name = forward.op_name;
+  info->backward_name = backward.op_name;
   info->link = link_backward(forward, backward);
   info->num_inputs = forward.input_order.size();
   info->num_outputs = forward.outputs.size();

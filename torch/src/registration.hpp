@@ -18,6 +18,7 @@ struct Registration::State {
   std::string fingerprint;  // schema + spec + options: what "identical" means
   std::unique_ptr<torch::Library> library;
   std::shared_ptr<void> owned;  // Registration::keep_alive; guarded by the registry's mutex
+  std::string backward_op;      // the op computing this one's gradients, if any
 };
 
 namespace impl {
@@ -30,10 +31,9 @@ c10::ScalarType to_torch(DType d);
 torch::CppFunction make_cuda_kernel(const Registration::State* state);
 torch::CppFunction make_meta_kernel(const Registration::State* state);
 torch::CppFunction make_cpu_kernel(const Registration::State* state);
-/// The Autograd kernel of `forward`, whose backward is the registered op `backward_op` of plan
-/// `backward` (autograd.cpp).
-torch::CppFunction make_autograd_kernel(const OpPlan& forward, const OpPlan& backward,
-                                        const c10::OperatorHandle& backward_op);
+/// The Autograd kernel of `forward`, whose backward is the registered op of plan `backward`
+/// (autograd.cpp).
+torch::CppFunction make_autograd_kernel(const OpPlan& forward, const OpPlan& backward);
 /// The Autograd kernel of a backward op that has no backward of its own (autograd.cpp).
 torch::CppFunction make_once_differentiable_kernel(const OpPlan& backward,
                                                    const std::string& forward);

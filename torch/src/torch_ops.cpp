@@ -135,8 +135,6 @@ Registration register_op(KernelOp op, const RegisterOptions& options) {
   }
   // The backward: given exactly when the spec declares one, and the op derived from it.
   std::optional<OpPlan> backward_plan;
-  c10::OperatorHandle* backward_handle = nullptr;
-  std::optional<c10::OperatorHandle> backward_op;
   if (!p.spec.backward.empty() || !options.backward_op.empty()) {
     if (p.spec.backward.empty()) {
       KERNELOP_FAIL(Spec) << "op " << p.op_name << ": a backward op ('" << options.backward_op
@@ -158,8 +156,6 @@ Registration register_op(KernelOp op, const RegisterOptions& options) {
                                                      : "registered with another spec");
     }
     backward_plan = it->second->op.plan();
-    backward_op = c10::Dispatcher::singleton().findSchemaOrThrow(want.op_name.c_str(), "");
-    backward_handle = &*backward_op;
   }
   std::string print = fingerprint(op, options, schema_text);
   std::lock_guard lock(registry_mutex());
@@ -172,7 +168,7 @@ Registration register_op(KernelOp op, const RegisterOptions& options) {
                         << p.op_name << schema_text << "'. Use another name, or the same arguments";
   }
   auto state = std::make_shared<Registration::State>(
-      Registration::State{std::move(op), {}, std::move(print), {}, {}});
+      Registration::State{std::move(op), {}, std::move(print), {}, {}, {}});
   const OpPlan& plan = state->op.plan();
   state->schema = plan.op_name + schema_text;
   // Built in a local object: if any step throws, its destructor undoes the steps before it.
@@ -191,11 +187,10 @@ Registration register_op(KernelOp op, const RegisterOptions& options) {
     }
     library->impl(plan.name.c_str(),
                   torch::dispatch(c10::DispatchKey::CPU, impl::make_cpu_kernel(state.get())));
-    if (backward_handle) {
-      library->impl(
-          plan.name.c_str(),
-          torch::dispatch(c10::DispatchKey::Autograd,
-                          impl::make_autograd_kernel(plan, *backward_plan, *backward_handle)));
+    if (backward_plan) {
+      library->impl(plan.name.c_str(),
+                    torch::dispatch(c10::DispatchKey::Autograd,
+                                    impl::make_autograd_kernel(plan, *backward_plan)));
     } else if (!options.backward_of.empty()) {
       library->impl(plan.name.c_str(), torch::dispatch(c10::DispatchKey::Autograd,
                                                        impl::make_once_differentiable_kernel(
@@ -214,31 +209,45 @@ Registration register_op(KernelOp op, const RegisterOptions& options) {
                         << ": " << e.what_without_backtrace();
   }
   state->library = std::move(library);
+  state->backward_op = options.backward_op;
   registry()[plan.op_name] = state;
   return Registration(state, true);
 }
 
-Registration register_with_backward(KernelOp op, const RegisterOptions& options,
-                                    const std::function<KernelOp(OpPlan)>& build) {
+namespace {
+
+// register_with_backward, recording the names this call registered (backward chain first).
+Registration register_chain(KernelOp op, const RegisterOptions& options,
+                            const std::function<KernelOp(OpPlan)>& build,
+                            std::vector<std::string>& created) {
   const OpPlan& p = op.plan();
-  if (p.spec.backward.empty()) return register_op(std::move(op), options);
+  if (p.spec.backward.empty()) {
+    Registration r = register_op(std::move(op), options);
+    if (r.created()) created.push_back(r.plan().op_name);
+    return r;
+  }
   OpPlan backward = derive_plan(backward_decl(p));
-  std::string backward_name = backward.op_name;
   RegisterOptions backward_options;
   backward_options.backward_of = p.op_name;
-  Registration b = register_with_backward(build(std::move(backward)), backward_options, build);
   RegisterOptions with = options;
-  with.backward_op = backward_name;
+  with.backward_op = backward.op_name;
+  register_chain(build(std::move(backward)), backward_options, build, created);
+  Registration r = register_op(std::move(op), with);
+  if (r.created()) created.push_back(r.plan().op_name);
+  return r;
+}
+
+}  // namespace
+
+Registration register_with_backward(KernelOp op, const RegisterOptions& options,
+                                    const std::function<KernelOp(OpPlan)>& build) {
+  std::vector<std::string> created;
   try {
-    return register_op(std::move(op), with);
+    return register_chain(std::move(op), options, build, created);
   } catch (...) {
-    if (b.created()) {  // nothing half-registered: the backward chain this call added goes too
-      for (std::string name = backward_name;; name += "_backward") {
-        bool registered = is_registered(name);
-        unregister_op(name);
-        if (!registered) break;
-      }
-    }
+    // Nothing half-registered: what this call added goes, the forward-most first; ops that
+    // existed before (an identical registration) stay.
+    for (auto it = created.rbegin(); it != created.rend(); ++it) unregister_op(*it);
     throw;
   }
 }
@@ -254,6 +263,12 @@ void unregister_op(const std::string& op_name) {
   std::lock_guard lock(registry_mutex());
   auto it = registry().find(op_name);
   if (it == registry().end()) return;
+  for (const auto& [name, state] : registry()) {
+    if (state->backward_op == op_name) {
+      KERNELOP_FAIL(Spec) << "op " << op_name << " is the backward of " << name
+                          << ", which is registered: unregister " << name << " first";
+    }
+  }
   it->second->library.reset();  // deregisters the schema and kernels
   owned = std::move(it->second->owned);
   registry().erase(it);

@@ -80,6 +80,7 @@ Registration register_with_backward(KernelOp op, const RegisterOptions& options,
 /// Removes a registration made through kernelop, with its schema and kernels, from the
 /// dispatcher (the override path's rollback when registering the caller's functions fails).
 /// Registration objects still held stay valid but the op is gone. No-op for unknown names.
+/// Throws Error(Spec) for the backward of a registered op (unregister that op first).
 void unregister_op(const std::string& op_name);
 
 /// True when an op of this name was registered through kernelop in this process.
