@@ -244,7 +244,8 @@ void check_backward(const OpPlan& p, const ValidateOptions& options) {
           << "a backward reads its inputs; '" << name << "' is declared mutated";
     }
   }
-  for (const auto& [input, what] : b.from) {
+  for (const auto& entry : b.from) {
+    const std::string& input = entry.first;
     bool declared = std::any_of(s.inputs->begin(), s.inputs->end(),
                                 [&](const Input& in) { return *declared_name(in) == input; });
     if (!declared) {
