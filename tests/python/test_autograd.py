@@ -9,6 +9,7 @@ losses and gradients and one compilation across sizes, and torch.export of the i
 """
 
 import json
+import math
 import os
 import pathlib
 import tempfile
@@ -29,10 +30,42 @@ _ops = {}
 
 
 def ops():
-    if not _ops:
-        for name in ("sigmoid", "softmax", "rms_norm"):
+    examples = ("sigmoid", "softmax", "rms_norm")
+    for name in examples:
+        if name not in _ops:
             _ops[name] = ko.register_spec_file(str(EXAMPLES / f"{name}.json"), archs=ARCHS)
-    return _ops
+    return {name: _ops[name] for name in examples}
+
+
+TWO_OUTPUTS = r"""
+__global__ void scale2(const float* x, float s, int n, float* a, float* b) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) { a[i] = x[i] * s; b[i] = x[i] * 2.0f * s; }
+}
+__global__ void scale2_backward(float s, const float* grad_a, const float* grad_b, int n, float* grad_x) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) grad_x[i] = s * grad_a[i] + 2.0f * s * grad_b[i];
+}
+"""
+
+
+def two_outputs_op():
+    """(a, b) = (x * s, 2 * x * s): a backward that reads a saved scalar and the gradients of two outputs, of which
+    a loss may use one (the other's gradient is then zeros)."""
+    if "scale2" not in _ops:
+        flat = ko.Elementwise(block=[128], layout="flat")
+        spec = ko.KernelSpec(
+            kernel_source=TWO_OUTPUTS, kernel_name="scale2",
+            inputs=[ko.InputDecl("x", "float32"), ko.ScalarInput("s", float)],
+            outputs=[ko.OutputDecl("a", ko.SameAs("x")), ko.OutputDecl("b", ko.SameAs("x"))],
+            extras=[ko.Numel("x")], geometry=flat,
+            backward=ko.Backward(["x"], ko.KernelSpec(
+                kernel_source=TWO_OUTPUTS, kernel_name="scale2_backward",
+                inputs=[ko.ScalarInput("s", float), ko.InputDecl("grad_a"), ko.InputDecl("grad_b")],
+                outputs=[ko.OutputDecl("grad_x", ko.SameAs("grad_a"))], extras=[ko.Numel("grad_a")],
+                geometry=flat)))
+        _ops["scale2"] = ko.cuda_kernel_op("kop_ag_two::scale2", spec, archs=ARCHS)
+    return _ops["scale2"]
 
 
 def expect_error(test, exc, needle, fn, *args, **kwargs):
@@ -45,20 +78,21 @@ def expect_error(test, exc, needle, fn, *args, **kwargs):
 def sigmoid_spec():
     """The sigmoid example in the Python DSL."""
     src = (EXAMPLES / "sigmoid.cu").read_text()
-    flat = ko.Elementwise(block=[256], layout="flat")
+    def flat(t):  # 256 threads of 2 vectors of 16 bytes each (examples/autograd/common.cuh)
+        return ko.Custom(grid=[f"cdiv(numel({t}), 256 * 2 * (16 // itemsize({t})))"], block=[256])
     return ko.KernelSpec(
         kernel_source=src, kernel_name="sigmoid_forward<T>", type_params={"T": ["float32", "float64"]},
         inputs=[ko.InputDecl("x", "T")], outputs=[ko.OutputDecl("y", ko.SameAs("x"))], extras=[ko.Numel("x")],
-        geometry=flat,
+        geometry=flat("x"),
         backward=ko.Backward(["x"], ko.KernelSpec(
             kernel_source=src, kernel_name="sigmoid_backward<T>",
             inputs=[ko.InputDecl("y"), ko.InputDecl("grad_y")], outputs=[ko.OutputDecl("grad_x", ko.SameAs("y"))],
-            extras=[ko.Numel("y")], geometry=flat,
+            extras=[ko.Numel("y")], geometry=flat("y"),
             backward=ko.Backward(["y", "grad_y"], from_={"g": "grad_y"}, spec=ko.KernelSpec(
                 kernel_source=src, kernel_name="sigmoid_double_backward<T>",
                 inputs=[ko.InputDecl("y"), ko.InputDecl("g"), ko.InputDecl("grad_grad_x")],
                 outputs=[ko.OutputDecl("grad_y", ko.SameAs("y")), ko.OutputDecl("grad_grad_y", ko.SameAs("y"))],
-                extras=[ko.Numel("y")], geometry=flat)))))
+                extras=[ko.Numel("y")], geometry=flat("y"))))))
 
 
 class Spec(unittest.TestCase):
@@ -76,7 +110,7 @@ class Spec(unittest.TestCase):
         def normalised(doc):  # the DSL writes defaults the file leaves out
             doc = json.loads(json.dumps(doc))
             for d in [doc, doc["backward"], doc["backward"]["backward"]]:
-                d["geometry"]["elementwise"].setdefault("layout", "flat")
+                d["geometry"]["custom"].setdefault("shared_mem", 0)
                 for o in d["outputs"]:
                     o["shape"] = {"same_as": o["shape"]["same_as"]}
                 d["inputs"] = [{k: v for k, v in i.items() if v is not None} for i in d["inputs"]]
@@ -170,6 +204,16 @@ class MetaAutograd(unittest.TestCase):
         (gw,) = torch.autograd.grad(o["rms_norm"](x.detach(), w)[0].sum(), [w])
         self.assertEqual(gw.shape, w.shape)
 
+    def test_a_saved_scalar_and_an_unused_outputs_gradient(self):
+        op = two_outputs_op()
+        x = torch.empty(5, 7, device="meta", requires_grad=True)
+        a, b = op(x, 3.0)
+        self.assertEqual(a.grad_fn, b.grad_fn)
+        self.assertEqual(a.grad_fn.name(), "kop_ag_two::scale2Backward")
+        for loss in (a.sum(), b.sum(), (a + b).sum()):  # b's gradient, then a's, is materialised as zeros
+            (gx,) = torch.autograd.grad(loss, x, retain_graph=True)
+            self.assertEqual((gx.shape, gx.dtype, gx.device.type), (x.shape, x.dtype, "meta"))
+
     def test_double_backward_goes_through_the_backward_ops_own_backward(self):
         sig = ops()["sigmoid"]
         x = torch.empty(8, 16, device="meta", dtype=torch.float64, requires_grad=True)
@@ -231,6 +275,60 @@ class Cuda(unittest.TestCase):
         self.assertTrue(torch.autograd.gradcheck(lambda a, b: o["rms_norm"](a, b, 1e-5)[0],
                                                  (wide, torch.randn(700, device="cuda", dtype=torch.float64,
                                                                     requires_grad=True)), fast_mode=True))
+
+    def test_every_path_of_the_vectorised_kernels_against_pytorch(self):
+        """The examples load 16 bytes at a time where they can (common.cuh): a corpus of sizes around the vector
+        width, the unrolled step, the registers a row fits in and the weight gradient's tiles, with aligned and
+        misaligned inputs (a view one element in), in float32 and float64, against PyTorch."""
+        o = ops()
+
+        def tensor(shape, dtype, offset, grad=True):
+            n = math.prod(shape)
+            t = torch.randn(n + offset, device="cuda", dtype=dtype)[offset:].view(shape)
+            return t.requires_grad_(grad)
+
+        def close(a, b, what, dtype):
+            tol = dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else dict(rtol=1e-10, atol=1e-10)
+            torch.testing.assert_close(a, b, **tol, msg=lambda m: f"{what}: {m}")
+
+        for dtype in (torch.float32, torch.float64):
+            for offset in (0, 1):
+                for n in (1, 3, 4, 5, 7, 8, 2047, 2048, 2049, 3 * 2048 + 5, 70001):
+                    x, g = tensor((n,), dtype, offset), tensor((n,), dtype, offset, grad=False)
+                    what = f"sigmoid {dtype} n={n} offset={offset}"
+                    y = o["sigmoid"](x)
+                    close(y, torch.sigmoid(x), what, dtype)
+                    (gx,) = torch.autograd.grad(y, x, g, create_graph=True)
+                    (want,) = torch.autograd.grad(torch.sigmoid(x), x, g, create_graph=True)
+                    close(gx, want, what + " backward", dtype)
+                    gg = tensor((n,), dtype, offset, grad=False)
+                    close(torch.autograd.grad(gx, x, gg)[0], torch.autograd.grad(want, x, gg)[0],
+                          what + " double backward", dtype)
+                for rows, cols in ((1, 1), (3, 5), (2, 4), (0, 8), (5, 4096), (3, 4097), (2, 5000), (700, 33),
+                                   (1000, 64), (129, 2048), (7, 2052)):
+                    x, g = tensor((rows, cols), dtype, offset), tensor((rows, cols), dtype, offset, grad=False)
+                    w = tensor((cols,), dtype, offset)
+                    what = f"rms_norm {dtype} {rows}x{cols} offset={offset}"
+                    y, rstd = o["rms_norm"](x, w, 1e-6)
+                    ref = torch.nn.functional.rms_norm(x, (cols,), w, 1e-6)
+                    close(y, ref, what, dtype)
+                    close(rstd, torch.rsqrt(x.pow(2).mean(-1) + 1e-6), what + " rstd", dtype)
+                    got, want = torch.autograd.grad(y, [x, w], g), torch.autograd.grad(ref, [x, w], g)
+                    close(got[0], want[0], what + " grad_x", dtype)
+                    # a sum over the rows: its rounding grows with their number
+                    torch.testing.assert_close(got[1], want[1], rtol=1e-4 if dtype == torch.float32 else 1e-10,
+                                               atol=(1e-4 if dtype == torch.float32 else 1e-10) * max(rows, 1),
+                                               msg=lambda m: f"{what} grad_weight: {m}")
+
+    def test_a_saved_scalar_and_an_unused_outputs_gradient_on_the_gpu(self):
+        op = two_outputs_op()
+        x = torch.randn(5, 300, device="cuda", requires_grad=True)
+        a, b = op(x, 3.0)
+        for loss, want in ((a.sum(), 3.0), (b.sum(), 6.0), ((a + b).sum(), 9.0), ((2 * a - b).sum(), 0.0)):
+            (gx,) = torch.autograd.grad(loss, x, retain_graph=True)
+            torch.testing.assert_close(gx, torch.full_like(x, want))
+        (gx,) = torch.autograd.grad(op(x, -0.5)[0].sum(), x)  # the scalar of this call, not of another
+        torch.testing.assert_close(gx, torch.full_like(x, -0.5))
 
     def test_float32_results_against_pytorch(self):
         o = ops()

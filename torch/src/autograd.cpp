@@ -23,10 +23,21 @@ struct AutogradInfo {
   std::string op_name;
   std::string backward_name;  // looked up per backward call: a graph may outlive a registration
   BackwardLink link;
-  std::vector<int> grad_outputs;  // forward outputs whose gradients the backward reads
-  std::vector<bool> read_inputs;  // per forward input (input_order): the backward reads it
-  std::vector<bool> read_outputs;
+  // Per backward input (link.sources): ForwardInput / ForwardOutput, its index in the node's
+  // saved values; Grad, the node input (the gradient's position among grad_outputs).
+  std::vector<std::size_t> slot;
+  std::vector<int> saved_inputs;   // forward inputs (input_order) the backward reads, in save order
+  std::vector<int> saved_outputs;  // then forward outputs it reads
+  std::vector<int>
+      grad_outputs;  // forward outputs whose gradients the backward reads (node inputs)
   std::size_t num_inputs = 0, num_outputs = 0;
+};
+
+// A saved forward input or output: a tensor as autograd::Function saves it, or a scalar input.
+struct Saved {
+  SavedVariable tensor;
+  c10::IValue scalar;
+  bool is_scalar = false;
 };
 
 class KernelopBackward final : public torch::autograd::Node {
@@ -41,30 +52,16 @@ class KernelopBackward final : public torch::autograd::Node {
     torch::jit::Stack stack;
     stack.reserve(a.link.sources.size());
     std::shared_ptr<Node> self = shared_from_this();
-    for (const BackwardLink::Source& s : a.link.sources) {
-      auto i = static_cast<std::size_t>(s.index);
-      switch (s.kind) {
-        case Kind::ForwardInput:
-          if (inputs_[i].defined_ivalue) {
-            stack.push_back(inputs_[i].value);
-          } else {
-            stack.emplace_back(inputs_[i].saved.unpack(self));
-          }
-          break;
-        case Kind::ForwardOutput:
-          stack.emplace_back(outputs_[i].unpack(self));
-          break;
-        case Kind::Grad: {
-          auto k = static_cast<std::size_t>(
-              std::find(a.grad_outputs.begin(), a.grad_outputs.end(), s.index) -
-              a.grad_outputs.begin());
-          // An output the loss did not use has no gradient: zeros, as autograd::Function's
-          // materialize_grads gives.
-          stack.emplace_back(grads[k].defined()
-                                 ? grads[k]
-                                 : at::zeros_symint(shapes_[k].sizes, shapes_[k].options));
-          break;
-        }
+    for (std::size_t j = 0; j < a.link.sources.size(); ++j) {
+      const std::size_t k = a.slot[j];
+      if (a.link.sources[j].kind == Kind::Grad) {
+        // An output the loss did not use has no gradient: zeros, as autograd::Function's
+        // materialize_grads gives.
+        stack.emplace_back(grads[k].defined() ? grads[k] : input_metadata(k).zeros_like());
+      } else if (saved_[k].is_scalar) {
+        stack.push_back(saved_[k].scalar);
+      } else {
+        stack.emplace_back(saved_[k].tensor.unpack(self));
       }
     }
     auto backward = c10::Dispatcher::singleton().findOp({a.backward_name, ""});
@@ -79,22 +76,12 @@ class KernelopBackward final : public torch::autograd::Node {
 
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (Saved& s : inputs_) s.saved.reset_data();
-    for (SavedVariable& s : outputs_) s.reset_data();
+    for (Saved& s : saved_) s.tensor.reset_data();
   }
 
-  struct Saved {
-    SavedVariable saved;
-    c10::IValue value;  // a scalar input
-    bool defined_ivalue = false;
-  };
-  std::vector<Saved> inputs_;
-  std::vector<SavedVariable> outputs_;
-  struct Shape {
-    std::vector<c10::SymInt> sizes;
-    at::TensorOptions options;
-  };
-  std::vector<Shape> shapes_;  // per grad output
+  // Saved inputs, then saved outputs (AutogradInfo::slot); inline, so recording a call allocates
+  // no more than an autograd::Function does.
+  c10::SmallVector<Saved, 4> saved_;
 
  private:
   std::shared_ptr<const AutogradInfo> info_;
@@ -106,48 +93,53 @@ class AutogradKernel final : public c10::OperatorKernel {
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
     const AutogradInfo& a = *info_;
-    std::vector<c10::IValue> args(torch::jit::last(*stack, a.num_inputs).begin(),
-                                  torch::jit::last(*stack, a.num_inputs).end());
     bool needed = false;
     if (at::GradMode::is_enabled()) {
+      auto in = torch::jit::last(*stack, a.num_inputs);
       for (int d : a.link.differentiable) {
-        const c10::IValue& v = args[static_cast<std::size_t>(d)];
+        const c10::IValue& v = in[static_cast<std::size_t>(d)];
         needed = needed || (v.isTensor() && v.toTensor().requires_grad());
+      }
+    }
+    if (!needed) {  // no graph to record (inference, or inside a backward pass): only the call
+      at::AutoDispatchBelowADInplaceOrView guard;
+      op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
+      return;
+    }
+    auto node =
+        std::shared_ptr<KernelopBackward>(new KernelopBackward(info_), torch::autograd::deleteNode);
+    {
+      auto in = torch::jit::last(*stack, a.num_inputs);
+      torch::autograd::edge_list edges;
+      edges.reserve(a.link.differentiable.size());
+      for (int d : a.link.differentiable)
+        edges.push_back(
+            torch::autograd::impl::gradient_edge(in[static_cast<std::size_t>(d)].toTensor()));
+      node->set_next_edges(std::move(edges));
+      // The call consumes its arguments: what the backward reads is saved first.
+      for (int i : a.saved_inputs) {
+        const c10::IValue& v = in[static_cast<std::size_t>(i)];
+        Saved& s = node->saved_.emplace_back();
+        if (v.isTensor()) {
+          s.tensor = SavedVariable(v.toTensor(), false);
+        } else {
+          s.scalar = v;
+          s.is_scalar = true;
+        }
       }
     }
     {
       at::AutoDispatchBelowADInplaceOrView guard;
       op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
     }
-    if (!needed) return;
-    auto node =
-        std::shared_ptr<KernelopBackward>(new KernelopBackward(info_), torch::autograd::deleteNode);
-    variable_list differentiable;
-    for (int d : a.link.differentiable)
-      differentiable.push_back(args[static_cast<std::size_t>(d)].toTensor());
-    node->set_next_edges(torch::autograd::collect_next_edges(differentiable));
-    node->inputs_.resize(a.num_inputs);
-    for (std::size_t i = 0; i < a.num_inputs; ++i) {
-      if (!a.read_inputs[i]) continue;
-      if (args[i].isTensor()) {
-        node->inputs_[i].saved = SavedVariable(args[i].toTensor(), false);
-      } else {
-        node->inputs_[i].value = args[i];
-        node->inputs_[i].defined_ivalue = true;
-      }
-    }
     auto outputs = torch::jit::last(*stack, a.num_outputs);
-    for (int o : a.grad_outputs) {
-      const at::Tensor& t = outputs[static_cast<std::size_t>(o)].toTensor();
-      torch::autograd::set_history(t, node);
-      node->shapes_.push_back({t.sym_sizes().vec(), t.options()});
-    }
-    node->outputs_.resize(a.num_outputs);
-    for (std::size_t o = 0; o < a.num_outputs; ++o) {
-      if (!a.read_outputs[o]) continue;
-      bool is_output = std::find(a.grad_outputs.begin(), a.grad_outputs.end(),
-                                 static_cast<int>(o)) != a.grad_outputs.end();
-      node->outputs_[o] = SavedVariable(outputs[o].toTensor(), is_output);
+    for (int o : a.grad_outputs)
+      torch::autograd::set_history(outputs[static_cast<std::size_t>(o)].toTensor(), node);
+    for (int o : a.saved_outputs) {
+      bool is_output =
+          std::find(a.grad_outputs.begin(), a.grad_outputs.end(), o) != a.grad_outputs.end();
+      node->saved_.emplace_back().tensor =
+          SavedVariable(outputs[static_cast<std::size_t>(o)].toTensor(), is_output);
     }
   }
 
@@ -164,12 +156,15 @@ class OnceDifferentiableKernel final : public c10::OperatorKernel {
       : num_inputs_(num_inputs), message_(std::move(message)) {}
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+    // Inside a backward pass (grad mode off, the usual case) nothing is collected: only the call.
     variable_list inputs;
     bool needed = false;
-    for (const c10::IValue& v : torch::jit::last(*stack, num_inputs_)) {
-      if (!v.isTensor()) continue;
-      inputs.push_back(v.toTensor());
-      needed = needed || (at::GradMode::is_enabled() && v.toTensor().requires_grad());
+    if (at::GradMode::is_enabled()) {
+      for (const c10::IValue& v : torch::jit::last(*stack, num_inputs_)) {
+        if (!v.isTensor()) continue;
+        inputs.push_back(v.toTensor());
+        needed = needed || v.toTensor().requires_grad();
+      }
     }
     const std::size_t num_outputs = op.schema().returns().size();
     {
@@ -207,18 +202,31 @@ torch::CppFunction make_autograd_kernel(const OpPlan& forward, const OpPlan& bac
   info->link = link_backward(forward, backward);
   info->num_inputs = forward.input_order.size();
   info->num_outputs = forward.outputs.size();
-  info->read_inputs.assign(info->num_inputs, false);
-  info->read_outputs.assign(info->num_outputs, false);
+  auto add = [](std::vector<int>& list, int index) {
+    if (std::find(list.begin(), list.end(), index) == list.end()) list.push_back(index);
+  };
   for (const BackwardLink::Source& s : info->link.sources) {
-    auto i = static_cast<std::size_t>(s.index);
-    if (s.kind == Kind::ForwardInput) info->read_inputs[i] = true;
-    if (s.kind == Kind::ForwardOutput) info->read_outputs[i] = true;
-    if (s.kind == Kind::Grad && std::find(info->grad_outputs.begin(), info->grad_outputs.end(),
-                                          s.index) == info->grad_outputs.end()) {
-      info->grad_outputs.push_back(s.index);
+    if (s.kind == Kind::ForwardInput) add(info->saved_inputs, s.index);
+    if (s.kind == Kind::ForwardOutput) add(info->saved_outputs, s.index);
+    if (s.kind == Kind::Grad) add(info->grad_outputs, s.index);
+  }
+  std::sort(info->grad_outputs.begin(), info->grad_outputs.end());  // node inputs in output order
+  auto position = [](const std::vector<int>& list, int index) {
+    return static_cast<std::size_t>(std::find(list.begin(), list.end(), index) - list.begin());
+  };
+  for (const BackwardLink::Source& s : info->link.sources) {
+    switch (s.kind) {
+      case Kind::ForwardInput:
+        info->slot.push_back(position(info->saved_inputs, s.index));
+        break;
+      case Kind::ForwardOutput:
+        info->slot.push_back(info->saved_inputs.size() + position(info->saved_outputs, s.index));
+        break;
+      case Kind::Grad:
+        info->slot.push_back(position(info->grad_outputs, s.index));
+        break;
     }
   }
-  std::sort(info->grad_outputs.begin(), info->grad_outputs.end());
   return torch::CppFunction::makeFromBoxedFunctor(std::make_unique<AutogradKernel>(info));
 }
 
