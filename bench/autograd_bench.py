@@ -2,19 +2,26 @@
 sigmoid and RMSNorm (examples/autograd/), float32, on a small and a large input:
 
 - kernelop: the spec's backward, registered from C++ at the Autograd key (no Python per step), called as
-  torch.ops.ns.op(x) and as its OpOverload torch.ops.ns.op.default(x) (less Python in the call);
+  torch.ops.ns.op(x) and as its OpOverload torch.ops.ns.op.default(x), both through kernelop's fast Python entry;
+  and, for sigmoid, through PyTorch's generic torch.ops entry (what the op would cost without the fast entry);
 - custom_op: the same kernels (kernelop's forward and backward ops, called below autograd) wrapped in a Python
   torch.library.custom_op with torch.library.register_autograd, the reference's style;
 - cpp_function: the same kernels in a hand-written C++ extension with a torch::autograd::Function (built here with
   torch.utils.cpp_extension.load_inline);
 - aten: torch.sigmoid, torch.nn.functional.rms_norm.
 
-Per call: a loop of forward + backward steps, then one synchronize (host-bound for small inputs). Device time: CUDA
-events around the same loop for the large inputs, per step. Usage: python bench/autograd_bench.py [OUT.txt]
+Per step: a loop of forward + backward steps, then one synchronize (host-bound for small inputs). Device time: CUDA
+events around the same loop, for the large inputs (sized so that the device, not the host, bounds a step: a
+device time measured around a host-bound loop would be the host's). Every way runs once per round, in a fresh random order, over 21
+rounds; a time is the median over rounds, a ratio the median of the per-round ratios (drift of the machine falls on
+every way alike). Usage: python bench/autograd_bench.py [OUT.txt]
 """
 
+import gc
 import os
 import pathlib
+import random
+import statistics
 import sys
 import time
 
@@ -23,6 +30,7 @@ import torch
 import kernelop as ko
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples" / "autograd"
+ROUNDS = 21
 
 CPP = r"""
 #include <torch/extension.h>
@@ -79,6 +87,17 @@ at::Tensor rms_norm_fn(const at::Tensor& x, const at::Tensor& w, double eps) {
 """
 
 
+class TorchEntry:
+    """kernelop's op through PyTorch's generic torch.ops entry, its fast Python entry bypassed (python/src/
+    fast_entry.cpp): the call shape of OpOverloadPacket.__call__ around the entry kernelop hands its other calls to."""
+
+    def __init__(self, packet):
+        self.fallback = packet._op.fallback
+
+    def __call__(self, *args):
+        return self.fallback(*args)
+
+
 def custom_ops():
     """The reference's style: Python custom_op + register_autograd around the same kernels."""
     sig, sig_b = torch.ops.kernelop_autograd.sigmoid, torch.ops.kernelop_autograd.sigmoid_backward
@@ -124,32 +143,44 @@ def custom_ops():
 
 
 def per_step_us(step, iters):
-    for _ in range(20):
+    """Host-bound time per step: `iters` steps, then one synchronize."""
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(iters):
         step()
     torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(7):
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            step()
-        torch.cuda.synchronize()
-        best = min(best, (time.perf_counter() - t0) / iters * 1e6)
-    return best
+    return (time.perf_counter() - t0) / iters * 1e6
 
 
-def device_us(step, iters=50):
+def device_us(step, iters):
+    """Device time per step: CUDA events around `iters` steps."""
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for _ in range(5):
+    start.record()
+    for _ in range(iters):
         step()
-    best = float("inf")
-    for _ in range(5):
-        start.record()
-        for _ in range(iters):
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e3 / iters
+
+
+def interleaved(steps, measure, iters, rounds=ROUNDS):
+    """Per way, the time of each round; every round runs every way once, in a fresh random order, so that drift
+    of the machine (clocks, other tenants) falls on all ways alike."""
+    for step in steps.values():  # warm up: allocator, caches, lazy initialisation
+        for _ in range(10):
             step()
-        end.record()
-        end.synchronize()
-        best = min(best, start.elapsed_time(end) * 1e3 / iters)
-    return best
+    times = {n: [] for n in steps}
+    order = list(steps)
+    rng = random.Random(0)
+    gc.disable()
+    try:
+        for _ in range(rounds):
+            rng.shuffle(order)
+            for n in order:
+                times[n].append(measure(steps[n], iters))
+    finally:
+        gc.enable()
+    return times
 
 
 def main(out_path=None):
@@ -160,13 +191,15 @@ def main(out_path=None):
     ext = load_inline("kop_autograd_bench", cpp_sources=CPP, functions=["sigmoid_fn", "rms_norm_fn"],
                       verbose=False, extra_cflags=["-O2"])
     lines = [f"# {torch.cuda.get_device_name()}, torch {torch.__version__}; forward + backward per step, float32"]
-    for case, shape in (("small", (4096,)), ("large", (16 * 1024 * 1024,))):
+    for case, shape in (("small", (4096,)), ("large", (64 * 1024 * 1024,))):
         x = torch.randn(shape, device="cuda", requires_grad=True)
         g = torch.randn(shape, device="cuda")
         sig_default = ops["sigmoid"].default
+        torch_entry = TorchEntry(ops["sigmoid"])
         ways = {
             "kernelop": lambda: ops["sigmoid"](x).backward(g),
             "kernelop.default": lambda: sig_default(x).backward(g),
+            "kernelop, torch's entry": lambda: torch_entry(x).backward(g),
             "custom_op": lambda: py_sig(x).backward(g),
             "cpp_function": lambda: ext.sigmoid_fn(x).backward(g),
             "aten": lambda: torch.sigmoid(x).backward(g),
@@ -179,16 +212,26 @@ def main(out_path=None):
             ops["sigmoid"](x).backward(g)
             torch.testing.assert_close(grad, x.grad, msg=f"sigmoid {name}")
         lines += report(f"sigmoid {case} {list(shape)}", ways, case, x)
-    for case, shape in (("small", (8, 512)), ("large", (8192, 4096))):
+    for case, shape in (("small", (8, 512)), ("large", (16384, 4096))):
         x = torch.randn(shape, device="cuda", requires_grad=True)
         w = torch.randn(shape[-1], device="cuda", requires_grad=True)
         g = torch.randn(shape, device="cuda")
+        rms_default = ops["rms_norm"].default
         ways = {
             "kernelop": lambda: ops["rms_norm"](x, w, 1e-6)[0].backward(g),
+            "kernelop.default": lambda: rms_default(x, w, 1e-6)[0].backward(g),
             "custom_op": lambda: py_rms(x, w, 1e-6).backward(g),
             "cpp_function": lambda: ext.rms_norm_fn(x, w, 1e-6).backward(g),
             "aten": lambda: torch.nn.functional.rms_norm(x, (shape[-1],), w, 1e-6).backward(g),
         }
+        for name, step in ways.items():  # the same results first (aten's sums run in another order)
+            x.grad = w.grad = None
+            step()
+            grads = (x.grad.clone(), w.grad.clone())
+            x.grad = w.grad = None
+            ops["rms_norm"](x, w, 1e-6)[0].backward(g)
+            for a, b in zip(grads, (x.grad, w.grad)):
+                torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-3, msg=lambda m: f"rms_norm {name}: {m}")
         lines += report(f"rms_norm {case} {list(shape)}", ways, case, x, w)
     text = "\n".join(lines) + "\n"
     print(text, end="")
@@ -197,6 +240,8 @@ def main(out_path=None):
 
 
 def report(title, ways, case, *params):
+    """Per way: the median over rounds of its time per step, and the median over rounds of kernelop's time divided by
+    its time in the same round."""
     def step_of(fn):
         def step():
             for p in params:
@@ -204,15 +249,16 @@ def report(title, ways, case, *params):
             fn()
         return step
 
+    steps = {n: step_of(fn) for n, fn in ways.items()}
     lines = [title]
-    per_call = {n: per_step_us(step_of(fn), 200 if case == "small" else 20) for n, fn in ways.items()}
-    base = per_call["kernelop"]
-    for n, us in per_call.items():
-        lines.append(f"  per step  {n:16s} {us:9.1f} us   kernelop/{n} = {base / us:.3f}")
+    tables = [("per step", interleaved(steps, per_step_us, 200 if case == "small" else 20))]
     if case == "large":
-        dev = {n: device_us(step_of(fn)) for n, fn in ways.items()}
-        for n, us in dev.items():
-            lines.append(f"  device    {n:16s} {us:9.1f} us   kernelop/{n} = {dev['kernelop'] / us:.3f}")
+        tables.append(("device", interleaved(steps, device_us, 20)))
+    for what, times in tables:
+        base = times["kernelop"]
+        for n, us in times.items():
+            ratio = statistics.median(b / u for b, u in zip(base, us))
+            lines.append(f"  {what:9s} {n:24s} {statistics.median(us):9.1f} us   kernelop/{n} = {ratio:.3f}")
     return lines
 
 

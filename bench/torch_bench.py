@@ -30,6 +30,18 @@ def kernelop_relu():
         extras=[ko.Numel("x")], geometry=ko.Elementwise()))
 
 
+def kernelop_torch_entry_relu():
+    """The same op through PyTorch's generic torch.ops entry, kernelop's fast Python entry bypassed (what every
+    custom op pays): a packet-shaped object calling the entry kernelop hands its other calls to."""
+    fallback = kernelop_relu()._op.fallback
+
+    class Packet:
+        def __call__(self, x):
+            return fallback(x)
+
+    return Packet()
+
+
 def kernelop_eager_fn_relu():
     """The override path: a Python eager_fn launching the compiled kernel (kernelop.kernel)."""
     k = None
@@ -153,6 +165,7 @@ def graph_per_kernel_us(fn, x, kernels=200, replays=50):
 def main():
     x = torch.randn(N, device="cuda")
     variants = {"kernelop torch.ops": kernelop_relu, "torch.relu (native)": lambda: torch.relu,
+                "kernelop via PyTorch's entry": kernelop_torch_entry_relu,
                 "C++ extension (TORCH_LIBRARY)": extension_relu, "custom_op + cuda.core": cuda_core_relu,
                 "CuPy RawKernel": cupy_relu, "kernelop eager_fn (override)": kernelop_eager_fn_relu,
                 "kernelop meta_fn (override)": kernelop_meta_fn_relu}

@@ -41,3 +41,16 @@ def unregister(op_name: str) -> None:
 
 def find_registration(op_name: str) -> Registration: ...
 def is_registered(op_name: str) -> bool: ...
+
+class FastEntry:
+    """kernelop's Python entry of an op (Note [fast Python entry]): plain calls made here, the others by ``fallback``."""
+    fallback: Any
+    taken: int
+    passed: int
+    stale: bool
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+def fast_entry(op_name: str, fallback: Any) -> Optional[FastEntry]:
+    """The fast Python entry of a registered op; None when its schema has types the entry does not convert."""
+
+def is_fast_entry(obj: Any) -> bool: ...

@@ -27,8 +27,35 @@ _ENGINE_ONLY = ("aot_fn", "supports_dynamic_shapes", "requires_output_allocator"
 
 
 def _op_object(op_name: str) -> Any:
+    """torch.ops.<ns>.<name>, with kernelop's fast Python entry installed."""
     ns, name = op_name.split("::", 1)
-    return getattr(getattr(torch.ops, ns), name)
+    namespace = getattr(torch.ops, ns)
+    packet = getattr(namespace, name)
+    current = getattr(packet.default, "_op", None)
+    if _kernelop.is_fast_entry(current) and current.stale:
+        # PyTorch caches the packet of the op's earlier registration, whose entry calls through a
+        # dispatcher handle that is gone: a fresh packet for this one.
+        delattr(namespace, name)
+        packet = getattr(namespace, name)
+    _install_fast_entry(op_name, packet)
+    return packet
+
+
+def _install_fast_entry(op_name: str, packet: Any) -> None:
+    """Note [fast Python entry] (python/src/fast_entry.cpp): the `_op` that the packet and its default overload call
+    becomes kernelop's entry, which makes the plain calls itself and hands every other one to PyTorch's. The packet's
+    own `_op` resolves among overloads, so it is replaced only while "default" is the one. Where PyTorch's objects
+    are not shaped as expected, nothing is replaced: calls then take PyTorch's entry, as correct and slower."""
+    targets = [packet.default]
+    if list(packet.overloads()) == ["default"]:
+        targets.append(packet)
+    for target in targets:
+        current = getattr(target, "_op", None)
+        if current is None or _kernelop.is_fast_entry(current):
+            continue
+        entry = _kernelop.fast_entry(op_name, current)
+        if entry is not None:
+            target._op = entry
 
 
 def _refuse_engine_options(where: str, options: Dict[str, Any]) -> None:

@@ -10,6 +10,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include "fast_entry.hpp"
 #include "kernelop/kernelop.hpp"
 #include "kernelop/torch.hpp"
 
@@ -278,6 +279,18 @@ NB_MODULE(_kernelop, m) {
       nb::arg("text"), nb::arg("leaves"),
       "Evaluates an expression with the given value of each leaf (by its text), as a launch does.");
   m.def("is_registered", &torch_ops::is_registered, nb::arg("op_name"));
+  m.def(
+      "fast_entry",
+      [](const std::string& op_name, nb::handle fallback) {
+        PyObject* entry = python::make_fast_entry(op_name, fallback.ptr());
+        if (entry == nullptr) throw nb::python_error();
+        return nb::steal(entry);
+      },
+      nb::arg("op_name"), nb::arg("fallback"),
+      "The fast Python entry of a registered op (Note [fast Python entry]), passing what it does "
+      "not take to `fallback`; None when the op's schema has types it does not convert.");
+  m.def(
+      "is_fast_entry", [](nb::handle o) { return python::is_fast_entry(o.ptr()); }, nb::arg("obj"));
   nb::class_<torch_ops::Registration>(m, "Registration")
       .def_prop_ro("schema", &torch_ops::Registration::schema)
       .def_prop_ro("created", &torch_ops::Registration::created)

@@ -19,6 +19,7 @@ struct Registration::State {
   std::unique_ptr<torch::Library> library;
   std::shared_ptr<void> owned;  // Registration::keep_alive; guarded by the registry's mutex
   std::string backward_op;      // the op computing this one's gradients, if any
+  std::uint64_t id = 0;         // registration_id()
 };
 
 namespace impl {

@@ -3,6 +3,7 @@
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/library.h>
 
+#include <atomic>
 #include <map>
 #include <mutex>
 
@@ -73,6 +74,8 @@ void check_schema(const OpPlan& p, const std::string& text) {
     }
   }
 }
+
+std::atomic<std::uint64_t> generation{0};
 
 std::mutex& registry_mutex() {
   static std::mutex m;
@@ -168,7 +171,7 @@ Registration register_op(KernelOp op, const RegisterOptions& options) {
                         << p.op_name << schema_text << "'. Use another name, or the same arguments";
   }
   auto state = std::make_shared<Registration::State>(
-      Registration::State{std::move(op), {}, std::move(print), {}, {}, {}});
+      Registration::State{std::move(op), {}, std::move(print), {}, {}, {}, 0});
   const OpPlan& plan = state->op.plan();
   state->schema = plan.op_name + schema_text;
   // Built in a local object: if any step throws, its destructor undoes the steps before it.
@@ -210,6 +213,7 @@ Registration register_op(KernelOp op, const RegisterOptions& options) {
   }
   state->library = std::move(library);
   state->backward_op = options.backward_op;
+  state->id = generation.fetch_add(1, std::memory_order_acq_rel) + 1;
   registry()[plan.op_name] = state;
   return Registration(state, true);
 }
@@ -269,7 +273,8 @@ void unregister_op(const std::string& op_name) {
                           << ", which is registered: unregister " << name << " first";
     }
   }
-  it->second->library.reset();  // deregisters the schema and kernels
+  generation.fetch_add(1, std::memory_order_release);  // before the handle dangles
+  it->second->library.reset();                         // deregisters the schema and kernels
   owned = std::move(it->second->owned);
   registry().erase(it);
 }
@@ -284,6 +289,16 @@ Registration find_registration(const std::string& op_name) {
                         << (known.empty() ? "none" : known) << ")";
   }
   return Registration(it->second, false);
+}
+
+std::uint64_t registry_generation() {
+  return generation.load(std::memory_order_acquire);
+}
+
+std::uint64_t registration_id(const std::string& op_name) {
+  std::lock_guard lock(registry_mutex());
+  auto it = registry().find(op_name);
+  return it == registry().end() ? 0 : it->second->id;
 }
 
 void* current_stream(int device) {

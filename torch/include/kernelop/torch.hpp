@@ -9,6 +9,7 @@
 // part-way is undone before the error propagates: nothing is left half-registered.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -89,6 +90,15 @@ bool is_registered(const std::string& op_name);
 /// The registration of `op_name` (its KernelOp launches the kernel: what an eager_fn uses);
 /// throws Error(Spec) when kernelop registered no such op.
 Registration find_registration(const std::string& op_name);
+
+/// Changes with every registration this adapter makes and every unregistration: a dispatcher
+/// handle of a kernelop op cached while it had one value (the Python fast entry's, Note [fast
+/// Python entry]) is valid while it keeps it.
+std::uint64_t registry_generation();
+
+/// The identity of the current registration of `op_name` (unique in the process; a name
+/// registered again gets a new one), 0 when kernelop registered no op of that name.
+std::uint64_t registration_id(const std::string& op_name);
 
 /// The current CUDA stream of `device` in PyTorch (a CUstream).
 void* current_stream(int device);
