@@ -54,3 +54,5 @@ def fast_entry(op_name: str, fallback: Any) -> Optional[FastEntry]:
     """The fast Python entry of a registered op; None when its schema has types the entry does not convert."""
 
 def is_fast_entry(obj: Any) -> bool: ...
+def registration_id(op_name: str) -> int:
+    """The identity of the op's current registration through kernelop; 0 when there is none."""

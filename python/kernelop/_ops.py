@@ -27,25 +27,42 @@ _ENGINE_ONLY = ("aot_fn", "supports_dynamic_shapes", "requires_output_allocator"
 
 
 def _op_object(op_name: str) -> Any:
-    """torch.ops.<ns>.<name>, with kernelop's fast Python entry installed."""
+    """torch.ops.<ns>.<name> of the op's current registration, with kernelop's fast Python entry installed."""
     ns, name = op_name.split("::", 1)
     namespace = getattr(torch.ops, ns)
+    registration = _kernelop.registration_id(op_name)
+    cached = namespace.__dict__.get(name)
+    if cached is not None and getattr(cached, "_kernelop_registration", None) != registration:
+        _drop_packet(op_name)  # made for an earlier registration (or not by kernelop): made afresh
     packet = getattr(namespace, name)
-    current = getattr(packet.default, "_op", None)
-    if _kernelop.is_fast_entry(current) and current.stale:
-        # PyTorch caches the packet of the op's earlier registration, whose entry calls through a
-        # dispatcher handle that is gone: a fresh packet for this one.
-        delattr(namespace, name)
-        packet = getattr(namespace, name)
+    packet._kernelop_registration = registration
     _install_fast_entry(op_name, packet)
     return packet
+
+
+def _drop_packet(op_name: str) -> None:
+    """Drops PyTorch's cached torch.ops packet of `op_name`, as torch.library does for an op it removes: a packet
+    keeps dispatcher handles of the registration it was made for, which an unregistration frees."""
+    ns, name = op_name.split("::", 1)
+    namespace = getattr(torch.ops, ns)
+    if name in namespace.__dict__:
+        delattr(namespace, name)
+    if name in getattr(namespace, "_dir", ()):
+        namespace._dir.remove(name)
+
+
+def _unregister(op_name: str) -> None:
+    """Unregisters an op kernelop registered, and drops its torch.ops packet."""
+    _kernelop.unregister(op_name)
+    _drop_packet(op_name)
 
 
 def _install_fast_entry(op_name: str, packet: Any) -> None:
     """Note [fast Python entry] (python/src/fast_entry.cpp): the `_op` that the packet and its default overload call
     becomes kernelop's entry, which makes the plain calls itself and hands every other one to PyTorch's. The packet's
-    own `_op` resolves among overloads, so it is replaced only while "default" is the one. Where PyTorch's objects
-    are not shaped as expected, nothing is replaced: calls then take PyTorch's entry, as correct and slower."""
+    own `_op` resolves among overloads, so it is replaced only while "default" is the one; TorchScript, which knows
+    ops by their packet's `_op`, learns the entry under the same name. Where PyTorch's objects are not shaped as
+    expected, nothing is replaced: calls then take PyTorch's entry, as correct and slower."""
     targets = [packet.default]
     if list(packet.overloads()) == ["default"]:
         targets.append(packet)
@@ -54,8 +71,13 @@ def _install_fast_entry(op_name: str, packet: Any) -> None:
         if current is None or _kernelop.is_fast_entry(current):
             continue
         entry = _kernelop.fast_entry(op_name, current)
-        if entry is not None:
-            target._op = entry
+        if entry is None:
+            continue
+        target._op = entry
+        builtins = getattr(torch.jit, "_builtins", None)
+        qualname = builtins._find_builtin(current) if builtins is not None else None
+        if qualname is not None:
+            builtins._register_builtin(entry, qualname)
 
 
 def _refuse_engine_options(where: str, options: Dict[str, Any]) -> None:
@@ -141,7 +163,7 @@ def _register(where: str, op_name: str, spec: KernelSpec, meta_fn: Optional[Call
                 e.__traceback__ = None
                 e.add_note(f"kernelop rolled back the registration of {op_name}; the error was raised at:\n"
                            f"{where.rstrip()}")
-                _kernelop.unregister(op_name)
+                _unregister(op_name)
                 raise
     return _op_object(op_name)
 

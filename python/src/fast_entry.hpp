@@ -7,6 +7,10 @@
 
 namespace kernelop::python {
 
+/// Makes the entry's type; called once, from the module's initialisation (needs torch imported).
+/// False with a Python error set on failure.
+bool init_fast_entry();
+
 /// A FastEntry for the op `op_name` (e.g. "ns::relu", overload ""), taking the calls it can and
 /// passing the others to `fallback` (PyTorch's own entry, the OpOverload's `_op`). Returns a new
 /// reference; None when the op's schema has arguments or returns the entry does not convert (or

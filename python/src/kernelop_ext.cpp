@@ -106,6 +106,7 @@ std::array<std::int64_t, 3> dims3(const std::vector<std::int64_t>& d, const char
 }  // namespace
 
 NB_MODULE(_kernelop, m) {
+  if (!python::init_fast_entry()) throw nb::python_error();
   m.doc() = "kernelop's C++ core: spec -> NVRTC -> torch.ops registration";
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
@@ -291,6 +292,8 @@ NB_MODULE(_kernelop, m) {
       "not take to `fallback`; None when the op's schema has types it does not convert.");
   m.def(
       "is_fast_entry", [](nb::handle o) { return python::is_fast_entry(o.ptr()); }, nb::arg("obj"));
+  m.def("registration_id", &torch_ops::registration_id, nb::arg("op_name"),
+        "The identity of the op's current registration through kernelop; 0 when there is none.");
   nb::class_<torch_ops::Registration>(m, "Registration")
       .def_prop_ro("schema", &torch_ops::Registration::schema)
       .def_prop_ro("created", &torch_ops::Registration::created)

@@ -147,6 +147,48 @@ class Meta(unittest.TestCase):
             if args[1:2] != (float("inf"),):
                 self.assertEqual(entry.passed - passed, 1, (args, kwargs))
 
+    def test_keyword_only_parameters_are_not_taken_by_position(self):
+        spec = ko.KernelSpec(kernel_source=MIX_SOURCE, kernel_name="mix",
+                             inputs=[ko.InputDecl("x", "float32"), ko.ScalarInput("a", float),
+                                     ko.ScalarInput("k", int), ko.ScalarInput("neg", bool)],
+                             outputs=[ko.OutputDecl("y", ko.SameAs("x"))], extras=[ko.Numel("x")],
+                             geometry=ko.Elementwise(block=[128]))
+        op = ko.cuda_kernel_op("kop_fe_kw::mix", spec, archs=ARCHS,
+                               schema="(Tensor x, *, float a=0.5, int k=3, bool neg=False) -> Tensor")
+        x = torch.empty(5, device="meta")
+        entry = op.default._op
+        self.assertTrue(_kernelop.is_fast_entry(entry))
+        for args, kwargs, taken in (((x,), {}, 1), ((x, 2.0), {}, 0), ((x,), {"a": 2.0}, 0),
+                                    ((x, 2.0, 1, True), {}, 0)):
+            before = entry.taken
+            self.assertEqual(outcome(op.default, *args, **kwargs), outcome(entry.fallback, *args, **kwargs),
+                             (args, kwargs))
+            self.assertEqual(entry.taken - before, taken, (args, kwargs))
+        self.assertEqual(outcome(op.default, x, 2.0)[:2], ("raised", "RuntimeError"))
+
+    def test_named_tensors_go_to_pytorchs_entry(self):
+        op = mix_op()
+        named = torch.empty(4, names=("N",))  # a CPU tensor: meta tensors cannot be named
+        passed = op.default._op.passed
+        self.assertEqual(outcome(op.default, named), outcome(op.default._op.fallback, named))
+        self.assertEqual(op.default._op.passed - passed, 1)
+
+    def test_the_entry_is_not_instantiable_copies_are_itself_and_torchscript_knows_it(self):
+        import copy
+        op = mix_op()
+        entry = op._op
+        with self.assertRaises(TypeError):
+            type(entry)()
+        self.assertIs(copy.copy(entry), entry)
+        self.assertIs(copy.deepcopy(entry), entry)
+        self.assertEqual(entry.__module__, entry.fallback.__module__)
+        self.assertEqual(entry.__doc__, entry.fallback.__doc__)
+
+        def scripted(t: torch.Tensor) -> torch.Tensor:
+            return torch.ops.kop_fe.mix(t, 2.0, 1, False)
+
+        self.assertIn("kop_fe::mix", str(torch.jit.script(scripted).graph))
+
     def test_a_subclass_and_a_mode_with_torch_function_see_the_call(self):
         op = mix_op()
         r = torch.empty(4, device="meta").as_subclass(Recorder)
@@ -178,12 +220,14 @@ class Meta(unittest.TestCase):
         self.assertFalse(again._op.stale)
         self.assertEqual(again(x, 1.0, 2).shape, (6,))
         self.assertEqual(again.default(x, a=1.0).shape, (6,))  # PyTorch's entry, of this registration
-        # the earlier packet still takes plain calls; the others would need PyTorch's stale entry
-        self.assertEqual(op(x, 1.0).shape, (6,))
-        with self.assertRaises(RuntimeError) as ctx:
-            op.default(x, a=1.0)
-        self.assertIn("op kop_fe_gone::mix was registered again after this torch.ops object was made",
-                      str(ctx.exception))
+        # the earlier packet belongs to the earlier registration: every call through it says so
+        for call in (lambda: op(x, 1.0), lambda: op.default(x, a=1.0)):
+            with self.assertRaises(RuntimeError) as ctx:
+                call()
+            self.assertIn("op kop_fe_gone::mix was registered again after this torch.ops object was made",
+                          str(ctx.exception))
+        self.assertTrue(op._op.stale)
+        self.assertNotIn(op, [getattr(torch.ops.kop_fe_gone, n) for n in torch.ops.kop_fe_gone])
 
     def test_autograd_through_the_fast_entry(self):
         rms = rms_norm_op()
