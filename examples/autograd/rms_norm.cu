@@ -67,22 +67,22 @@ __device__ void grad_weight_tile(const T* __restrict__ x, const T* __restrict__ 
 #pragma unroll
     for (int k = 0; k < kVec<T>; ++k) acc[k] += g.v[k] * v.v[k] * r;
   };
-  int i = lane;
-  for (; i + 3 * lanes < rows; i += 4 * lanes) {
+  long long i = lane;  // 64-bit: rows may come within a few lanes of INT_MAX
+  for (; i + 3LL * lanes < rows; i += 4LL * lanes) {
     Vec<T> g[4], v[4];
     T r[4];
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
-      const long long at = (long long)(i + u * lanes) * cols;
+      const long long at = (i + (long long)u * lanes) * cols;
       g[u] = load_vec(grad_y + at, c, cols, vector);
       v[u] = load_vec(x + at, c, cols, vector);
-      r[u] = rstd[i + u * lanes];
+      r[u] = rstd[i + (long long)u * lanes];
     }
 #pragma unroll
     for (int u = 0; u < 4; ++u) add(g[u], v[u], r[u]);
   }
   for (; i < rows; i += lanes) {
-    const long long at = (long long)i * cols;
+    const long long at = i * cols;
     add(load_vec(grad_y + at, c, cols, vector), load_vec(x + at, c, cols, vector), rstd[i]);
   }
   const int width = kColThreads * kVec<T>;
