@@ -21,6 +21,7 @@ import torch
 import kernelop as ko
 from kernelop import _kernelop
 from compile_counter import counting_inductor
+from expect import expect_error
 from isolated import run_python_without
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples" / "autograd"
@@ -66,13 +67,6 @@ def two_outputs_op():
                 geometry=flat)))
         _ops["scale2"] = ko.cuda_kernel_op("kop_ag_two::scale2", spec, archs=ARCHS)
     return _ops["scale2"]
-
-
-def expect_error(test, exc, needle, fn, *args, **kwargs):
-    with test.assertRaises(exc) as ctx:
-        fn(*args, **kwargs)
-    test.assertIn(needle, str(ctx.exception))
-    return str(ctx.exception)
 
 
 def sigmoid_spec():

@@ -18,6 +18,7 @@ import unittest
 import torch
 
 import kernelop as ko
+from expect import expect_error
 from isolated import run_python_without
 from tactic_pins import each_tactic
 from kernelop import _kernelop, _llvm_host as H
@@ -35,13 +36,6 @@ except ImportError:
 
 CUDA = torch.cuda.is_available()
 NAMES = ("vector_add", "axpy", "add_int")
-
-
-def expect_error(test, exc, needle, fn, *args, **kwargs):
-    with test.assertRaises(exc) as ctx:
-        fn(*args, **kwargs)
-    test.assertIn(needle, str(ctx.exception))
-    return str(ctx.exception)
 
 
 def run_python(code):

@@ -20,6 +20,7 @@ import triton.language as tl
 
 import kernelop as ko
 from compile_counter import counting_inductor
+from expect import expect_error
 from isolated import run_python_without
 from tactic_pins import each_tactic
 
@@ -35,13 +36,6 @@ def ops():
     if not _registered:
         _registered.update(tk.register("kop_tt"))
     return _registered
-
-
-def expect_error(test, exc, needle, fn, *args, **kwargs):
-    with test.assertRaises(exc) as ctx:
-        fn(*args, **kwargs)
-    test.assertIn(needle, str(ctx.exception))
-    return str(ctx.exception)
 
 
 @triton.jit
