@@ -1,4 +1,5 @@
-// Writes the fuzzers' seed corpora: a valid package and the spec JSON of every example.
+// Writes the fuzzers' seed corpora: a valid package and the spec JSON of every example
+// (examples/ and examples/autograd/, whose packages carry backward chains: format 4).
 //
 // Usage: kernelop_fuzz_seeds EXAMPLES_DIR PACKAGE_CORPUS_DIR SPEC_JSON_CORPUS_DIR
 // The packages hold made-up machine code (no NVRTC needed): one CUBIN and one PTX image.
@@ -44,6 +45,18 @@ kernelop::CompiledImage synthetic_image(const kernelop::OpDecl& decl) {
   return image;
 }
 
+// The backward chain a package of `plan` carries (format 4): synthetic images of its backward,
+// that one's backward, ... (none when the spec declares no backward).
+std::vector<kernelop::CompiledImage> synthetic_chain(const kernelop::OpPlan& plan) {
+  std::vector<kernelop::CompiledImage> chain;
+  const kernelop::OpPlan* last = &plan;
+  while (!last->spec.backward.empty()) {
+    chain.push_back(synthetic_image(kernelop::backward_decl(*last)));
+    last = &chain.back().plan;
+  }
+  return chain;
+}
+
 void write_file(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   out << text;
@@ -79,14 +92,18 @@ int main(int argc, char** argv) {
                            "?\?=include \"d.h\"\n#if __has_include(<e.h>)\n#include_next <f.h>\n"
                            "#include MACRO\nauto r = R\"x(\n#include \"g.h\"\n)x\";\n"
                            "char c = '\"'; int n = 1'000; // ?\?/\n#include \"h.h\"\n"));
+    // Every example spec, the autograd ones (backward chains: format-4 packages) included.
     std::vector<fs::path> files;
-    for (const auto& entry : fs::directory_iterator(examples)) {
-      if (entry.path().extension() == ".json") files.push_back(entry.path());
+    for (const fs::path& dir : {examples, examples / "autograd"}) {
+      for (const auto& entry : fs::directory_iterator(dir)) {
+        if (entry.path().extension() == ".json") files.push_back(entry.path());
+      }
     }
     std::sort(files.begin(), files.end());
     int written = 0;
     for (const fs::path& file : files) {
-      std::string name = file.stem().string();
+      // examples/autograd/softmax.json beside examples/softmax.json: distinct seed names.
+      std::string name = (file.parent_path() == examples ? "" : "autograd_") + file.stem().string();
       std::ifstream in(file, std::ios::binary);
       write_file(specs / (name + ".json"), std::string(std::istreambuf_iterator<char>(in), {}));
       try {
@@ -94,7 +111,8 @@ int main(int argc, char** argv) {
         // The form packages embed: source inline, nothing to read from disk.
         write_file(specs / (name + ".inline.json"),
                    kernelop::print_op_json(decl, kernelop::JsonWriteOptions{2, true}));
-        kernelop::write_package(synthetic_image(decl), packages / (name + ".kop"));
+        kernelop::CompiledImage image = synthetic_image(decl);
+        kernelop::write_package(image, packages / (name + ".kop"), synthetic_chain(image.plan));
         ++written;
       } catch (const kernelop::Error& e) {  // e.g. a spec that needs a meta_fn: no package
         std::fprintf(stderr, "kernelop_fuzz_seeds: no package for %s: %s\n", file.c_str(),

@@ -51,10 +51,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::optional<kernelop::Package> package = parse(fixed);
   if (!package) return 0;
   // A package that loads must save again, load back, and then save to the same bytes.
-  std::string written = kernelop::write_package_bytes(package->image);
+  // With its backward chain (format 4), which a package of an op with a backward must carry.
+  std::string written = kernelop::write_package_bytes(package->image, package->backward);
   std::optional<kernelop::Package> again = parse(written);
   if (!again) fail("a package that loaded does not load after write_package_bytes()");
-  if (kernelop::write_package_bytes(again->image) != written) {
+  if (kernelop::write_package_bytes(again->image, again->backward) != written) {
     fail("write_package_bytes(parse_package(b)) is not a fixed point");
   }
   return 0;
