@@ -32,6 +32,7 @@ MIX_SPEC = {
     "geometry": {"elementwise": {"block": [128], "layout": "flat"}},
 }
 _ops = {}
+_files = {}
 
 
 def mix_op(name="kop_fe::mix"):
@@ -40,7 +41,8 @@ def mix_op(name="kop_fe::mix"):
         folder = pathlib.Path(tempfile.mkdtemp(prefix="kop_fe_"))
         (folder / "mix.cu").write_text(MIX_SOURCE)
         (folder / "mix.json").write_text(json.dumps({"op": name, **MIX_SPEC}))
-        _ops[name] = ko.register_spec_file(str(folder / "mix.json"), archs=ARCHS)
+        _files[name] = folder / "mix.json"
+        _ops[name] = ko.register_spec_file(str(_files[name]), archs=ARCHS)
     return _ops[name]
 
 
@@ -92,7 +94,10 @@ class Meta(unittest.TestCase):
             self.assertIn("kop_fe::mix", repr(entry))
             self.assertFalse(entry.stale)
         self.assertIs(torch.ops.kop_fe.mix, op)
-        self.assertIs(mix_op(), op)  # registering again installs nothing twice
+        entry = op.default._op
+        again = ko.register_spec_file(str(_files["kop_fe::mix"]), archs=ARCHS)  # identical: no new registration
+        self.assertIs(again, op)  # the same packet, its entry not wrapped twice
+        self.assertIs(again.default._op, entry)
         self.assertTrue(_kernelop.is_fast_entry(op.default._op))
         self.assertFalse(_kernelop.is_fast_entry(op.default._op.fallback))
 
