@@ -6,10 +6,13 @@
 #include <iostream>
 #include <random>
 #include <sstream>
+#include <type_traits>
+#include <variant>
 
 #include "host_tensor.hpp"
 #include "kernelop/compile.hpp"
 #include "kernelop/device.hpp"
+#include "kernelop/numbers.hpp"
 #include "kernelop/package.hpp"
 #include "kernelop/runtime.hpp"
 #include "kernelop/spec_json.hpp"
@@ -52,6 +55,99 @@ Shape parse_shape(const std::string& name, const std::string& text) {
   return s;
 }
 
+std::string scalar_text_of(const ScalarArg& a) {
+  switch (a.kind) {
+    case ScalarArg::Kind::Float: {
+      std::ostringstream s;
+      s << std::setprecision(17) << a.f;
+      return s.str();
+    }
+    case ScalarArg::Kind::Int:
+      return std::to_string(a.i);
+    case ScalarArg::Kind::Bool:
+      return a.b ? "true" : "false";
+  }
+  return "";
+}
+
+// The scalars of a run: each given one parsed whole as its declared type (Note [numbers from
+// users]); an omitted one takes the spec's default, else it is required.
+std::vector<ScalarArg> parse_scalars(const OpPlan& plan,
+                                     const std::map<std::string, std::string>& given) {
+  for (const auto& [name, text] : given) {
+    bool known = false;
+    for (const ScalarSlot& s : plan.scalars) known = known || s.name == name;
+    if (!known) {
+      std::string names;
+      for (const ScalarSlot& s : plan.scalars) names += (names.empty() ? "" : ", ") + s.name;
+      KERNELOP_FAIL(Spec) << "--scalar " << detail::shorten(name) << "=...: op " << plan.op_name
+                          << " has no scalar of that name (its scalars: "
+                          << (names.empty() ? "none" : names) << ")";
+    }
+  }
+  std::vector<ScalarArg> out;
+  std::string missing;
+  for (const ScalarSlot& s : plan.scalars) {
+    auto it = given.find(s.name);
+    if (it == given.end()) {
+      if (!s.default_value) {
+        missing += (missing.empty() ? "" : ", ") + s.name;
+        continue;
+      }
+      std::visit(
+          [&](auto v) {
+            using V = decltype(v);
+            if constexpr (std::is_same_v<V, bool>) {
+              out.push_back(ScalarArg::of_bool(v));
+            } else if constexpr (std::is_same_v<V, std::int64_t>) {
+              out.push_back(ScalarArg::of_int(v));
+            } else {
+              out.push_back(ScalarArg::of_float(v));
+            }
+          },
+          *s.default_value);
+      continue;
+    }
+    const std::string& v = it->second;
+    bool ok = false;
+    switch (s.type) {
+      case ScalarType::Float:
+      case ScalarType::Float64:
+        if (auto d = parse_double(v)) {
+          out.push_back(ScalarArg::of_float(*d));
+          ok = true;
+        }
+        break;
+      case ScalarType::Int:
+      case ScalarType::Int64:
+        if (auto i = parse_int64(v)) {
+          out.push_back(ScalarArg::of_int(*i));
+          ok = true;
+        }
+        break;
+      case ScalarType::Bool:
+        if (auto b = parse_bool(v)) {
+          out.push_back(ScalarArg::of_bool(*b));
+          ok = true;
+        }
+        break;
+    }
+    if (!ok) {
+      KERNELOP_FAIL(Spec) << "op " << plan.op_name << ": --scalar " << s.name << "='"
+                          << detail::shorten(v) << "' is not a " << scalar_type_name(s.type)
+                          << (s.type == ScalarType::Bool ? " (expected true, false, 1 or 0)"
+                              : (s.type == ScalarType::Int || s.type == ScalarType::Int64)
+                                  ? " (expected a decimal integer like -3 or 4096)"
+                                  : " (expected a number like 2.5 or 1e-3)");
+    }
+  }
+  if (!missing.empty()) {
+    KERNELOP_FAIL(Spec) << "op " << plan.op_name << ": give the value of every scalar without a "
+                        << "default with --scalar NAME=VALUE; missing: " << missing;
+  }
+  return out;
+}
+
 KernelOp load_op(const RunOptions& o) {
   LoadOptions load;
   load.prefer_ptx = o.prefer_ptx;
@@ -79,6 +175,7 @@ std::string fmt_time(double ms) {
 int run_op(const RunOptions& o, FindReference references) {
   KernelOp op = load_op(o);
   const OpPlan& plan = op.plan();
+  if (o.tactic) op.pin_tactic(*o.tactic);  // its range checked here, before any device
   auto shapes = parse_pairs(o.shapes, "--shape");
   auto scalar_text = parse_pairs(o.scalars, "--scalar");
   auto dtype_text = parse_pairs(o.dtypes, "--dtype");
@@ -113,28 +210,24 @@ int run_op(const RunOptions& o, FindReference references) {
                         << ": give the shape of every tensor input with --shape NAME=DxD...; "
                         << "missing: " << missing;
   }
-  std::vector<ScalarArg> scalars;
-  for (const ScalarSlot& s : plan.scalars) {
-    auto it = scalar_text.find(s.name);
-    std::string v = it == scalar_text.end() ? "" : it->second;
-    try {
-      switch (s.type) {
-        case ScalarType::Float:
-        case ScalarType::Float64:
-          scalars.push_back(ScalarArg::of_float(v.empty() ? 1.5 : std::stod(v)));
-          break;
-        case ScalarType::Int:
-        case ScalarType::Int64:
-          scalars.push_back(ScalarArg::of_int(v.empty() ? 3 : std::stoll(v)));
-          break;
-        case ScalarType::Bool:
-          scalars.push_back(ScalarArg::of_bool(v.empty() || v == "true" || v == "1"));
-          break;
-      }
-    } catch (const std::logic_error&) {
-      KERNELOP_FAIL(Spec) << "--scalar " << s.name << "=" << v << ": not a "
-                          << scalar_type_name(s.type);
+  std::vector<ScalarArg> scalars = parse_scalars(plan, scalar_text);
+  for (const auto& [name, text] : shapes) {
+    bool known = false;
+    for (int i = 0; i < plan.num_tensor_inputs; ++i)
+      known = known || plan.tensors[static_cast<std::size_t>(i)].name == name;
+    if (!known) {
+      KERNELOP_FAIL(Spec) << "--shape " << detail::shorten(name) << "=...: op " << plan.op_name
+                          << " has no tensor input of that name";
     }
+  }
+  if (!scalars.empty()) {
+    std::cout << "  scalars ";
+    for (std::size_t i = 0; i < scalars.size(); ++i) {
+      const ScalarSlot& s = plan.scalars[i];
+      std::cout << (i ? ", " : "") << s.name << "=" << scalar_text_of(scalars[i])
+                << (scalar_text.count(s.name) ? "" : " (default)");
+    }
+    std::cout << "\n";
   }
 
   const examples::Reference* ref = references ? references(plan.op_name) : nullptr;
@@ -182,7 +275,6 @@ int run_op(const RunOptions& o, FindReference references) {
   std::cout << "\n";
 
   int exit_code = 0;
-  if (o.tactic >= 0) op.pin_tactic(o.tactic);
   auto report_tactic = [&] {
     if (!plan.is_tuned()) return;
     TuningStats st = op.tuning_stats();
@@ -190,6 +282,7 @@ int run_op(const RunOptions& o, FindReference references) {
     std::cout << "  tactic  " << t << " (" << op.tactic_text(t) << ") of " << op.num_tactics()
               << ": "
               << (st.pinned       ? "pinned"
+                  : st.single     ? "the only eligible one"
                   : st.tunings    ? "tuned now"
                   : st.table_hits ? "from the tuning table"
                                   : "the first eligible (no tuning)")
@@ -235,7 +328,7 @@ int run_op(const RunOptions& o, FindReference references) {
       // A tuned op: every tactic that can run these inputs gives the reference's result.
       bool mutates = std::any_of(plan.tensors.begin(), plan.tensors.end(),
                                  [](const TensorSlot& t) { return t.mutated; });
-      for (int t = 0; plan.is_tuned() && !mutates && o.tactic < 0 && t < op.num_tactics(); ++t) {
+      for (int t = 0; plan.is_tuned() && !mutates && !o.tactic && t < op.num_tactics(); ++t) {
         for (auto& b : out_buffers) b.fill_bytes(0xff);
         context.synchronize();
         op.pin_tactic(t);
@@ -251,7 +344,7 @@ int run_op(const RunOptions& o, FindReference references) {
         stream.synchronize();
         check_all("tactic " + std::to_string(t) + " (" + op.tactic_text(t) + ") ");
       }
-      if (plan.is_tuned() && o.tactic < 0) op.pin_tactic(-1);
+      if (plan.is_tuned() && !o.tactic) op.pin_tactic(-1);
     }
   }
   if (o.tune) {
@@ -303,7 +396,7 @@ void add_input_options(CLI::App* cmd, RunOptions& o) {
   cmd->add_option("--scalar", o.scalars, "Scalar value, e.g. alpha=2.5 (repeatable)");
   cmd->add_option("--dtype", o.dtypes, "Input dtype for dtype-generic kernels, e.g. x=float16");
   cmd->add_option("--arch", o.archs, "Architectures when compiling a spec");
-  cmd->add_option("--device", o.device, "CUDA device (default 0)");
+  cmd->add_option("--device", o.device, "CUDA device (default 0)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--seed", o.seed, "Random seed for the inputs (default: random)");
 }
 
@@ -317,8 +410,10 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& o, FindReference references
   if (references) run->add_flag("--check", o.check, "Compare against the op's CPU reference");
   run->add_flag("--ptx", o.prefer_ptx,
                 "Load the PTX through the driver's JIT even if a CUBIN fits");
-  run->add_option("--iterations", o.iterations, "Timed launches (default 200)");
-  run->add_option("--warmup", o.warmup, "Untimed launches first (default 20)");
+  run->add_option("--iterations", o.iterations, "Timed launches (default 200)")
+      ->check(CLI::PositiveNumber);
+  run->add_option("--warmup", o.warmup, "Untimed launches first (default 20)")
+      ->check(CLI::NonNegativeNumber);
   run->add_option("--tactic", o.tactic, "Pin this tactic of a tuned op (default: choose)");
   return run;
 }

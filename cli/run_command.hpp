@@ -4,6 +4,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,7 +27,7 @@ struct RunOptions {
   int warmup = 20;
   int iterations = 200;
   unsigned long long seed = 0;
-  int tactic = -1;         ///< pin this tactic (tuned ops)
+  std::optional<int> tactic;  ///< pin this tactic (tuned ops)
   std::string tuning_out;  ///< `tune`: write the op's tuning tables here (merged with the file's)
   bool tune = false;       ///< the `tune` subcommand: tune, report, no timing loop
 };

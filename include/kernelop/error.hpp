@@ -56,6 +56,30 @@ void warn(std::string_view message);
 
 namespace detail {
 
+/// `text` cut to about `max` characters for a message, keeping its start and end and saying how
+/// long it was: every user string a message quotes goes through it. Characters are UTF-8 code
+/// points: a cut never splits one, and the length said is in characters.
+inline std::string shorten(std::string_view text, std::size_t max = 120) {
+  auto starts = [](char c) { return (static_cast<unsigned char>(c) & 0xC0u) != 0x80u; };
+  std::size_t chars = 0;
+  for (char c : text) chars += starts(c) ? 1 : 0;
+  if (chars <= max || max < 10) return std::string(text);
+  std::size_t head = (max - 5) * 2 / 3, tail = max - 5 - head;
+  // Byte offsets of the head's end and the tail's start, on character boundaries.
+  std::size_t head_end = 0, seen = 0;
+  while (head_end < text.size() && (seen < head || !starts(text[head_end]))) {
+    if (starts(text[head_end])) ++seen;
+    ++head_end;
+  }
+  std::size_t tail_start = text.size();
+  for (seen = 0; tail_start > head_end && seen < tail;) {
+    --tail_start;
+    if (starts(text[tail_start])) ++seen;
+  }
+  return std::string(text.substr(0, head_end)) + "[...]" + std::string(text.substr(tail_start)) +
+         " (" + std::to_string(chars) + " characters)";
+}
+
 // Builds an Error with operator<<; see KERNELOP_FAIL.
 class ErrorStream {
  public:

@@ -188,6 +188,12 @@ struct ExprArith {
   }
 };
 
+/// Note [one evaluator semantics]: every integer type evaluates with these semantics, those of
+/// ExprArith<int64_t>::apply: `a // b` rounds toward negative infinity, `a % b` takes the sign of
+/// b, `cdiv(a, b)` is the exact ceiling of a / b for every sign; a zero divisor and an int64
+/// overflow are refused (Error(Launch)), never wrapped. A symbolic evaluator (c10::SymInt) takes
+/// the int64 path for known values and the same formulas for symbolic ones, so that a traced
+/// shape and an eager one never differ (tests/python/test_hostile.py compares them).
 template <>
 struct ExprArith<std::int64_t> {
   static std::int64_t constant(std::int64_t value) { return value; }

@@ -64,6 +64,8 @@ struct TuningStats {
   std::uint64_t table_hits = 0;  ///< launches whose config came from a tuning table
   std::uint64_t defaults = 0;    ///< launches that took the first eligible config (no tuning)
   std::uint64_t pinned = 0;      ///< launches of a pinned tactic
+  /// Launches where exactly one config could run these inputs: nothing to choose, nothing timed.
+  std::uint64_t single = 0;
 };
 
 /// One argument of KernelOp::launch_raw(): a tensor (passed as its data pointer) or a number
@@ -136,7 +138,7 @@ class KernelOp {
   /// Every launch uses `tactic` (-1: choose again); a launch whose inputs it cannot run is an
   /// error, never a fallback. Throws Error(Spec) for an id out of range. KERNELOP_TACTIC=N (all
   /// tuned ops) or KERNELOP_TACTIC=ns::op=N,ns::other=M pins from the environment.
-  void pin_tactic(int tactic) const;
+  void pin_tactic(std::int64_t tactic) const;
   int pinned_tactic() const;
   /// The tactic of the latest launch (-1 before any).
   int last_tactic() const;

@@ -96,7 +96,26 @@ struct SizeEnv {
     KERNELOP_FAIL(Internal) << "SizeEnv::leaf: not a leaf";
   }
 
-  Int eval(const Expr& e) const { return evaluate<Int>(e, *this); }
+  /// The value of `e`; an arithmetic error (a zero divisor, an overflow) names the op.
+  Int eval(const Expr& e) const {
+    try {
+      return evaluate<Int>(e, *this);
+    } catch (const Error& err) {
+      if (err.message().starts_with("op ")) throw;  // SizeEnv's own, naming the op already
+      fail(err.message());
+    }
+  }
+  /// The value of `e`, part of requirement `text`: an arithmetic error names the op and the
+  /// requirement.
+  Int eval_requirement(const Expr& e, const std::string& text) const {
+    try {
+      return evaluate<Int>(e, *this);
+    } catch (const Error& err) {
+      if (err.message().starts_with("op ")) throw;
+      fail("the requirement '" + detail::shorten(text) +
+           "' cannot be evaluated for these inputs: " + err.message());
+    }
+  }
 };
 
 /// Appends the dims of output `out` to `dims` (anything with push_back(Int)).

@@ -58,6 +58,11 @@ struct TensorView {
   bool is_contiguous() const;
   /// The stride of a normalised axis in elements (row-major when `strides` is absent).
   std::int64_t stride(int axis) const;
+  /// True unless every element is provably distinct: false for contiguous tensors and for any
+  /// permutation of strides that nest (each at least the extent of the smaller ones); true for
+  /// expand()ed views (a zero stride) and for layouts whose axes interleave. A kernel must not
+  /// write a view for which this is true.
+  bool may_overlap() const;
 };
 
 /// A scalar argument: a Python float, int or bool.

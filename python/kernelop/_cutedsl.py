@@ -13,13 +13,11 @@ CUBIN and PTX; the op runs from C++ with no Python and no CuTe DSL, and packages
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import inspect
 import json
 import re
 import tempfile
-import threading
 import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
@@ -27,9 +25,10 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 import torch
 
 from . import _llvm_host as H
-from ._symbolic import FloatProbe, Recorder, Unexpressible, canonical, uses_dims
-from ._triton import (BinaryTuple, RecordedPlugin, _examples, _inputs_json, _name_outputs, _output_shapes, _outputs,
-                      _signature_inputs, _tensor_name, check_configs, make_fakes, run_launch_fn, select_over_configs)
+from ._symbolic import FloatProbe, Recorder, Unexpressible, canonical, shorten, uses_dims
+from ._triton import (BinaryTuple, RecordedPlugin, _count, _examples, _from_inputs, _inputs_json, _name_outputs,
+                      _output_shapes, _outputs, _signature_inputs, _tensor_name, check_archs, check_configs,
+                      intercepting, make_fakes, run_launch_fn, select_over_configs, validate_recorded)
 
 DEFAULT_ARCHS = ("sm_80", "sm_90a")  # CUBIN each (sm_90a: Hopper's wgmma/TMA), plus the PTX of the oldest
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8, torch.int16, torch.int32,
@@ -54,10 +53,14 @@ def cutedsl(launch_fn: Callable[..., Any], configs: Optional[Sequence[Dict[str, 
     configs_t = check_configs("kernelop.cutedsl", launch_fn, configs)
     archs = None
     if arch is not None:
-        archs = (arch,) if isinstance(arch, str) else tuple(arch)
-        if not archs or not all(isinstance(a, str) and re.fullmatch(r"sm_\d+a?", a) for a in archs):
-            raise ValueError(f"kernelop.cutedsl: arch must be 'sm_NN' or 'sm_NNa' or a list of them, got {arch!r}")
+        archs = tuple(cutedsl_archs("kernelop.cutedsl", [arch] if isinstance(arch, str) else arch, "arch"))
     return CuteDslSpec(launch_fn, configs_t, archs)
+
+
+def cutedsl_archs(where: str, archs: Any, name: str = "archs") -> List[str]:
+    """The CuTe DSL's architectures: 'sm_NN' or 'sm_NNa' each (sm_90a: Hopper's wgmma and TMA)."""
+    return check_archs(where, archs, r"sm_[1-9][0-9]{1,2}a?", "the CuTe DSL", "'sm_NN' or 'sm_NNa' such as 'sm_90a'",
+                       name)
 
 
 @dataclass
@@ -73,38 +76,30 @@ class _Wrapped:
     assumed_align: Optional[int]
 
 
-@contextlib.contextmanager
-def _intercept(calls: List[_Call], wrapped: Dict[int, _Wrapped]) -> Iterator[None]:
-    """While recording: from_dlpack of a fake tensor wraps a small real placeholder (its layout is replaced by a
-    dynamic one before compiling), and a call of a @cute.jit function is recorded instead of compiled and run."""
+def _intercept(calls: List[_Call], wrapped: Dict[int, _Wrapped]) -> Any:
+    """While recording (on this thread, Note [interception] in _triton.py): from_dlpack of a fake tensor wraps a
+    small real placeholder (its layout is replaced by a dynamic one before compiling), and a call of a @cute.jit
+    function is recorded instead of compiled and run."""
     import cutlass.base_dsl.dsl as dsl
     import cutlass.cute.runtime as runtime
     from torch._subclasses.fake_tensor import FakeTensor
     from torch.utils._python_dispatch import _disable_current_modes
 
-    thread = threading.get_ident()
-    original_init, original_func = runtime._Tensor.__init__, dsl.BaseDSL._func
-
-    def init(self: Any, tensor: Any, assumed_align: Optional[int] = None, *args: Any, **kwargs: Any) -> None:
-        if threading.get_ident() != thread or not isinstance(tensor, FakeTensor):
-            return original_init(self, tensor, assumed_align, *args, **kwargs)
+    def init(original: Any, self: Any, tensor: Any, assumed_align: Optional[int] = None, *args: Any,
+             **kwargs: Any) -> None:
+        if not isinstance(tensor, FakeTensor):
+            return original(self, tensor, assumed_align, *args, **kwargs)
         with _disable_current_modes():
             placeholder = _placeholder(tensor)
-        original_init(self, placeholder, assumed_align, *args, **kwargs)
+        original(self, placeholder, assumed_align, *args, **kwargs)
         self._kop_placeholder = placeholder  # kept alive with the wrapper
         wrapped[id(self)] = _Wrapped(tensor, assumed_align)
 
-    def func(self: Any, body: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        if threading.get_ident() != thread:
-            return original_func(self, body, *args, **kwargs)
+    def func(original: Any, self: Any, body: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         calls.append(_Call(body, args, kwargs))
         return None
 
-    runtime._Tensor.__init__, dsl.BaseDSL._func = init, func
-    try:
-        yield
-    finally:
-        runtime._Tensor.__init__, dsl.BaseDSL._func = original_init, original_func
+    return intercepting({(runtime._Tensor, "__init__"): init, (dsl.BaseDSL, "_func"): func})
 
 
 def _placeholder(fake: torch.Tensor) -> torch.Tensor:
@@ -162,7 +157,7 @@ def record(spec: CuteDslSpec, meta_impl: Optional[Callable], op_name: Optional[s
     import importlib.metadata
 
     fn_name = getattr(spec.launch_fn, "__name__", "launch_fn")
-    where = f"kernelop.custom_plugin({op_name or fn_name!r})"
+    where = f"kernelop.custom_plugin({shorten(repr(op_name if op_name is not None else fn_name))})"
     inputs = _signature_inputs(where, spec.launch_fn)
     examples = _examples(where, [n for n, k, _ in inputs if k == "tensor"], example_inputs)
     rec = Recorder(where)
@@ -180,21 +175,24 @@ def record(spec: CuteDslSpec, meta_impl: Optional[Callable], op_name: Optional[s
     outputs = _outputs(where, result, rec)
     writes.check(where, rec, outputs)
     jit_name = call.body.__name__
+    jname = shorten(jit_name)  # in messages
     named = op_name is not None
-    op_name = op_name or f"kernelop_cutedsl::{jit_name}"
-    where = f"kernelop.custom_plugin({op_name!r})"
+    if op_name is None:
+        op_name = f"kernelop_cutedsl::{jit_name}"
+    where = f"kernelop.custom_plugin({shorten(repr(op_name))})"
     rec.where = where
 
     try:
         bound = inspect.signature(call.body).bind(*call.args, **call.kwargs)
     except TypeError as e:
-        raise ValueError(f"{where}: the call of {jit_name} does not match its parameters: {e}") from None
+        raise ValueError(f"{where}: the call of {jname} does not match its parameters: {shorten(e, 300)}") from None
     bound.apply_defaults()
     params = inspect.signature(call.body).parameters
+    constexpr_params = [p for p in params if _annotation_kind(params[p].annotation) == "constexpr"]
 
-    # Outputs are named after the parameter they are passed to.
+    # Outputs are named after the parameter they are passed to (never a Constexpr's name: those are the tunables).
     out_names = _name_outputs(outputs, {p: wrapped[id(v)].fake for p, v in bound.arguments.items()
-                                        if id(v) in wrapped}, rec)
+                                        if id(v) in wrapped}, rec, reserved=constexpr_params)
 
     # Each parameter of the @cute.jit function: a tensor, a run-time scalar or a compile-time constant.
     dynamic: List[Tuple[str, Any]] = []  # (param, ("tensor", name, wrapped) | ("int", expr) | ("float", name))
@@ -203,10 +201,10 @@ def record(spec: CuteDslSpec, meta_impl: Optional[Callable], op_name: Optional[s
     tensor_names: List[str] = []
     for p, value in bound.arguments.items():
         kind = _annotation_kind(params[p].annotation)
-        what = f"{jit_name}'s argument '{p}'"
+        what = f"{jname}'s argument '{shorten(p)}'"
         if id(value) in wrapped:
             if kind not in ("tensor", ""):
-                raise ValueError(f"{where}: {what} is a tensor but annotated {params[p].annotation!r}")
+                raise ValueError(f"{where}: {what} is a tensor but annotated {shorten(repr(params[p].annotation))}")
             w = wrapped[id(value)]
             name = _tensor_name(where, w.fake, rec, outputs, out_names, what)
             if w.fake.dtype not in _DTYPES:
@@ -215,8 +213,8 @@ def record(spec: CuteDslSpec, meta_impl: Optional[Callable], op_name: Optional[s
             if w.fake.dim() == 0:
                 raise ValueError(f"{where}: {what} is a 0-dim tensor; kernelop passes tensors of rank 1 or more")
             if name in tensor_names:
-                raise ValueError(f"{where}: tensor '{name}' is passed to {jit_name} twice; kernelop passes each "
-                                 "tensor once")
+                raise ValueError(f"{where}: tensor '{shorten(name)}' is passed to {jname} twice; kernelop passes "
+                                 "each tensor once")
             tensor_names.append(name)
             if name not in out_names:  # an output's rank follows from its shape, which the inputs give
                 requires.append(f"rank({name}) == {w.fake.dim()}")
@@ -228,10 +226,10 @@ def record(spec: CuteDslSpec, meta_impl: Optional[Callable], op_name: Optional[s
                              "tensors (a scratch buffer or a host-side copy); kernelop records inputs and returned "
                              "outputs only")
         elif kind == "constexpr":
-            if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool, FloatProbe)) or \
-                    isinstance(value, torch.Tensor):
-                raise ValueError(f"{where}: Constexpr '{p}' gets a value computed from the inputs; the DSL would "
-                                 "compile one kernel per value (give the values as configs instead)")
+            if _from_inputs(value):
+                raise ValueError(f"{where}: Constexpr '{shorten(p)}' gets a value computed from the inputs (a size or "
+                                 "a scalar input); it must be a Python constant or come from configs (the DSL "
+                                 "compiles one kernel per value)")
             constexprs[p] = value
         elif kind == "int" and isinstance(value, (int, torch.SymInt)) and not isinstance(value, bool):
             scalar = next((s.name for s in rec.scalars if isinstance(value, torch.SymInt) and s.symbol is not None
@@ -248,24 +246,30 @@ def record(spec: CuteDslSpec, meta_impl: Optional[Callable], op_name: Optional[s
             dynamic.append((p, ("float", value.kernelop_name)))
         else:
             annotation = params[p].annotation
-            hint = "unannotated" if annotation is inspect.Parameter.empty else f"annotated {annotation!r}"
-            raise ValueError(f"{where}: {what} is {value!r} ({hint}); kernelop passes "
+            hint = "unannotated" if annotation is inspect.Parameter.empty else \
+                f"annotated {shorten(repr(annotation))}"
+            raise ValueError(f"{where}: {what} is {shorten(repr(value))} ({hint}); kernelop passes "
                              "cute.Tensor arguments (from_dlpack of an input or output), float scalar inputs to "
                              "cutlass.Float32 parameters, sizes and int scalars to cutlass.Int32 parameters, and "
                              "compile-time values to cutlass.Constexpr parameters")
 
     user_configs = list(spec.configs) or [{}]
     for i, c in enumerate(user_configs):
-        bad = [k for k in c if k not in params or _annotation_kind(params[k].annotation) != "constexpr"]
+        bad = [k for k in c if k not in constexpr_params]
         if bad:
-            raise ValueError(f"{where}: configs[{i}] sets {', '.join(bad)}, which {jit_name} has no cutlass.Constexpr "
-                             f"parameter of (its Constexpr parameters: "
-                             f"{', '.join(p for p in params if _annotation_kind(params[p].annotation) == 'constexpr') or 'none'})")
+            raise ValueError(f"{where}: configs[{i}] sets {shorten(', '.join(bad))}, which {jname} has no "
+                             "cutlass.Constexpr parameter of (its Constexpr parameters: "
+                             f"{shorten(', '.join(constexpr_params) or 'none', 300)})")
     tuned = [p for p in params if any(p in c for c in user_configs)]
     for i, c in enumerate(user_configs):
         missing = [k for k in tuned if k not in c and k not in constexprs]
         if missing:
-            raise ValueError(f"{where}: configs[{i}] does not set {', '.join(missing)}")
+            raise ValueError(f"{where}: configs[{i}] does not set {shorten(', '.join(missing))}")
+        kept = [k for k in tuned if k not in c and not hasattr(type(constexprs[k]), "__index__")]
+        if kept:
+            raise ValueError(f"{where}: configs[{i}] does not set '{shorten(kept[0])}', and the value launch_fn passes "
+                             f"for it, {shorten(repr(constexprs[kept[0]]))}, is not an int; set it in every config "
+                             "(config values are ints or bools)")
     values = [{k: c.get(k, constexprs.get(k)) for k in tuned} for c in user_configs]
 
     shapes = _output_shapes(where, rec, outputs, out_names, meta_impl, fakes)
@@ -273,6 +277,7 @@ def record(spec: CuteDslSpec, meta_impl: Optional[Callable], op_name: Optional[s
         requires += rec.requirements_from_guards()
     except Unexpressible as e:
         raise ValueError(str(e)) from None
+    tactics = f"{_count(len(user_configs), 'config')} make {_count(len(user_configs), 'tactic')}"
 
     try:
         source = inspect.getsource(inspect.getmodule(call.body) or call.body)
@@ -286,9 +291,22 @@ def record(spec: CuteDslSpec, meta_impl: Optional[Callable], op_name: Optional[s
         "inputs": _inputs_json(rec, inputs),
         "outputs": shapes,
     }
+    if tuned:
+        doc["tunables"] = tuned
+        doc["configs"] = [{k: int(v[k]) for k in tuned} for v in values]
+    # Validated before anything is compiled (kernelop's own rules, in C++): the parameters and the geometry are read
+    # from the compiled host function, so they stand in here as what launch_fn passes (checked again once read).
+    validate_recorded(where, {
+        **doc,
+        "params": [d[1] if d[0] == "tensor" else {"expr": canonical(d[1][1])} if d[0] == "int" else d[1]
+                   for _, d in dynamic],
+        "geometry": {"custom": {"grid": ["1", "1", "1"], "block": ["1", "1", "1"], "shared_mem": "0"}},
+        **({"requires": list(dict.fromkeys(requires))} if requires else {}),
+    }, tactics)
     recorded = RecordedPlugin(op_name, doc, call.body, {}, constexprs,
                               [{"constexprs": {**constexprs, **v}} for v in values],
-                              compile_fn=_compile_all, default_archs=spec.archs or DEFAULT_ARCHS)
+                              compile_fn=_compile_all, default_archs=spec.archs or DEFAULT_ARCHS,
+                              arch_rule=cutedsl_archs)
     recorded.cute_dynamic = dynamic  # type: ignore[attr-defined]
     recorded.cute_where = where  # type: ignore[attr-defined]
     # The launch (its arguments, grid, block, shared memory) is read from the host function compiled for the first
@@ -318,13 +336,14 @@ def record(spec: CuteDslSpec, meta_impl: Optional[Callable], op_name: Optional[s
                              if t.name not in tensor_names and uses_dims(exprs, t.name)) if r not in requires]
     if requires:
         doc["requires"] = list(dict.fromkeys(requires))
-    if tuned:
-        doc["tunables"] = tuned
-        doc["configs"] = [{k: int(v[k]) for k in tuned} for v in values]
+    if tuned:  # after the launch and its requirements, as they have always been written
+        doc["tunables"] = doc.pop("tunables")
+        doc["configs"] = doc.pop("configs")
     if not named:  # the same in every process, and different for a different launch, dtype or config set
         identity = json.dumps({k: v for k, v in doc.items() if k != "op"}, sort_keys=True)
         op_name = doc["op"] = f"kernelop_cutedsl::{jit_name}_{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
         recorded.op_name = op_name
+    validate_recorded(where, doc, tactics)  # before the other architectures are compiled
     return recorded
 
 
@@ -380,7 +399,7 @@ def _compile(recorded: RecordedPlugin, config: int, arch: str) -> Any:
             compiled = cute.compile(recorded.fn, *args,
                                     options=f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {dump}")
     except Exception as e:  # noqa: BLE001 - the DSL's compile error, named with the tactic
-        raise RuntimeError(f"op {recorded.op_name}: cute.compile of tactic {config} for {arch} failed: "
+        raise RuntimeError(f"op {shorten(recorded.op_name)}: cute.compile of tactic {config} for {arch} failed: "
                            f"{type(e).__name__}: {e}") from e
     cache[key] = (compiled, args)
     return cache[key]
@@ -476,11 +495,7 @@ def _param(v: H.Value, t: H.LType, what: str) -> Any:
 
 
 def _compile_all(recorded: RecordedPlugin, archs: List[str]) -> List[BinaryTuple]:
-    if not archs or any(not isinstance(a, str) or not re.fullmatch(r"sm_\d+a?", a) for a in archs):
-        raise ValueError(f"op {recorded.op_name}: architectures {archs!r} are invalid for the CuTe DSL; expected "
-                         "'sm_NN' or 'sm_NNa' (kernelop adds the PTX of the oldest for newer GPUs)")
-    if len(set(archs)) != len(archs):
-        raise ValueError(f"op {recorded.op_name}: an architecture is listed twice in {archs}")
+    archs = cutedsl_archs(f"op {shorten(recorded.op_name)}", archs)
     oldest = min(archs, key=lambda a: int(re.sub(r"\D", "", a)))
     out: List[BinaryTuple] = []
     doc = recorded.doc
@@ -491,12 +506,12 @@ def _compile_all(recorded: RecordedPlugin, archs: List[str]) -> List[BinaryTuple
                 if recorded.default_archs[0] != arch else launch
             if launch["params"] != recorded_launch["params"] or launch["entry"] != recorded_launch["entry"] or \
                     any(launch[k] != recorded_launch[k] for k in ("grid", "block", "shared_mem")):
-                raise ValueError(f"op {recorded.op_name}: tactic {program} compiled for {arch} launches with other "
-                                 "kernel parameters, geometry or entry than the recorded launch (compiled for "
+                raise ValueError(f"op {shorten(recorded.op_name)}: tactic {program} compiled for {arch} launches with "
+                                 "other kernel parameters, geometry or entry than the recorded launch (compiled for "
                                  f"{recorded.default_archs[0]})")
             ptx, cubin = compiled.artifacts.PTX, compiled.artifacts.CUBIN
             if not ptx or not cubin:
-                raise ValueError(f"op {recorded.op_name}: cute.compile gave no PTX or CUBIN for {arch}")
+                raise ValueError(f"op {shorten(recorded.op_name)}: cute.compile gave no PTX or CUBIN for {arch}")
             out.append((program, arch, bytes(cubin), ptx, launch["entry"], 0, 0, 0, -1))
             if arch == oldest:  # the driver JITs this PTX on newer GPUs; labelled by its .target
                 target = re.search(r"^\.target\s+(\S+)", ptx, re.M)

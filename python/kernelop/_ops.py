@@ -9,6 +9,7 @@ registers the rest from C++. See docs/pytorch.md.
 from __future__ import annotations
 
 import json
+import operator
 import numbers
 import os
 import threading
@@ -18,7 +19,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 import torch
 
 from . import _kernelop
-from ._spec import InputDecl, KernelSpec, _str_list
+from ._spec import InputDecl, KernelSpec, _r, _str_list
 
 # The reference's TensorRT-only keywords: kernelop has no engine to act on them yet, so passing
 # one is an error rather than being silently ignored.
@@ -136,7 +137,7 @@ def _register(where: str, op_name: str, spec: KernelSpec, meta_fn: Optional[Call
         if fn is not None and not callable(fn):
             raise TypeError(f"{where}: {name} must be callable, got {type(fn).__name__}")
     if not isinstance(op_name, str) or "::" not in op_name:
-        raise ValueError(f"{where}: op name {op_name!r} is invalid: expected 'namespace::name'")
+        raise ValueError(f"{where}: op name {_r(op_name)} is invalid: expected 'namespace::name'")
     doc = spec.to_json(op_name)
     schema_text = _schema_for(op_name, spec, meta_fn, schema)
     overrides = _kernelop.Overrides()
@@ -196,11 +197,11 @@ def cuda_kernel_op(op_name: str, spec: KernelSpec, *, meta_fn: Optional[Callable
     optional too. ``schema`` is used as given, else derived from the spec's inputs and outputs,
     else inferred from ``meta_fn``'s type hints.
     """
-    _refuse_engine_options(f"cuda_kernel_op({op_name!r})", engine_options)
-    spec, meta_fn = _declarative_meta(f"cuda_kernel_op({op_name!r})", spec, meta_fn, eager_fn, schema)
+    _refuse_engine_options(f"cuda_kernel_op({_r(op_name)})", engine_options)
+    spec, meta_fn = _declarative_meta(f"cuda_kernel_op({_r(op_name)})", spec, meta_fn, eager_fn, schema)
     base = os.path.abspath(base_dir)
     arch_list = _str_list(archs, "archs")
-    return _register(f"cuda_kernel_op({op_name!r})", op_name, spec, meta_fn, eager_fn, schema,
+    return _register(f"cuda_kernel_op({_r(op_name)})", op_name, spec, meta_fn, eager_fn, schema,
                      ("nvrtc", base, tuple(arch_list)),
                      lambda doc, o: _kernelop.register_spec(json.dumps(doc), base, arch_list, o))
 
@@ -251,7 +252,7 @@ def ptx_op(op_name: str, ptx: Any, kernel_name: str, meta_fn: Optional[Callable]
     dtype must then be declared, and the entry's parameters are checked against the calling
     convention. ``aot_fn`` is TensorRT's and is refused.
     """
-    where = f"ptx_op({op_name!r})"
+    where = f"ptx_op({_r(op_name)})"
     if isinstance(meta_fn, KernelSpec):
         raise TypeError(f"{where}: pass the KernelSpec as spec=...; the 4th positional argument is meta_fn")
     _refuse_engine_options(where, dict(engine_options, aot_fn=aot_fn))
@@ -297,7 +298,16 @@ class Kernel:
 
     def pin_tactic(self, tactic: Optional[int]) -> None:
         """Every launch uses ``tactic`` (None: choose again); one it cannot run is an error."""
-        self._registration.pin_tactic(-1 if tactic is None else int(tactic))
+        if tactic is None:
+            self._registration.pin_tactic(-1)
+            return
+        # An id is an int (or an integer type such as numpy's), never a bool, float or str that happens to
+        # convert (Note [numbers from users]); its range is checked by KernelOp::pin_tactic.
+        if isinstance(tactic, bool) or not hasattr(type(tactic), "__index__"):
+            n = len(self._registration.tactics)
+            raise TypeError(f"op {self.op_name}: pin_tactic takes a tactic id, an int from 0 to {n - 1} (or None to "
+                            f"choose again), got {_kernelop.shorten(repr(tactic), 60)} ({type(tactic).__name__})")
+        self._registration.pin_tactic(operator.index(tactic))
 
     @property
     def pinned_tactic(self) -> Optional[int]:

@@ -9,6 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+from . import _kernelop
+
+
+def _r(value: Any) -> str:
+    """A user value's repr as messages quote it: cut to a readable length (C++'s detail::shorten)."""
+    return _kernelop.shorten(repr(value), 80)
+
+
 _SCALAR_TYPES = {float: "float", int: "int", bool: "bool"}
 
 
@@ -23,34 +31,34 @@ def _str_list(value: Any, where: str) -> List[str]:
     if value is None:
         return []
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
-        raise TypeError(f"{where}: expected a list of str, got {type(value).__name__} {value!r}"
-                        + (f"; write [{value!r}]" if isinstance(value, str) else ""))
+        raise TypeError(f"{where}: expected a list of str, got {type(value).__name__} {_r(value)}"
+                        + (f"; write [{_r(value)}]" if isinstance(value, str) else ""))
     for i, item in enumerate(value):
         if not isinstance(item, str):
-            raise TypeError(f"{where}[{i}]: expected a str, got {type(item).__name__} {item!r}")
+            raise TypeError(f"{where}[{i}]: expected a str, got {type(item).__name__} {_r(item)}")
     return list(value)
 
 
 def _int_list(value: Any, where: str) -> List[int]:
     """A list of ints from a list/tuple; a lone int or a str is a TypeError."""
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
-        raise TypeError(f"{where}: expected a tuple of int, got {type(value).__name__} {value!r}"
-                        + (f"; write ({value!r},)" if isinstance(value, int) else ""))
+        raise TypeError(f"{where}: expected a tuple of int, got {type(value).__name__} {_r(value)}"
+                        + (f"; write ({_r(value)},)" if isinstance(value, int) else ""))
     for i, item in enumerate(value):
         if isinstance(item, bool) or not isinstance(item, int):
-            raise TypeError(f"{where}[{i}]: expected an int, got {type(item).__name__} {item!r}")
+            raise TypeError(f"{where}[{i}]: expected an int, got {type(item).__name__} {_r(item)}")
     return list(value)
 
 
 def _bool(value: Any, where: str) -> bool:
     if not isinstance(value, bool):
-        raise TypeError(f"{where}: expected a bool, got {type(value).__name__} {value!r}")
+        raise TypeError(f"{where}: expected a bool, got {type(value).__name__} {_r(value)}")
     return value
 
 
 def _int(value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{where}: expected an int, got {type(value).__name__} {value!r}")
+        raise TypeError(f"{where}: expected an int, got {type(value).__name__} {_r(value)}")
     return value
 
 
@@ -75,9 +83,9 @@ class InputDecl:
         out: Dict[str, Any] = {"name": self.name}
         if self.dtype is not None:
             out["dtype"] = _dtype_name(self.dtype)
-        if _bool(self.mutated, f"InputDecl({self.name!r}).mutated"):
+        if _bool(self.mutated, f"InputDecl({_r(self.name)}).mutated"):
             out["mutated"] = True
-        if _bool(self.strided, f"InputDecl({self.name!r}).strided"):
+        if _bool(self.strided, f"InputDecl({_r(self.name)}).strided"):
             out["strided"] = True
         return out
 
@@ -95,7 +103,7 @@ class ScalarInput:
     symint: bool = False
 
     def _json(self) -> Dict[str, Any]:
-        symint = _bool(self.symint, f"ScalarInput({self.name!r}).symint")
+        symint = _bool(self.symint, f"ScalarInput({_r(self.name)}).symint")
         if getattr(self.py_type, "__name__", None) == "SymInt":
             kind, symint = "int64", True
         elif self.py_type in _SCALAR_TYPES:
@@ -104,8 +112,8 @@ class ScalarInput:
             kind = self.py_type
         else:
             raise ValueError(
-                f"ScalarInput {self.name!r}: py_type must be float, int, bool or torch.SymInt, "
-                f"got {self.py_type!r}")
+                f"ScalarInput {_r(self.name)}: py_type must be float, int, bool or torch.SymInt, "
+                f"got {_r(self.py_type)}")
         return {"name": self.name, "scalar": kind, **({"symint": True} if symint else {})}
 
 
@@ -168,7 +176,7 @@ class OutputDecl:
             shape = [_expr(d) for d in self.shape]
         else:
             raise TypeError(
-                f"OutputDecl {self.name!r}: shape must be SameAs, ReduceDims or a list of expressions, "
+                f"OutputDecl {_r(self.name)}: shape must be SameAs, ReduceDims or a list of expressions, "
                 f"got {type(self.shape).__name__}")
         out: Dict[str, Any] = {"name": self.name, "shape": shape}
         if self.dtype_from is not None:
@@ -253,7 +261,7 @@ class Custom:
         for where, dims in (("grid", self.grid), ("block", self.block)):
             if isinstance(dims, (str, bytes, int)) or not isinstance(dims, (list, tuple)):
                 raise TypeError(f"Custom.{where}: expected a list of expressions, got "
-                                f"{type(dims).__name__} {dims!r}")
+                                f"{type(dims).__name__} {_r(dims)}")
         return {"custom": {"grid": [_expr(g) for g in self.grid], "block": [_expr(b) for b in self.block],
                            "shared_mem": _expr(self.shared_mem)}}
 

@@ -13,8 +13,11 @@ specialisation kernelop refuses: the op would only be right for the size it was 
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
+import os
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -33,6 +36,47 @@ _DEFAULT_RANK = 2
 
 class Unexpressible(ValueError):
     """An expression kernelop's expressions cannot state; the message says what and where."""
+
+
+def shorten(text: Any, limit: int = 120) -> str:
+    """`text` cut to about `limit` characters for a message, keeping its start and end and saying how long it was:
+    the one cut of user strings (names, keys, values, reprs) in the messages of kernelop's Python front ends, C++'s
+    detail::shorten (include/kernelop/error.hpp) bound as _kernelop.shorten."""
+    text = str(text)
+    try:
+        return _kernelop.shorten(text, limit)
+    except (TypeError, UnicodeError):  # text that is not valid UTF-8 (lone surrogates): escaped first
+        return _kernelop.shorten(text.encode("utf-8", "backslashreplace").decode("utf-8"), limit)
+
+
+# The packages whose frames are never the user's: kernelop's own, and the libraries a recording runs through. Frames
+# are told apart by the resolved directory of their file, never by a substring of its name (a user's clone of
+# kernelop is a folder named "kernelop" too).
+_LIBRARIES = ("kernelop", "torch", "triton", "cutlass", "nvidia_cutlass_dsl")
+
+
+def _library_dirs() -> Tuple[str, ...]:
+    dirs = [os.path.dirname(os.path.realpath(__file__))]  # this package, wherever it was copied or linked from
+    for name in _LIBRARIES:
+        module = sys.modules.get(name)
+        for d in (getattr(module, "__path__", None) or []) if module is not None else []:
+            dirs.append(os.path.realpath(d))
+    return tuple(dirs)
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_library_file(filename: str, dirs: Tuple[str, ...]) -> bool:
+    path = os.path.realpath(filename)
+    return any(path == d or path.startswith(d + os.sep) for d in dirs)
+
+
+def user_location(frames: Sequence[Any]) -> str:
+    """"file:line" of the innermost of `frames` (FrameSummary-like, outermost first) in the user's code, or ""."""
+    dirs = _library_dirs()
+    for f in reversed(list(frames)):
+        if not _is_library_file(f.filename, dirs):
+            return f"{f.filename}:{f.lineno}"
+    return ""
 
 
 def canonical(text: str) -> str:
@@ -68,8 +112,8 @@ class FloatProbe(float):
         return self
 
     def _refuse(self, *args: Any) -> Any:
-        raise Unexpressible(f"launch_fn computes with float scalar '{self.kernelop_name}' on the host; kernelop passes "
-                            "scalars to the kernel as they are (do the arithmetic in the kernel)")
+        raise Unexpressible(f"launch_fn computes with float scalar '{shorten(self.kernelop_name)}' on the host; "
+                            "kernelop passes scalars to the kernel as they are (do the arithmetic in the kernel)")
 
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _refuse
     __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __pow__ = __rpow__ = __neg__ = __abs__ = _refuse
@@ -84,11 +128,11 @@ class BoolProbe:
         self.kernelop_name = name
 
     def __bool__(self) -> bool:
-        raise Unexpressible(f"launch_fn branches on bool scalar '{self.kernelop_name}' on the host; pass it to the "
-                            "kernel (or make it a config)")
+        raise Unexpressible(f"launch_fn branches on bool scalar '{shorten(self.kernelop_name)}' on the host; pass it "
+                            "to the kernel (or make it a config)")
 
     def __repr__(self) -> str:
-        return f"<bool scalar {self.kernelop_name}>"
+        return f"<bool scalar {shorten(self.kernelop_name)}>"
 
 
 class Recorder:
@@ -174,7 +218,7 @@ class Recorder:
             value = value.node.expr
         if not isinstance(value, sympy.Basic):
             raise Unexpressible(f"{what}: expected an int or a size expression, got {type(value).__name__} "
-                                f"{value!r}")
+                                f"{shorten(repr(value))}")
         return canonical(self._text(self.shape_env.replace(value), what))
 
     def same(self, a: sympy.Expr, b: sympy.Expr) -> bool:
@@ -230,14 +274,14 @@ class Recorder:
             base, exp = e.as_base_exp()
             if isinstance(exp, sympy.Integer) and 0 < exp <= 8:
                 return " * ".join([t(base)] * int(exp))
-            raise Unexpressible(f"{what}: '{e}' takes a power kernelop cannot state")
+            raise Unexpressible(f"{what}: '{shorten(e)}' takes a power kernelop cannot state")
         if isinstance(e, sympy.Mul):
             coeff, rest = e.as_coeff_Mul()
             factors: Dict[sympy.Expr, int] = {}
             for f in sympy.Mul.make_args(rest):
                 base, exp = f.as_base_exp()
                 if not (isinstance(exp, sympy.Integer) and exp > 0):
-                    raise Unexpressible(f"{what}: '{e}' divides or takes a power kernelop cannot state "
+                    raise Unexpressible(f"{what}: '{shorten(e)}' divides or takes a power kernelop cannot state "
                                         "(expressions are integer + - * // % cdiv min max)")
                 factors[base] = factors.get(base, 0) + int(exp)
             parts = self._numel_factors(factors)
@@ -245,7 +289,7 @@ class Recorder:
                 parts += [t(base)] * factors[base]
             if coeff != 1:
                 if not isinstance(coeff, sympy.Integer):
-                    raise Unexpressible(f"{what}: '{e}' has a non-integer factor {coeff}")
+                    raise Unexpressible(f"{what}: '{shorten(e)}' has a non-integer factor {shorten(coeff)}")
                 parts.insert(0, t(coeff) if coeff < 0 else str(int(coeff)))
             return " * ".join(parts) if parts else "1"
         if isinstance(e, F.FloorDiv):
@@ -273,7 +317,7 @@ class Recorder:
         for kind, op in relations.items():
             if isinstance(e, kind):
                 return f"{t(e.lhs)} {op} {t(e.rhs)}"
-        raise Unexpressible(f"{what}: '{e}' ({type(e).__name__}) has no kernelop expression (expressions are "
+        raise Unexpressible(f"{what}: '{shorten(e)}' ({type(e).__name__}) has no kernelop expression (expressions are "
                             "integer + - * // % cdiv min max and comparisons over sizes and int scalars)")
 
     # -- guards ----------------------------------------------------------------------------------------------
@@ -292,7 +336,7 @@ class Recorder:
                     isinstance(expr.rhs if expr.lhs.is_number else expr.lhs, sympy.Symbol):
                 sym = expr.rhs if expr.lhs.is_number else expr.lhs
                 value = expr.lhs if expr.lhs.is_number else expr.rhs
-                raise Unexpressible(f"{self.where}: the code makes {self._describe(sym)} equal {value}{where}: it "
+                raise Unexpressible(f"{self.where}: the code makes {self.describe(sym)} equal {value}{where}: it "
                                     "depends on the value of a size, so the op would only be right for that size; "
                                     "kernelop records sizes symbolically (make the value a config instead)")
             for text in self.condition_texts(expr, f"{self.where}: a condition on the sizes{where}"):
@@ -316,11 +360,12 @@ class Recorder:
                 out.append(canonical(text))
         return out
 
-    def _describe(self, e: sympy.Basic) -> str:
+    def describe(self, e: sympy.Basic) -> str:
+        """A size expression or condition for a message: its kernelop text, else sympy's, cut."""
         try:
-            return "'" + canonical(self._text(e, self.where)) + "'"
-        except Unexpressible:
-            return f"'{e}'"
+            return "'" + shorten(canonical(self._text(e, self.where))) + "'"
+        except ValueError:  # Unexpressible, or a text the parser refuses
+            return f"'{shorten(e)}'"
 
 
 def _negative(x: sympy.Expr) -> bool:
@@ -329,12 +374,16 @@ def _negative(x: sympy.Expr) -> bool:
 
 
 def _guard_location(guard: Any) -> str:
-    stack = getattr(guard, "stack", None) or getattr(guard, "sloc", None)
     try:
-        summary = stack.summary() if hasattr(stack, "summary") else None
-        frames = [f for f in (summary or []) if "torch" not in f.filename and "kernelop" not in f.filename]
-        if frames:
-            return f" (at {frames[-1].filename}:{frames[-1].lineno})"
+        stack = getattr(guard, "stack", None)
+        if hasattr(stack, "summary"):  # older torch: the whole stack
+            frames = stack.summary()
+        else:  # a source location: the frame torch attributes the guard to (FrameSummary, or text)
+            frame = getattr(getattr(guard, "sloc", None), "framework_loc", None)
+            frames = [frame] if hasattr(frame, "filename") else []
+        where = user_location(frames)
+        if where:
+            return f" (at {where})"
     except Exception:  # noqa: BLE001 - a location is a nicety; the message stands without it
         pass
     return ""
@@ -385,7 +434,7 @@ def trace_meta(where: str, inputs: Sequence[Tuple[str, str, Optional[torch.dtype
             with rec.mode:
                 result = meta_fn(*fakes)
         except Exception as e:  # noqa: BLE001 - data-dependent or rank-specific: the Python path stays
-            return None, f"tracing it on symbolic sizes raised {type(e).__name__}: {e}"
+            return None, f"tracing it on symbolic sizes raised {type(e).__name__}: {shorten(e, 500)}"
         outs = list(result) if isinstance(result, (tuple, list)) else [result]
         if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
             return None, "it does not return tensors"

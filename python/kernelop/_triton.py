@@ -21,6 +21,7 @@ one compiled for alignment it lacks.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import json
@@ -30,13 +31,14 @@ import threading
 import traceback
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import _kernelop
-from ._symbolic import BoolProbe, FloatProbe, Recorder, Unexpressible, canonical, shape_exprs, uses_dims
+from ._symbolic import (BoolProbe, FloatProbe, Recorder, Unexpressible, canonical, shape_exprs, shorten, user_location,
+                        uses_dims)
 
 DEFAULT_ARCHS = ("sm_80", "sm_90")  # CUBIN each, plus the PTX of the oldest for newer GPUs
 _OPTIONS = ("num_warps", "num_stages")
@@ -45,6 +47,8 @@ _TRITON_DTYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: 
                   torch.int8: "i8", torch.int16: "i16", torch.int32: "i32", torch.int64: "i64", torch.uint8: "u8",
                   torch.bool: "i1"}
 _DIVISIBLE = "divisible"  # the tunable of Triton's specialisations (module docstring)
+_ADDED_TUNABLES = _OPTIONS + (_DIVISIBLE,)  # the tunables every Triton tactic has, besides the tuned constexprs
+_ARCH = r"sm_[1-9][0-9]{1,2}"  # Triton compiles for one "sm_NN" per target (sm_90 gives Hopper's sm_90a)
 _INT32 = (-2 ** 31, 2 ** 31 - 1)
 
 
@@ -77,9 +81,10 @@ def check_configs(where: str, launch_fn: Any, configs: Any) -> Tuple[Dict[str, A
             raise TypeError(f"{where}: configs[{i}] must be a dict, got {type(c).__name__}")
         for k, v in c.items():
             if not isinstance(k, str):
-                raise TypeError(f"{where}: configs[{i}] has key {k!r}; keys are meta-parameter names")
+                raise TypeError(f"{where}: configs[{i}] has key {shorten(repr(k))}; keys are meta-parameter names")
             if not isinstance(v, int):  # bools are ints
-                raise TypeError(f"{where}: configs[{i}][{k!r}] is {v!r}; config values are ints or bools")
+                raise TypeError(f"{where}: configs[{i}][{shorten(repr(k))}] is {shorten(repr(v))}; config values are "
+                                "ints or bools")
         out.append(dict(c))
     return tuple(out)
 
@@ -94,44 +99,96 @@ class _Launch:
 
 
 def _caller_location() -> str:
-    for f in reversed(traceback.extract_stack()[:-2]):
-        if "/triton/" not in f.filename and "kernelop" not in f.filename:
-            return f"{f.filename}:{f.lineno}"
-    return "?"
+    """Where the user's code made the call being intercepted: the innermost frame outside kernelop, Triton, the CuTe
+    DSL and torch (told apart by their package directories, _symbolic.user_location)."""
+    return user_location(traceback.extract_stack()[:-1]) or "?"
 
 
-_record_lock = threading.Lock()  # the interception patches Triton's classes for the duration of one recording
+# Note [interception]: recording replaces a DSL's launch entry points (class attributes) with a dispatcher for as long
+# as any thread records. The dispatcher acts for the threads that are recording (their handlers are thread-local) and
+# calls the original for every other thread, so a thread's real launches are never touched and recordings on several
+# threads run side by side: no lock is held while user code (launch_fn, a grid function, meta_impl) runs, so nothing
+# it does can wait on another recording. The patches are counted; the last recording to end restores the originals.
+# A thread records one op at a time: a recording started while the same thread records (launch_fn recording or
+# registering another op) is refused, naming both (_NestedRecording).
+_patch_lock = threading.Lock()
+_patched: Dict[Tuple[int, str], List[Any]] = {}  # (id(owner), attribute) -> [owner, original, recordings using it]
+_thread = threading.local()  # .recording: the `where` of the op this thread records; .handlers: its interceptions
+
+
+class _NestedRecording(ValueError):
+    """kernelop was asked to record or compile an op while the same thread records another (refused)."""
+
+
+def _dispatcher(key: Tuple[int, str], original: Any) -> Callable[..., Any]:
+    def dispatch(*args: Any, **kwargs: Any) -> Any:
+        handler = (getattr(_thread, "handlers", None) or {}).get(key)
+        if handler is None:  # a thread that is not recording: the DSL's own
+            return original(*args, **kwargs)
+        return handler(original, *args, **kwargs)
+    return dispatch
+
+
+@contextlib.contextmanager
+def intercepting(handlers: Mapping[Tuple[Any, str], Callable[..., Any]]) -> Iterator[None]:
+    """While active, ``owner.attribute(*args, **kwargs)`` called on this thread calls ``handler(original, *args,
+    **kwargs)``; every other thread gets the original (Note [interception])."""
+    mine = {(id(owner), attr): handler for (owner, attr), handler in handlers.items()}
+    with _patch_lock:
+        for owner, attr in handlers:
+            entry = _patched.get((id(owner), attr))
+            if entry is None:
+                original = getattr(owner, attr)
+                entry = _patched[(id(owner), attr)] = [owner, original, 0]
+                setattr(owner, attr, _dispatcher((id(owner), attr), original))
+            entry[2] += 1
+    previous = getattr(_thread, "handlers", None)
+    _thread.handlers = mine
+    try:
+        yield
+    finally:
+        _thread.handlers = previous
+        with _patch_lock:
+            for key in mine:
+                entry = _patched[key]
+                entry[2] -= 1
+                if entry[2] == 0:
+                    setattr(entry[0], key[1], entry[1])
+                    del _patched[key]
+
+
+@contextlib.contextmanager
+def recording(where: str) -> Iterator[None]:
+    """Marks this thread as recording the op `where` for the duration; refuses a recording nested in another."""
+    outer = getattr(_thread, "recording", None)
+    if outer is not None:
+        raise _NestedRecording(_nested_message(where, outer))
+    _thread.recording = where
+    try:
+        yield
+    finally:
+        _thread.recording = None
+
+
+def _nested_message(inner: str, outer: str) -> str:
+    return (f"{inner} was called while kernelop records {outer} (from its launch_fn, grid function or meta_impl); "
+            "an op's launch_fn must not record, compile or register another op (it runs once, on fake tensors): "
+            f"record and register the other op outside launch_fn, before {outer}")
 
 
 def _intercept(launches: List[_Launch]) -> Any:
     from triton.runtime import autotuner, jit
 
-    original = (jit.JITFunction.run, autotuner.Autotuner.run)
-
-    recording_thread = threading.get_ident()
-
-    def run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
-        if threading.get_ident() != recording_thread:  # another thread's real launch: Triton's own
-            return original[0](self, *args, grid=grid, warmup=warmup, **kwargs)
+    def run(original: Any, self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
         launches.append(_Launch(self, args, kwargs, grid, _caller_location()))
         return None
 
-    def autotuned(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if threading.get_ident() != recording_thread:
-            return original[1](self, *args, **kwargs)
-        raise Unexpressible(f"launch_fn launches '{getattr(self.fn, '__name__', self.fn)}' through "
+    def autotuned(original: Any, self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise Unexpressible(f"launch_fn launches '{shorten(getattr(self.fn, '__name__', self.fn))}' through "
                             "@triton.autotune, which times kernels on real tensors; give its configs to "
                             "kernelop.triton(launch_fn, configs=[...]) instead (kernelop tunes them as tactics)")
 
-    class Patch:
-        def __enter__(self) -> None:
-            jit.JITFunction.run = run
-            autotuner.Autotuner.run = autotuned
-
-        def __exit__(self, *exc: Any) -> None:
-            jit.JITFunction.run, autotuner.Autotuner.run = original
-
-    return Patch()
+    return intercepting({(jit.JITFunction, "run"): run, (autotuner.Autotuner, "run"): autotuned})
 
 
 def _signature_inputs(where: str, fn: Callable[..., Any]) -> List[Tuple[str, str, Any]]:
@@ -142,23 +199,24 @@ def _signature_inputs(where: str, fn: Callable[..., Any]) -> List[Tuple[str, str
         hints = {}
     out = []
     for p in inspect.signature(fn).parameters.values():
+        name = shorten(p.name)
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.KEYWORD_ONLY):
             raise TypeError(f"{where}: launch_fn takes {'*' if p.kind != p.KEYWORD_ONLY else 'keyword-only '}"
-                            f"{p.name}; kernelop derives the op's schema from positional, type-hinted parameters")
+                            f"{name}; kernelop derives the op's schema from positional, type-hinted parameters")
         hint = hints.get(p.name, p.annotation)
         kind = {torch.Tensor: "tensor", float: "float", int: "int", bool: "bool",
                 "torch.Tensor": "tensor", "Tensor": "tensor", "float": "float", "int": "int",
                 "bool": "bool"}.get(hint)
         if kind is None:
-            raise TypeError(f"{where}: launch_fn's parameter '{p.name}' has type hint {hint!r}; expected "
+            raise TypeError(f"{where}: launch_fn's parameter '{name}' has type hint {shorten(repr(hint))}; expected "
                             "torch.Tensor, float, int or bool (they give the op's schema)")
         if kind == "tensor" and p.default is not p.empty:
-            raise TypeError(f"{where}: tensor parameter '{p.name}' has a default; only scalars may")
+            raise TypeError(f"{where}: tensor parameter '{name}' has a default; only scalars may")
         if kind != "tensor" and p.default is not p.empty and (
                 not isinstance(p.default, (int, float)) or (kind != "bool") == isinstance(p.default, bool) or
                 (kind == "int" and not isinstance(p.default, int))):
-            raise TypeError(f"{where}: {kind} parameter '{p.name}' has the default {p.default!r}; expected a "
-                            f"{kind}")
+            raise TypeError(f"{where}: {kind} parameter '{name}' has the default {shorten(repr(p.default))}; "
+                            f"expected a {kind}")
         out.append((p.name, kind, p.default))
     if not any(k == "tensor" for _, k, _ in out):
         raise TypeError(f"{where}: launch_fn takes no torch.Tensor; an op needs at least one tensor input")
@@ -168,18 +226,38 @@ def _signature_inputs(where: str, fn: Callable[..., Any]) -> List[Tuple[str, str
 def run_launch_fn(where: str, rec: Recorder, launch_fn: Callable[..., Any], fakes: List[Any],
                   intercept: Any) -> Tuple[Any, "_HostOps"]:
     """Runs launch_fn once on the fakes, under the recorder's fake mode and `intercept` (which patches the DSL's
-    launch for this thread), watching for host-side writes; errors say what kernelop was doing."""
+    launch for this thread, Note [interception]), watching for host-side writes; errors say what kernelop was
+    doing."""
     writes = _HostOps()
-    with _record_lock:
-        try:
-            with intercept, rec.mode, writes:
-                result = launch_fn(*fakes)
-        except Unexpressible as e:
-            raise ValueError(f"{where}: {e}") from None
-        except Exception as e:  # noqa: BLE001 - named and re-raised with what kernelop was doing
-            raise ValueError(f"{where}: launch_fn raised {type(e).__name__} while kernelop recorded it on fake "
-                             f"tensors with symbolic sizes: {e}") from e
+    try:
+        with intercept, rec.mode, writes:
+            result = launch_fn(*fakes)
+    except (Unexpressible, _NestedRecording) as e:
+        raise type(e)(f"{where}: {e}" if isinstance(e, Unexpressible) else str(e)) from None
+    except Exception as e:  # noqa: BLE001 - named and re-raised with what kernelop was doing
+        raise traced_error(where, rec, e, "launch_fn", "while kernelop recorded it on fake tensors with symbolic "
+                           "sizes") from e
     return result, writes
+
+
+def traced_error(where: str, rec: Recorder, e: Exception, what: str, doing: str) -> ValueError:
+    """The error `what` (launch_fn, the grid function, meta_impl) raised while kernelop traced it: a decision on an
+    int scalar's value (which the recording does not know) said as such, anything else named and cut."""
+    import sympy
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+    if isinstance(e, GuardOnDataDependentSymNode):
+        at = user_location(traceback.extract_tb(e.__traceback__))
+        scalars = {s.symbol: s.name for s in rec.scalars if s.symbol is not None}
+        free = getattr(e.cond, "free_symbols", set())
+        verb = "decides on" if isinstance(e.cond, sympy.logic.boolalg.Boolean) else "needs the value of"
+        head = f"{where}: {what} {verb} {rec.describe(e.cond)} on the host{f' (at {at})' if at else ''}"
+        if free and all(s in scalars for s in free):
+            return ValueError(f"{head}, which depends on the value of int scalar "
+                              f"{', '.join(repr(scalars[s]) for s in free)}; kernelop records int scalars as unknown "
+                              "values: pass them to the kernel as they are, or give the choices as configs")
+        return ValueError(f"{head}, which depends on a tensor's data; kernelop runs {what} once, on fake tensors "
+                          "that have none: compute it in the kernel")
+    return ValueError(f"{where}: {what} raised {type(e).__name__} {doing}: {shorten(e, 2000)}")
 
 
 def make_fakes(rec: Recorder, inputs: List[Tuple[str, str, Any]], examples: Dict[str, torch.Tensor]) -> List[Any]:
@@ -207,11 +285,11 @@ def _examples(where: str, names: List[str], example_inputs: Any) -> Dict[str, to
                         f"dict of name: tensor, got {type(example_inputs).__name__}")
     for k, v in items.items():
         if k not in names:
-            raise ValueError(f"{where}: example_inputs names '{k}', which is not a tensor parameter of launch_fn "
-                             f"({', '.join(names)})")
+            raise ValueError(f"{where}: example_inputs names {shorten(repr(k))}, which is not a tensor parameter of "
+                             f"launch_fn ({shorten(', '.join(names), 300)})")
         if not isinstance(v, torch.Tensor):
-            raise TypeError(f"{where}: example_inputs['{k}'] is a {type(v).__name__}; expected a tensor (only "
-                            "its rank, sizes and dtype are used)")
+            raise TypeError(f"{where}: example_inputs[{shorten(repr(k))}] is a {type(v).__name__}; expected a tensor "
+                            "(only its rank, sizes and dtype are used)")
     return items
 
 
@@ -226,10 +304,13 @@ class RecordedPlugin:
     signature: Dict[str, str]
     constexprs: Dict[str, Any]
     compile_configs: List[Dict[str, Any]] = field(default_factory=list)  # per tactic: what the compiler needs
-    _binaries: Optional[List[BinaryTuple]] = None
     # (recorded, archs) -> binaries, and the architectures it compiles for by default
     compile_fn: Optional[Callable[["RecordedPlugin", List[str]], List[BinaryTuple]]] = None
     default_archs: Tuple[str, ...] = DEFAULT_ARCHS
+    # (where, archs as the user gave them) -> the architectures, checked: the DSL's rule (triton_archs)
+    arch_rule: Optional[Callable[[str, Any], List[str]]] = None
+    # what compile() made, by the architectures it was given
+    _binaries: Dict[Tuple[str, ...], List[BinaryTuple]] = field(default_factory=dict, repr=False, compare=False)
 
     def spec_json(self) -> str:
         """The op's kernelop spec as JSON: inspectable and diffable (docs/spec-format.md)."""
@@ -237,11 +318,17 @@ class RecordedPlugin:
 
     def compile(self, archs: Optional[Sequence[str]] = None) -> List[BinaryTuple]:
         """Compiles each tactic for each architecture (triton.compile through kernelop's compile cache, or
-    cute.compile)."""
-        if self._binaries is None or archs is not None:
+    cute.compile); ``archs`` are checked before anything is compiled."""
+        where = f"op {shorten(self.op_name)}"
+        outer = getattr(_thread, "recording", None)
+        if outer is not None:
+            raise _NestedRecording(_nested_message(f"{where} (compiled, registered, checked or packaged)", outer))
+        arch_list = (self.arch_rule or triton_archs)(where, archs if archs is not None else self.default_archs)
+        key = tuple(arch_list)
+        if key not in self._binaries:
             compile_fn = self.compile_fn or _compile_all
-            self._binaries = compile_fn(self, list(archs) if archs is not None else list(self.default_archs))
-        return self._binaries
+            self._binaries[key] = compile_fn(self, arch_list)
+        return self._binaries[key]
 
     def check(self, archs: Optional[Sequence[str]] = None) -> None:
         """Compiles and checks the binaries against the spec as registration does; registers nothing."""
@@ -261,11 +348,56 @@ class RecordedPlugin:
         return os.fspath(path)
 
 
+def check_archs(where: str, archs: Any, pattern: str, dsl: str, rule: str, name: str = "archs") -> List[str]:
+    """The architectures a user gave: a non-empty list of distinct strings, each matching `pattern` (the DSL's rule,
+    said as `rule`); checked before anything is compiled."""
+    example = "['sm_80', 'sm_90']"
+    if isinstance(archs, (str, bytes)) or not isinstance(archs, (list, tuple)):
+        hint = f"; write [{shorten(repr(archs))}]" if isinstance(archs, str) else ""
+        raise TypeError(f"{where}: argument '{name}' must be a list of architectures such as {example}, got "
+                        f"{type(archs).__name__} {shorten(repr(archs))}{hint}")
+    if not archs:
+        raise ValueError(f"{where}: argument '{name}' is empty; expected a non-empty list of architectures such as "
+                         f"{example}, got {archs!r}")
+    seen = set()
+    for i, a in enumerate(archs):
+        if not isinstance(a, str):
+            raise TypeError(f"{where}: {name}[{i}] is {type(a).__name__} {shorten(repr(a))}; expected an "
+                            f"architecture string, {rule}")
+        if not re.fullmatch(pattern, a):
+            raise ValueError(f"{where}: architecture {shorten(repr(a))} is invalid for {dsl} ({name}[{i}]); expected "
+                             f"{rule} (kernelop adds the PTX of the oldest for newer GPUs)")
+        if a in seen:
+            raise ValueError(f"{where}: an architecture is listed twice in {name}: {a!r}")
+        seen.add(a)
+    return list(archs)
+
+
+def triton_archs(where: str, archs: Any) -> List[str]:
+    """Triton's architectures: 'sm_NN' each (Triton picks Hopper's sm_90a for sm_90 itself)."""
+    return check_archs(where, archs, _ARCH, "Triton", "'sm_NN' such as 'sm_90'")
+
+
+def _custom_plugin_where(op_name: Any, spec_or_list: Any) -> str:
+    if op_name is not None and not isinstance(op_name, str):
+        raise TypeError(f"kernelop.custom_plugin: op_name must be a str such as 'my_ns::my_op', got "
+                        f"{type(op_name).__name__} {shorten(repr(op_name))}")
+    if op_name is None:
+        first = spec_or_list[0] if isinstance(spec_or_list, (list, tuple)) and spec_or_list else spec_or_list
+        op_name = getattr(getattr(first, "launch_fn", None), "__name__", "launch_fn")
+    return f"kernelop.custom_plugin({shorten(repr(op_name))})"
+
+
 def custom_plugin(spec_or_list: Union[TritonSpec, Sequence[TritonSpec]], meta_impl: Optional[Callable] = None, *,
                   op_name: Optional[str] = None, package: Optional[Union[str, os.PathLike]] = None,
                   archs: Optional[Sequence[str]] = None, example_inputs: Any = None) -> Any:
     """Registers a Triton kernel as a kernelop op (the reference's ``tta.custom_plugin``); returns its
     ``torch.ops`` packet. ``package``: also write its .kop there. See :func:`record_plugin`."""
+    if archs is not None:  # checked before recording (and so before anything is compiled)
+        from ._cutedsl import CuteDslSpec, cutedsl_archs
+        first = spec_or_list[0] if isinstance(spec_or_list, (list, tuple)) and spec_or_list else spec_or_list
+        rule = cutedsl_archs if isinstance(first, CuteDslSpec) else triton_archs
+        archs = rule(_custom_plugin_where(op_name, spec_or_list), archs)
     recorded = record_plugin(spec_or_list, meta_impl, op_name=op_name, example_inputs=example_inputs)
     op = recorded.register(archs)
     if package is not None:
@@ -279,28 +411,41 @@ def record_plugin(spec_or_list: Union[TritonSpec, Sequence[TritonSpec]], meta_im
     kernelop spec. ``example_inputs`` (a tuple or dict of tensors) gives the tensors' ranks, sizes and dtypes to
     record with (default: rank 2, float32). ``op_name`` defaults to a name derived from the kernel and its configs,
     the same in every process."""
+    where = _custom_plugin_where(op_name, spec_or_list)
+    try:
+        with recording(where):  # before anything else: a nested recording is refused, never waited for
+            return _record_specs(where, spec_or_list, meta_impl, op_name, example_inputs)
+    except _NestedRecording as e:
+        if getattr(_thread, "recording", None) is None:  # the outermost recording: a plain ValueError for the user
+            raise ValueError(str(e)) from None
+        raise
+
+
+def _record_specs(where: str, spec_or_list: Any, meta_impl: Optional[Callable], op_name: Optional[str],
+                  example_inputs: Any) -> RecordedPlugin:
     from ._cutedsl import CuteDslSpec
     kinds = (TritonSpec, CuteDslSpec)
     specs = [spec_or_list] if isinstance(spec_or_list, kinds) else list(spec_or_list) \
         if isinstance(spec_or_list, (list, tuple)) else None
     if not specs or not all(isinstance(s, kinds) for s in specs) or \
             not all(type(s) is type(specs[0]) for s in specs):
-        raise TypeError("kernelop.custom_plugin: expected kernelop.triton(...) or kernelop.cutedsl(...), or a list "
-                        f"of one kind of them, got {type(spec_or_list).__name__}")
+        raise TypeError(f"{where}: expected kernelop.triton(...) or kernelop.cutedsl(...), or a list of one kind "
+                        f"of them, got {type(spec_or_list).__name__}")
     if meta_impl is not None and not callable(meta_impl):
-        raise TypeError(f"kernelop.custom_plugin: meta_impl must be callable, got {type(meta_impl).__name__}")
+        raise TypeError(f"{where}: meta_impl must be callable, got {type(meta_impl).__name__}")
     # Several specs of one launch_fn: their configs are one list of tactics, recorded together (so the grid is
     # one expression over all of them). Different launch_fns would be different kernels: one op has one.
     if any(s.launch_fn is not specs[0].launch_fn for s in specs[1:]):
-        raise ValueError(f"kernelop.custom_plugin({op_name!r}): the specs have different launch_fns; kernelop "
-                         "compiles one Triton launch per op (its configs are the tactics): give one spec with all the "
-                         "configs, or register one op per launch_fn")
+        raise ValueError(f"{where}: the specs have different launch_fns; kernelop compiles one Triton launch per "
+                         "op (its configs are the tactics): give one spec with all the configs, or register one "
+                         "op per launch_fn")
     configs = tuple(c for s in specs for c in (s.configs or ({},)))
     if isinstance(specs[0], CuteDslSpec):
         from ._cutedsl import record
         if len({s.archs for s in specs}) > 1:
-            raise ValueError(f"kernelop.custom_plugin({op_name!r}): the specs name different archs")
-        return record(CuteDslSpec(specs[0].launch_fn, configs, specs[0].archs), meta_impl, op_name, example_inputs)
+            raise ValueError(f"{where}: the specs name different archs")
+        return record(CuteDslSpec(specs[0].launch_fn, configs, specs[0].archs), meta_impl, op_name,
+                      example_inputs)
     return _record(TritonSpec(specs[0].launch_fn, configs), meta_impl, op_name, example_inputs)
 
 
@@ -309,8 +454,13 @@ def _record(spec: TritonSpec, meta_impl: Optional[Callable], op_name: Optional[s
     import triton as triton_module
 
     fn_name = getattr(spec.launch_fn, "__name__", "launch_fn")
-    where = f"kernelop.custom_plugin({op_name or fn_name!r})"
+    where = f"kernelop.custom_plugin({shorten(repr(op_name if op_name is not None else fn_name))})"
     inputs = _signature_inputs(where, spec.launch_fn)
+    taken = [n for n, _, _ in inputs if n in _ADDED_TUNABLES]
+    if taken:
+        raise ValueError(f"{where}: launch_fn's parameter '{taken[0]}' has the name of a tunable kernelop gives every "
+                         f"Triton tactic ({', '.join(_ADDED_TUNABLES)}: Triton's compile options and its "
+                         "specialisation variant), so the op could not take an input of that name; rename it")
     tensor_names = [n for n, k, _ in inputs if k == "tensor"]
     examples = _examples(where, tensor_names, example_inputs)
     rec = Recorder(where)
@@ -322,36 +472,42 @@ def _record(spec: TritonSpec, meta_impl: Optional[Callable], op_name: Optional[s
         raise ValueError(f"{where}: launch_fn launched no Triton kernel (expected kernel[grid](...))")
     if len(launches) > 1:
         raise ValueError(f"{where}: launch_fn launched {len(launches)} Triton kernels (at "
-                         f"{', '.join(x.where for x in launches)}); kernelop records one launch per op")
+                         f"{shorten(', '.join(x.where for x in launches), 1000)}); kernelop records one launch per op")
     launch = launches[0]
     outputs = _outputs(where, result, rec)
     writes.check(where, rec, outputs)
     kernel = launch.fn
     fname = kernel.__name__
+    kname = shorten(fname)  # in messages
     named = op_name is not None
     if op_name is None:  # named at the end after what was recorded; the kernel's name meanwhile
         op_name = f"kernelop_triton::{fname}"
-    where = f"kernelop.custom_plugin({op_name!r})"
+    where = f"kernelop.custom_plugin({shorten(repr(op_name))})"
     rec.where = where
 
-    # The launch's arguments, bound to the kernel's parameters.
-    options = {k: launch.kwargs.pop(k) for k in list(launch.kwargs) if k in _OPTIONS}
-    if launch.kwargs.get("num_ctas") == 1:
+    # The launch's arguments, bound to the kernel's parameters. Its compile options are Python constants or come
+    # from the configs: each value is its own compilation.
+    options: Dict[str, int] = {}
+    for k in _OPTIONS:
+        if k in launch.kwargs:
+            options[k] = _launch_option(where, launch, k, launch.kwargs.pop(k))
+    if type(launch.kwargs.get("num_ctas")) is int and launch.kwargs["num_ctas"] == 1:
         launch.kwargs.pop("num_ctas")
     # Triton's attrs are keyed by the parameter's position among ALL the kernel's parameters (constexprs too).
     position = {name: i for i, name in enumerate(kernel.arg_names)}
     unknown = [k for k in launch.kwargs if k not in position]
     if unknown:
-        raise ValueError(f"{where}: the launch at {launch.where} passes {', '.join(unknown)}, which kernelop does "
-                         f"not record (known options: {', '.join(_OPTIONS)}; num_ctas must be 1)")
+        raise ValueError(f"{where}: the launch at {launch.where} passes {shorten(', '.join(unknown), 300)}, which "
+                         f"kernelop does not record (known options: {', '.join(_OPTIONS)}; num_ctas must be 1)")
     try:
         bound = inspect.signature(kernel.fn).bind(*launch.args, **launch.kwargs)
     except TypeError as e:
-        raise ValueError(f"{where}: the launch at {launch.where} does not match {fname}'s parameters: {e}") from None
+        raise ValueError(f"{where}: the launch at {launch.where} does not match {kname}'s parameters: "
+                         f"{shorten(e, 300)}") from None
     bound.apply_defaults()
     constexpr = {p.name for p in kernel.params if p.is_constexpr}
     out_names = _name_outputs(outputs, {n: v for n, v in bound.arguments.items() if isinstance(v, torch.Tensor)},
-                              rec)
+                              rec, reserved=set(constexpr) | set(_ADDED_TUNABLES))
 
     params: List[Any] = []
     signature: Dict[str, str] = {}
@@ -361,11 +517,12 @@ def _record(spec: TritonSpec, meta_impl: Optional[Callable], op_name: Optional[s
     static_divisible: List[int] = []  # positions of constant ints divisible by 16
     for p in kernel.params:
         value = bound.arguments[p.name]
-        what = f"{fname}'s argument '{p.name}'"
+        what = f"{kname}'s argument '{shorten(p.name)}'"
         if p.is_constexpr:
-            if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool, FloatProbe, BoolProbe)):
-                raise ValueError(f"{where}: constexpr '{p.name}' gets a value computed from the inputs; Triton "
-                                 "would compile one kernel per value (give the values as configs instead)")
+            if _from_inputs(value):
+                raise ValueError(f"{where}: constexpr '{shorten(p.name)}' gets a value computed from the inputs (a "
+                                 "size or a scalar input); it must be a Python constant or come from configs (Triton "
+                                 "compiles one kernel per value)")
             signature[p.name] = "constexpr"
             constexprs[p.name] = value
             continue
@@ -422,34 +579,37 @@ def _record(spec: TritonSpec, meta_impl: Optional[Callable], op_name: Optional[s
     # Triton's trailing parameters: the global and profile scratch pointers (null: no scratch).
     params += [{"expr": "0", "int64": True}, {"expr": "0", "int64": True}]
 
-    # Configs: each replaces meta-parameters of the launch; every key must be one.
+    # Configs: each replaces meta-parameters of the launch; every key must be one, and none may be named like a
+    # tunable kernelop adds.
     user_configs = list(spec.configs) or [{}]
     for i, c in enumerate(user_configs):
         bad = [k for k in c if k not in constexpr and k not in _OPTIONS]
         if bad:
-            raise ValueError(f"{where}: configs[{i}] sets {', '.join(bad)}, which {fname} has no constexpr "
-                             f"of (its constexprs: {', '.join(sorted(constexpr)) or 'none'}; options: "
+            raise ValueError(f"{where}: configs[{i}] sets {shorten(', '.join(bad))}, which {kname} has no constexpr "
+                             f"of (its constexprs: {shorten(', '.join(sorted(constexpr)) or 'none', 300)}; options: "
                              f"{', '.join(_OPTIONS)})")
     tuned = sorted({k for c in user_configs for k in c if k in constexpr}, key=position.get)
+    clash = [k for k in tuned if k in _ADDED_TUNABLES]
+    if clash:
+        raise ValueError(f"{where}: the configs set {kname}'s constexpr '{clash[0]}', but '{clash[0]}' is the name of "
+                         "a tunable kernelop gives every Triton tactic ('divisible': Triton's specialisation variant, "
+                         "2 = pointers aligned and ints divisible by 16, 1 = pointers aligned, 0 = neither; "
+                         "'num_warps', 'num_stages': Triton's compile options); rename the constexpr")
     for c_i, c in enumerate(user_configs):
         missing = [k for k in tuned if k not in c and constexprs.get(k) is None]
         if missing:
-            raise ValueError(f"{where}: configs[{c_i}] does not set {', '.join(missing)}")
+            raise ValueError(f"{where}: configs[{c_i}] does not set {shorten(', '.join(missing))}")
+        kept = [k for k in tuned if k not in c and not hasattr(type(constexprs[k]), "__index__")]
+        if kept:
+            raise ValueError(f"{where}: configs[{c_i}] does not set '{shorten(kept[0])}', and the value the launch "
+                             f"passes for it, {shorten(repr(constexprs[kept[0]]))}, is not an int; set it in every "
+                             "config (config values are ints or bools)")
     base_options = {"num_warps": options.get("num_warps", 4), "num_stages": options.get("num_stages", 3)}
     values = []
     for c in user_configs:
         v = {k: c.get(k, constexprs.get(k)) for k in tuned}
         v.update({k: c.get(k, base_options[k]) for k in _OPTIONS})
         values.append(v)
-
-    if not callable(launch.grid) and len({tuple(v[k] for k in tuned) for v in values}) > 1:
-        # Right for a kernel whose programs loop (a row each), wrong for one whose program covers BLOCK elements.
-        import warnings
-        warnings.warn(f"{where}: the launch at {launch.where} has a fixed grid, the same for every config, while the "
-                      f"configs change {', '.join(tuned)}; if a program covers a block of that size, give the grid as "
-                      "a function of them (lambda meta: (triton.cdiv(n, meta['BLOCK']),))", stacklevel=3)
-    grids = [_grid(where, rec, launch, bound, v) for v in values]
-    grid = _unify(where, rec, launch, bound, values, tuned, grids)
 
     # Triton's specialisations, as guarded variants of each config. Their requires exclude each other, so a call
     # can run exactly one variant of a config, the one Triton's JIT would pick, and tuning compares configs only.
@@ -468,7 +628,7 @@ def _record(spec: TritonSpec, meta_impl: Optional[Callable], op_name: Optional[s
     configs, compile_configs = [], []
     for v in values:
         for d in variants:
-            cfg = {k: v[k] for k in tuned}
+            cfg = {k: int(v[k]) for k in tuned}  # a bool as 0 or 1: the spec's tunables are ints
             cfg.update({k: v[k] for k in _OPTIONS})
             cfg[_DIVISIBLE] = d
             if requires_of[d]:
@@ -482,6 +642,41 @@ def _record(spec: TritonSpec, meta_impl: Optional[Callable], op_name: Optional[s
                 "options": {k: v[k] for k in _OPTIONS},
                 "divisible": sorted(set(attrs + static_divisible)),
             })
+    tactics = (f"{_count(len(user_configs), 'config')} x {_count(len(variants), 'Triton specialisation')} "
+               f"(divisible={', '.join(str(d) for d in variants)}) make {_count(len(configs), 'tactic')} (tactic t "
+               f"is configs[t // {len(variants)}])")
+
+    def spec_doc(grid: List[str], shapes: List[Dict[str, Any]], requires: List[str]) -> Dict[str, Any]:
+        doc: Dict[str, Any] = {
+            "op": op_name,
+            "kernel_name": fname,
+            "kernel_source": kernel.src if isinstance(getattr(kernel, "src", None), str) else
+            inspect.getsource(kernel.fn),
+            "triton": {"version": triton_module.__version__},
+            "inputs": _inputs_json(rec, inputs),
+            "outputs": shapes,
+            "params": params,
+            "geometry": {"custom": {"grid": grid, "block": ["num_warps * 32"]}},
+        }
+        if requires:
+            doc["requires"] = requires
+        doc["tunables"] = tunables
+        doc["configs"] = configs
+        return doc
+
+    # Validated (kernelop's own rules, in C++) before the grid is traced for each config, and again once complete:
+    # a spec kernelop refuses is never compiled.
+    validate_recorded(where, spec_doc(["1"], _output_shapes(where, rec, outputs, out_names, None, fakes), []),
+                      tactics)
+
+    if not callable(launch.grid) and len({tuple(v[k] for k in tuned) for v in values}) > 1:
+        # Right for a kernel whose programs loop (a row each), wrong for one whose program covers BLOCK elements.
+        import warnings
+        warnings.warn(f"{where}: the launch at {launch.where} has a fixed grid, the same for every config, while the "
+                      f"configs change {shorten(', '.join(tuned))}; if a program covers a block of that size, give "
+                      "the grid as a function of them (lambda meta: (triton.cdiv(n, meta['BLOCK']),))", stacklevel=3)
+    grids = [_grid(where, rec, launch, bound, v) for v in values]
+    grid = _unify(where, rec, launch, bound, values, tuned, grids)
 
     # Requirements: every condition launch_fn and meta_impl evaluated or asserted on the sizes (so meta_impl is
     # traced first), and ranks.
@@ -494,25 +689,49 @@ def _record(spec: TritonSpec, meta_impl: Optional[Callable], op_name: Optional[s
         [d for s in shapes for d in (s["shape"] if isinstance(s["shape"], list) else [])]
     requires = [f"rank({t.name}) == {t.rank}" for t in rec.tensors if uses_dims(exprs, t.name)] + requires
 
-    doc: Dict[str, Any] = {
-        "op": op_name,
-        "kernel_name": fname,
-        "kernel_source": kernel.src if isinstance(getattr(kernel, "src", None), str) else inspect.getsource(kernel.fn),
-        "triton": {"version": triton_module.__version__},
-        "inputs": _inputs_json(rec, inputs),
-        "outputs": shapes,
-        "params": params,
-        "geometry": {"custom": {"grid": grid, "block": ["num_warps * 32"]}},
-    }
-    if requires:
-        doc["requires"] = requires
-    doc["tunables"] = tunables
-    doc["configs"] = configs
+    doc = spec_doc(grid, shapes, requires)
     if not named:  # the same in every process, and different for a different launch, dtype or config set
         identity = json.dumps([kernel.cache_key, {k: v for k, v in doc.items() if k != "op"}], sort_keys=True)
         op_name = doc["op"] = f"kernelop_triton::{fname}_{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
+    validate_recorded(where, doc, tactics)
+    return RecordedPlugin(op_name, doc, kernel, signature, constexprs, compile_configs, arch_rule=triton_archs)
 
-    return RecordedPlugin(op_name, doc, kernel, signature, constexprs, compile_configs)
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def validate_recorded(where: str, doc: Dict[str, Any], tactics: str) -> None:
+    """kernelop's validation of a recorded spec (the C++ validate(), through check_spec), run before anything is
+    compiled, so a spec kernelop refuses is refused at once. `tactics` says how the user's configs became the
+    spec's (e.g. "86 configs x 3 Triton specialisations (divisible=2, 1, 0) make 258 tactics")."""
+    try:
+        _kernelop.check_spec(json.dumps(doc), "", _kernelop.Overrides())
+    except (ValueError, TypeError) as e:
+        raise type(e)(f"{where}: {tactics}; kernelop refuses the recorded spec before compiling: "
+                      f"{shorten(e, 2000)}") from None
+
+
+def _from_inputs(value: Any) -> bool:
+    """Whether a launch value is computed from the op's inputs (a size, a scalar input, a tensor), at any depth of a
+    tuple or list."""
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool, FloatProbe, BoolProbe, torch.Tensor)):
+        return True
+    return isinstance(value, (tuple, list)) and any(_from_inputs(v) for v in value)
+
+
+def _launch_option(where: str, launch: _Launch, name: str, value: Any) -> int:
+    """A compile option given at the launch (num_warps, num_stages): a Python int, never a value from the inputs."""
+    if _from_inputs(value):
+        raise ValueError(f"{where}: the launch at {launch.where} sets the launch parameter '{name}' to a value "
+                         f"computed from the inputs (a size or a scalar input); {name} must be a Python constant or "
+                         f"come from configs (kernelop.triton(launch_fn, configs=[{{'{name}': 4}}, ...]): Triton "
+                         "compiles one kernel per value")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{where}: the launch at {launch.where} sets the launch parameter '{name}' to "
+                         f"{type(value).__name__} {shorten(repr(value))}; expected an int (a Python constant, or from "
+                         "configs)")
+    return value
 
 
 def _pointer_params(signature: Dict[str, str]) -> List[str]:
@@ -583,10 +802,10 @@ def _outputs(where: str, result: Any, rec: Recorder) -> List[Any]:
     return outs
 
 
-def _name_outputs(outputs: List[Any], tensors: Dict[str, Any], rec: Recorder) -> List[str]:
+def _name_outputs(outputs: List[Any], tensors: Dict[str, Any], rec: Recorder, reserved: Any = ()) -> List[str]:
     """Each output is named after the kernel parameter it is passed to ("Z"; `tensors`: parameter -> the tensor it
-    gets), else out0, out1, ..."""
-    taken = {t.name for t in rec.tensors} | {s.name for s in rec.scalars}
+    gets), else out0, out1, ...; never an input's name nor one of `reserved` (the names tunables may take)."""
+    taken = {t.name for t in rec.tensors} | {s.name for s in rec.scalars} | set(reserved)
     names = []
     for i, o in enumerate(outputs):
         name = next((n for n, v in tensors.items() if v is o), None)
@@ -630,14 +849,17 @@ def _grid(where: str, rec: Recorder, launch: _Launch, bound: inspect.BoundArgume
         try:
             with rec.mode:
                 grid = grid(meta)
+        except _NestedRecording:
+            raise
         except Unexpressible as e:
             raise ValueError(f"{where}: the grid: {e}") from None
         except Exception as e:  # noqa: BLE001
-            raise ValueError(f"{where}: the grid function raised {type(e).__name__}: {e}") from e
+            raise traced_error(where, rec, e, "the grid function", f"(at {launch.where})") from e
     if isinstance(grid, (int, torch.SymInt)):
         grid = (grid,)
     if not isinstance(grid, (tuple, list)) or not 1 <= len(grid) <= 3:
-        raise ValueError(f"{where}: the grid of the launch at {launch.where} is {grid!r}; expected 1 to 3 sizes")
+        raise ValueError(f"{where}: the grid of the launch at {launch.where} is {shorten(repr(grid))}; expected 1 to 3 "
+                         "sizes")
     return list(grid)
 
 
@@ -702,11 +924,12 @@ def _output_shapes(where: str, rec: Recorder, outputs: List[Any], out_names: Lis
         try:
             with rec.mode:
                 meta = meta_impl(*fakes)
+        except _NestedRecording:
+            raise
         except Unexpressible as e:
             raise ValueError(f"{where}: meta_impl: {e}") from None
         except Exception as e:  # noqa: BLE001
-            raise ValueError(f"{where}: meta_impl raised {type(e).__name__} on fake tensors with symbolic sizes: "
-                             f"{e}") from e
+            raise traced_error(where, rec, e, "meta_impl", "on fake tensors with symbolic sizes") from e
         meta = list(meta) if isinstance(meta, (tuple, list)) else [meta]
         if len(meta) != len(outputs) or not all(isinstance(m, torch.Tensor) for m in meta):
             raise ValueError(f"{where}: meta_impl returns {len(meta)} value(s) but launch_fn returns {len(outputs)} "
@@ -753,18 +976,11 @@ def _compile_all(rec: RecordedPlugin, archs: List[str]) -> List[BinaryTuple]:
     from triton.compiler.compiler import make_backend
     from triton.runtime.cache import get_cache_key
 
-    numbers = []
-    for a in archs:
-        m = re.fullmatch(r"sm_(\d+)", a) if isinstance(a, str) else None
-        if not m:
-            raise ValueError(f"op {rec.op_name}: architecture {a!r} is invalid for Triton; expected 'sm_NN' (kernelop "
-                             "adds the PTX of the oldest for newer GPUs)")
-        numbers.append(int(m.group(1)))
-    if len(set(numbers)) != len(numbers):
-        raise ValueError(f"op {rec.op_name}: an architecture is listed twice in {archs}")
+    numbers = [int(a[3:]) for a in triton_archs(f"op {shorten(rec.op_name)}", archs)]
     oldest = min(numbers)
     scratch_param = len(rec.doc["params"]) - 2  # Triton's global scratch pointer, then the profile one
-    out: List[BinaryTuple] = []
+    # Every tactic's options are parsed by Triton (which refuses, say, num_warps=3) before anything is compiled.
+    jobs = []
     for program, cc in enumerate(rec.compile_configs):
         attrs = {(i,): [["tt.divisibility", 16]] for i in cc["divisible"]}
         for number in numbers:
@@ -773,43 +989,51 @@ def _compile_all(rec: RecordedPlugin, archs: List[str]) -> List[BinaryTuple]:
             # Triton's own cache key (its version, the kernel and every function it calls or gets as a constexpr,
             # the signature, constexprs and attrs, the backend with ptxas, the parsed options, the environment
             # variables that change code), plus the layout of kernelop's entry.
-            backend = make_backend(target)
-            options = backend.parse_options(dict(cc["options"], **src.parse_options()))
+            try:
+                backend = make_backend(target)
+                options = backend.parse_options(dict(cc["options"], **src.parse_options()))
+            except Exception as e:  # noqa: BLE001 - Triton's refusal, named with the tactic
+                raise ValueError(f"op {shorten(rec.op_name)}: tactic {program} ({_tactic_text(rec, program)}) for "
+                                 f"sm_{number}: Triton refuses its options: {type(e).__name__}: {shorten(e, 500)}") \
+                    from e
             identity = f"kernelop-triton-entry-{_ENTRY_FORMAT}:" + get_cache_key(
                 src, backend, options, get_cache_invalidating_env_vars())
-            entry = _cached(identity)
-            if entry is None:
-                try:
-                    k = triton_module.compile(src, target=target, options=dict(cc["options"]))
-                except Exception as e:  # noqa: BLE001 - Triton's compile error, named with the tactic
-                    raise RuntimeError(f"op {rec.op_name}: triton.compile of tactic {program} "
-                                       f"({_tactic_text(rec, program)}) for sm_{number} failed: {e}") from e
-                md = k.metadata
-                entry = {"name": md.name, "shared": int(md.shared), "cubin": k.asm["cubin"], "ptx": k.asm["ptx"],
-                         "global_scratch": int(getattr(md, "global_scratch_size", 0) or 0),
-                         "global_scratch_align": int(getattr(md, "global_scratch_align", 1) or 1),
-                         "profile_scratch": int(getattr(md, "profile_scratch_size", 0) or 0),
-                         "num_ctas": int(getattr(md, "num_ctas", 1)), "num_warps": int(md.num_warps),
-                         "cooperative": bool(getattr(md, "launch_cooperative_grid", False)),
-                         "pdl": bool(getattr(md, "launch_pdl", False))}
-                _check_metadata(rec, program, number, entry)  # before storing: a refused build is not kept
-                _store(identity, entry)
-            _check_metadata(rec, program, number, entry)
-            target = re.search(r"^\.target\s+(\S+)", entry["ptx"], re.M)
-            label = target.group(1).rstrip(",") if target else f"sm_{number}"
-            scratch = (entry["global_scratch"], entry["global_scratch_align"], scratch_param) \
-                if entry["global_scratch"] else (0, 0, -1)
-            out.append((program, label, entry["cubin"], entry["ptx"], entry["name"], entry["shared"], *scratch))
-            if number == oldest:  # PTX of the oldest architecture: the driver JITs it on newer GPUs
-                # (labelled by its own .target: sm_90a PTX is compute_90a and runs on sm_90 only)
-                out.append((program, "compute_" + label[3:], entry["ptx"].encode(), "", entry["name"], entry["shared"],
-                            *scratch))
+            jobs.append((program, cc, number, src, target, identity))
+    out: List[BinaryTuple] = []
+    for program, cc, number, src, target, identity in jobs:
+        entry = _cached(identity)
+        if entry is None:
+            try:
+                k = triton_module.compile(src, target=target, options=dict(cc["options"]))
+            except Exception as e:  # noqa: BLE001 - Triton's compile error, named with the tactic
+                raise RuntimeError(f"op {shorten(rec.op_name)}: triton.compile of tactic {program} "
+                                   f"({_tactic_text(rec, program)}) for sm_{number} failed: {e}") from e
+            md = k.metadata
+            entry = {"name": md.name, "shared": int(md.shared), "cubin": k.asm["cubin"], "ptx": k.asm["ptx"],
+                     "global_scratch": int(getattr(md, "global_scratch_size", 0) or 0),
+                     "global_scratch_align": int(getattr(md, "global_scratch_align", 1) or 1),
+                     "profile_scratch": int(getattr(md, "profile_scratch_size", 0) or 0),
+                     "num_ctas": int(getattr(md, "num_ctas", 1)), "num_warps": int(md.num_warps),
+                     "cooperative": bool(getattr(md, "launch_cooperative_grid", False)),
+                     "pdl": bool(getattr(md, "launch_pdl", False))}
+            _check_metadata(rec, program, number, entry)  # before storing: a refused build is not kept
+            _store(identity, entry)
+        _check_metadata(rec, program, number, entry)
+        ptx_target = re.search(r"^\.target\s+(\S+)", entry["ptx"], re.M)
+        label = ptx_target.group(1).rstrip(",") if ptx_target else f"sm_{number}"
+        scratch = (entry["global_scratch"], entry["global_scratch_align"], scratch_param) \
+            if entry["global_scratch"] else (0, 0, -1)
+        out.append((program, label, entry["cubin"], entry["ptx"], entry["name"], entry["shared"], *scratch))
+        if number == oldest:  # PTX of the oldest architecture: the driver JITs it on newer GPUs
+            # (labelled by its own .target: sm_90a PTX is compute_90a and runs on sm_90 only)
+            out.append((program, "compute_" + label[3:], entry["ptx"].encode(), "", entry["name"], entry["shared"],
+                        *scratch))
     return out
 
 
 def _tactic_text(rec: RecordedPlugin, program: int) -> str:
     c = rec.doc["configs"][program]
-    return ", ".join(f"{k}={v}" for k, v in c.items() if k != "requires")
+    return shorten(", ".join(f"{k}={v}" for k, v in c.items() if k != "requires"), 300)
 
 
 def _check_metadata(rec: RecordedPlugin, program: int, number: int, entry: Dict[str, Any]) -> None:
@@ -824,7 +1048,8 @@ def _check_metadata(rec: RecordedPlugin, program: int, number: int, entry: Dict[
     elif entry["num_warps"] != rec.compile_configs[program]["options"]["num_warps"]:
         problem = f"Triton compiled it for {entry['num_warps']} warps, not the config's"
     if problem:
-        raise ValueError(f"op {rec.op_name}: tactic {program} ({_tactic_text(rec, program)}) on sm_{number}: {problem}")
+        raise ValueError(f"op {shorten(rec.op_name)}: tactic {program} ({_tactic_text(rec, program)}) on "
+                         f"sm_{number}: {problem}")
 
 
 _ENTRY_FORMAT = 2  # bump when an entry's fields change

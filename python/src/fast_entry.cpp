@@ -44,6 +44,9 @@ enum class ArgKind : std::uint8_t { Tensor, Float, Int, Bool };
 struct Resolved {
   std::uint64_t generation = 0;
   bool current = false;  // the op is still the registration the entry was made for
+  // Kept while resolved: each call enters it (Note [registration lifetime]), so that the
+  // handle stays valid until the call returns, whatever other threads unregister meanwhile.
+  std::optional<torch_ops::Registration> registration;
   std::optional<c10::OperatorHandle> handle;
   std::vector<ArgKind> kinds;  // the positional parameters
   std::vector<std::optional<c10::IValue>> defaults;
@@ -68,7 +71,9 @@ std::shared_ptr<const Resolved> resolve(const c10::OperatorName& name, std::uint
   try {
     auto r = std::make_shared<Resolved>();
     r->generation = torch_ops::registry_generation();
-    r->current = torch_ops::registration_id(name.name) == id;
+    if (torch_ops::registration_id(name.name) != id) return r;
+    r->registration = torch_ops::find_registration(name.name);
+    r->current = r->registration->id() == id;
     if (!r->current) return r;
     r->handle = c10::Dispatcher::singleton().findOp(name);
     // An unregistration that began meanwhile changed the generation: resolved again next call.
@@ -261,6 +266,14 @@ PyObject* entry_vectorcall(PyObject* callable, PyObject* const* args, size_t nar
                    "(torch.ops.<namespace>.<name>, or the object kernelop returned)",
                    self->name->name.c_str());
     }
+    return nullptr;
+  }
+  // The call, on this path or PyTorch's, runs inside a scope of the registration.
+  std::optional<torch_ops::CallScope> scope;
+  try {
+    scope.emplace(r->registration->enter());
+  } catch (...) {
+    torch::translate_exception_to_python(std::current_exception());
     return nullptr;
   }
   if ((kwnames == nullptr || PyTuple_GET_SIZE(kwnames) == 0) &&

@@ -107,6 +107,12 @@ std::array<std::int64_t, 3> dims3(const std::vector<std::int64_t>& d, const char
 
 NB_MODULE(_kernelop, m) {
   if (!python::init_fast_entry()) throw nb::python_error();
+  // Registrations live for the process (Note [torch registration]), and a script may keep a
+  // kernelop.Kernel (which holds one) in a module global. CPython's finalisation frees this
+  // extension's module before it clears __main__, so nanobind would report such an object, still
+  // alive and correctly owned, as "leaked" at every exit. Its leak report is off; reference
+  // counting in these bindings is tested by tests/python/test_hostile.py instead.
+  nb::set_leak_warnings(false);
   m.doc() = "kernelop's C++ core: spec -> NVRTC -> torch.ops registration";
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
@@ -145,8 +151,16 @@ NB_MODULE(_kernelop, m) {
       },
       nb::arg("spec_json"), nb::arg("base_dir"), nb::arg("overrides"),
       "Validates a spec and returns its derived schema; registers nothing.");
+  m.def(
+      "shorten",
+      [](const std::string& text, std::size_t max) { return detail::shorten(text, max); },
+      nb::arg("text"), nb::arg("max") = 120,
+      "A user string cut for a message (the one rule of kernelop's messages, error.hpp).");
+  // Without the GIL: it waits for the op's calls in flight, which may need it (a meta_fn).
   m.def("unregister", &torch_ops::unregister_op, nb::arg("op_name"),
-        "Removes an op kernelop registered (the override path's rollback).");
+        nb::call_guard<nb::gil_scoped_release>(),
+        "Removes an op kernelop registered (the override path's rollback); waits for its calls "
+        "in flight.");
   m.def(
       "build_package",
       [](const std::string& spec_json, const std::string& base_dir,
@@ -336,7 +350,8 @@ NB_MODULE(_kernelop, m) {
                      return out;
                    })
       .def(
-          "pin_tactic", [](const torch_ops::Registration& r, int t) { r.op().pin_tactic(t); },
+          "pin_tactic",
+          [](const torch_ops::Registration& r, std::int64_t t) { r.op().pin_tactic(t); },
           nb::arg("tactic"))
       .def_prop_ro("pinned_tactic",
                    [](const torch_ops::Registration& r) { return r.op().pinned_tactic(); })
@@ -351,6 +366,7 @@ NB_MODULE(_kernelop, m) {
              d["table_hits"] = s.table_hits;
              d["defaults"] = s.defaults;
              d["pinned"] = s.pinned;
+             d["single"] = s.single;
              return d;
            })
       .def("tuning_tables_json",

@@ -17,6 +17,7 @@
 #include "core/framing.hpp"
 #include "core/hash.hpp"
 #include "kernelop/error.hpp"
+#include "kernelop/numbers.hpp"
 
 namespace kernelop {
 namespace {
@@ -35,10 +36,8 @@ fs::path CompileCache::default_dir() {
 }
 
 CompileCache& CompileCache::global() {
-  static CompileCache cache([] {
-    const char* off = std::getenv("KERNELOP_DISABLE_CACHE");
-    return (off && std::string_view(off) == "1") ? fs::path() : default_dir();
-  }());
+  static CompileCache cache(
+      [] { return env_flag("KERNELOP_DISABLE_CACHE") ? fs::path() : default_dir(); }());
   return cache;
 }
 

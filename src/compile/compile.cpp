@@ -26,6 +26,7 @@
 #include "core/file_io.hpp"
 #include "core/hash.hpp"
 #include "core/json_util.hpp"
+#include "core/words.hpp"
 #include "kernelop/cache.hpp"
 #include "kernelop/launch_limits.hpp"
 
@@ -445,12 +446,20 @@ class Compiler {
           << user_log;
     }
     if (only_generated_errors(user_log)) {
+      // The log is about code kernelop generated (the name map, the signature probe): it stays
+      // in the context; the message lists the source's own kernels instead.
+      std::vector<std::string> globals = detail::global_function_names(plan_.spec.kernel_source);
+      std::string base = plan_.spec.kernel_name.substr(0, plan_.spec.kernel_name.find('<'));
+      bool declared = std::find(globals.begin(), globals.end(), base) != globals.end();
       KERNELOP_FAIL(Compile).context(ctx)
-          << "op " << plan_.op_name << ": kernel '" << plan_.spec.kernel_name
-          << "' is not a __global__ function of " << shown
-          << " that NVRTC can take the address of (missing, misspelled, not __global__, "
-             "overloaded, or wrong template arguments); NVRTC log:\n"
-          << user_log;
+          << "op " << plan_.op_name << ": kernel '" << detail::shorten(plan_.spec.kernel_name)
+          << "' is not a __global__ function of " << shown << " that NVRTC can take the address of"
+          << (declared ? " (it is declared __global__: check its template arguments, overloads "
+                         "and that it is not static or in an anonymous namespace)"
+              : globals.empty() ? " (the source declares no __global__ function)"
+                                : " (no __global__ function of that name; the source declares " +
+                                      std::to_string(globals.size()) + ", the closest: " +
+                                      detail::closest_names(base, globals) + ")");
     }
     // ptxas' own errors ("ptxas error : Entry function 'k' uses too much shared data") are part
     // of user_log; should a failure leave no error line at all, its report is the only clue.

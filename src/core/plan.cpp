@@ -201,14 +201,25 @@ class Deriver {
     plan_.rank_requirements.push_back(RankRequirement{slot, rank, std::move(reason)});
   }
 
+  // The ranks `e` needs whatever the inputs: a select's branches are read only when taken, so
+  // their axes are checked when evaluated (`select(rank(x) >= 3, stride(x, -3), 0)` takes a
+  // rank-1 x), not demanded of every call.
   void require_ranks_of(const Expr& e, const std::string& reason) {
-    e.for_each_leaf([&](const Expr& leaf) {
-      if (leaf.op() == ExprOp::Dim || leaf.op() == ExprOp::Stride) {
-        require_rank(leaf.slot(), rank_needed(leaf.axis()), reason);
-      } else if (leaf.op() == ExprOp::NumelExcept) {
-        require_rank(leaf.slot(), rank_needed(leaf.axes()), reason);
-      }
-    });
+    if (e.op() == ExprOp::Const) return;
+    if (e.op() == ExprOp::Select) {
+      require_ranks_of(e.cond(), reason);
+      return;
+    }
+    if (!is_leaf(e.op())) {
+      require_ranks_of(e.lhs(), reason);
+      require_ranks_of(e.rhs(), reason);
+      return;
+    }
+    if (e.op() == ExprOp::Dim || e.op() == ExprOp::Stride) {
+      require_rank(e.slot(), rank_needed(e.axis()), reason);
+    } else if (e.op() == ExprOp::NumelExcept) {
+      require_rank(e.slot(), rank_needed(e.axes()), reason);
+    }
   }
 
   void derive_outputs() {

@@ -3,6 +3,7 @@
 
 #include "core/file_io.hpp"
 #include "core/json_util.hpp"
+#include "core/validator.hpp"
 #include "core/words.hpp"
 
 #include <algorithm>
@@ -426,6 +427,8 @@ class Reader {
     }
     if (root.contains("configs")) {
       const Json& arr = get_array(root["configs"], "configs");
+      if (arr.size() > detail::kMaxConfigs)
+        detail::check_config_count(arr.size(), error("configs"));
       for (std::size_t i = 0; i < arr.size(); ++i)
         s.configs.push_back(read_config(arr[i], index("configs", i), s.tunables));
     }

@@ -1,7 +1,10 @@
 // Shape arithmetic and contiguity.
 #include "kernelop/tensor.hpp"
 
+#include <algorithm>
+#include <array>
 #include <sstream>
+#include <utility>
 
 namespace kernelop {
 
@@ -59,6 +62,32 @@ bool TensorView::is_contiguous() const {
     expected *= shape[i];
   }
   return true;
+}
+
+bool TensorView::may_overlap() const {
+  if (strides.rank() == 0 || shape.numel() <= 1) return false;
+  std::array<std::pair<std::uint64_t, std::int64_t>, kMaxRank> axes{};  // |stride|, size
+  int n = 0;
+  for (int i = 0; i < shape.rank() && i < strides.rank(); ++i) {
+    if (shape[i] == 1) continue;
+    std::int64_t st = strides[i];
+    axes[static_cast<std::size_t>(n++)] = {
+        st < 0 ? 0 - static_cast<std::uint64_t>(st) : static_cast<std::uint64_t>(st), shape[i]};
+  }
+  std::sort(axes.begin(), axes.begin() + n);
+  // The largest offset reachable with the axes so far, in elements (unsigned: no overflow
+  // below 2^64; a product past it is treated as overlap, conservatively).
+  std::uint64_t extent = 0;
+  for (int i = 0; i < n; ++i) {
+    auto [st, size] = axes[static_cast<std::size_t>(i)];
+    if (st <= extent) return true;  // zero strides included
+    std::uint64_t span = 0;
+    if (__builtin_mul_overflow(st, static_cast<std::uint64_t>(size - 1), &span) ||
+        __builtin_add_overflow(extent, span, &extent)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 std::int64_t TensorView::stride(int axis) const {

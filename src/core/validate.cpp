@@ -37,21 +37,21 @@ void Validator::run() {
 detail::ErrorStream Validator::fail_at(std::string_view path, ErrorKind kind) const {
   detail::ErrorStream s(kind);
   s.context(ErrorContext{decl_.op_name, spec_.kernel_name, {}, "validate", {}});
-  s << "op " << decl_.op_name << ": " << path << ": ";
+  s << "op " << detail::shorten(decl_.op_name) << ": " << detail::shorten(path) << ": ";
   return s;
 }
 
 void Validator::check_op_name() {
   if (!is_valid_op_name(decl_.op_name)) {
-    KERNELOP_FAIL(Spec) << "op name '" << decl_.op_name
+    KERNELOP_FAIL(Spec) << "op name '" << detail::shorten(decl_.op_name)
                         << "' is invalid: expected 'namespace::name' where both parts are "
                            "identifiers (letters, digits, '_', not starting with a digit)";
   }
   auto pos = decl_.op_name.find("::");
   for (const std::string& part : {decl_.op_name.substr(0, pos), decl_.op_name.substr(pos + 2)}) {
     if (is_reserved_name(part)) {
-      KERNELOP_FAIL(Spec) << "op name '" << decl_.op_name << "': '" << part
-                          << "' is a reserved name";
+      KERNELOP_FAIL(Spec) << "op name '" << detail::shorten(decl_.op_name) << "': '"
+                          << detail::shorten(part) << "' is a reserved name";
     }
   }
 }
@@ -67,7 +67,7 @@ void Validator::check_kernel() {
   if (spec_.foreign) check_foreign();
   if (!detail::is_kernel_name(spec_.kernel_name)) {
     KERNELOP_RAISE(fail_at("kernel_name"))
-        << "'" << spec_.kernel_name
+        << "'" << detail::shorten(spec_.kernel_name)
         << "' is not a kernel name; expected an identifier, optionally qualified and with "
            "template arguments (e.g. 'relu', 'relu<T>', 'rowsum<256>')";
   }
@@ -196,12 +196,12 @@ void Validator::check_dtype_decl(const std::optional<DTypeDecl>& dtype, const st
 
 void Validator::check_name(const std::string& name, const std::string& path) {
   if (!detail::is_identifier(name)) {
-    KERNELOP_RAISE(fail_at(path)) << "'" << name
+    KERNELOP_RAISE(fail_at(path)) << "'" << detail::shorten(name)
                                   << "' is not an identifier (letters, digits, '_', not starting "
                                      "with a digit)";
   }
   if (is_reserved_name(name))
-    KERNELOP_RAISE(fail_at(path)) << "'" << name << "' is a reserved name";
+    KERNELOP_RAISE(fail_at(path)) << "'" << detail::shorten(name) << "' is a reserved name";
 }
 
 void Validator::check_inputs() {

@@ -14,19 +14,22 @@ void Validator::check_tunables() {
     std::string path = "tunables[" + std::to_string(i) + "].name";
     check_name(t.name, path);  // "requires" (a config's own key) is a reserved name
     if (!tunables_.insert(t.name).second) {
-      KERNELOP_RAISE(fail_at(path)) << "duplicate tunable '" << t.name << "'";
+      KERNELOP_RAISE(fail_at(path)) << "duplicate tunable '" << detail::shorten(t.name) << "'";
     }
     if (type_params.count(t.name)) {
-      KERNELOP_RAISE(fail_at(path)) << "'" << t.name << "' is also a type parameter's name";
+      KERNELOP_RAISE(fail_at(path))
+          << "'" << detail::shorten(t.name) << "' is also a type parameter's name";
     }
     for (const Input& input : spec_.inputs.value_or(std::vector<Input>{})) {
       if (std::visit([](const auto& d) { return d.name; }, input) == t.name) {
-        KERNELOP_RAISE(fail_at(path)) << "'" << t.name << "' is also an input's name";
+        KERNELOP_RAISE(fail_at(path))
+            << "'" << detail::shorten(t.name) << "' is also an input's name";
       }
     }
     for (const OutputDecl& out : spec_.outputs.value_or(std::vector<OutputDecl>{})) {
       if (out.name == t.name) {
-        KERNELOP_RAISE(fail_at(path)) << "'" << t.name << "' is also an output's name";
+        KERNELOP_RAISE(fail_at(path))
+            << "'" << detail::shorten(t.name) << "' is also an output's name";
       }
     }
   }
@@ -48,10 +51,8 @@ void Validator::check_configs() {
         << "need a launch kernelop makes itself: declared outputs and geometry, and no "
            "meta_fn/eager_fn override";
   }
-  if (spec_.configs.size() > kMaxConfigs) {
-    KERNELOP_RAISE(fail_at("configs"))
-        << "has " << spec_.configs.size() << " configs; at most " << kMaxConfigs << " are allowed";
-  }
+  if (spec_.configs.size() > kMaxConfigs)
+    check_config_count(spec_.configs.size(), fail_at("configs"));
   std::size_t combos = 1;
   for (const auto& tp : spec_.type_params) combos *= tp.dtypes.size();
   if (combos * spec_.configs.size() > kMaxInstances) {

@@ -60,7 +60,7 @@ void Validator::check_params() {
           << "' is not an input or output (known: " << join_or_none(all) << ")";
     }
     if (!seen.insert(name).second) {
-      KERNELOP_RAISE(fail_at(path)) << "'" << name << "' is passed twice";
+      KERNELOP_RAISE(fail_at(path)) << "'" << detail::shorten(name) << "' is passed twice";
     }
   };
   for (std::size_t i = 0; i < spec_.params->size(); ++i) {

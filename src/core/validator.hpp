@@ -22,6 +22,14 @@ inline constexpr std::size_t kMaxInstances = 1024;
 inline constexpr std::size_t kMaxConfigs = 256;
 inline constexpr std::size_t kMaxTuningKey = 16;
 
+// The refusal of too many configs, as "has N configs; at most 256 are allowed" after the
+// caller's prefix: the spec reader refuses them before reading one, the validator a C++ spec.
+inline void check_config_count(std::size_t n, detail::ErrorStream prefix) {
+  if (n > kMaxConfigs) {
+    KERNELOP_RAISE(prefix) << "has " << n << " configs; at most " << kMaxConfigs << " are allowed";
+  }
+}
+
 // A list for messages; "none" when empty.
 inline std::string join_or_none(const std::vector<std::string>& items) {
   return items.empty() ? "none" : join(items);

@@ -2,8 +2,12 @@
 // texts can come from untrusted packages, and libstdc++'s regex recurses once per character.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "kernelop/error.hpp"
 
 namespace kernelop::detail {
 
@@ -110,16 +114,6 @@ inline std::size_t find_word(std::string_view text, std::string_view word, std::
   return std::string_view::npos;
 }
 
-/// `text` cut to about `max` characters for a message, keeping its start and end and saying how
-/// long it was.
-inline std::string shorten(std::string_view text, std::size_t max = 120) {
-  if (text.size() <= max || max < 10) return std::string(text);
-  std::size_t head = (max - 5) * 2 / 3, tail = max - 5 - head;
-  return std::string(text.substr(0, head)) + "[...]" +
-         std::string(text.substr(text.size() - tail)) + " (" + std::to_string(text.size()) +
-         " characters)";
-}
-
 /// `text` cut to about `max` characters around `column` (0-based), for messages that point at
 /// a position: "[...]dim(x, 0) +* 1[...]".
 inline std::string excerpt(std::string_view text, std::size_t column, std::size_t max = 80) {
@@ -130,5 +124,18 @@ inline std::string excerpt(std::string_view text, std::size_t column, std::size_
   return (from > 0 ? "[...]" : "") + std::string(text.substr(from, max)) +
          (from + max < text.size() ? "[...]" : "");
 }
+
+/// The names of the `__global__` functions declared in CUDA source `text`, in order, each once:
+/// the identifier before the first '(' after the keyword that is not an attribute
+/// (`__launch_bounds__(...)`, `__attribute__((...))`). Comments are not skipped: a name in one is
+/// only a suggestion.
+std::vector<std::string> global_function_names(std::string_view text);
+
+/// The Levenshtein distance between `a` and `b` (for "did you mean" lists).
+std::size_t edit_distance(std::string_view a, std::string_view b);
+
+/// Up to `max` of `names` closest to `wanted` (edit distance, then order), as "'a', 'b'".
+std::string closest_names(std::string_view wanted, const std::vector<std::string>& names,
+                          std::size_t max = 5);
 
 }  // namespace kernelop::detail

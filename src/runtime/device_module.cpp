@@ -5,15 +5,16 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "kernelop/numbers.hpp"
 #include "runtime/image_select.hpp"
 
 namespace kernelop::detail {
-namespace {
 
 bool log_enabled(const LoadOptions& options) {
-  const char* env = std::getenv("KERNELOP_LOG");
-  return options.log || (env && std::string_view(env) == "1");
+  return options.log || env_flag("KERNELOP_LOG");
 }
+
+namespace {
 
 [[noreturn]] void fail(const CompiledImage& image, const std::string& what) {
   KERNELOP_FAIL(Launch) << "op " << image.plan.op_name << ": " << what;

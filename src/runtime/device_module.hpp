@@ -12,6 +12,9 @@
 
 namespace kernelop::detail {
 
+/// Whether loading and tuning log to stderr: LoadOptions::log, or KERNELOP_LOG=1.
+bool log_enabled(const LoadOptions& options);
+
 /// Move-less and copy-less: owned by the KernelOp that loaded it. The destructor makes the
 /// module's context current before unloading it (cuModuleUnload acts on the current context).
 struct DeviceModule {

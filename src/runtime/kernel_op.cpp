@@ -146,6 +146,13 @@ void KernelOp::launch(std::span<const TensorView> inputs, std::span<const Scalar
   bool work = false;  // anything to write
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     tensors.check(inputs[i], i, p.tensors[i].strided);
+    if (p.tensors[i].mutated && inputs[i].may_overlap()) {
+      KERNELOP_RAISE(s.error(ErrorKind::Launch))
+          << describe(i) << " is written in place but its elements may overlap (shape "
+          << inputs[i].shape.to_string() << ", strides " << inputs[i].strides.to_string()
+          << ": an expand()ed or otherwise self-overlapping view); pass a tensor whose elements "
+             "are distinct, e.g. its .clone()";
+    }
     work = work || (p.tensors[i].mutated && inputs[i].shape.numel() > 0);
   }
   for (std::size_t o = 0; o < outputs.size(); ++o) {

@@ -243,13 +243,7 @@ struct KernelOp::State {
   }
 
   bool requirement_holds(const RequirementPlan& r, const FrameEnv& env) const {
-    try {
-      return env.eval(r.condition) != 0;
-    } catch (const Error& e) {  // an arithmetic error (divides by zero, overflows)
-      KERNELOP_RAISE(error(ErrorKind::Launch))
-          << "the requirement '" << r.text
-          << "' cannot be evaluated for these inputs: " << e.message();
-    }
+    return env.eval_requirement(r.condition, r.text) != 0;
   }
 
   // The message of a broken requirement, in its own terms: both sides of a comparison, the

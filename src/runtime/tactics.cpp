@@ -16,6 +16,7 @@
 
 #include "core/file_io.hpp"
 #include "core/hash.hpp"
+#include "kernelop/numbers.hpp"
 #include "kernelop/package.hpp"
 #include "kernelop/tuning.hpp"
 #include "runtime/kernel_op_state.hpp"
@@ -53,38 +54,19 @@ void DeviceTuning::put(TuningEntry entry) {
   table.entries.push_back(std::move(entry));
 }
 
-namespace {
-
-bool log_enabled(const LoadOptions& options) {
-  const char* env = std::getenv("KERNELOP_LOG");
-  return options.log || (env && std::string_view(env) == "1");
-}
-
-bool env_is(const char* name, std::string_view value) {
-  const char* v = std::getenv(name);
-  return v && std::string_view(v) == value;
-}
-
-}  // namespace
-
 int env_tactic(const OpPlan& plan) {
   const char* env = std::getenv("KERNELOP_TACTIC");
   if (!env || !*env) return -1;
   std::string_view text(env);
   auto parse = [&](std::string_view n) {
-    int v = 0;
-    bool ok = !n.empty() && n.size() <= 4;
-    for (char c : n) {
-      ok = ok && c >= '0' && c <= '9';
-      if (ok) v = v * 10 + (c - '0');
-    }
-    if (!ok || v >= static_cast<int>(plan.configs.size())) {
+    std::optional<std::int64_t> v = parse_int64(n);
+    if (!v || *v < 0 || *v >= static_cast<std::int64_t>(plan.configs.size())) {
       KERNELOP_FAIL(Spec) << "KERNELOP_TACTIC='" << shorten(std::string(text), 200) << "': for op "
                           << plan.op_name << " expected a tactic id from 0 to "
-                          << plan.configs.size() - 1 << ", got '" << shorten(std::string(n), 40)
-                          << "'";
+                          << static_cast<std::int64_t>(plan.configs.size()) - 1 << ", got '"
+                          << shorten(std::string(n), 40) << "'";
     }
-    return v;
+    return static_cast<int>(*v);
   };
   if (text.find('=') == std::string_view::npos) return parse(text);
   while (!text.empty()) {
@@ -195,7 +177,7 @@ DeviceTuning& KernelOp::State::device_tuning(int device) {
     for (const TuningEntry& e : from.entries) t->put(e);
   };
   for (const TuningTable& from : tactics->added) merge(from);
-  bool persist = options.persist_tuning && !detail::env_is("KERNELOP_DISABLE_CACHE", "1");
+  bool persist = options.persist_tuning && !env_flag("KERNELOP_DISABLE_CACHE");
   if (persist) {
     std::filesystem::path dir =
         options.tuning_dir.empty() ? detail::cache_root() / "tuning" : options.tuning_dir;
@@ -248,10 +230,16 @@ int KernelOp::State::choose_config(Frame& f, std::span<const TensorView> inputs,
   if (reads_arch) f.arch = module_for(device).arch;
   FrameSizes sizes{f};
   FrameEnv env{p, sizes};
+  // A config whose requirement cannot be evaluated for these inputs (it overflows, or divides
+  // by zero) cannot run them: it is ineligible, not the whole call's failure.
   auto holds = [&](int c) {
     f.tunables = p.configs[static_cast<std::size_t>(c)].values.data();
     for (const RequirementPlan& r : p.configs[static_cast<std::size_t>(c)].requirements) {
-      if (!requirement_holds(r, env)) return false;
+      try {
+        if (env.eval(r.condition) == 0) return false;
+      } catch (const Error&) {
+        return false;
+      }
     }
     return true;
   };
@@ -314,8 +302,12 @@ int KernelOp::State::choose_config(Frame& f, std::span<const TensorView> inputs,
   auto why_not = [&](int c) {
     f.tunables = p.configs[static_cast<std::size_t>(c)].values.data();
     for (const RequirementPlan& r : p.configs[static_cast<std::size_t>(c)].requirements) {
-      if (requirement_holds(r, env)) continue;
       std::string text = "'" + r.text + "'";
+      try {
+        if (env.eval(r.condition) != 0) continue;
+      } catch (const Error& e) {
+        return text + ", which cannot be evaluated for these inputs (" + e.message() + ")";
+      }
       if (is_comparison(r.condition.op())) {
         text += " (" + std::to_string(env.eval(r.condition.lhs())) + " " +
                 std::string(comparison_text(r.condition.op())) + " " +
@@ -340,6 +332,13 @@ int KernelOp::State::choose_config(Frame& f, std::span<const TensorView> inputs,
     KERNELOP_RAISE(e);
   }
   if (p.configs.size() == 1) return 0;  // one config, and it can run: nothing to choose
+  std::size_t num_eligible = 0;
+  for (std::uint64_t w : mask) num_eligible += static_cast<std::size_t>(__builtin_popcountll(w));
+  if (num_eligible == 1) {  // one can run these inputs: nothing to choose, nothing to time
+    t.single.fetch_add(1, std::memory_order_relaxed);
+    t.last.store(first, std::memory_order_relaxed);
+    return first;
+  }
   // The key: dtype combination, eligible set, bucketed sizes (Note [tuning key]).
   TuneKey key;
   key.push(f.instance);
@@ -351,7 +350,24 @@ int KernelOp::State::choose_config(Frame& f, std::span<const TensorView> inputs,
       for (int d = 0; d < s.rank(); ++d) key.push(tuning_bucket(s[d]));
     }
   } else {
-    for (const Expr& e : p.tuning_key) key.push(tuning_bucket(env.eval(e)));
+    for (const Expr& e : p.tuning_key) {
+      std::int64_t v = 0;
+      try {
+        v = env.eval(e);
+      } catch (const Error& err) {
+        // A key these inputs cannot be bucketed by: nothing to look up or remember; the first
+        // eligible config runs, untuned.
+        if (detail::log_enabled(options)) {
+          std::cerr << "kernelop: op " << p.op_name << ": tuning key '" << e.to_string()
+                    << "' cannot be evaluated (" << err.message() << "); using "
+                    << config_text(first) << " untuned\n";
+        }
+        t.defaults.fetch_add(1, std::memory_order_relaxed);
+        t.last.store(first, std::memory_order_relaxed);
+        return first;
+      }
+      key.push(tuning_bucket(v));
+    }
   }
   // A decision read before add_tuning_table changes the tables is not memoised after it.
   std::uint64_t generation = t.generation.load(std::memory_order_acquire);
@@ -368,7 +384,7 @@ int KernelOp::State::choose_config(Frame& f, std::span<const TensorView> inputs,
     remember(config);
     return config;
   }
-  bool tune = options.tune && !detail::env_is("KERNELOP_TUNE", "0");
+  bool tune = options.tune && env_flag("KERNELOP_TUNE", true);
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
   if (tune) {
     // Any answer but "not capturing" (an error included) means: time nothing.
@@ -577,12 +593,12 @@ const std::string& KernelOp::tactic_text(int tactic) const {
   return plan().configs[static_cast<std::size_t>(tactic)].text;
 }
 
-void KernelOp::pin_tactic(int tactic) const {
+void KernelOp::pin_tactic(std::int64_t tactic) const {
   if (tactic < -1 || tactic >= num_tactics()) {
     KERNELOP_RAISE(state_->error(ErrorKind::Spec))
         << "cannot pin tactic " << tactic << "; expected -1 (unpin) or 0.." << num_tactics() - 1;
   }
-  state_->tactics->pinned.store(tactic, std::memory_order_relaxed);
+  state_->tactics->pinned.store(static_cast<int>(tactic), std::memory_order_relaxed);
 }
 
 int KernelOp::pinned_tactic() const {
@@ -601,6 +617,7 @@ TuningStats KernelOp::tuning_stats() const {
   s.table_hits = t.table_hits.load();
   s.defaults = t.defaults.load();
   s.pinned = t.pins.load();
+  s.single = t.single.load();
   return s;
 }
 

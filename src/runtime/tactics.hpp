@@ -121,7 +121,8 @@ struct TacticState {
   std::atomic<std::uint64_t> generation{0};
   std::atomic<int> pinned{-1};
   std::atomic<int> last{-1};
-  std::atomic<std::uint64_t> timed_runs{0}, tunings{0}, table_hits{0}, defaults{0}, pins{0};
+  std::atomic<std::uint64_t> timed_runs{0}, tunings{0}, table_hits{0}, defaults{0}, pins{0},
+      single{0};
   std::mutex tune_mutex;  // one tuning at a time per op: concurrent first calls tune once
   std::mutex tables_mutex;
   std::array<std::atomic<DeviceTuning*>, kMaxDevices> devices{};

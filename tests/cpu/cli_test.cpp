@@ -356,5 +356,91 @@ TEST_F(CliTest, HowTheSpecPathIsSpelledDoesNotChangeTheCacheEntry) {
   }
 }
 
+// Hostile input (issue "Trust, second pass"; the library's cases are in hostile_test): scalars
+// and tactic ids parse whole or are refused, naming the value; omitted scalars take the spec's
+// default or are required.
+class HostileCliTest : public CliTest {
+ protected:
+  void SetUp() override {
+    CliTest::SetUp();
+    std::ofstream(dir_ / "mix.json") << R"({
+  "op": "hostile_cli::mix", "kernel_name": "k",
+  "kernel_source": "extern \"C\" __global__ void k(const float* x, float a, int k, bool neg, float b, int n, float* y) {}",
+  "inputs": [{"name": "x", "dtype": "float32"}, {"name": "a", "scalar": "float"},
+             {"name": "k", "scalar": "int"}, {"name": "neg", "scalar": "bool"},
+             {"name": "b", "scalar": "float", "default": 0.25}],
+  "outputs": [{"name": "y", "shape": {"same_as": "x"}}],
+  "extras": [{"numel": "x"}],
+  "geometry": {"elementwise": {"block": [256], "layout": "flat"}}
+})";
+  }
+  std::string mix(const std::string& scalars) {
+    return "run '" + (dir_ / "mix.json").string() + "' --shape x=16 --iterations 1 --warmup 0 " +
+           scalars;
+  }
+};
+
+TEST_F(HostileCliTest, ScalarsParseWholeOrAreRefusedNamingTheValue) {
+  struct Case {
+    const char* arg;
+    const char* message;
+  };
+  for (const Case& c : {
+           Case{"--scalar a=1 --scalar k=12abc --scalar neg=true",
+                "op hostile_cli::mix: --scalar k='12abc' is not a int (expected a decimal "
+                "integer like -3 or 4096)"},
+           Case{"--scalar a=1 --scalar k=1e3 --scalar neg=true", "--scalar k='1e3' is not a int"},
+           Case{"--scalar a=1.5xyz --scalar k=1 --scalar neg=true",
+                "--scalar a='1.5xyz' is not a float (expected a number like 2.5 or 1e-3)"},
+           Case{"--scalar a=1 --scalar k=1 --scalar neg=True",
+                "--scalar neg='True' is not a bool (expected true, false, 1 or 0)"},
+           Case{"--scalar a=1 --scalar k=1 --scalar neg=yes", "--scalar neg='yes' is not a bool"},
+           Case{"--scalar a=1 --scalar k=1 --scalar neg=2", "--scalar neg='2' is not a bool"},
+           Case{"--scalar a=1 --scalar k=1",
+                "op hostile_cli::mix: give the value of every scalar without a default with "
+                "--scalar NAME=VALUE; missing: neg"},
+           Case{"", "missing: a, k, neg"},
+           Case{"--scalar a=1 --scalar k=1 --scalar neg=1 --scalar alpah=2",
+                "--scalar alpah=...: op hostile_cli::mix has no scalar of that name (its "
+                "scalars: a, k, neg, b)"},
+       }) {
+    expect_clean_failure(run(mix(c.arg)), c.message);
+  }
+  // A 10 MB value is cut in the message.
+  CliRun huge = run(mix("--scalar a=1 --scalar neg=1 --scalar k=" + std::string(100000, '9')));
+  expect_clean_failure(huge, "characters)' is not a int");
+  EXPECT_LT(huge.err.size(), 2000u);
+}
+
+TEST_F(HostileCliTest, OmittedScalarsTakeTheSpecsDefault) {
+  // Parsed before any GPU is needed: the line is printed here too (the run then fails without a
+  // GPU, or runs on one).
+  CliRun r = run(mix("--scalar a=-2.5 --scalar k=-7 --scalar neg=false"));
+  EXPECT_TRUE(contains(r.out, "  scalars a=-2.5, k=-7, neg=false, b=0.25 (default)"))
+      << r.out << r.err;
+  CliRun given = run(mix("--scalar a=1e3 --scalar k=3 --scalar neg=1 --scalar b=4"));
+  EXPECT_TRUE(contains(given.out, "  scalars a=1000, k=3, neg=true, b=4\n")) << given.out;
+}
+
+TEST_F(HostileCliTest, TacticIdsAreInRangeOrRefused) {
+  std::string tuned = "run examples/softmax_tuned.json --shape x=4x8 --iterations 1 --tactic ";
+  expect_clean_failure(run(tuned + "-5"),
+                       "op kernelop_examples::softmax_tuned: cannot pin tactic -5; expected -1 "
+                       "(unpin) or 0..7");
+  expect_clean_failure(run(tuned + "99"), "cannot pin tactic 99; expected -1 (unpin) or 0..7");
+  CliRun text = run(tuned + "1.9");
+  EXPECT_EQ(text.code, 2) << text.err;  // CLI11's parse error: a usage error
+  EXPECT_EQ(run(tuned + "12abc").code, 2);
+  EXPECT_EQ(run(mix("--scalar a=1 --scalar k=1 --scalar neg=1 --iterations -1")).code, 2);
+}
+
+TEST_F(HostileCliTest, EnvironmentFlagsAreOneOrZero) {
+  CliRun r = run("build examples/relu.json -o '" + (dir_ / "built").string() + "' --arch sm_80",
+                 "KERNELOP_DISABLE_CACHE=yes");
+  expect_clean_failure(r,
+                       "environment variable KERNELOP_DISABLE_CACHE='yes': expected 1 (on) or "
+                       "0 (off)");
+}
+
 }  // namespace
 }  // namespace kernelop

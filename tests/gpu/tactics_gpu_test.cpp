@@ -341,5 +341,65 @@ TEST_F(TacticsGpu, ConcurrentFirstCallsTuneOnce) {
   b.expect_reference(op, "second thread");
 }
 
+// A call that only one config can run times nothing (its own counter); a config whose
+// requirement overflows for these inputs is ineligible, not the call's failure; a tuning key
+// that overflows leaves the call untuned (issue "Trust, second pass").
+TEST_F(TacticsGpu, OneEligibleConfigIsNotTimedAndOverflowsMakeConfigsIneligible) {
+  auto make = [&](const std::string& key) {
+    OpDecl d = parse_op_json(R"J({"op": "t::single", "kernel_name": "pick<B>",
+      "kernel_source": "template <int B> __global__ void pick(const float* x, float* y, long long n) { long long i = (long long)blockIdx.x * B + threadIdx.x; if (i < n) y[i] = x[i] * B; }",
+      "inputs": [{"name": "x", "dtype": "float32"}],
+      "outputs": [{"name": "y", "shape": {"same_as": "x"}}],
+      "params": ["x", "y", {"expr": "numel(x)", "int64": true}],
+      "geometry": {"custom": {"grid": ["cdiv(numel(x), B)"], "block": ["B"]}},
+      "tunables": ["B"],
+      "configs": [{"B": 64, "requires": ["numel(x) * 4611686018427387904 > 0"]},
+                  {"B": 128, "requires": ["numel(x) < 0"]},
+                  {"B": 256},
+                  {"B": 512, "requires": ["numel(x) >= 5000"]}])J" +
+                                 key + "}",
+                             "", "single.json");
+    return KernelOp(compile(derive_plan(d)), options(false));
+  };
+  KernelOp op = make("");
+  const std::int64_t n = 1000;
+  std::vector<float> host(n, 1.0f), got(n);
+  DeviceBuffer x(n * 4), y(n * 4);
+  x.upload(host.data(), n * 4);
+  std::vector<TensorView> in = {TensorView{x.get(), DType::Float32, {n}, {}, 0}};
+  std::vector<TensorView> out = {TensorView{y.get(), DType::Float32, {n}, {}, 0}};
+  for (int i = 0; i < 3; ++i) op.launch(in, {}, out, nullptr);  // 1000 * 2^62 overflows: only B=256
+  EXPECT_EQ(op.last_tactic(), 2);
+  EXPECT_EQ(op.tuning_stats().single, 3u);
+  EXPECT_EQ(op.tuning_stats().timed_runs, 0u);
+  EXPECT_EQ(op.tuning_stats().tunings, 0u);
+  y.download(got.data(), n * 4);
+  EXPECT_EQ(got[n - 1], 256.0f);
+  // Pinned to the overflowing config: refused by name, saying why.
+  op.pin_tactic(0);
+  try {
+    op.launch(in, {}, out, nullptr);
+    ADD_FAILURE() << "tactic 0 cannot be evaluated";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("tactic 0 (B=64) is pinned but cannot run these inputs: it "
+                               "requires 'numel(x) * 4611686018427387904 > 0', which cannot be "
+                               "evaluated for these inputs"),
+              std::string::npos)
+        << e.what();
+  }
+  // Two eligible (B=256, B=512) and a key that overflows: the first eligible runs, untuned.
+  KernelOp keyed = make(R"J(, "tuning_key": ["numel(x) * 4611686018427387904"])J");
+  const std::int64_t big = 8192;
+  DeviceBuffer bx(big * 4), by(big * 4);
+  std::vector<float> ones(big, 1.0f);
+  bx.upload(ones.data(), big * 4);
+  std::vector<TensorView> bin = {TensorView{bx.get(), DType::Float32, {big}, {}, 0}};
+  std::vector<TensorView> bout = {TensorView{by.get(), DType::Float32, {big}, {}, 0}};
+  keyed.launch(bin, {}, bout, nullptr);
+  EXPECT_EQ(keyed.last_tactic(), 2);
+  EXPECT_EQ(keyed.tuning_stats().defaults, 1u);
+  EXPECT_EQ(keyed.tuning_stats().timed_runs, 0u);
+}
+
 }  // namespace
 }  // namespace kernelop

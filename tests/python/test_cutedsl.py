@@ -311,7 +311,8 @@ class Refusals(unittest.TestCase):
                      "(its Constexpr parameters: TILE_N)", ko.record_plugin,
                      ko.cutedsl(ck.axpy, configs=[{"BLOCK": 3}]))
         expect_error(self, TypeError, "configs[0]['TILE_N'] is 'x'", ko.cutedsl, ck.axpy, [{"TILE_N": "x"}])
-        expect_error(self, ValueError, "arch must be 'sm_NN' or 'sm_NNa'", ko.cutedsl, ck.axpy, None, "compute_90")
+        expect_error(self, ValueError, "kernelop.cutedsl: architecture 'compute_90' is invalid for the CuTe DSL "
+                     "(arch[0]); expected 'sm_NN' or 'sm_NNa'", ko.cutedsl, ck.axpy, None, "compute_90")
         expect_error(self, TypeError, "expected kernelop.triton(...) or kernelop.cutedsl(...)", ko.record_plugin,
                      [ko.cutedsl(ck.axpy), "x"])
 

@@ -171,10 +171,17 @@ class Recording(unittest.TestCase):
     def test_every_condition_on_the_sizes_is_a_requirement(self):
         def plus(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
             assert y.shape[0] == x.shape[0] + 1
-            return tk.vector_add(x, x)
-        r = ko.record_plugin(ko.triton(plus, [{"BLOCK_SIZE": 128}]), op_name="kop_tt_rec::plus",
-                             example_inputs=(meta_tensor(4), meta_tensor(5)))
+            z = torch.empty_like(x)
+            copy_kernel[(triton.cdiv(x.shape[0], 128),)](x, z, x.shape[0], BLOCK=128)
+            return z
+        r = record(plus, example_inputs=(meta_tensor(4), meta_tensor(5)))
         self.assertIn("dim(y, 0) == dim(x, 0) + 1", r.doc["requires"])
+
+        # A spec kernelop refuses (the kernel gets x twice) is refused as it is recorded, before any compilation.
+        def twice(x: torch.Tensor) -> torch.Tensor:
+            return tk.vector_add(x, x)
+        expect_error(self, ValueError, "op kop_tt_rec::twice: params[1]: 'x' is passed twice", ko.record_plugin,
+                     ko.triton(twice, [{"BLOCK_SIZE": 128}]), op_name="kop_tt_rec::twice")
 
         def head(x: torch.Tensor, n: int) -> torch.Tensor:
             torch._check(n <= x.shape[0])
@@ -291,7 +298,8 @@ class Refusals(unittest.TestCase):
             y = torch.empty_like(x)
             copy_kernel[(int(x.sum().item()),)](x, y, x.numel(), BLOCK=128)
             return y
-        expect_error(self, ValueError, "launch_fn raised", record, data_grid)
+        msg = expect_error(self, ValueError, "launch_fn needs the value of", record, data_grid)
+        self.assertIn("which depends on a tensor's data", msg)
 
         def host_math(x: torch.Tensor) -> torch.Tensor:
             y = torch.empty_like(x)

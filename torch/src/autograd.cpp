@@ -9,6 +9,8 @@
 #include <torch/csrc/autograd/saved_variable.h>
 #include <torch/library.h>
 
+#include <optional>
+
 #include "registration.hpp"
 
 namespace kernelop::torch_ops::impl {
@@ -21,7 +23,10 @@ using Kind = BackwardLink::Source::Kind;
 // What one registration's Autograd kernel and graph nodes share.
 struct AutogradInfo {
   std::string op_name;
-  std::string backward_name;  // looked up per backward call: a graph may outlive a registration
+  // The backward's registration and handle, kept by every graph node: a graph may outlive the
+  // registration (then its backward call fails cleanly), never calls a successor of the name.
+  std::shared_ptr<Registration::State> backward;
+  std::optional<c10::OperatorHandle> backward_handle;
   BackwardLink link;
   // Per backward input (link.sources): ForwardInput / ForwardOutput, its index in the node's
   // saved values; Grad, the node input (the gradient's position among grad_outputs).
@@ -64,10 +69,18 @@ class KernelopBackward final : public torch::autograd::Node {
         stack.emplace_back(saved_[k].tensor.unpack(self));
       }
     }
-    auto backward = c10::Dispatcher::singleton().findOp({a.backward_name, ""});
-    TORCH_CHECK(backward.has_value(), "op ", a.op_name, ": its backward ", a.backward_name,
-                " is no longer registered (unregistered while a graph that needs it was alive)");
-    backward->callBoxed(stack);
+    std::optional<CallScope> scope;
+    try {
+      scope.emplace(*a.backward);
+    } catch (const Error&) {
+      TORCH_CHECK(false, "op ", a.op_name, ": its backward ", a.backward->op.plan().op_name,
+                  " is no longer registered (unregistered while a graph that needs it was "
+                  "alive); run backward before unregistering the op");
+    }
+    a.backward_handle->callBoxed(stack);
+    TORCH_CHECK(stack.size() == a.link.grad_of.size(), "op ", a.op_name, ": its backward ",
+                a.backward->op.plan().op_name, " returned ", stack.size(), " value(s); expected ",
+                a.link.grad_of.size());
     variable_list out(a.link.differentiable.size());
     for (std::size_t j = 0; j < a.link.grad_of.size(); ++j)
       out[static_cast<std::size_t>(a.link.grad_of[j])] = stack[j].toTensor();
@@ -87,11 +100,24 @@ class KernelopBackward final : public torch::autograd::Node {
   std::shared_ptr<const AutogradInfo> info_;
 };
 
+// Enters a call of `state` (Note [registration lifetime]), as a torch error when it is gone.
+std::optional<CallScope> enter(Registration::State& state) {
+  std::optional<CallScope> scope;
+  try {
+    scope.emplace(state);
+  } catch (const Error& e) {
+    rethrow_as_torch(e);
+  }
+  return scope;
+}
+
 class AutogradKernel final : public c10::OperatorKernel {
  public:
-  explicit AutogradKernel(std::shared_ptr<const AutogradInfo> info) : info_(std::move(info)) {}
+  AutogradKernel(Registration::State* state, std::shared_ptr<const AutogradInfo> info)
+      : state_(state), info_(std::move(info)) {}
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+    auto scope = enter(*state_);
     const AutogradInfo& a = *info_;
     bool needed = false;
     if (at::GradMode::is_enabled()) {
@@ -144,6 +170,7 @@ class AutogradKernel final : public c10::OperatorKernel {
   }
 
  private:
+  Registration::State* state_;
   std::shared_ptr<const AutogradInfo> info_;
 };
 
@@ -152,10 +179,11 @@ class AutogradKernel final : public c10::OperatorKernel {
 // which would only warn and give no gradient).
 class OnceDifferentiableKernel final : public c10::OperatorKernel {
  public:
-  OnceDifferentiableKernel(std::size_t num_inputs, std::string message)
-      : num_inputs_(num_inputs), message_(std::move(message)) {}
+  OnceDifferentiableKernel(Registration::State* state, std::size_t num_inputs, std::string message)
+      : state_(state), num_inputs_(num_inputs), message_(std::move(message)) {}
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+    auto scope = enter(*state_);
     // Inside a backward pass (grad mode off, the usual case) nothing is collected: only the call.
     variable_list inputs;
     bool needed = false;
@@ -180,25 +208,32 @@ class OnceDifferentiableKernel final : public c10::OperatorKernel {
   }
 
  private:
+  Registration::State* state_;
   std::size_t num_inputs_;
   std::string message_;
 };
 
 }  // namespace
 
-torch::CppFunction make_once_differentiable_kernel(const OpPlan& backward,
+torch::CppFunction make_once_differentiable_kernel(Registration::State* state,
+                                                   const OpPlan& backward,
                                                    const std::string& forward) {
   return torch::CppFunction::makeFromBoxedFunctor(std::make_unique<OnceDifferentiableKernel>(
-      backward.input_order.size(),
+      state, backward.input_order.size(),
       "op " + backward.op_name + " is the backward of " + forward +
           " and declares no backward of its own: to differentiate " + forward +
           " twice (create_graph=True, gradgradcheck), give its backward a \"backward\""));
 }
 
-torch::CppFunction make_autograd_kernel(const OpPlan& forward, const OpPlan& backward) {
+torch::CppFunction make_autograd_kernel(Registration::State* state, const OpPlan& forward,
+                                        std::shared_ptr<Registration::State> backward_state) {
+  const OpPlan& backward = backward_state->op.plan();
   auto info = std::make_shared<AutogradInfo>();
   info->op_name = forward.op_name;
-  info->backward_name = backward.op_name;
+  info->backward_handle = c10::Dispatcher::singleton().findOp({backward.op_name, ""});
+  KERNELOP_INTERNAL_CHECK(info->backward_handle.has_value())
+      << "(the backward " << backward.op_name << " of " << forward.op_name
+      << " is not in the dispatcher)";
   info->link = link_backward(forward, backward);
   info->num_inputs = forward.input_order.size();
   info->num_outputs = forward.outputs.size();
@@ -227,7 +262,8 @@ torch::CppFunction make_autograd_kernel(const OpPlan& forward, const OpPlan& bac
         break;
     }
   }
-  return torch::CppFunction::makeFromBoxedFunctor(std::make_unique<AutogradKernel>(info));
+  info->backward = std::move(backward_state);
+  return torch::CppFunction::makeFromBoxedFunctor(std::make_unique<AutogradKernel>(state, info));
 }
 
 }  // namespace kernelop::torch_ops::impl

@@ -1,6 +1,7 @@
 // The dispatcher kernels of a kernelop op: CUDA (checks, allocates, launches on the current
 // stream), Meta (the same checks and the one shape evaluator on symbolic sizes), CPU (a clear
 // error).
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 #include <ATen/ops/empty.h>
@@ -98,6 +99,25 @@ struct Call {
                       "with the kernel taking its strides)");
           if (make_contiguous) t = t.contiguous();
         }
+        // A written view whose elements may overlap is refused on meta tensors too (the launch
+        // refuses it: TensorView::may_overlap).
+        if (ts.mutated && ts.strided) {
+          bool overlap = false;
+          if (t.unsafeGetTensorImpl()->has_symbolic_sizes_strides()) {
+            overlap = at::has_internal_overlap(t) == at::MemOverlap::Yes;
+          } else {
+            TensorView view;
+            view.shape = Shape(std::span<const std::int64_t>(t.sizes().data(), t.sizes().size()));
+            view.strides =
+                Shape(std::span<const std::int64_t>(t.strides().data(), t.strides().size()));
+            overlap = view.may_overlap();
+          }
+          TORCH_CHECK(!overlap, "op ", p.op_name, ": input '", name,
+                      "' is written in place but its elements may overlap (shape ", t.sym_sizes(),
+                      ", strides ", t.sym_strides(),
+                      ": an expand()ed or otherwise self-overlapping view); pass a tensor whose "
+                      "elements are distinct, e.g. its .clone()");
+        }
         tensors.push_back(std::move(t));
       } else {
         const ScalarSlot& s = p.scalars[static_cast<std::size_t>(slot)];
@@ -167,12 +187,18 @@ struct Outputs {
 
 class CudaKernel final : public c10::OperatorKernel {
  public:
-  explicit CudaKernel(const Registration::State* state) : state_(state) {}
+  explicit CudaKernel(Registration::State* state) : state_(state) {}
 
   void operator()(const c10::OperatorHandle& handle, c10::DispatchKeySet,
                   torch::jit::Stack* stack) {
     const KernelOp& op = state_->op;
     const OpPlan& p = op.plan();
+    std::optional<CallScope> scope;
+    try {
+      scope.emplace(*state_);
+    } catch (const Error& e) {
+      rethrow_as_torch(e);
+    }
     Call call(p, stack, true);
     for (std::size_t i = 0; i < call.tensors.size(); ++i) {
       TORCH_CHECK(call.tensors[i].is_cuda(), "op ", p.op_name, ": input '", p.tensors[i].name,
@@ -233,7 +259,7 @@ class CudaKernel final : public c10::OperatorKernel {
     }
   }
 
-  const Registration::State* state_;
+  Registration::State* state_;
 };
 
 c10::SymBool sym_compare(const c10::SymInt& a, ExprOp op, const c10::SymInt& b) {
@@ -326,11 +352,17 @@ struct MetaSizes {
 
 class MetaKernel final : public c10::OperatorKernel {
  public:
-  explicit MetaKernel(const Registration::State* state) : state_(state) {}
+  explicit MetaKernel(Registration::State* state) : state_(state) {}
 
   void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack* stack) {
     const KernelOp& op = state_->op;
     const OpPlan& p = op.plan();
+    std::optional<CallScope> scope;
+    try {
+      scope.emplace(*state_);
+    } catch (const Error& e) {
+      rethrow_as_torch(e);
+    }
     Call call(p, stack, false);
     try {
       MetaSizes sizes{call};
@@ -346,12 +378,13 @@ class MetaKernel final : public c10::OperatorKernel {
         // A guard (or, in export, a runtime assertion) when the sizes are symbolic.
         const Expr& c = r.condition;
         if (is_comparison(c.op())) {
-          c10::SymInt a = env.eval(c.lhs()), b = env.eval(c.rhs());
+          c10::SymInt a = env.eval_requirement(c.lhs(), r.text);
+          c10::SymInt b = env.eval_requirement(c.rhs(), r.text);
           TORCH_SYM_CHECK(comparison_guard(c, a, b), "op ", p.op_name,
                           ": the inputs break the requirement '", r.text, "': ", a, " ",
                           comparison_text(c.op()), " ", b, " is false");
         } else {
-          TORCH_SYM_CHECK(env.eval(c).sym_ne(0), "op ", p.op_name,
+          TORCH_SYM_CHECK(env.eval_requirement(c, r.text).sym_ne(0), "op ", p.op_name,
                           ": the inputs break the requirement '", r.text, "'");
         }
       }
@@ -370,13 +403,13 @@ class MetaKernel final : public c10::OperatorKernel {
   }
 
  private:
-  const Registration::State* state_;
+  Registration::State* state_;
 };
 
 // Inputs on the CPU get a message that says what to do, not "could not run on the CPU backend".
 class CpuKernel final : public c10::OperatorKernel {
  public:
-  explicit CpuKernel(const Registration::State* state) : state_(state) {}
+  explicit CpuKernel(Registration::State* state) : state_(state) {}
   void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack*) {
     TORCH_CHECK(
         false, "op ", state_->op.plan().op_name,
@@ -384,18 +417,18 @@ class CpuKernel final : public c10::OperatorKernel {
   }
 
  private:
-  const Registration::State* state_;
+  Registration::State* state_;
 };
 
 }  // namespace
 
-torch::CppFunction make_cuda_kernel(const Registration::State* state) {
+torch::CppFunction make_cuda_kernel(Registration::State* state) {
   return torch::CppFunction::makeFromBoxedFunctor(std::make_unique<CudaKernel>(state));
 }
-torch::CppFunction make_meta_kernel(const Registration::State* state) {
+torch::CppFunction make_meta_kernel(Registration::State* state) {
   return torch::CppFunction::makeFromBoxedFunctor(std::make_unique<MetaKernel>(state));
 }
-torch::CppFunction make_cpu_kernel(const Registration::State* state) {
+torch::CppFunction make_cpu_kernel(Registration::State* state) {
   return torch::CppFunction::makeFromBoxedFunctor(std::make_unique<CpuKernel>(state));
 }
 

@@ -5,6 +5,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -12,14 +13,23 @@
 
 namespace kernelop::torch_ops {
 
+// Note [registration lifetime]: a registration's kernels, the fast Python entry and saved
+// backward nodes enter a call through a CallScope (calls_ counts them). unregister_op() marks the
+// state retired, so that later calls fail with a clean error, waits until the calls in flight
+// have left, and only then removes the kernels from the dispatcher. The state itself is shared:
+// a backward node or a Python entry keeps the state it was made for, never a successor of the
+// same name.
 struct Registration::State {
+  State(KernelOp o, std::string print) : op(std::move(o)), fingerprint(std::move(print)) {}
   KernelOp op;
   std::string schema;       // qualified
   std::string fingerprint;  // schema + spec + options: what "identical" means
   std::unique_ptr<torch::Library> library;
-  std::shared_ptr<void> owned;  // Registration::keep_alive; guarded by the registry's mutex
-  std::string backward_op;      // the op computing this one's gradients, if any
-  std::uint64_t id = 0;         // registration_id()
+  std::shared_ptr<void> owned;         // Registration::keep_alive; guarded by the registry's mutex
+  std::string backward_op;             // the op computing this one's gradients, if any
+  std::uint64_t id = 0;                // registration_id()
+  std::atomic<std::int64_t> calls{0};  // CallScopes alive
+  std::atomic<bool> retired{false};    // unregistered: no new call enters
 };
 
 namespace impl {
@@ -29,14 +39,16 @@ c10::ScalarType to_torch(DType d);
 [[noreturn]] void rethrow_as_torch(const Error& e);
 
 /// The boxed kernels of one registration, for the CUDA, Meta and CPU keys.
-torch::CppFunction make_cuda_kernel(const Registration::State* state);
-torch::CppFunction make_meta_kernel(const Registration::State* state);
-torch::CppFunction make_cpu_kernel(const Registration::State* state);
-/// The Autograd kernel of `forward`, whose backward is the registered op of plan `backward`
-/// (autograd.cpp).
-torch::CppFunction make_autograd_kernel(const OpPlan& forward, const OpPlan& backward);
+torch::CppFunction make_cuda_kernel(Registration::State* state);
+torch::CppFunction make_meta_kernel(Registration::State* state);
+torch::CppFunction make_cpu_kernel(Registration::State* state);
+/// The Autograd kernel of `forward` (registration `state`), whose backward is the registered op
+/// `backward` (autograd.cpp); its graph nodes keep that registration.
+torch::CppFunction make_autograd_kernel(Registration::State* state, const OpPlan& forward,
+                                        std::shared_ptr<Registration::State> backward);
 /// The Autograd kernel of a backward op that has no backward of its own (autograd.cpp).
-torch::CppFunction make_once_differentiable_kernel(const OpPlan& backward,
+torch::CppFunction make_once_differentiable_kernel(Registration::State* state,
+                                                   const OpPlan& backward,
                                                    const std::string& forward);
 
 }  // namespace impl

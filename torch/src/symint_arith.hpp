@@ -29,12 +29,16 @@ struct ExprArith<c10::SymInt> {
         return a - b;
       case ExprOp::Mul:
         return a * b;
+      // The int64 evaluator's semantics (Note [one evaluator semantics] in expr.hpp): floor
+      // division and a modulo with the divisor's sign, an exact ceiling, and a zero divisor
+      // refused (a symbolic one guards on being nonzero).
       case ExprOp::FloorDiv:
-        return a / b;  // floor division on symbolic sizes
       case ExprOp::CeilDiv:
-        return (a + b - 1) / b;
       case ExprOp::Mod:
-        return a % b;
+        if (!truthy(b)) (void)ExprArith<std::int64_t>::apply(op, 0, 0, where);  // throws
+        if (op == ExprOp::FloorDiv) return a / b;  // floor division on symbolic sizes
+        if (op == ExprOp::Mod) return a % b;
+        return c10::SymInt(0) - (c10::SymInt(0) - a) / b;  // ceil(a / b) = -floor(-a / b)
       case ExprOp::Min:
         return a.min(b);
       case ExprOp::Max:

@@ -4,8 +4,12 @@
 #include <torch/library.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <map>
 #include <mutex>
+#include <set>
+#include <thread>
 
 #include "kernelop/spec_json.hpp"
 #include "kernelop/torch.hpp"
@@ -77,6 +81,10 @@ void check_schema(const OpPlan& p, const std::string& text) {
 
 std::atomic<std::uint64_t> generation{0};
 
+// The registrations this thread is inside a call of (CallScopes, innermost last): an
+// unregistration from inside one would wait for itself.
+thread_local c10::SmallVector<const Registration::State*, 4> entered;
+
 std::mutex& registry_mutex() {
   static std::mutex m;
   return m;
@@ -87,7 +95,55 @@ std::map<std::string, std::shared_ptr<Registration::State>>& registry() {
   return *r;
 }
 
+// Names whose unregistration waits for calls in flight; registering one again waits for it.
+std::set<std::string>& draining() {
+  static auto* d = new std::set<std::string>();  // lives to exit, as the registry
+  return *d;
+}
+std::condition_variable& drained() {
+  static auto* c = new std::condition_variable();
+  return *c;
+}
+
 }  // namespace
+
+CallScope::CallScope(Registration::State& state) : state_(&state) {
+  // Sequentially consistent, as unregister_op's store to retired and load of calls: either the
+  // unregistration sees this call, or this call sees the unregistration (Note [registration
+  // lifetime]).
+  state.calls.fetch_add(1);
+  if (state.retired.load()) {
+    state.calls.fetch_sub(1);
+    state_ = nullptr;
+    KERNELOP_FAIL(Spec) << "op " << state.op.plan().op_name
+                        << " is no longer registered (it was unregistered); register it again "
+                           "and call the new registration";
+  }
+  entered.push_back(state_);
+}
+
+CallScope::~CallScope() {
+  if (state_ == nullptr) return;
+  // Scopes end in reverse order on a thread, but a moved scope may end elsewhere: remove the
+  // innermost entry of this state.
+  for (auto it = entered.rbegin(); it != entered.rend(); ++it) {
+    if (*it == state_) {
+      entered.erase(std::next(it).base());
+      break;
+    }
+  }
+  state_->calls.fetch_sub(1);
+}
+
+CallScope Registration::enter() const {
+  return CallScope(*state_);
+}
+std::uint64_t Registration::id() const {
+  return state_->id;
+}
+bool Registration::current() const {
+  return !state_->retired.load();
+}
 
 const OpPlan& Registration::plan() const {
   return state_->op.plan();
@@ -137,7 +193,7 @@ Registration register_op(KernelOp op, const RegisterOptions& options) {
                         << "' is not a valid PyTorch schema: " << e.what();
   }
   // The backward: given exactly when the spec declares one, and the op derived from it.
-  std::optional<OpPlan> backward_plan;
+  std::shared_ptr<Registration::State> backward_state;
   if (!p.spec.backward.empty() || !options.backward_op.empty()) {
     if (p.spec.backward.empty()) {
       KERNELOP_FAIL(Spec) << "op " << p.op_name << ": a backward op ('" << options.backward_op
@@ -158,10 +214,11 @@ Registration register_op(KernelOp op, const RegisterOptions& options) {
                           << (it == registry().end() ? "not registered through kernelop"
                                                      : "registered with another spec");
     }
-    backward_plan = it->second->op.plan();
+    backward_state = it->second;
   }
   std::string print = fingerprint(op, options, schema_text);
-  std::lock_guard lock(registry_mutex());
+  std::unique_lock lock(registry_mutex());
+  drained().wait(lock, [&] { return draining().count(p.op_name) == 0; });
   if (auto it = registry().find(p.op_name); it != registry().end()) {
     if (it->second->fingerprint == print) return Registration(it->second, false);
     KERNELOP_FAIL(Spec) << "op " << p.op_name << " is already registered by kernelop as '"
@@ -170,8 +227,7 @@ Registration register_op(KernelOp op, const RegisterOptions& options) {
                            "registration gives '"
                         << p.op_name << schema_text << "'. Use another name, or the same arguments";
   }
-  auto state = std::make_shared<Registration::State>(
-      Registration::State{std::move(op), {}, std::move(print), {}, {}, {}, 0});
+  auto state = std::make_shared<Registration::State>(std::move(op), std::move(print));
   const OpPlan& plan = state->op.plan();
   state->schema = plan.op_name + schema_text;
   // Built in a local object: if any step throws, its destructor undoes the steps before it.
@@ -190,14 +246,15 @@ Registration register_op(KernelOp op, const RegisterOptions& options) {
     }
     library->impl(plan.name.c_str(),
                   torch::dispatch(c10::DispatchKey::CPU, impl::make_cpu_kernel(state.get())));
-    if (backward_plan) {
+    if (backward_state) {
       library->impl(plan.name.c_str(),
                     torch::dispatch(c10::DispatchKey::Autograd,
-                                    impl::make_autograd_kernel(plan, *backward_plan)));
+                                    impl::make_autograd_kernel(state.get(), plan, backward_state)));
     } else if (!options.backward_of.empty()) {
-      library->impl(plan.name.c_str(), torch::dispatch(c10::DispatchKey::Autograd,
-                                                       impl::make_once_differentiable_kernel(
-                                                           plan, options.backward_of)));
+      library->impl(
+          plan.name.c_str(),
+          torch::dispatch(c10::DispatchKey::Autograd, impl::make_once_differentiable_kernel(
+                                                          state.get(), plan, options.backward_of)));
     }
   } catch (const c10::Error& e) {
     std::string existing;
@@ -263,20 +320,45 @@ void Registration::keep_alive(std::shared_ptr<void> owner) const {
 }
 
 void unregister_op(const std::string& op_name) {
-  std::shared_ptr<void> owned;  // released outside the lock, after the kernels are gone
-  std::lock_guard lock(registry_mutex());
-  auto it = registry().find(op_name);
-  if (it == registry().end()) return;
-  for (const auto& [name, state] : registry()) {
-    if (state->backward_op == op_name) {
-      KERNELOP_FAIL(Spec) << "op " << op_name << " is the backward of " << name
-                          << ", which is registered: unregister " << name << " first";
+  std::shared_ptr<Registration::State> state;
+  {
+    std::lock_guard lock(registry_mutex());
+    auto it = registry().find(op_name);
+    if (it == registry().end()) return;
+    for (const auto& [name, other] : registry()) {
+      if (other->backward_op == op_name) {
+        KERNELOP_FAIL(Spec) << "op " << op_name << " is the backward of " << name
+                            << ", which is registered: unregister " << name << " first";
+      }
+    }
+    state = it->second;
+    if (std::find(entered.begin(), entered.end(), state.get()) != entered.end()) {
+      KERNELOP_FAIL(Spec) << "op " << op_name
+                          << " cannot be unregistered from inside a call of it (e.g. from its "
+                             "meta_fn or eager_fn): unregister it after the call returns";
+    }
+    // No new call enters from here on; registering the name again waits (draining) until the
+    // dispatcher has forgotten this registration.
+    state->retired.store(true);
+    generation.fetch_add(1, std::memory_order_release);  // entries made for it look again
+    registry().erase(it);
+    draining().insert(op_name);
+  }
+  // Calls in flight finish first (Note [registration lifetime]); without the registry's mutex,
+  // which they may take (an eager_fn looking up a registration).
+  for (int spins = 0; state->calls.load() != 0; ++spins) {
+    if (spins < 64) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
-  generation.fetch_add(1, std::memory_order_release);  // before the handle dangles
-  it->second->library.reset();                         // deregisters the schema and kernels
-  owned = std::move(it->second->owned);
-  registry().erase(it);
+  std::shared_ptr<void> owned;  // released outside the lock, after the kernels are gone
+  std::lock_guard lock(registry_mutex());
+  state->library.reset();  // deregisters the schema and kernels
+  owned = std::move(state->owned);
+  draining().erase(op_name);
+  drained().notify_all();
 }
 
 Registration find_registration(const std::string& op_name) {

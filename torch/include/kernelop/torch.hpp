@@ -13,10 +13,13 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "kernelop/runtime.hpp"
 
 namespace kernelop::torch_ops {
+
+class CallScope;
 
 /// A registered op (kept alive by the registry; copies share it).
 class Registration {
@@ -31,6 +34,14 @@ class Registration {
   /// Ties `owner` (e.g. the caller's own kernels for the parts kernelop does not register) to
   /// the registration: released when the op is unregistered, or with the last handle.
   void keep_alive(std::shared_ptr<void> owner) const;
+  /// Marks a call of this registration in flight until the scope ends (Note [registration
+  /// lifetime]): unregister_op() waits for it. Throws Error(Spec) naming the op once the
+  /// registration was unregistered.
+  [[nodiscard]] CallScope enter() const;
+  /// The identity of this registration (registration_id() while it is the current one).
+  std::uint64_t id() const;
+  /// False once the op was unregistered (it may since have been registered again).
+  bool current() const;
 
   struct State;
   Registration(std::shared_ptr<State> state, bool created)
@@ -39,6 +50,19 @@ class Registration {
  private:
   std::shared_ptr<State> state_;
   bool created_ = false;
+};
+
+/// A call of a registration in flight (Registration::enter()); move-only.
+class CallScope {
+ public:
+  explicit CallScope(Registration::State& state);
+  CallScope(CallScope&& other) noexcept : state_(std::exchange(other.state_, nullptr)) {}
+  CallScope& operator=(CallScope&&) = delete;
+  CallScope(const CallScope&) = delete;
+  ~CallScope();
+
+ private:
+  Registration::State* state_;
 };
 
 /// What register_op() registers. The override path (cuda_kernel_op's meta_fn / eager_fn /
@@ -81,7 +105,10 @@ Registration register_with_backward(KernelOp op, const RegisterOptions& options,
 /// Removes a registration made through kernelop, with its schema and kernels, from the
 /// dispatcher (the override path's rollback when registering the caller's functions fails).
 /// Registration objects still held stay valid but the op is gone. No-op for unknown names.
-/// Throws Error(Spec) for the backward of a registered op (unregister that op first).
+/// Waits for the calls in flight (Note [registration lifetime]); later calls through kernelop's
+/// kernels, the fast Python entry or a saved backward fail with an error naming the op.
+/// Throws Error(Spec) for the backward of a registered op (unregister that op first) and when
+/// called from inside a call of the op itself (it would wait for itself).
 void unregister_op(const std::string& op_name);
 
 /// True when an op of this name was registered through kernelop in this process.
