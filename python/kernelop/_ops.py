@@ -33,8 +33,12 @@ def _op_object(op_name: str) -> Any:
     namespace = getattr(torch.ops, ns)
     registration = _kernelop.registration_id(op_name)
     cached = namespace.__dict__.get(name)
-    if cached is not None and getattr(cached, "_kernelop_registration", None) != registration:
-        _drop_packet(op_name)  # made for an earlier registration (or not by kernelop): made afresh
+    if cached is not None and getattr(cached, "_kernelop_registration", registration) != registration:
+        _drop_packet(op_name)  # kernelop made it for an earlier registration: made afresh
+    # A packet PyTorch made meanwhile (another thread looked the op up between its registration and
+    # now) is this registration's: it gets the entry too, never left calling without one (Note
+    # [registration lifetime]: a call through the entry holds the registration; one through
+    # PyTorch's own entry does not, and an unregistration would free what it reads).
     packet = getattr(namespace, name)
     packet._kernelop_registration = registration
     _install_fast_entry(op_name, packet)

@@ -14,6 +14,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 import unittest
 
 import torch
@@ -196,8 +197,10 @@ class Meta(unittest.TestCase):
         stop = time.monotonic() + float(os.environ.get("KERNELOP_STRESS_SECONDS", "4"))
         errors, counts = [], {"ok": 0, "refused": 0, "cycles": 0}
         lock = threading.Lock()
+        # The last: a torch.ops packet PyTorch cached outside kernelop's entry, racing with the registration, once
+        # its op is unregistered (Note [operator anchors] in torch_ops.cpp): an error, never freed memory.
         allowed = ("is no longer registered", "was registered again after this torch.ops object was made",
-                   "no op kop_hostile::churn", "has no attribute 'churn'")
+                   "no op kop_hostile::churn", "has no attribute 'churn'", "Tried to access the schema for")
 
         def caller(seed):
             rng = random.Random(seed)
@@ -208,8 +211,8 @@ class Meta(unittest.TestCase):
                     for _ in range(20):
                         y = op(x, 3) if rng.random() < 0.8 else op(x, k=3)  # the fast entry, and PyTorch's
                         assert y.shape == x.shape
-                    with lock:
-                        counts["ok"] += 1
+                        with lock:
+                            counts["ok"] += 1
                 except Exception as e:  # noqa: BLE001 - classified below
                     with lock:
                         if any(a in str(e) for a in allowed):
@@ -223,6 +226,7 @@ class Meta(unittest.TestCase):
                 ko.register_spec_file(path, archs=ARCHS)
                 with lock:
                     counts["cycles"] += 1
+                time.sleep(0.002)  # the callers get through between cycles too
 
         threads = [threading.Thread(target=caller, args=(i,)) for i in range(4)] + [threading.Thread(target=churn)]
         for t in threads:
@@ -232,7 +236,7 @@ class Meta(unittest.TestCase):
         self.assertFalse(any(t.is_alive() for t in threads), "a thread hangs")
         self.assertEqual(errors[:3], [])
         self.assertGreater(counts["cycles"], 10, counts)
-        self.assertGreater(counts["ok"], 10, counts)
+        self.assertGreater(counts["ok"], 100, counts)
 
     def test_no_leak_report_at_exit_for_documented_usage(self):
         """A script that keeps a Kernel, a torch.ops packet and a registration at module level ends quietly."""
@@ -274,7 +278,7 @@ class Cuda(unittest.TestCase):
         errors, counts = [], {"ok": 0, "cycles": 0}
         lock = threading.Lock()
         allowed = ("is no longer registered", "was registered again after this torch.ops object was made",
-                   "has no attribute 'churn_gpu'")
+                   "has no attribute 'churn_gpu'", "Tried to access the schema for")
 
         def caller(seed):
             x = torch.full((1000 + seed,), 2.0, device="cuda")
@@ -284,12 +288,13 @@ class Cuda(unittest.TestCase):
                     for _ in range(20):
                         y = op(x, 3)
                         torch.testing.assert_close(y, x + 3)
-                    with lock:
-                        counts["ok"] += 1
+                        with lock:
+                            counts["ok"] += 1
                 except Exception as e:  # noqa: BLE001 - classified below
                     if not any(a in str(e) for a in allowed):
+                        detail = repr(getattr(e, "object", b"")[:400]) if isinstance(e, UnicodeError) else ""
                         with lock:
-                            errors.append(f"{type(e).__name__}: {e}")
+                            errors.append(f"{type(e).__name__}: {e} {detail}\n{traceback.format_exc()}")
 
         def churn():
             while time.monotonic() < stop:
@@ -297,6 +302,7 @@ class Cuda(unittest.TestCase):
                 ko.register_spec_file(path, archs=ARCHS)
                 with lock:
                     counts["cycles"] += 1
+                time.sleep(0.002)  # the callers get through between cycles too
 
         threads = [threading.Thread(target=caller, args=(i,)) for i in range(4)] + [threading.Thread(target=churn)]
         for t in threads:
@@ -305,8 +311,8 @@ class Cuda(unittest.TestCase):
             t.join(timeout=120)
         self.assertFalse(any(t.is_alive() for t in threads), "a thread hangs")
         self.assertEqual(errors[:3], [])
-        self.assertGreater(counts["cycles"], 5, counts)
-        self.assertGreater(counts["ok"], 5, counts)
+        self.assertGreater(counts["cycles"], 10, counts)
+        self.assertGreater(counts["ok"], 100, counts)
 
 
 if __name__ == "__main__":

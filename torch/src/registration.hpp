@@ -18,7 +18,11 @@ namespace kernelop::torch_ops {
 // state retired, so that later calls fail with a clean error, waits until the calls in flight
 // have left, and only then removes the kernels from the dispatcher. The state itself is shared:
 // a backward node or a Python entry keeps the state it was made for, never a successor of the
-// same name.
+// same name. Every Python call of a kernelop op goes through its fast entry, which holds a scope
+// around the whole dispatcher call (PyTorch's entry included), so the dispatcher's own lookup is
+// covered too; a C++ caller that calls through a dispatcher handle while another thread may
+// unregister the op holds Registration::enter() around the call (PyTorch's dispatcher itself
+// does not support deregistration concurrent with calls).
 struct Registration::State {
   State(KernelOp o, std::string print) : op(std::move(o)), fingerprint(std::move(print)) {}
   KernelOp op;

@@ -95,6 +95,25 @@ std::map<std::string, std::shared_ptr<Registration::State>>& registry() {
   return *r;
 }
 
+// Note [operator anchors]: PyTorch's Python objects for an op (a torch.ops packet, an overload's
+// `_op`) keep a dispatcher handle, a pointer to the op's entry, which PyTorch frees once no
+// library defines or implements the name. torch.ops caches packets without a lock, so a lookup
+// racing with a registration on another thread can keep such an object outside kernelop's fast
+// entry; after an unregistration its handle would dangle. Every name kernelop registers gets an
+// anchor for the process: a fallthrough kernel for a dispatch key no tensor of kernelop's carries
+// (PrivateUse3), which keeps the entry alive. A stale object then raises PyTorch's "Tried to
+// access the schema" error instead of reading freed memory, and works again once the name is
+// registered again.
+void anchor(const OpPlan& plan) {
+  static auto* anchors = new std::map<std::string, std::unique_ptr<torch::Library>>();  // to exit
+  if (anchors->count(plan.op_name)) return;
+  auto library = std::make_unique<torch::Library>(torch::Library::FRAGMENT, plan.ns, std::nullopt,
+                                                  __FILE__, __LINE__);
+  library->impl(plan.name.c_str(), torch::dispatch(c10::DispatchKey::PrivateUse3,
+                                                   torch::CppFunction::makeFallthrough()));
+  (*anchors)[plan.op_name] = std::move(library);
+}
+
 // Names whose unregistration waits for calls in flight; registering one again waits for it.
 std::set<std::string>& draining() {
   static auto* d = new std::set<std::string>();  // lives to exit, as the registry
@@ -234,8 +253,17 @@ Registration register_op(KernelOp op, const RegisterOptions& options) {
   auto library = std::make_unique<torch::Library>(torch::Library::FRAGMENT, plan.ns, std::nullopt,
                                                   __FILE__, __LINE__);
   try {
-    std::string definition = plan.name + schema_text;
-    library->def(definition.c_str());
+    // The kernels first and the schema last: an op becomes visible to lookups (torch.ops, a
+    // dispatcher handle) only with its def, so no call can find it half-registered, and the
+    // library's destructor removes the def first (Note [registration lifetime]). Kernels go
+    // only to an op kernelop defines: another library's op of this name is refused first.
+    if (auto h = c10::Dispatcher::singleton().findSchema({plan.op_name, ""}); h && h->hasSchema()) {
+      std::ostringstream s;
+      s << h->schema();
+      KERNELOP_FAIL(Spec) << "op " << plan.op_name
+                          << ": PyTorch refused the registration (already defined as '" << s.str()
+                          << "')";
+    }
     if (options.cuda_kernel) {
       library->impl(plan.name.c_str(),
                     torch::dispatch(c10::DispatchKey::CUDA, impl::make_cuda_kernel(state.get())));
@@ -256,6 +284,8 @@ Registration register_op(KernelOp op, const RegisterOptions& options) {
           torch::dispatch(c10::DispatchKey::Autograd, impl::make_once_differentiable_kernel(
                                                           state.get(), plan, options.backward_of)));
     }
+    std::string definition = plan.name + schema_text;
+    library->def(definition.c_str());
   } catch (const c10::Error& e) {
     std::string existing;
     if (auto h = c10::Dispatcher::singleton().findSchema({plan.op_name, ""}); h && h->hasSchema()) {
@@ -267,6 +297,13 @@ Registration register_op(KernelOp op, const RegisterOptions& options) {
     KERNELOP_FAIL(Spec) << "op " << plan.op_name << ": PyTorch refused the registration"
                         << (existing.empty() ? "" : " (already defined as '" + existing + "')")
                         << ": " << e.what_without_backtrace();
+  }
+  try {
+    anchor(plan);  // under the registry's mutex (Note [operator anchors])
+  } catch (const c10::Error& e) {
+    library.reset();
+    KERNELOP_FAIL(Spec) << "op " << plan.op_name
+                        << ": PyTorch refused the registration: " << e.what_without_backtrace();
   }
   state->library = std::move(library);
   state->backward_op = options.backward_op;
