@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 import torch
 
 from . import _llvm_host as H
-from ._symbolic import FloatProbe, Recorder, Unexpressible, canonical, shorten, uses_dims
+from ._symbolic import FloatProbe, Recorder, Unexpressible, canonical, check_config_values, shorten, uses_dims
 from ._triton import (BinaryTuple, RecordedPlugin, _count, _examples, _from_inputs, _inputs_json, _name_outputs,
                       _output_shapes, _outputs, _signature_inputs, _tensor_name, check_archs, check_configs,
                       intercepting, make_fakes, run_launch_fn, select_over_configs, validate_recorded)
@@ -261,15 +261,7 @@ def record(spec: CuteDslSpec, meta_impl: Optional[Callable], op_name: Optional[s
                              "cutlass.Constexpr parameter of (its Constexpr parameters: "
                              f"{shorten(', '.join(constexpr_params) or 'none', 300)})")
     tuned = [p for p in params if any(p in c for c in user_configs)]
-    for i, c in enumerate(user_configs):
-        missing = [k for k in tuned if k not in c and k not in constexprs]
-        if missing:
-            raise ValueError(f"{where}: configs[{i}] does not set {shorten(', '.join(missing))}")
-        kept = [k for k in tuned if k not in c and not hasattr(type(constexprs[k]), "__index__")]
-        if kept:
-            raise ValueError(f"{where}: configs[{i}] does not set '{shorten(kept[0])}', and the value launch_fn passes "
-                             f"for it, {shorten(repr(constexprs[kept[0]]))}, is not an int; set it in every config "
-                             "(config values are ints or bools)")
+    check_config_values(where, user_configs, tuned, constexprs)
     values = [{k: c.get(k, constexprs.get(k)) for k in tuned} for c in user_configs]
 
     shapes = _output_shapes(where, rec, outputs, out_names, meta_impl, fakes)

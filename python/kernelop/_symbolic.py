@@ -464,3 +464,17 @@ def trace_meta(where: str, inputs: Sequence[Tuple[str, str, Optional[torch.dtype
             return None, f"output {i}'s dtype follows the inputs in a way a spec cannot state"
         declared.append(entry)
     return declared, ""
+
+
+def check_config_values(where: str, user_configs: Sequence[Dict[str, Any]], tuned: Sequence[str],
+                        constexprs: Dict[str, Any]) -> None:
+    """Every config sets every tuned constexpr, or the launch passes an int for it (the DSL recorders' one rule)."""
+    for i, c in enumerate(user_configs):
+        missing = [k for k in tuned if k not in c and constexprs.get(k) is None]
+        if missing:
+            raise ValueError(f"{where}: configs[{i}] does not set {shorten(', '.join(missing))}")
+        kept = [k for k in tuned if k not in c and not hasattr(type(constexprs[k]), "__index__")]
+        if kept:
+            raise ValueError(f"{where}: configs[{i}] does not set '{shorten(kept[0])}', and the value the launch "
+                             f"passes for it, {shorten(repr(constexprs[kept[0]]))}, is not an int; set it in every "
+                             "config (config values are ints or bools)")

@@ -37,8 +37,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import _kernelop
-from ._symbolic import (BoolProbe, FloatProbe, Recorder, Unexpressible, canonical, shape_exprs, shorten, user_location,
-                        uses_dims)
+from ._symbolic import (BoolProbe, FloatProbe, Recorder, Unexpressible, canonical, check_config_values, shape_exprs,
+                        shorten, user_location, uses_dims)
 
 DEFAULT_ARCHS = ("sm_80", "sm_90")  # CUBIN each, plus the PTX of the oldest for newer GPUs
 _OPTIONS = ("num_warps", "num_stages")
@@ -595,15 +595,7 @@ def _record(spec: TritonSpec, meta_impl: Optional[Callable], op_name: Optional[s
                          "a tunable kernelop gives every Triton tactic ('divisible': Triton's specialisation variant, "
                          "2 = pointers aligned and ints divisible by 16, 1 = pointers aligned, 0 = neither; "
                          "'num_warps', 'num_stages': Triton's compile options); rename the constexpr")
-    for c_i, c in enumerate(user_configs):
-        missing = [k for k in tuned if k not in c and constexprs.get(k) is None]
-        if missing:
-            raise ValueError(f"{where}: configs[{c_i}] does not set {shorten(', '.join(missing))}")
-        kept = [k for k in tuned if k not in c and not hasattr(type(constexprs[k]), "__index__")]
-        if kept:
-            raise ValueError(f"{where}: configs[{c_i}] does not set '{shorten(kept[0])}', and the value the launch "
-                             f"passes for it, {shorten(repr(constexprs[kept[0]]))}, is not an int; set it in every "
-                             "config (config values are ints or bools)")
+    check_config_values(where, user_configs, tuned, constexprs)
     base_options = {"num_warps": options.get("num_warps", 4), "num_stages": options.get("num_stages", 3)}
     values = []
     for c in user_configs:

@@ -54,6 +54,58 @@ def add_spec(name: str, **extra) -> pathlib.Path:
         "geometry": {"elementwise": {"block": [128], "layout": "flat"}}, **extra})
 
 
+def churn_while_calling(test, name, call):
+    """Note [registration lifetime]: four threads look `name` up in torch.ops and call it with `call(op, rng)` while a
+    fifth unregisters and registers it again, for KERNELOP_STRESS_SECONDS. Calls in flight finish; later ones get a
+    clean error; nothing crashes or hangs (scripts/asan-stress runs it under AddressSanitizer, scripts/gpu-check under
+    compute-sanitizer)."""
+    path = str(add_spec(name))
+    ko.register_spec_file(path, archs=ARCHS)
+    ns, short = name.split("::")
+    stop = time.monotonic() + float(os.environ.get("KERNELOP_STRESS_SECONDS", "4"))
+    errors, counts = [], {"ok": 0, "refused": 0, "cycles": 0}
+    lock = threading.Lock()
+    # The last: a torch.ops packet PyTorch cached outside kernelop's entry, racing with the registration, once its
+    # op is unregistered (Note [operator anchors] in torch_ops.cpp): an error, never freed memory.
+    allowed = ("is no longer registered", "was registered again after this torch.ops object was made",
+               f"has no attribute '{short}'", "Tried to access the schema for")
+
+    def caller(seed):
+        rng = random.Random(seed)
+        while time.monotonic() < stop:
+            try:
+                op = getattr(getattr(torch.ops, ns), short)
+                for _ in range(20):
+                    call(op, rng)
+                    with lock:
+                        counts["ok"] += 1
+            except Exception as e:  # noqa: BLE001 - classified below
+                with lock:
+                    if any(a in str(e) for a in allowed):
+                        counts["refused"] += 1
+                    else:
+                        detail = repr(getattr(e, "object", b"")[:400]) if isinstance(e, UnicodeError) else ""
+                        errors.append(f"{type(e).__name__}: {e} {detail}\n{traceback.format_exc()}")
+
+    def churn():
+        while time.monotonic() < stop:
+            _ops._unregister(name)
+            ko.register_spec_file(path, archs=ARCHS)
+            with lock:
+                counts["cycles"] += 1
+            time.sleep(0.002)  # the callers get through between cycles too
+
+    threads = [threading.Thread(target=caller, args=(i,)) for i in range(4)] + [threading.Thread(target=churn)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    test.assertFalse(any(t.is_alive() for t in threads), "a thread hangs")
+    test.assertEqual(errors[:3], [])
+    test.assertGreater(counts["cycles"], 10, counts)
+    test.assertGreater(counts["ok"], 100, counts)
+
+
 class Meta(unittest.TestCase):
     def test_tactic_ids_are_ints_in_range(self):
         ko.register_spec_file(str(EXAMPLES / "softmax_tuned.json"), archs=ARCHS)
@@ -189,54 +241,12 @@ class Meta(unittest.TestCase):
         self.assertEqual(x.grad.shape, (16,))
 
     def test_threads_calling_while_another_unregisters_and_registers_again(self):
-        """Note [registration lifetime]: calls in flight finish; later ones get a clean error; nothing crashes (run
-        under AddressSanitizer by scripts/asan-stress)."""
-        name = "kop_hostile::churn"
-        path = str(add_spec(name))
-        ko.register_spec_file(path, archs=ARCHS)
-        stop = time.monotonic() + float(os.environ.get("KERNELOP_STRESS_SECONDS", "4"))
-        errors, counts = [], {"ok": 0, "refused": 0, "cycles": 0}
-        lock = threading.Lock()
-        # The last: a torch.ops packet PyTorch cached outside kernelop's entry, racing with the registration, once
-        # its op is unregistered (Note [operator anchors] in torch_ops.cpp): an error, never freed memory.
-        allowed = ("is no longer registered", "was registered again after this torch.ops object was made",
-                   "no op kop_hostile::churn", "has no attribute 'churn'", "Tried to access the schema for")
-
-        def caller(seed):
-            rng = random.Random(seed)
+        def call(op, rng):
             x = torch.empty(rng.randint(1, 64), device="meta")
-            while time.monotonic() < stop:
-                try:
-                    op = getattr(torch.ops.kop_hostile, "churn")
-                    for _ in range(20):
-                        y = op(x, 3) if rng.random() < 0.8 else op(x, k=3)  # the fast entry, and PyTorch's
-                        assert y.shape == x.shape
-                        with lock:
-                            counts["ok"] += 1
-                except Exception as e:  # noqa: BLE001 - classified below
-                    with lock:
-                        if any(a in str(e) for a in allowed):
-                            counts["refused"] += 1
-                        else:
-                            errors.append(f"{type(e).__name__}: {e}")
+            y = op(x, 3) if rng.random() < 0.8 else op(x, k=3)  # the fast entry, and PyTorch's
+            assert y.shape == x.shape
 
-        def churn():
-            while time.monotonic() < stop:
-                _ops._unregister(name)
-                ko.register_spec_file(path, archs=ARCHS)
-                with lock:
-                    counts["cycles"] += 1
-                time.sleep(0.002)  # the callers get through between cycles too
-
-        threads = [threading.Thread(target=caller, args=(i,)) for i in range(4)] + [threading.Thread(target=churn)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=120)
-        self.assertFalse(any(t.is_alive() for t in threads), "a thread hangs")
-        self.assertEqual(errors[:3], [])
-        self.assertGreater(counts["cycles"], 10, counts)
-        self.assertGreater(counts["ok"], 100, counts)
+        churn_while_calling(self, "kop_hostile::churn", call)
 
     def test_no_leak_report_at_exit_for_documented_usage(self):
         """A script that keeps a Kernel, a torch.ops packet and a registration at module level ends quietly."""
@@ -271,49 +281,11 @@ y = op(torch.empty(4, device="meta"))
 
 class Cuda(unittest.TestCase):
     def test_threads_launching_while_another_unregisters_and_registers_again(self):
-        name = "kop_hostile::churn_gpu"
-        path = str(add_spec(name))
-        ko.register_spec_file(path, archs=ARCHS)
-        stop = time.monotonic() + float(os.environ.get("KERNELOP_STRESS_SECONDS", "4"))
-        errors, counts = [], {"ok": 0, "cycles": 0}
-        lock = threading.Lock()
-        allowed = ("is no longer registered", "was registered again after this torch.ops object was made",
-                   "has no attribute 'churn_gpu'", "Tried to access the schema for")
+        def call(op, rng):
+            x = torch.full((rng.randint(1000, 5000),), 2.0, device="cuda")
+            torch.testing.assert_close(op(x, 3), x + 3)
 
-        def caller(seed):
-            x = torch.full((1000 + seed,), 2.0, device="cuda")
-            while time.monotonic() < stop:
-                try:
-                    op = getattr(torch.ops.kop_hostile, "churn_gpu")
-                    for _ in range(20):
-                        y = op(x, 3)
-                        torch.testing.assert_close(y, x + 3)
-                        with lock:
-                            counts["ok"] += 1
-                except Exception as e:  # noqa: BLE001 - classified below
-                    if not any(a in str(e) for a in allowed):
-                        detail = repr(getattr(e, "object", b"")[:400]) if isinstance(e, UnicodeError) else ""
-                        with lock:
-                            errors.append(f"{type(e).__name__}: {e} {detail}\n{traceback.format_exc()}")
-
-        def churn():
-            while time.monotonic() < stop:
-                _ops._unregister(name)
-                ko.register_spec_file(path, archs=ARCHS)
-                with lock:
-                    counts["cycles"] += 1
-                time.sleep(0.002)  # the callers get through between cycles too
-
-        threads = [threading.Thread(target=caller, args=(i,)) for i in range(4)] + [threading.Thread(target=churn)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=120)
-        self.assertFalse(any(t.is_alive() for t in threads), "a thread hangs")
-        self.assertEqual(errors[:3], [])
-        self.assertGreater(counts["cycles"], 10, counts)
-        self.assertGreater(counts["ok"], 100, counts)
-
+        churn_while_calling(self, "kop_hostile::churn_gpu", call)
 
 if __name__ == "__main__":
     part = sys.argv.pop(1) if len(sys.argv) > 1 and sys.argv[1] in ("--cpu", "--gpu") else None
