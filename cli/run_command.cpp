@@ -134,7 +134,7 @@ std::vector<ScalarArg> parse_scalars(const OpPlan& plan,
     }
     if (!ok) {
       KERNELOP_FAIL(Spec) << "op " << plan.op_name << ": --scalar " << s.name << "='"
-                          << detail::shorten(v) << "' is not a " << scalar_type_name(s.type)
+                          << detail::shorten(v) << "' is not a valid " << scalar_type_name(s.type)
                           << (s.type == ScalarType::Bool ? " (expected true, false, 1 or 0)"
                               : (s.type == ScalarType::Int || s.type == ScalarType::Int64)
                                   ? " (expected a decimal integer like -3 or 4096)"
