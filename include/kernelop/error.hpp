@@ -63,16 +63,18 @@ inline std::string shorten(std::string_view text, std::size_t max = 120) {
   auto starts = [](char c) { return (static_cast<unsigned char>(c) & 0xC0u) != 0x80u; };
   std::size_t chars = 0;
   for (char c : text) chars += starts(c) ? 1 : 0;
-  if (chars <= max || max < 10) return std::string(text);
+  // Text that is not UTF-8 (runs of continuation bytes) is cut by bytes too: at most 4 a char.
+  if ((chars <= max && text.size() <= 4 * max) || max < 10) return std::string(text);
   std::size_t head = (max - 5) * 2 / 3, tail = max - 5 - head;
   // Byte offsets of the head's end and the tail's start, on character boundaries.
   std::size_t head_end = 0, seen = 0;
-  while (head_end < text.size() && (seen < head || !starts(text[head_end]))) {
+  while (head_end < text.size() && head_end < 4 * head &&
+         (seen < head || !starts(text[head_end]))) {
     if (starts(text[head_end])) ++seen;
     ++head_end;
   }
   std::size_t tail_start = text.size();
-  for (seen = 0; tail_start > head_end && seen < tail;) {
+  for (seen = 0; tail_start > head_end && seen < tail && text.size() - tail_start < 4 * tail;) {
     --tail_start;
     if (starts(text[tail_start])) ++seen;
   }

@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "kernelop/dtype.hpp"
 #include "kernelop/error.hpp"
@@ -63,6 +64,9 @@ struct TensorView {
   /// expand()ed views (a zero stride) and for layouts whose axes interleave. A kernel must not
   /// write a view for which this is true.
   bool may_overlap() const;
+  /// The bytes [first, last) that the view's elements span (empty for no elements): two views
+  /// whose spans are disjoint share no element.
+  std::pair<std::uintptr_t, std::uintptr_t> byte_span() const;
 };
 
 /// A scalar argument: a Python float, int or bool.

@@ -35,6 +35,8 @@ def _op_object(op_name: str) -> Any:
     cached = namespace.__dict__.get(name)
     if cached is not None and getattr(cached, "_kernelop_registration", registration) != registration:
         _drop_packet(op_name)  # kernelop made it for an earlier registration: made afresh
+    elif cached is not None and not _same_schema(op_name, cached):
+        _drop_packet(op_name)  # PyTorch's, from an op of this name with another schema
     # A packet PyTorch made meanwhile (another thread looked the op up between its registration and
     # now) is this registration's: it gets the entry too, never left calling without one (Note
     # [registration lifetime]: a call through the entry holds the registration; one through
@@ -60,6 +62,14 @@ def _unregister(op_name: str) -> None:
     """Unregisters an op kernelop registered, and drops its torch.ops packet."""
     _kernelop.unregister(op_name)
     _drop_packet(op_name)
+
+
+def _same_schema(op_name: str, packet: Any) -> bool:
+    """Whether a torch.ops packet PyTorch made describes the op's current registration."""
+    try:
+        return bool(packet.default._schema == torch._C.parse_schema(_kernelop.find_registration(op_name).schema))
+    except Exception:  # noqa: BLE001 - anything unexpected: not the same, the packet is made afresh
+        return False
 
 
 def _install_fast_entry(op_name: str, packet: Any) -> None:

@@ -60,6 +60,7 @@ struct FastEntry {
   c10::OperatorName* name;
   std::shared_ptr<const Resolved>* resolved;
   std::uint64_t id;                  // the registration the entry serves (registration_id())
+  torch_ops::Registration* serves;   // that registration (owned)
   unsigned long long taken, passed;  // calls made here, calls handed to PyTorch's entry
 };
 
@@ -67,18 +68,27 @@ PyTypeObject* entry_type = nullptr;  // made by init_fast_entry()
 PyObject* disabled_impl = nullptr;   // torch._C._disabled_torch_function_impl
 
 // Reads the registry and the dispatcher; never throws (it runs inside C callbacks).
-std::shared_ptr<const Resolved> resolve(const c10::OperatorName& name, std::uint64_t id) noexcept {
+// `inside`: the registration this thread is inside a call of, being unregistered; a call nested
+// in that one (a dispatch mode calling the op again) belongs to it and finishes: its dispatcher
+// entries stay until the outer call has returned (Note [registration lifetime]).
+std::shared_ptr<const Resolved> resolve(const c10::OperatorName& name, std::uint64_t id,
+                                        const torch_ops::Registration* inside = nullptr) noexcept {
   try {
     auto r = std::make_shared<Resolved>();
     r->generation = torch_ops::registry_generation();
-    if (torch_ops::registration_id(name.name) != id) return r;
-    r->registration = torch_ops::find_registration(name.name);
-    r->current = r->registration->id() == id;
+    if (inside != nullptr) {
+      r->registration = *inside;
+      r->current = true;
+    } else {
+      if (torch_ops::registration_id(name.name) != id) return r;
+      r->registration = torch_ops::find_registration(name.name);
+      r->current = r->registration->id() == id;
+    }
     if (!r->current) return r;
     r->handle = c10::Dispatcher::singleton().findOp(name);
     // An unregistration that began meanwhile changed the generation: resolved again next call.
     if (!r->handle || !r->handle->hasSchema() ||
-        torch_ops::registry_generation() != r->generation) {
+        (inside == nullptr && torch_ops::registry_generation() != r->generation)) {
       r->current = torch_ops::registration_id(name.name) == id;
       return r;
     }
@@ -249,6 +259,7 @@ PyObject* entry_vectorcall(PyObject* callable, PyObject* const* args, size_t nar
     *self->resolved = resolve(*self->name, self->id);
   }
   std::shared_ptr<const Resolved> r = *self->resolved;  // this call's, whatever happens meanwhile
+  if (!r->current && self->serves->entered_here()) r = resolve(*self->name, self->id, self->serves);
   if (!r->current) {
     bool gone = true;
     try {
@@ -271,7 +282,7 @@ PyObject* entry_vectorcall(PyObject* callable, PyObject* const* args, size_t nar
   // The call, on this path or PyTorch's, runs inside a scope of the registration.
   std::optional<torch_ops::CallScope> scope;
   try {
-    scope.emplace(r->registration->enter());
+    scope.emplace(*r->registration);
   } catch (...) {
     torch::translate_exception_to_python(std::current_exception());
     return nullptr;
@@ -300,6 +311,7 @@ void entry_dealloc(PyObject* o) {
   Py_XDECREF(self->fallback);
   delete self->name;
   delete self->resolved;
+  delete self->serves;
   PyTypeObject* type = Py_TYPE(o);
   type->tp_free(o);
   Py_DECREF(type);
@@ -410,7 +422,10 @@ PyObject* make_fast_entry(const std::string& op_name, PyObject* fallback) {
   auto name = std::make_unique<c10::OperatorName>(op_name, "");
   std::uint64_t id = torch_ops::registration_id(op_name);
   auto resolved = std::make_unique<std::shared_ptr<const Resolved>>(resolve(*name, id));
-  if (id == 0 || !(*resolved)->usable) Py_RETURN_NONE;
+  // Made even where the schema has types the entry does not convert: every call then goes to
+  // PyTorch's entry, inside a scope of the registration (Note [registration lifetime]).
+  if (id == 0 || !(*resolved)->current) Py_RETURN_NONE;
+  auto serves = std::make_unique<torch_ops::Registration>(*(*resolved)->registration);
   auto* self = PyObject_New(FastEntry, entry_type);
   if (self == nullptr) return nullptr;
   self->vectorcall = entry_vectorcall;
@@ -419,6 +434,7 @@ PyObject* make_fast_entry(const std::string& op_name, PyObject* fallback) {
   self->name = name.release();
   self->resolved = resolved.release();
   self->id = id;
+  self->serves = serves.release();
   self->taken = self->passed = 0;
   return reinterpret_cast<PyObject*>(self);
 }

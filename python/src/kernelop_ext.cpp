@@ -105,6 +105,10 @@ std::array<std::int64_t, 3> dims3(const std::vector<std::int64_t>& d, const char
 
 }  // namespace
 
+// Note [registration and the GIL]: registering and unregistering run without the GIL. Both may
+// wait (Note [registration lifetime]): an unregistration for the calls in flight, a registration
+// for an unregistration of the same name, and those calls may need the GIL to finish (a meta_fn,
+// an eager_fn, the fast entry returning its results).
 NB_MODULE(_kernelop, m) {
   if (!python::init_fast_entry()) throw nb::python_error();
   // Registrations live for the process (Note [torch registration]), and a script may keep a
@@ -142,6 +146,7 @@ NB_MODULE(_kernelop, m) {
             [&](OpPlan backward) { return KernelOp(compile(backward, options)); });
       },
       nb::arg("spec_json"), nb::arg("base_dir"), nb::arg("archs"), nb::arg("overrides"),
+      nb::call_guard<nb::gil_scoped_release>(),
       "Validates, compiles (through the cache) and registers a spec; returns the Registration.");
   m.def(
       "check_spec",
@@ -181,7 +186,7 @@ NB_MODULE(_kernelop, m) {
                    [&](OpPlan backward) { return KernelOp(compile(backward, options)); })
             .schema();
       },
-      nb::arg("path"), nb::arg("archs"),
+      nb::arg("path"), nb::arg("archs"), nb::call_guard<nb::gil_scoped_release>(),
       "Registers the op of a JSON spec file (read as kernelop reads every file: regular files "
       "only, size-capped); returns the schema.");
   m.def(
@@ -208,7 +213,7 @@ NB_MODULE(_kernelop, m) {
                    })
             .schema();
       },
-      nb::arg("path"),
+      nb::arg("path"), nb::call_guard<nb::gil_scoped_release>(),
       "Registers the op of a .kop package (no NVRTC, no source); returns the schema.");
   m.def(
       "register_ptx",
@@ -219,16 +224,17 @@ NB_MODULE(_kernelop, m) {
                                       o.registration());
       },
       nb::arg("spec_json"), nb::arg("base_dir"), nb::arg("ptx"), nb::arg("entry"),
-      nb::arg("overrides"),
+      nb::arg("overrides"), nb::call_guard<nb::gil_scoped_release>(),
       "Registers a spec whose kernel is pre-compiled PTX (no NVRTC); returns the Registration.");
   m.def(
       "register_binaries",
       [](const std::string& spec_json, const std::vector<BinaryTuple>& binaries,
          const Overrides& o) {
         OpPlan plan = derive_plan(parse_op_json(spec_json, "", "spec"), o.validate());
-        return torch_ops::register_op(
-            KernelOp(image_from_binaries(std::move(plan), binaries_of(binaries))),
-            o.registration());
+        std::vector<KernelBinary> owned = binaries_of(binaries);  // read with the GIL held
+        nb::gil_scoped_release release;
+        return torch_ops::register_op(KernelOp(image_from_binaries(std::move(plan), owned)),
+                                      o.registration());
       },
       nb::arg("spec_json"), nb::arg("binaries"), nb::arg("overrides"),
       "Registers a spec whose kernel another compiler built (Triton): binaries are (program, "

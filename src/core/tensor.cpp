@@ -90,6 +90,20 @@ bool TensorView::may_overlap() const {
   return false;
 }
 
+std::pair<std::uintptr_t, std::uintptr_t> TensorView::byte_span() const {
+  auto base = reinterpret_cast<std::uintptr_t>(data);
+  if (shape.numel() == 0) return {base, base};
+  // Element offsets reached below and above the origin (negative strides reach below).
+  std::int64_t low = 0, high = 0;
+  for (int d = 0; d < shape.rank(); ++d) {
+    std::int64_t reach = stride(d) * (shape[d] - 1);
+    (reach < 0 ? low : high) += reach;
+  }
+  auto item = static_cast<std::int64_t>(dtype_size(dtype));
+  return {base + static_cast<std::uintptr_t>(low * item),
+          base + static_cast<std::uintptr_t>((high + 1) * item)};
+}
+
 std::int64_t TensorView::stride(int axis) const {
   if (strides.rank() == shape.rank() && shape.rank() > 0) return strides[axis];
   std::int64_t s = 1;

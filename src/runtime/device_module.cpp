@@ -31,9 +31,6 @@ DeviceModule::~DeviceModule() {
   CUcontext previous = nullptr;
   bool switched = d->cuCtxGetCurrent(&previous) == CUDA_SUCCESS && previous != ctx->get() &&
                   d->cuCtxSetCurrent(ctx->get()) == CUDA_SUCCESS;
-  // Kernels of these modules may still be queued or running (an op unregistered, or a KernelOp
-  // destroyed, right after an asynchronous launch): they finish before their code goes.
-  d->cuCtxSynchronize();
   for (CUmodule module : modules) d->cuModuleUnload(module);
   if (switched) d->cuCtxSetCurrent(previous);
 }

@@ -155,6 +155,22 @@ void KernelOp::launch(std::span<const TensorView> inputs, std::span<const Scalar
     }
     work = work || (p.tensors[i].mutated && inputs[i].shape.numel() > 0);
   }
+  // A tensor the kernel writes must share no memory with another it reads or writes: the
+  // kernel would race with itself, silently (op(x, x), or x and a view of it).
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (!p.tensors[i].mutated || inputs[i].shape.numel() == 0) continue;
+    auto [lo, hi] = inputs[i].byte_span();
+    for (std::size_t j = 0; j < inputs.size() + outputs.size(); ++j) {
+      const TensorView& other = j < inputs.size() ? inputs[j] : outputs[j - inputs.size()];
+      if (j == i || other.shape.numel() == 0) continue;
+      auto [olo, ohi] = other.byte_span();
+      if (olo < hi && lo < ohi) {
+        KERNELOP_RAISE(s.error(ErrorKind::Launch))
+            << describe(i) << " is written in place and shares memory with " << describe(j)
+            << "; pass tensors that do not overlap (e.g. a .clone() of one)";
+      }
+    }
+  }
   for (std::size_t o = 0; o < outputs.size(); ++o) {
     const OutputPlan& out = p.outputs[o];
     auto want = s.output_dtype(out, f.instance, inputs);

@@ -194,6 +194,40 @@ TEST(HostileTensors, AWrittenViewWhoseElementsOverlapIsRefusedBeforeTheLaunch) {
       "(shape [4, 8], strides [0, 1]");
 }
 
+// A tensor the kernel writes shares no memory with another it reads: op(x, x) would race.
+TEST(HostileTensors, AWrittenInputThatSharesMemoryWithAnotherIsRefused) {
+  KernelOp op = op_of(std::string(R"J({"op": "hostile::acc", "kernel_name": "k",
+    "kernel_source": "extern \"C\" __global__ void k(float* acc, const float* x, int n) {}",
+    "inputs": [{"name": "acc", "dtype": "float32", "mutated": true}, {"name": "x", "dtype": "float32"}],
+    "outputs": [], "extras": [{"numel": "x"}], "requires": ["numel(acc) == numel(x)"],
+    "geometry": {"elementwise": {"over": "x"}}})J"));
+  float buffer[16] = {};
+  TensorView acc = view({8}), x = view({8});
+  acc.data = buffer;
+  x.data = buffer;  // the same memory
+  std::vector<TensorView> in = {acc, x};
+  expect_error([&] { op.launch(in, {}, {}, nullptr); }, ErrorKind::Launch,
+               "op hostile::acc: input 'acc' is written in place and shares memory with input 'x'");
+  in[1].data = buffer + 4;  // a partial overlap
+  expect_error([&] { op.launch(in, {}, {}, nullptr); }, ErrorKind::Launch, "shares memory");
+  EXPECT_EQ(view({2, 3}, {3, 1}).byte_span().second, 6u * 4u);
+  TensorView reversed = view({4}, {-1});
+  reversed.data = buffer + 3;
+  auto [lo, hi] = reversed.byte_span();
+  EXPECT_EQ(lo, reinterpret_cast<std::uintptr_t>(buffer));
+  EXPECT_EQ(hi, reinterpret_cast<std::uintptr_t>(buffer + 4));
+}
+
+// Text that is not UTF-8 is cut too.
+TEST(HostileMessages, InvalidUtf8IsCutByBytes) {
+  EXPECT_LT(detail::shorten(std::string(1000000, '\x80')).size(), 600u);
+  std::string e_acute;
+  for (int i = 0; i < 300; ++i) e_acute += "\xc3\xa9";
+  std::string cut = detail::shorten(e_acute, 52);
+  EXPECT_NE(cut.find("(300 characters)"), std::string::npos) << cut;
+  EXPECT_EQ(cut.substr(0, 2), "\xc3\xa9");  // whole characters
+}
+
 // A misspelled kernel lists the source's kernels, closest first, not NVRTC's probe text.
 TEST(HostileCompile, AMisspelledKernelListsTheClosestGlobalFunctions) {
   std::string source =

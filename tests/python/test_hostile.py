@@ -217,8 +217,40 @@ class Meta(unittest.TestCase):
             geometry=ko.Elementwise(block=(128,))), meta_fn=meta, archs=ARCHS)
         op(torch.empty(4, device="meta"), 1)
         self.assertEqual(len(seen), 1, seen)
-        self.assertIn("op kop_hostile::self_unregister cannot be unregistered from inside a call of it", seen[0])
+        self.assertIn("op kop_hostile::self_unregister cannot be unregistered from inside a call of a kernelop op",
+                      seen[0])
         self.assertTrue(_kernelop.registration_id("kop_hostile::self_unregister") > 0)
+
+    def test_a_call_in_flight_finishes_while_its_op_is_unregistered(self):
+        """The fast entry's scope is the call's: the Meta kernel's own scope, entered after the unregistration began,
+        belongs to the same call and lets it finish; the unregistration waits for it, and later calls are refused."""
+        from torch.utils._python_dispatch import TorchDispatchMode
+        name = "kop_hostile::in_flight"
+        op = ko.register_spec_file(str(add_spec(name)), archs=ARCHS)
+        done = []
+        test = self
+
+        class Pause(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                if "in_flight" in str(func):
+                    # Another thread unregisters the op now; it is retired before func runs.
+                    t = threading.Thread(target=lambda: done.append(_kernelop.unregister(name)))
+                    t.start()
+                    deadline = time.monotonic() + 30
+                    while _kernelop.registration_id(name) != 0 and time.monotonic() < deadline:
+                        time.sleep(0.001)
+                    test.assertEqual(_kernelop.registration_id(name), 0)
+                    test.assertEqual(done, [])  # waiting for this call
+                    self.thread = t
+                return func(*args, **(kwargs or {}))
+
+        x = torch.empty(6, device="meta")
+        with Pause() as mode:
+            y = op(x, 2)
+        self.assertEqual(y.shape, (6,))
+        mode.thread.join(timeout=30)
+        self.assertEqual(done, [None])
+        expect_error(self, RuntimeError, "op kop_hostile::in_flight is no longer registered", op, x, 2)
 
     def test_a_saved_backward_outliving_its_ops_fails_cleanly(self):
         """The graph node keeps the backward's registration: once it is unregistered, backward() raises naming it,

@@ -100,15 +100,14 @@ class KernelopBackward final : public torch::autograd::Node {
   std::shared_ptr<const AutogradInfo> info_;
 };
 
-// Enters a call of `state` (Note [registration lifetime]), as a torch error when it is gone.
-std::optional<CallScope> enter(Registration::State& state) {
-  std::optional<CallScope> scope;
+// Enters a call of `state` into `scope` (Note [registration lifetime]), as a torch error when it
+// is gone.
+void enter(std::optional<CallScope>& scope, Registration::State& state) {
   try {
     scope.emplace(state);
   } catch (const Error& e) {
     rethrow_as_torch(e);
   }
-  return scope;
 }
 
 class AutogradKernel final : public c10::OperatorKernel {
@@ -117,7 +116,8 @@ class AutogradKernel final : public c10::OperatorKernel {
       : state_(state), info_(std::move(info)) {}
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
-    auto scope = enter(*state_);
+    std::optional<CallScope> scope;
+    enter(scope, *state_);
     const AutogradInfo& a = *info_;
     bool needed = false;
     if (at::GradMode::is_enabled()) {
@@ -183,7 +183,8 @@ class OnceDifferentiableKernel final : public c10::OperatorKernel {
       : state_(state), num_inputs_(num_inputs), message_(std::move(message)) {}
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
-    auto scope = enter(*state_);
+    std::optional<CallScope> scope;
+    enter(scope, *state_);
     // Inside a backward pass (grad mode off, the usual case) nothing is collected: only the call.
     variable_list inputs;
     bool needed = false;

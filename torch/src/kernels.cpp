@@ -106,11 +106,15 @@ struct Call {
           if (t.unsafeGetTensorImpl()->has_symbolic_sizes_strides()) {
             overlap = at::has_internal_overlap(t) == at::MemOverlap::Yes;
           } else {
-            TensorView view;
-            view.shape = Shape(std::span<const std::int64_t>(t.sizes().data(), t.sizes().size()));
-            view.strides =
-                Shape(std::span<const std::int64_t>(t.strides().data(), t.strides().size()));
-            overlap = view.may_overlap();
+            try {
+              TensorView view;
+              view.shape = Shape(std::span<const std::int64_t>(t.sizes().data(), t.sizes().size()));
+              view.strides =
+                  Shape(std::span<const std::int64_t>(t.strides().data(), t.strides().size()));
+              overlap = view.may_overlap();
+            } catch (const Error& e) {  // a rank beyond kernelop's
+              TORCH_CHECK(false, "op ", p.op_name, ": input '", name, "': ", e.what());
+            }
           }
           TORCH_CHECK(!overlap, "op ", p.op_name, ": input '", name,
                       "' is written in place but its elements may overlap (shape ", t.sym_sizes(),
@@ -191,14 +195,14 @@ class CudaKernel final : public c10::OperatorKernel {
 
   void operator()(const c10::OperatorHandle& handle, c10::DispatchKeySet,
                   torch::jit::Stack* stack) {
-    const KernelOp& op = state_->op;
-    const OpPlan& p = op.plan();
-    std::optional<CallScope> scope;
+    std::optional<CallScope> scope;  // before anything of the state is read
     try {
       scope.emplace(*state_);
     } catch (const Error& e) {
       rethrow_as_torch(e);
     }
+    const KernelOp& op = state_->op;
+    const OpPlan& p = op.plan();
     Call call(p, stack, true);
     for (std::size_t i = 0; i < call.tensors.size(); ++i) {
       TORCH_CHECK(call.tensors[i].is_cuda(), "op ", p.op_name, ": input '", p.tensors[i].name,
@@ -355,14 +359,14 @@ class MetaKernel final : public c10::OperatorKernel {
   explicit MetaKernel(Registration::State* state) : state_(state) {}
 
   void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack* stack) {
-    const KernelOp& op = state_->op;
-    const OpPlan& p = op.plan();
-    std::optional<CallScope> scope;
+    std::optional<CallScope> scope;  // before anything of the state is read
     try {
       scope.emplace(*state_);
     } catch (const Error& e) {
       rethrow_as_torch(e);
     }
+    const KernelOp& op = state_->op;
+    const OpPlan& p = op.plan();
     Call call(p, stack, false);
     try {
       MetaSizes sizes{call};
@@ -409,15 +413,15 @@ class MetaKernel final : public c10::OperatorKernel {
 // Inputs on the CPU get a message that says what to do, not "could not run on the CPU backend".
 class CpuKernel final : public c10::OperatorKernel {
  public:
-  explicit CpuKernel(Registration::State* state) : state_(state) {}
+  explicit CpuKernel(const Registration::State* state) : op_name_(state->op.plan().op_name) {}
   void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack*) {
     TORCH_CHECK(
-        false, "op ", state_->op.plan().op_name,
+        false, "op ", op_name_,
         ": got CPU tensors; kernelop ops run on CUDA tensors (move the inputs with .cuda())");
   }
 
  private:
-  Registration::State* state_;
+  std::string op_name_;  // its own copy: nothing of the registration is read on this path
 };
 
 }  // namespace

@@ -21,14 +21,15 @@ namespace kernelop::torch_ops {
 // same name. Every Python call of a kernelop op goes through its fast entry, which holds a scope
 // around the whole dispatcher call (PyTorch's entry included), so the dispatcher's own lookup is
 // covered too; a C++ caller that calls through a dispatcher handle while another thread may
-// unregister the op holds Registration::enter() around the call (PyTorch's dispatcher itself
-// does not support deregistration concurrent with calls).
+// unregister the op holds a CallScope of its Registration around the call (PyTorch's dispatcher
+// itself does not support deregistration concurrent with calls).
 struct Registration::State {
   State(KernelOp o, std::string print) : op(std::move(o)), fingerprint(std::move(print)) {}
   KernelOp op;
-  std::string schema;       // qualified
-  std::string fingerprint;  // schema + spec + options: what "identical" means
-  std::unique_ptr<torch::Library> library;
+  std::string schema;                          // qualified
+  std::string fingerprint;                     // schema + spec + options: what "identical" means
+  std::unique_ptr<torch::Library> library;     // the kernels
+  std::unique_ptr<torch::Library> definition;  // the schema: made last, removed first
   std::shared_ptr<void> owned;         // Registration::keep_alive; guarded by the registry's mutex
   std::string backward_op;             // the op computing this one's gradients, if any
   std::uint64_t id = 0;                // registration_id()

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <c10/core/SymInt.h>
+#include <c10/util/Exception.h>
 
 #include "kernelop/expr.hpp"
 
@@ -35,7 +36,15 @@ struct ExprArith<c10::SymInt> {
       case ExprOp::FloorDiv:
       case ExprOp::CeilDiv:
       case ExprOp::Mod:
-        if (!truthy(b)) (void)ExprArith<std::int64_t>::apply(op, 0, 0, where);  // throws
+        if (cb) {
+          if (*cb == 0) (void)ExprArith<std::int64_t>::apply(op, 0, 0, where);  // throws
+        } else if (b.toSymNodeImplUnowned()->has_hint()) {
+          // A symbolic divisor with a value: a guard, refused as the int64 path refuses.
+          if (!truthy(b)) (void)ExprArith<std::int64_t>::apply(op, 0, 0, where);  // throws
+        } else {
+          // A data-dependent one (unbacked): a runtime assertion, never a guard on its value.
+          TORCH_SYM_CHECK(b.sym_ne(0), "expression '", to_string(where), "' divides by zero");
+        }
         if (op == ExprOp::FloorDiv) return a / b;  // floor division on symbolic sizes
         if (op == ExprOp::Mod) return a % b;
         return c10::SymInt(0) - (c10::SymInt(0) - a) / b;  // ceil(a / b) = -floor(-a / b)

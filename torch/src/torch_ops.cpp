@@ -126,25 +126,30 @@ std::condition_variable& drained() {
 
 }  // namespace
 
+CallScope::CallScope(const Registration& registration) : CallScope(*registration.state_) {}
+
 CallScope::CallScope(Registration::State& state) : state_(&state) {
+  bool nested = std::find(entered.begin(), entered.end(), &state) != entered.end();
+  entered.push_back(&state);  // first: nothing can fail once the count is up
   // Sequentially consistent, as unregister_op's store to retired and load of calls: either the
   // unregistration sees this call, or this call sees the unregistration (Note [registration
-  // lifetime]).
+  // lifetime]). A scope nested in one of the same registration on this thread belongs to a call
+  // already counted: it finishes.
   state.calls.fetch_add(1);
-  if (state.retired.load()) {
+  if (!nested && state.retired.load()) {
+    std::string name = state.op.plan().op_name;  // read while this call still holds the state
+    entered.pop_back();
     state.calls.fetch_sub(1);
     state_ = nullptr;
-    KERNELOP_FAIL(Spec) << "op " << state.op.plan().op_name
-                        << " is no longer registered (it was unregistered); register it again "
-                           "and call the new registration";
+    KERNELOP_FAIL(Launch) << "op " << name
+                          << " is no longer registered (it was unregistered); register it again "
+                             "and call the new registration";
   }
-  entered.push_back(state_);
 }
 
 CallScope::~CallScope() {
   if (state_ == nullptr) return;
-  // Scopes end in reverse order on a thread, but a moved scope may end elsewhere: remove the
-  // innermost entry of this state.
+  // Scopes end in reverse order on their thread.
   for (auto it = entered.rbegin(); it != entered.rend(); ++it) {
     if (*it == state_) {
       entered.erase(std::next(it).base());
@@ -154,14 +159,14 @@ CallScope::~CallScope() {
   state_->calls.fetch_sub(1);
 }
 
-CallScope Registration::enter() const {
-  return CallScope(*state_);
-}
 std::uint64_t Registration::id() const {
   return state_->id;
 }
 bool Registration::current() const {
   return !state_->retired.load();
+}
+bool Registration::entered_here() const {
+  return std::find(entered.begin(), entered.end(), state_.get()) != entered.end();
 }
 
 const OpPlan& Registration::plan() const {
@@ -237,7 +242,23 @@ Registration register_op(KernelOp op, const RegisterOptions& options) {
   }
   std::string print = fingerprint(op, options, schema_text);
   std::unique_lock lock(registry_mutex());
+  if (draining().count(p.op_name) && !entered.empty()) {
+    // The unregistration waits for the calls in flight, this thread's among them.
+    KERNELOP_FAIL(Spec) << "op " << p.op_name
+                        << " cannot be registered from inside a call of a kernelop op while its "
+                           "previous registration is being unregistered: register it after the "
+                           "call returns";
+  }
   drained().wait(lock, [&] { return draining().count(p.op_name) == 0; });
+  // The backward checked above may have been unregistered meanwhile (the lock was released).
+  if (backward_state) {
+    auto it = registry().find(backward_state->op.plan().op_name);
+    if (it == registry().end() || it->second != backward_state) {
+      KERNELOP_FAIL(Spec) << "op " << p.op_name << ": its backward '"
+                          << backward_state->op.plan().op_name
+                          << "' was unregistered while this op was being registered";
+    }
+  }
   if (auto it = registry().find(p.op_name); it != registry().end()) {
     if (it->second->fingerprint == print) return Registration(it->second, false);
     KERNELOP_FAIL(Spec) << "op " << p.op_name << " is already registered by kernelop as '"
@@ -249,14 +270,16 @@ Registration register_op(KernelOp op, const RegisterOptions& options) {
   auto state = std::make_shared<Registration::State>(std::move(op), std::move(print));
   const OpPlan& plan = state->op.plan();
   state->schema = plan.op_name + schema_text;
-  // Built in a local object: if any step throws, its destructor undoes the steps before it.
+  // Built in local objects: if any step throws, their destructors undo the steps before it.
   auto library = std::make_unique<torch::Library>(torch::Library::FRAGMENT, plan.ns, std::nullopt,
                                                   __FILE__, __LINE__);
+  auto definition = std::make_unique<torch::Library>(torch::Library::FRAGMENT, plan.ns,
+                                                     std::nullopt, __FILE__, __LINE__);
   try {
-    // The kernels first and the schema last: an op becomes visible to lookups (torch.ops, a
-    // dispatcher handle) only with its def, so no call can find it half-registered, and the
-    // library's destructor removes the def first (Note [registration lifetime]). Kernels go
-    // only to an op kernelop defines: another library's op of this name is refused first.
+    // The kernels first and the schema last, in a library of its own that goes first: an op is
+    // visible to lookups (torch.ops, a dispatcher handle) only with all its kernels (Note
+    // [registration lifetime]). Kernels go only to an op kernelop defines: another library's op
+    // of this name is refused first.
     if (auto h = c10::Dispatcher::singleton().findSchema({plan.op_name, ""}); h && h->hasSchema()) {
       std::ostringstream s;
       s << h->schema();
@@ -284,8 +307,7 @@ Registration register_op(KernelOp op, const RegisterOptions& options) {
           torch::dispatch(c10::DispatchKey::Autograd, impl::make_once_differentiable_kernel(
                                                           state.get(), plan, options.backward_of)));
     }
-    std::string definition = plan.name + schema_text;
-    library->def(definition.c_str());
+    definition->def((plan.name + schema_text).c_str());
   } catch (const c10::Error& e) {
     std::string existing;
     if (auto h = c10::Dispatcher::singleton().findSchema({plan.op_name, ""}); h && h->hasSchema()) {
@@ -293,6 +315,7 @@ Registration register_op(KernelOp op, const RegisterOptions& options) {
       s << h->schema();
       existing = s.str();
     }
+    definition.reset();
     library.reset();
     KERNELOP_FAIL(Spec) << "op " << plan.op_name << ": PyTorch refused the registration"
                         << (existing.empty() ? "" : " (already defined as '" + existing + "')")
@@ -301,11 +324,13 @@ Registration register_op(KernelOp op, const RegisterOptions& options) {
   try {
     anchor(plan);  // under the registry's mutex (Note [operator anchors])
   } catch (const c10::Error& e) {
+    definition.reset();
     library.reset();
     KERNELOP_FAIL(Spec) << "op " << plan.op_name
                         << ": PyTorch refused the registration: " << e.what_without_backtrace();
   }
   state->library = std::move(library);
+  state->definition = std::move(definition);
   state->backward_op = options.backward_op;
   state->id = generation.fetch_add(1, std::memory_order_acq_rel) + 1;
   registry()[plan.op_name] = state;
@@ -359,7 +384,16 @@ void Registration::keep_alive(std::shared_ptr<void> owner) const {
 void unregister_op(const std::string& op_name) {
   std::shared_ptr<Registration::State> state;
   {
-    std::lock_guard lock(registry_mutex());
+    std::unique_lock lock(registry_mutex());
+    if (!entered.empty()) {
+      // A wait for calls in flight from inside one could wait for itself, or for a call that
+      // waits for this thread.
+      KERNELOP_FAIL(Spec) << "op " << op_name
+                          << " cannot be unregistered from inside a call of a kernelop op (e.g. "
+                             "from a meta_fn or eager_fn): unregister it after the call returns";
+    }
+    // Another thread is unregistering it: done once that has finished.
+    drained().wait(lock, [&] { return draining().count(op_name) == 0; });
     auto it = registry().find(op_name);
     if (it == registry().end()) return;
     for (const auto& [name, other] : registry()) {
@@ -368,18 +402,13 @@ void unregister_op(const std::string& op_name) {
                             << ", which is registered: unregister " << name << " first";
       }
     }
+    draining().insert(op_name);  // first: nothing below throws
     state = it->second;
-    if (std::find(entered.begin(), entered.end(), state.get()) != entered.end()) {
-      KERNELOP_FAIL(Spec) << "op " << op_name
-                          << " cannot be unregistered from inside a call of it (e.g. from its "
-                             "meta_fn or eager_fn): unregister it after the call returns";
-    }
     // No new call enters from here on; registering the name again waits (draining) until the
-    // dispatcher has forgotten this registration.
+    // dispatcher has forgotten this registration and the caller's functions are released.
     state->retired.store(true);
     generation.fetch_add(1, std::memory_order_release);  // entries made for it look again
     registry().erase(it);
-    draining().insert(op_name);
   }
   // Calls in flight finish first (Note [registration lifetime]); without the registry's mutex,
   // which they may take (an eager_fn looking up a registration).
@@ -390,10 +419,18 @@ void unregister_op(const std::string& op_name) {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
-  std::shared_ptr<void> owned;  // released outside the lock, after the kernels are gone
+  state->definition.reset();  // the schema first: no lookup finds the op from here on
+  state->library.reset();     // then the kernels
+  // The caller's functions (a Python Library with a meta_fn or eager_fn) go before the name is
+  // free again: a registration waiting for it must not meet them. Released without the lock:
+  // releasing them may run the owner's code (and take the GIL).
+  std::shared_ptr<void> owned;
+  {
+    std::lock_guard lock(registry_mutex());
+    owned = std::move(state->owned);
+  }
+  owned.reset();
   std::lock_guard lock(registry_mutex());
-  state->library.reset();  // deregisters the schema and kernels
-  owned = std::move(state->owned);
   draining().erase(op_name);
   drained().notify_all();
 }

@@ -34,16 +34,15 @@ class Registration {
   /// Ties `owner` (e.g. the caller's own kernels for the parts kernelop does not register) to
   /// the registration: released when the op is unregistered, or with the last handle.
   void keep_alive(std::shared_ptr<void> owner) const;
-  /// Marks a call of this registration in flight until the scope ends (Note [registration
-  /// lifetime]): unregister_op() waits for it. Throws Error(Spec) naming the op once the
-  /// registration was unregistered.
-  [[nodiscard]] CallScope enter() const;
   /// The identity of this registration (registration_id() while it is the current one).
   std::uint64_t id() const;
   /// False once the op was unregistered (it may since have been registered again).
   bool current() const;
+  /// True while this thread is inside a call of this registration (a CallScope of it).
+  bool entered_here() const;
 
   struct State;
+  friend class CallScope;
   Registration(std::shared_ptr<State> state, bool created)
       : state_(std::move(state)), created_(created) {}
 
@@ -52,13 +51,16 @@ class Registration {
   bool created_ = false;
 };
 
-/// A call of a registration in flight (Registration::enter()); move-only.
+/// A call of a registration in flight on this thread (Note [registration lifetime]):
+/// unregister_op() waits until every scope of the registration has ended. Throws Error(Launch)
+/// naming the op once the registration was unregistered, unless this thread is already inside a
+/// call of it (that call finishes). Neither copied nor moved: it ends on the thread it began on.
 class CallScope {
  public:
+  explicit CallScope(const Registration& registration);
   explicit CallScope(Registration::State& state);
-  CallScope(CallScope&& other) noexcept : state_(std::exchange(other.state_, nullptr)) {}
-  CallScope& operator=(CallScope&&) = delete;
   CallScope(const CallScope&) = delete;
+  CallScope& operator=(const CallScope&) = delete;
   ~CallScope();
 
  private:
