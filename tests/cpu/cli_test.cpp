@@ -389,12 +389,14 @@ TEST_F(HostileCliTest, ScalarsParseWholeOrAreRefusedNamingTheValue) {
            Case{"--scalar a=1 --scalar k=12abc --scalar neg=true",
                 "op hostile_cli::mix: --scalar k='12abc' is not a valid int (expected a decimal "
                 "integer like -3 or 4096)"},
-           Case{"--scalar a=1 --scalar k=1e3 --scalar neg=true", "--scalar k='1e3' is not a valid int"},
+           Case{"--scalar a=1 --scalar k=1e3 --scalar neg=true",
+                "--scalar k='1e3' is not a valid int"},
            Case{"--scalar a=1.5xyz --scalar k=1 --scalar neg=true",
                 "--scalar a='1.5xyz' is not a valid float (expected a number like 2.5 or 1e-3)"},
            Case{"--scalar a=1 --scalar k=1 --scalar neg=True",
                 "--scalar neg='True' is not a valid bool (expected true, false, 1 or 0)"},
-           Case{"--scalar a=1 --scalar k=1 --scalar neg=yes", "--scalar neg='yes' is not a valid bool"},
+           Case{"--scalar a=1 --scalar k=1 --scalar neg=yes",
+                "--scalar neg='yes' is not a valid bool"},
            Case{"--scalar a=1 --scalar k=1 --scalar neg=2", "--scalar neg='2' is not a valid bool"},
            Case{"--scalar a=1 --scalar k=1",
                 "op hostile_cli::mix: give the value of every scalar without a default with "
