@@ -157,13 +157,14 @@ int run_cli(int argc, char** argv) {
       OpPlan plan = derive_plan(load_op_file(path));
       std::cout << "op " << plan.op_name << "  (" << path << ")\n";
       cli::print_plan(std::cout, plan);
-      // The backward chain (Note [backward]): each an op of its own, with its derived plan.
-      while (!plan.spec.backward.empty()) {
-        OpPlan backward = derive_plan(backward_decl(plan));
-        cli::print_backward(std::cout, plan, backward);
+      // The backward chain (Note [backward chain]): each an op of its own, with its derived plan.
+      OpPlan forward = plan;
+      derive_chain(plan, [&](OpPlan backward) -> const OpPlan& {
+        cli::print_backward(std::cout, forward, backward);
         cli::print_plan(std::cout, backward);
-        plan = std::move(backward);
-      }
+        forward = std::move(backward);
+        return forward;
+      });
       std::cout << "  ok\n\n";
     });
   }

@@ -29,6 +29,29 @@ inline constexpr std::array<DType, 12> kAllDTypes = {
     DType::Float8E4M3, DType::Float8E5M2, DType::Int8,     DType::UInt8,
     DType::Int16,      DType::Int32,      DType::Int64,    DType::Bool};
 
+/// One row per DType, in enum order (dtype.cpp checks it): the one table of names, sizes and CUDA
+/// types; other tables of dtypes (the signature decoder's, torch's) are tied to it.
+struct DTypeInfo {
+  DType dtype;
+  std::string_view name;       ///< PyTorch's, without "torch."
+  std::size_t size;            ///< bytes
+  std::string_view cuda_type;  ///< the CUDA C++ element type
+};
+inline constexpr std::array<DTypeInfo, kAllDTypes.size()> kDTypeTable = {{
+    {DType::Float32, "float32", 4, "float"},
+    {DType::Float16, "float16", 2, "__half"},
+    {DType::BFloat16, "bfloat16", 2, "__nv_bfloat16"},
+    {DType::Float64, "float64", 8, "double"},
+    {DType::Float8E4M3, "float8_e4m3fn", 1, "__nv_fp8_e4m3"},
+    {DType::Float8E5M2, "float8_e5m2", 1, "__nv_fp8_e5m2"},
+    {DType::Int8, "int8", 1, "signed char"},
+    {DType::UInt8, "uint8", 1, "unsigned char"},
+    {DType::Int16, "int16", 2, "short"},
+    {DType::Int32, "int32", 4, "int"},
+    {DType::Int64, "int64", 8, "long long"},
+    {DType::Bool, "bool", 1, "bool"},
+}};
+
 /// PyTorch's name without the "torch." prefix: "float32", "bfloat16", "float8_e4m3fn", ...
 std::string_view dtype_name(DType dtype);
 

@@ -10,7 +10,7 @@
 namespace kernelop {
 
 /// What went wrong, coarsely. Each kind maps to one Python exception type:
-/// Spec -> ValueError, Type -> TypeError, every other kind -> RuntimeError.
+/// (error_class below).
 enum class ErrorKind {
   Spec,      ///< the kernel spec is invalid (detected before anything is compiled or registered)
   Type,      ///< an argument has the wrong type (e.g. a shape relation indexed by a float)
@@ -23,6 +23,15 @@ enum class ErrorKind {
 };
 
 std::string_view error_kind_name(ErrorKind kind);
+
+/// The class of exception a kind raises in Python and PyTorch (the one mapping; both the Python
+/// extensions and the torch adapter use it).
+enum class ErrorClass {
+  Value,    ///< ValueError: the spec, or a value derived from it, is wrong
+  Type,     ///< TypeError: an argument has the wrong type
+  Runtime,  ///< RuntimeError: compiling, caching, loading, launching or kernelop itself failed
+};
+ErrorClass error_class(ErrorKind kind);
 
 /// Where an error arose. Empty fields are unknown or irrelevant.
 struct ErrorContext {

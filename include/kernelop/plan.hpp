@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -236,6 +237,18 @@ struct BackwardLink {
 /// The declaration of `forward`'s backward op ("<op>_backward"): its spec, with the dtypes and
 /// type parameters it leaves out taken from the forward. `forward` must have a backward.
 OpDecl backward_decl(const OpPlan& forward);
+
+/// Whether `candidate` is the backward `forward` derives: backward_decl(forward)'s op and spec.
+bool derives_backward(const OpPlan& forward, const OpPlan& candidate);
+
+/// Note [backward chain]: an op's backward may declare a backward of its own, and so on. Every
+/// caller (compile, registration, packages, the CLI, the Python extensions) walks the chain with
+/// derive_chain: each link is derived from the *completed* plan before it (the one compiling
+/// produced, whose inferred dtypes the backward inherits), so the walk is given `complete`, which
+/// takes a link's derived plan and returns the completed plan the next link is derived from
+/// (compile: the compiled image's plan; a caller that compiles nothing: the plan itself). The
+/// returned reference must stay valid until `complete` is called again.
+void derive_chain(const OpPlan& forward, const std::function<const OpPlan&(OpPlan)>& complete);
 
 /// The link between a forward plan and its backward's plan (both derived, hence valid).
 BackwardLink link_backward(const OpPlan& forward, const OpPlan& backward);

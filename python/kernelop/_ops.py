@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 
-from . import _kernelop
+from . import _kernelop, _kernelop_torch
 from ._spec import InputDecl, KernelSpec, _r, _str_list
 
 # The reference's TensorRT-only keywords: kernelop has no engine to act on them yet, so passing
@@ -31,7 +31,7 @@ def _op_object(op_name: str) -> Any:
     """torch.ops.<ns>.<name> of the op's current registration, with kernelop's fast Python entry installed."""
     ns, name = op_name.split("::", 1)
     namespace = getattr(torch.ops, ns)
-    registration = _kernelop.registration_id(op_name)
+    registration = _kernelop_torch.registration_id(op_name)
     cached = namespace.__dict__.get(name)
     if cached is not None and getattr(cached, "_kernelop_registration", registration) != registration:
         _drop_packet(op_name)  # kernelop made it for an earlier registration: made afresh
@@ -60,14 +60,14 @@ def _drop_packet(op_name: str) -> None:
 
 def _unregister(op_name: str) -> None:
     """Unregisters an op kernelop registered, and drops its torch.ops packet."""
-    _kernelop.unregister(op_name)
+    _kernelop_torch.unregister(op_name)
     _drop_packet(op_name)
 
 
 def _same_schema(op_name: str, packet: Any) -> bool:
     """Whether a torch.ops packet PyTorch made describes the op's current registration."""
     try:
-        return bool(packet.default._schema == torch._C.parse_schema(_kernelop.find_registration(op_name).schema))
+        return bool(packet.default._schema == torch._C.parse_schema(_kernelop_torch.find_registration(op_name).schema))
     except Exception:  # noqa: BLE001 - anything unexpected: not the same, the packet is made afresh
         return False
 
@@ -83,9 +83,9 @@ def _install_fast_entry(op_name: str, packet: Any) -> None:
         targets.append(packet)
     for target in targets:
         current = getattr(target, "_op", None)
-        if current is None or _kernelop.is_fast_entry(current):
+        if current is None or _kernelop_torch.is_fast_entry(current):
             continue
-        entry = _kernelop.fast_entry(op_name, current)
+        entry = _kernelop_torch.fast_entry(op_name, current)
         if entry is None:
             continue
         target._op = entry
@@ -217,7 +217,7 @@ def cuda_kernel_op(op_name: str, spec: KernelSpec, *, meta_fn: Optional[Callable
     arch_list = _str_list(archs, "archs")
     return _register(f"cuda_kernel_op({_r(op_name)})", op_name, spec, meta_fn, eager_fn, schema,
                      ("nvrtc", base, tuple(arch_list)),
-                     lambda doc, o: _kernelop.register_spec(json.dumps(doc), base, arch_list, o))
+                     lambda doc, o: _kernelop_torch.register_spec(json.dumps(doc), base, arch_list, o))
 
 
 def _declarative_meta(where: str, spec: Any, meta_fn: Optional[Callable], eager_fn: Optional[Callable],
@@ -280,7 +280,7 @@ def ptx_op(op_name: str, ptx: Any, kernel_name: str, meta_fn: Optional[Callable]
 
     def register(doc: Dict[str, Any], overrides: Any) -> Any:
         doc["kernel_source"] = text  # packages carry the PTX as the op's source
-        return _kernelop.register_ptx(json.dumps(doc), os.path.abspath("."), text, kernel_name, overrides)
+        return _kernelop_torch.register_ptx(json.dumps(doc), os.path.abspath("."), text, kernel_name, overrides)
 
     return _register(where, op_name, spec, meta_fn, eager_fn, schema, ("ptx", text, kernel_name), register)
 
@@ -293,7 +293,7 @@ class Kernel:
 
     def __init__(self, op_name: str) -> None:
         self.op_name = op_name
-        self._registration = _kernelop.find_registration(op_name)
+        self._registration = _kernelop_torch.find_registration(op_name)
 
     @property
     def parameters(self) -> List[str]:
@@ -398,7 +398,7 @@ def build_package(op_name: str, spec: KernelSpec, path: str, *, archs: Optional[
 def register_spec_file(path: str, *, archs: Optional[Sequence[str]] = None) -> Any:
     """Registers the op of a JSON spec file (docs/spec-format.md, e.g. examples/relu.json), whose
     relative paths resolve against the file's folder; returns its torch.ops packet."""
-    schema = _kernelop.register_spec_file(os.fspath(path), _str_list(archs, "archs"))
+    schema = _kernelop_torch.register_spec_file(os.fspath(path), _str_list(archs, "archs"))
     return _op_object(schema.split("(", 1)[0])
 
 
@@ -410,5 +410,5 @@ def build_package_file(path: str, out: str, *, archs: Optional[Sequence[str]] = 
 
 def load_package(path: str) -> Any:
     """Registers the op of a .kop package (no NVRTC, no source) and returns its torch.ops packet."""
-    schema = _kernelop.load_package(str(path))
+    schema = _kernelop_torch.load_package(str(path))
     return _op_object(schema.split("(", 1)[0])

@@ -546,10 +546,10 @@ CompiledImage compile(const OpPlan& plan, const CompileOptions& options) {
 
 std::vector<CompiledImage> compile_backward(const OpPlan& plan, const CompileOptions& options) {
   std::vector<CompiledImage> chain;
-  for (const OpPlan* forward = &plan; !forward->spec.backward.empty();
-       forward = &chain.back().plan) {
-    chain.push_back(compile(derive_plan(backward_decl(*forward)), options));
-  }
+  derive_chain(plan, [&](OpPlan backward) -> const OpPlan& {
+    chain.push_back(compile(backward, options));
+    return chain.back().plan;
+  });
   return chain;
 }
 

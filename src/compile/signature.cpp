@@ -38,6 +38,17 @@ constexpr std::array<BaseType, 18> kBases = {{
     {16, "char", DType::Int8},
     {17, "unsigned short", std::nullopt},
 }};
+// Every DType decodes from its own CUDA type (kDTypeTable's); aliases such as "char" come after.
+constexpr bool bases_cover_dtypes() {
+  for (const DTypeInfo& d : kDTypeTable) {
+    bool found = false;
+    for (const BaseType& b : kBases) found = found || (b.dtype == d.dtype && b.text == d.cuda_type);
+    if (!found) return false;
+  }
+  return true;
+}
+static_assert(bases_cover_dtypes(), "kBases must decode every DType from kDTypeTable's CUDA type");
+
 constexpr int kInt = 11, kLongLong = 12, kBool = 13, kUnsigned = 14, kUnsignedLongLong = 15;
 constexpr int kFloat = 2, kDouble = 5;
 

@@ -115,6 +115,18 @@ std::string known_names(const OpPlan& p) {
 
 }  // namespace
 
+bool derives_backward(const OpPlan& forward, const OpPlan& candidate) {
+  if (forward.spec.backward.empty()) return false;
+  OpDecl want = backward_decl(forward);
+  return candidate.op_name == want.op_name && candidate.spec == want.spec;
+}
+
+void derive_chain(const OpPlan& forward, const std::function<const OpPlan&(OpPlan)>& complete) {
+  for (const OpPlan* f = &forward; !f->spec.backward.empty();) {
+    f = &complete(derive_plan(backward_decl(*f)));
+  }
+}
+
 OpDecl backward_decl(const OpPlan& forward) {
   KERNELOP_INTERNAL_CHECK(forward.spec.backward.size() == 1) << "(no backward to derive)";
   const BackwardSpec& b = forward.spec.backward[0];

@@ -53,6 +53,23 @@ std::string_view error_kind_name(ErrorKind kind) {
   return "Error";
 }
 
+ErrorClass error_class(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::Spec:
+      return ErrorClass::Value;
+    case ErrorKind::Type:
+      return ErrorClass::Type;
+    case ErrorKind::Compile:
+    case ErrorKind::Cache:
+    case ErrorKind::Launch:
+    case ErrorKind::Io:
+    case ErrorKind::Format:
+    case ErrorKind::Internal:
+      return ErrorClass::Runtime;
+  }
+  return ErrorClass::Runtime;
+}
+
 Error::Error(ErrorKind kind, std::string message, ErrorContext context)
     : kind_(kind), message_(std::move(message)), context_(std::move(context)) {}
 

@@ -166,7 +166,7 @@ class Reader {
       OpDecl want = backward_decl(image.plan);
       Package inner =
           Reader(sections.back(), std::string(origin_) + ": backward " + want.op_name).read();
-      if (inner.image.plan.op_name != want.op_name || !(inner.image.plan.spec == want.spec) ||
+      if (!derives_backward(image.plan, inner.image.plan) ||
           meta.at("backward").at("op").get<std::string>() != want.op_name) {
         KERNELOP_RAISE(error()) << "its backward is not " << want.op_name
                                 << " as its spec derives it";
@@ -258,8 +258,7 @@ std::string write_package_bytes(const CompiledImage& image,
   std::string backward_bytes;
   if (!image.plan.spec.backward.empty()) {
     OpDecl want = backward_decl(image.plan);
-    if (backward.empty() || backward[0].plan.op_name != want.op_name ||
-        !(backward[0].plan.spec == want.spec)) {
+    if (backward.empty() || !derives_backward(image.plan, backward[0].plan)) {
       KERNELOP_FAIL(Spec) << "op " << image.plan.op_name << ": its spec declares a backward, so "
                           << "its package needs the compiled " << want.op_name << " ("
                           << (backward.empty() ? "none was given"

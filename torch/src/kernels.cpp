@@ -44,27 +44,33 @@ constexpr DTypePair kDTypes[] = {
     {DType::Bool, c10::ScalarType::Bool},
 };
 
-static_assert(std::size(kDTypes) == kAllDTypes.size(), "every DType needs its torch dtype here");
+// In DType order, one row per DType (kDTypeTable's order).
+constexpr bool torch_dtypes_in_order() {
+  if (std::size(kDTypes) != kDTypeTable.size()) return false;
+  for (std::size_t i = 0; i < kDTypeTable.size(); ++i) {
+    if (kDTypes[i].ours != kDTypeTable[i].dtype) return false;
+  }
+  return true;
+}
+static_assert(torch_dtypes_in_order(), "kDTypes needs every DType's torch dtype, in DType order");
 
 }  // namespace
 
 c10::ScalarType to_torch(DType d) {
-  for (const auto& p : kDTypes) {
-    if (p.ours == d) return p.theirs;
-  }
-  KERNELOP_FAIL(Internal) << "no torch dtype for " << dtype_name(d);
+  return kDTypes[static_cast<std::size_t>(d)].theirs;
 }
 
 // Re-raises a kernelop::Error as the matching torch error (TypeError, ValueError, RuntimeError).
 [[noreturn]] void rethrow_as_torch(const Error& e) {
-  switch (e.kind()) {
-    case ErrorKind::Type:
+  switch (error_class(e.kind())) {
+    case ErrorClass::Type:
       TORCH_CHECK_TYPE(false, e.what());
-    case ErrorKind::Spec:
+    case ErrorClass::Value:
       TORCH_CHECK_VALUE(false, e.what());
-    default:
+    case ErrorClass::Runtime:
       TORCH_CHECK(false, e.what());
   }
+  TORCH_CHECK(false, e.what());
 }
 
 namespace {

@@ -337,36 +337,40 @@ Registration register_op(KernelOp op, const RegisterOptions& options) {
   return Registration(state, true);
 }
 
-namespace {
-
-// register_with_backward, recording the names this call registered (backward chain first).
-Registration register_chain(KernelOp op, const RegisterOptions& options,
-                            const std::function<KernelOp(OpPlan)>& build,
-                            std::vector<std::string>& created) {
+Registration register_with_backward(KernelOp op, std::vector<KernelOp> chain,
+                                    const RegisterOptions& options) {
   const OpPlan& p = op.plan();
-  if (p.spec.backward.empty()) {
-    Registration r = register_op(std::move(op), options);
+  const OpPlan& last = chain.empty() ? p : chain.back().plan();
+  if (!last.spec.backward.empty()) {
+    KERNELOP_FAIL(Spec) << "op " << p.op_name << ": " << last.op_name
+                        << " declares a backward, but its backward chain was given "
+                        << chain.size() << " op(s)";
+  }
+  for (std::size_t i = 0; i < chain.size(); ++i) {
+    const OpPlan& forward = i == 0 ? p : chain[i - 1].plan();
+    if (!derives_backward(forward, chain[i].plan())) {
+      KERNELOP_FAIL(Spec) << "op " << p.op_name << ": backward chain link " << i << " ("
+                          << chain[i].plan().op_name << ") is not the backward "
+                          << forward.op_name << " declares";
+    }
+  }
+  // Each link's options, named before any KernelOp is moved into its registration.
+  std::vector<RegisterOptions> links(chain.size());
+  for (std::size_t i = 0; i < chain.size(); ++i) {
+    links[i].backward_of = i == 0 ? p.op_name : chain[i - 1].plan().op_name;
+    if (i + 1 < chain.size()) links[i].backward_op = chain[i + 1].plan().op_name;
+  }
+  RegisterOptions with = options;
+  if (!chain.empty()) with.backward_op = chain[0].plan().op_name;
+  std::vector<std::string> created;  // what this call registered, the deepest first
+  try {
+    for (std::size_t i = chain.size(); i-- > 0;) {
+      Registration r = register_op(std::move(chain[i]), links[i]);
+      if (r.created()) created.push_back(r.plan().op_name);
+    }
+    Registration r = register_op(std::move(op), with);
     if (r.created()) created.push_back(r.plan().op_name);
     return r;
-  }
-  OpPlan backward = derive_plan(backward_decl(p));
-  RegisterOptions backward_options;
-  backward_options.backward_of = p.op_name;
-  RegisterOptions with = options;
-  with.backward_op = backward.op_name;
-  register_chain(build(std::move(backward)), backward_options, build, created);
-  Registration r = register_op(std::move(op), with);
-  if (r.created()) created.push_back(r.plan().op_name);
-  return r;
-}
-
-}  // namespace
-
-Registration register_with_backward(KernelOp op, const RegisterOptions& options,
-                                    const std::function<KernelOp(OpPlan)>& build) {
-  std::vector<std::string> created;
-  try {
-    return register_chain(std::move(op), options, build, created);
   } catch (...) {
     // Nothing half-registered: what this call added goes, the forward-most first; ops that
     // existed before (an identical registration) stay.

@@ -98,11 +98,13 @@ struct RegisterOptions {
 /// Registers `op` as torch.ops.<ns>.<name> (see Note [torch registration]).
 Registration register_op(KernelOp op, const RegisterOptions& options = {});
 
-/// Registers `op` with its backward chain (Note [backward]): each backward op first (its own
-/// backward before it), made by `build` from its plan (compiled, or taken from a package), then
-/// `op` with its Autograd kernel. A failure unregisters what this call registered.
-Registration register_with_backward(KernelOp op, const RegisterOptions& options,
-                                    const std::function<KernelOp(OpPlan)>& build);
+/// Registers `op` with its backward chain (Note [backward chain]): `chain` holds op's backward,
+/// that one's backward, ... (compile_backward's result, or a package's), each the backward the
+/// link before derives and exactly as deep as the specs declare; each is registered first (the
+/// deepest first), then `op` with its Autograd kernel. A failure unregisters what this call
+/// registered.
+Registration register_with_backward(KernelOp op, std::vector<KernelOp> chain,
+                                    const RegisterOptions& options = {});
 
 /// Removes a registration made through kernelop, with its schema and kernels, from the
 /// dispatcher (the override path's rollback when registering the caller's functions fails).

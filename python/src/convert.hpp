@@ -1,0 +1,52 @@
+// What both Python extensions (the engine-neutral core, _kernelop, and the torch one,
+// _kernelop_torch) read from Python: errors, compile options, launch arguments, binaries.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+
+#include "kernelop/kernelop.hpp"
+
+namespace kernelop::python {
+
+/// The override path: which parts the caller's Python functions supply (see _ops.py). The core
+/// extension binds it as kernelop._kernelop.Overrides; the torch extension reads one by its
+/// attributes (overrides_of), so no C++ type crosses between the two modules.
+struct Overrides {
+  bool has_meta_fn = false;
+  bool has_eager_fn = false;
+  int meta_outputs = 0;
+  std::string schema;
+  std::string caller_key;
+  ValidateOptions validate() const { return {has_meta_fn, has_eager_fn, meta_outputs}; }
+};
+
+/// An Overrides read off a Python object with its attributes (the GIL must be held).
+Overrides overrides_of(nanobind::handle h);
+
+/// Translates kernelop::Error into the Python exception of its kind (error_class, error.hpp).
+void register_error_translator();
+
+/// Compile options for the given architectures (empty: the defaults).
+CompileOptions options_for(const std::vector<std::string>& archs);
+
+/// The field names of C++'s KernelBinary in declaration order: the attributes binaries_of reads
+/// off each Python kernelop._recording.KernelBinary (a test ties both lists together).
+const std::vector<std::string>& kernel_binary_fields();
+
+/// Binaries from a sequence of Python objects with kernel_binary_fields() as attributes (the GIL
+/// must be held). Throws Error(Type) naming the binary and the field that is missing or wrong.
+std::vector<KernelBinary> binaries_of(nanobind::handle sequence);
+
+/// One argument of a raw launch: a tensor descriptor tuple (data_ptr, dtype name, shape,
+/// strides, device) or a Python bool / int / float; `i` is its position, for messages.
+RawArg raw_arg(nanobind::handle h, std::size_t i);
+
+/// A launch's grid or block: 1 to 3 dimensions, padded with 1.
+std::array<std::int64_t, 3> dims3(const std::vector<std::int64_t>& d, const char* what);
+
+}  // namespace kernelop::python
