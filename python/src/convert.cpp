@@ -84,10 +84,13 @@ std::string bytes_value(nb::handle h) {
 }
 
 constexpr std::array kBinaryFields = {
-    BinaryField{"program", "int", [](KernelBinary& b, nb::handle h) { b.program = field_value<int>(h); }},
-    BinaryField{"arch", "str", [](KernelBinary& b, nb::handle h) { b.arch = field_value<std::string>(h); }},
+    BinaryField{"program", "int",
+                [](KernelBinary& b, nb::handle h) { b.program = field_value<int>(h); }},
+    BinaryField{"arch", "str",
+                [](KernelBinary& b, nb::handle h) { b.arch = field_value<std::string>(h); }},
     BinaryField{"data", "bytes", [](KernelBinary& b, nb::handle h) { b.data = bytes_value(h); }},
-    BinaryField{"ptx", "str", [](KernelBinary& b, nb::handle h) { b.ptx = field_value<std::string>(h); }},
+    BinaryField{"ptx", "str",
+                [](KernelBinary& b, nb::handle h) { b.ptx = field_value<std::string>(h); }},
     BinaryField{"entry", "str",
                 [](KernelBinary& b, nb::handle h) { b.entry = field_value<std::string>(h); }},
     BinaryField{"launch_shared", "int",

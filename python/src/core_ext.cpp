@@ -78,7 +78,8 @@ void bind_op(nb::module_& m) {
              const std::vector<std::int64_t>& block, const nb::list& args, std::int64_t shared_mem,
              std::uintptr_t stream, int device) {
             std::vector<RawArg> raw;
-            for (std::size_t i = 0; i < nb::len(args); ++i) raw.push_back(python::raw_arg(args[i], i));
+            for (std::size_t i = 0; i < nb::len(args); ++i)
+              raw.push_back(python::raw_arg(args[i], i));
             LaunchDims dims{python::dims3(grid, "grid"), python::dims3(block, "block"), shared_mem};
             nb::gil_scoped_release release;
             op.launch_raw(dims, raw, reinterpret_cast<void*>(stream), device);

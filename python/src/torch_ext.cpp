@@ -36,7 +36,7 @@ std::shared_ptr<void> python_owner(nb::object object) {
 
 // An op and its backward chain compiled from a plan (Note [backward chain]).
 torch_ops::Registration register_compiled(const OpPlan& plan, const CompileOptions& options,
-                               const torch_ops::RegisterOptions& registration) {
+                                          const torch_ops::RegisterOptions& registration) {
   CompiledImage image = compile(plan, options);
   std::vector<KernelOp> chain;
   for (CompiledImage& b : compile_backward(image.plan, options)) chain.emplace_back(std::move(b));
@@ -118,8 +118,8 @@ NB_MODULE(_kernelop_torch, m) {
         std::vector<KernelBinary> owned = python::binaries_of(binaries);  // read with the GIL
         nb::gil_scoped_release release;
         OpPlan plan = derive_plan(parse_op_json(spec_json, "", "spec"), o.validate());
-        return torch_ops::register_op(KernelOp(image_from_binaries(std::move(plan), std::move(owned))),
-                                      registration_of(o));
+        return torch_ops::register_op(
+            KernelOp(image_from_binaries(std::move(plan), std::move(owned))), registration_of(o));
       },
       nb::arg("spec_json"), nb::arg("binaries"), nb::arg("overrides"),
       "Registers a spec whose kernel another compiler built (Triton, CuTe DSL): binaries are "
@@ -162,7 +162,8 @@ NB_MODULE(_kernelop_torch, m) {
              const std::vector<std::int64_t>& block, const nb::list& args, std::int64_t shared_mem,
              std::optional<std::uintptr_t> stream, int device) {
             std::vector<RawArg> raw;
-            for (std::size_t i = 0; i < nb::len(args); ++i) raw.push_back(python::raw_arg(args[i], i));
+            for (std::size_t i = 0; i < nb::len(args); ++i)
+              raw.push_back(python::raw_arg(args[i], i));
             LaunchDims dims{python::dims3(grid, "grid"), python::dims3(block, "block"), shared_mem};
             void* s = stream ? reinterpret_cast<void*>(*stream) : torch_ops::current_stream(device);
             nb::gil_scoped_release release;

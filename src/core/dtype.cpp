@@ -9,12 +9,14 @@ namespace {
 // The table is indexed by DType: each row must sit at its own enumerator's position.
 constexpr bool info_matches_enum() {
   for (std::size_t i = 0; i < kDTypeTable.size(); ++i) {
-    if (static_cast<std::size_t>(kDTypeTable[i].dtype) != i || kAllDTypes[i] != kDTypeTable[i].dtype)
+    if (static_cast<std::size_t>(kDTypeTable[i].dtype) != i ||
+        kAllDTypes[i] != kDTypeTable[i].dtype)
       return false;
   }
   return true;
 }
-static_assert(info_matches_enum(), "kDTypeTable and kAllDTypes must list every DType in enum order");
+static_assert(info_matches_enum(),
+              "kDTypeTable and kAllDTypes must list every DType in enum order");
 static_assert(static_cast<std::size_t>(DType::Bool) + 1 == kAllDTypes.size(),
               "a DType was added: add it to kAllDTypes and kDTypeTable");
 

@@ -343,15 +343,15 @@ Registration register_with_backward(KernelOp op, std::vector<KernelOp> chain,
   const OpPlan& last = chain.empty() ? p : chain.back().plan();
   if (!last.spec.backward.empty()) {
     KERNELOP_FAIL(Spec) << "op " << p.op_name << ": " << last.op_name
-                        << " declares a backward, but its backward chain was given "
-                        << chain.size() << " op(s)";
+                        << " declares a backward, but its backward chain was given " << chain.size()
+                        << " op(s)";
   }
   for (std::size_t i = 0; i < chain.size(); ++i) {
     const OpPlan& forward = i == 0 ? p : chain[i - 1].plan();
     if (!derives_backward(forward, chain[i].plan())) {
       KERNELOP_FAIL(Spec) << "op " << p.op_name << ": backward chain link " << i << " ("
-                          << chain[i].plan().op_name << ") is not the backward "
-                          << forward.op_name << " declares";
+                          << chain[i].plan().op_name << ") is not the backward " << forward.op_name
+                          << " declares";
     }
   }
   // Each link's options, named before any KernelOp is moved into its registration.
