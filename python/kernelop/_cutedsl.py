@@ -13,26 +13,25 @@ CUBIN and PTX; the op runs from C++ with no Python and no CuTe DSL, and packages
 
 from __future__ import annotations
 
-import hashlib
+import importlib.metadata
 import inspect
 import json
 import re
 import tempfile
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
 
 from . import _llvm_host as H
-from ._symbolic import FloatProbe, Recorder, Unexpressible, canonical, check_config_values, shorten, uses_dims
-from ._triton import (BinaryTuple, RecordedPlugin, _count, _examples, _from_inputs, _inputs_json, _name_outputs,
-                      _output_shapes, _outputs, _signature_inputs, _tensor_name, check_archs, check_configs,
-                      intercepting, make_fakes, run_launch_fn, select_over_configs, validate_recorded)
+from ._dtypes import DTYPES
+from ._recording import (CompiledKernel, CompileJob, Dsl, Handlers, RecordedPlugin, Recording, check_archs,
+                         check_configs, count, from_inputs, int_scalar_name, select_over_configs)
+from ._symbolic import FloatProbe, canonical, shorten, uses_dims
 
 DEFAULT_ARCHS = ("sm_80", "sm_90a")  # CUBIN each (sm_90a: Hopper's wgmma/TMA), plus the PTX of the oldest
-_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8, torch.int16, torch.int32,
-           torch.int64, torch.uint8)
+_DTYPES = tuple(d.torch for d in DTYPES if d.cutedsl)  # what kernelop passes to CuTe DSL kernels
 
 
 @dataclass(frozen=True)
@@ -64,26 +63,44 @@ def cutedsl_archs(where: str, archs: Any, name: str = "archs") -> List[str]:
 
 
 @dataclass
-class _Call:
-    body: Callable[..., Any]  # the @cute.jit function's own Python function
-    args: Tuple[Any, ...]
-    kwargs: Dict[str, Any]
-
-
-@dataclass
 class _Wrapped:
     fake: torch.Tensor
     assumed_align: Optional[int]
 
 
-def _intercept(calls: List[_Call], wrapped: Dict[int, _Wrapped]) -> Any:
-    """While recording (on this thread, Note [interception] in _triton.py): from_dlpack of a fake tensor wraps a
-    small real placeholder (its layout is replaced by a dynamic one before compiling), and a call of a @cute.jit
-    function is recorded instead of compiled and run."""
+@dataclass
+class _Call:
+    body: Callable[..., Any]  # the @cute.jit function's own Python function
+    args: Tuple[Any, ...]
+    kwargs: Dict[str, Any]
+    wrapped: Dict[int, _Wrapped]  # id(CuTe tensor) -> the fake tensor from_dlpack wrapped
+
+
+Argument = Tuple[str, Tuple[Any, ...]]
+"""A host argument: (parameter, ("tensor", name, _Wrapped) | ("int", expression) | ("float", name))."""
+
+
+@dataclass
+class CuteState:
+    """What compiling a recording needs beyond each tactic's constexprs (RecordedPlugin's compile_configs)."""
+
+    dynamic: List[Argument]  # the host function's run-time arguments
+    where: str  # the recording's, in messages
+    compiled: Dict[Tuple[int, str], Any] = field(default_factory=dict)  # (config, arch) -> (cute.compile's, args)
+
+
+# -- the launch -----------------------------------------------------------------------------------------------------
+
+def _intercept(calls: List[Any]) -> Handlers:
+    """While recording (on this thread, Note [interception] in kernelop/_recording/interception.py): from_dlpack of a
+    fake tensor wraps a small real placeholder (its layout is replaced by a dynamic one before compiling), and a call
+    of a @cute.jit function is recorded instead of compiled and run."""
     import cutlass.base_dsl.dsl as dsl
     import cutlass.cute.runtime as runtime
     from torch._subclasses.fake_tensor import FakeTensor
     from torch.utils._python_dispatch import _disable_current_modes
+
+    wrapped: Dict[int, _Wrapped] = {}
 
     def init(original: Any, self: Any, tensor: Any, assumed_align: Optional[int] = None, *args: Any,
              **kwargs: Any) -> None:
@@ -96,10 +113,20 @@ def _intercept(calls: List[_Call], wrapped: Dict[int, _Wrapped]) -> Any:
         wrapped[id(self)] = _Wrapped(tensor, assumed_align)
 
     def func(original: Any, self: Any, body: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        calls.append(_Call(body, args, kwargs))
+        calls.append(_Call(body, args, kwargs, wrapped))
         return None
 
-    return intercepting({(runtime._Tensor, "__init__"): init, (dsl.BaseDSL, "_func"): func})
+    return {(runtime._Tensor, "__init__"): init, (dsl.BaseDSL, "_func"): func}
+
+
+def _one_launch(where: str, calls: List[Any]) -> Tuple[Any, str]:
+    if not calls:
+        raise ValueError(f"{where}: launch_fn called no @cute.jit function (expected one call, with the tensors "
+                         "wrapped by cutlass.cute.runtime.from_dlpack)")
+    if len(calls) > 1:
+        raise ValueError(f"{where}: launch_fn called {len(calls)} @cute.jit functions; kernelop records one launch "
+                         "per op")
+    return calls[0], calls[0].body.__name__
 
 
 def _placeholder(fake: torch.Tensor) -> torch.Tensor:
@@ -152,36 +179,13 @@ def _annotation_kind(annotation: Any) -> str:
     return ""
 
 
-def record(spec: CuteDslSpec, meta_impl: Optional[Callable], op_name: Optional[str],
-           example_inputs: Any) -> RecordedPlugin:
-    import importlib.metadata
+# -- the call as a spec ---------------------------------------------------------------------------------------------
 
-    fn_name = getattr(spec.launch_fn, "__name__", "launch_fn")
-    where = f"kernelop.custom_plugin({shorten(repr(op_name if op_name is not None else fn_name))})"
-    inputs = _signature_inputs(where, spec.launch_fn)
-    examples = _examples(where, [n for n, k, _ in inputs if k == "tensor"], example_inputs)
-    rec = Recorder(where)
-    fakes = make_fakes(rec, inputs, examples)
-    calls: List[_Call] = []
-    wrapped: Dict[int, _Wrapped] = {}
-    result, writes = run_launch_fn(where, rec, spec.launch_fn, fakes, _intercept(calls, wrapped))
-    if not calls:
-        raise ValueError(f"{where}: launch_fn called no @cute.jit function (expected one call, with the tensors "
-                         "wrapped by cutlass.cute.runtime.from_dlpack)")
-    if len(calls) > 1:
-        raise ValueError(f"{where}: launch_fn called {len(calls)} @cute.jit functions; kernelop records one launch "
-                         "per op")
-    call = calls[0]
-    outputs = _outputs(where, result, rec)
-    writes.check(where, rec, outputs)
-    jit_name = call.body.__name__
-    jname = shorten(jit_name)  # in messages
-    named = op_name is not None
-    if op_name is None:
-        op_name = f"kernelop_cutedsl::{jit_name}"
-    where = f"kernelop.custom_plugin({shorten(repr(op_name))})"
-    rec.where = where
-
+def _translate(ctx: Recording, spec: CuteDslSpec, call: _Call) -> RecordedPlugin:
+    """The call as a kernelop spec: the host function compiled per config for the first architecture and read
+    (kernelop._llvm_host) for the kernel's arguments and geometry, as expressions of the sizes."""
+    where = ctx.where
+    jname = shorten(call.body.__name__)  # in messages
     try:
         bound = inspect.signature(call.body).bind(*call.args, **call.kwargs)
     except TypeError as e:
@@ -191,22 +195,84 @@ def record(spec: CuteDslSpec, meta_impl: Optional[Callable], op_name: Optional[s
     constexpr_params = [p for p in params if _annotation_kind(params[p].annotation) == "constexpr"]
 
     # Outputs are named after the parameter they are passed to (never a Constexpr's name: those are the tunables).
-    out_names = _name_outputs(outputs, {p: wrapped[id(v)].fake for p, v in bound.arguments.items()
-                                        if id(v) in wrapped}, rec, reserved=constexpr_params)
+    ctx.name_outputs({p: call.wrapped[id(v)].fake for p, v in bound.arguments.items() if id(v) in call.wrapped},
+                     reserved=constexpr_params)
+    dynamic, constexprs, requires, tensor_names = _arguments(ctx, call, bound, params)
 
-    # Each parameter of the @cute.jit function: a tensor, a run-time scalar or a compile-time constant.
-    dynamic: List[Tuple[str, Any]] = []  # (param, ("tensor", name, wrapped) | ("int", expr) | ("float", name))
+    user_configs = list(spec.configs) or [{}]
+    for i, c in enumerate(user_configs):
+        bad = [k for k in c if k not in constexpr_params]
+        if bad:
+            raise ValueError(f"{where}: configs[{i}] sets {shorten(', '.join(bad))}, which {jname} has no "
+                             "cutlass.Constexpr parameter of (its Constexpr parameters: "
+                             f"{shorten(', '.join(constexpr_params) or 'none', 300)})")
+    tuned = [p for p in params if any(p in c for c in user_configs)]
+    ctx.check_config_values(user_configs, tuned, constexprs)
+    values: List[Dict[str, Any]] = [{k: c.get(k, constexprs.get(k)) for k in tuned} for c in user_configs]
+
+    shapes = ctx.output_shapes(ctx.meta_impl)
+    requires += ctx.requirements()
+    ctx.tactics = f"{count(len(user_configs), 'config')} make {count(len(user_configs), 'tactic')}"
+
+    try:
+        source = inspect.getsource(inspect.getmodule(call.body) or call.body)
+    except (OSError, TypeError):
+        source = inspect.getsource(call.body)
+    doc: Dict[str, Any] = {
+        "op": ctx.op_name,
+        "kernel_name": call.body.__name__,  # the host function: each config's kernel has its own mangled entry
+        "kernel_source": source,
+        "cutedsl": {"version": importlib.metadata.version("nvidia-cutlass-dsl")},
+        "inputs": ctx.inputs_json(),
+        "outputs": shapes,
+    }
+    if tuned:
+        doc["tunables"] = tuned
+        doc["configs"] = [{k: int(v[k]) for k in tuned} for v in values]
+    # Validated before anything is compiled (kernelop's own rules, in C++): the parameters and the geometry are read
+    # from the compiled host function, so they stand in here as what launch_fn passes (checked again once read).
+    ctx.validate({
+        **doc,
+        "params": [d[1] if d[0] == "tensor" else {"expr": canonical(d[1][1])} if d[0] == "int" else d[1]
+                   for _, d in dynamic],
+        "geometry": {"custom": {"grid": ["1", "1", "1"], "block": ["1", "1", "1"], "shared_mem": "0"}},
+        **({"requires": list(dict.fromkeys(requires))} if requires else {}),
+    })
+    recorded = RecordedPlugin(ctx.op_name, doc, ctx.dsl, call.body, constexprs,
+                              [{"constexprs": {**constexprs, **v}} for v in values],
+                              default_archs=spec.archs or DEFAULT_ARCHS, dsl_state=CuteState(dynamic, where))
+    params_doc, geometry = _launch(recorded, values, tuned)
+    doc["params"] = params_doc
+    doc["geometry"] = {"custom": geometry}
+    exprs = geometry["grid"] + geometry["block"] + [geometry["shared_mem"]] + _param_exprs(params_doc)
+    requires += [r for r in (f"rank({t.name}) == {t.rank}" for t in ctx.rec.tensors
+                             if t.name not in tensor_names and uses_dims(exprs, t.name)) if r not in requires]
+    if requires:
+        doc["requires"] = list(dict.fromkeys(requires))
+    if tuned:  # after the launch and its requirements, as they have always been written
+        doc["tunables"] = doc.pop("tunables")
+        doc["configs"] = doc.pop("configs")
+    return recorded
+
+
+def _arguments(ctx: Recording, call: _Call, bound: inspect.BoundArguments,
+               params: Any) -> Tuple[List[Argument], Dict[str, Any], List[str], List[str]]:
+    """Each parameter of the @cute.jit function: a tensor, a run-time scalar or a compile-time constant. Returns the
+    run-time ones (the host function's arguments), the constants, the requirements the tensors bring (rank,
+    alignment) and the tensors' names."""
+    where, jname = ctx.where, shorten(call.body.__name__)
+    dynamic: List[Argument] = []
     constexprs: Dict[str, Any] = {}
     requires: List[str] = []
     tensor_names: List[str] = []
     for p, value in bound.arguments.items():
         kind = _annotation_kind(params[p].annotation)
         what = f"{jname}'s argument '{shorten(p)}'"
-        if id(value) in wrapped:
+        if id(value) in call.wrapped:
             if kind not in ("tensor", ""):
                 raise ValueError(f"{where}: {what} is a tensor but annotated {shorten(repr(params[p].annotation))}")
-            w = wrapped[id(value)]
-            name = _tensor_name(where, w.fake, rec, outputs, out_names, what)
+            w = call.wrapped[id(value)]
+            name = ctx.tensor_name(w.fake, what)
             if w.fake.dtype not in _DTYPES:
                 raise ValueError(f"{where}: {what} is {w.fake.dtype}, which kernelop passes to CuTe DSL kernels as "
                                  f"none of {', '.join(str(d) for d in _DTYPES)}")
@@ -216,7 +282,7 @@ def record(spec: CuteDslSpec, meta_impl: Optional[Callable], op_name: Optional[s
                 raise ValueError(f"{where}: tensor '{shorten(name)}' is passed to {jname} twice; kernelop passes "
                                  "each tensor once")
             tensor_names.append(name)
-            if name not in out_names:  # an output's rank follows from its shape, which the inputs give
+            if name not in ctx.out_names:  # an output's rank follows from its shape, which the inputs give
                 requires.append(f"rank({name}) == {w.fake.dim()}")
             if w.assumed_align is not None and w.assumed_align > w.fake.element_size():
                 requires.append(f"aligned({name}, {int(w.assumed_align)})")
@@ -226,18 +292,14 @@ def record(spec: CuteDslSpec, meta_impl: Optional[Callable], op_name: Optional[s
                              "tensors (a scratch buffer or a host-side copy); kernelop records inputs and returned "
                              "outputs only")
         elif kind == "constexpr":
-            if _from_inputs(value):
+            if from_inputs(value):
                 raise ValueError(f"{where}: Constexpr '{shorten(p)}' gets a value computed from the inputs (a size or "
                                  "a scalar input); it must be a Python constant or come from configs (the DSL "
                                  "compiles one kernel per value)")
             constexprs[p] = value
         elif kind == "int" and isinstance(value, (int, torch.SymInt)) and not isinstance(value, bool):
-            scalar = next((s.name for s in rec.scalars if isinstance(value, torch.SymInt) and s.symbol is not None
-                           and value.node.expr == s.symbol), None)
-            try:
-                text = scalar or rec.expr(value, f"{where}: {what}")
-            except Unexpressible as e:
-                raise ValueError(str(e)) from None
+            scalar = int_scalar_name(value, ctx.rec)
+            text = scalar or ctx.expr(value, f"{where}: {what}")
             # sizes are never negative (the recorder's symbols are positive), an int input may be
             never_negative = bool(value >= 0) if isinstance(value, int) else \
                 scalar is None and bool(value.node.expr.is_nonnegative)
@@ -252,91 +314,30 @@ def record(spec: CuteDslSpec, meta_impl: Optional[Callable], op_name: Optional[s
                              "cute.Tensor arguments (from_dlpack of an input or output), float scalar inputs to "
                              "cutlass.Float32 parameters, sizes and int scalars to cutlass.Int32 parameters, and "
                              "compile-time values to cutlass.Constexpr parameters")
+    return dynamic, constexprs, requires, tensor_names
 
-    user_configs = list(spec.configs) or [{}]
-    for i, c in enumerate(user_configs):
-        bad = [k for k in c if k not in constexpr_params]
-        if bad:
-            raise ValueError(f"{where}: configs[{i}] sets {shorten(', '.join(bad))}, which {jname} has no "
-                             "cutlass.Constexpr parameter of (its Constexpr parameters: "
-                             f"{shorten(', '.join(constexpr_params) or 'none', 300)})")
-    tuned = [p for p in params if any(p in c for c in user_configs)]
-    check_config_values(where, user_configs, tuned, constexprs)
-    values = [{k: c.get(k, constexprs.get(k)) for k in tuned} for c in user_configs]
 
-    shapes = _output_shapes(where, rec, outputs, out_names, meta_impl, fakes)
-    try:
-        requires += rec.requirements_from_guards()
-    except Unexpressible as e:
-        raise ValueError(str(e)) from None
-    tactics = f"{_count(len(user_configs), 'config')} make {_count(len(user_configs), 'tactic')}"
-
-    try:
-        source = inspect.getsource(inspect.getmodule(call.body) or call.body)
-    except (OSError, TypeError):
-        source = inspect.getsource(call.body)
-    doc: Dict[str, Any] = {
-        "op": op_name,
-        "kernel_name": jit_name,  # the host function: each config's kernel has its own mangled entry
-        "kernel_source": source,
-        "cutedsl": {"version": importlib.metadata.version("nvidia-cutlass-dsl")},
-        "inputs": _inputs_json(rec, inputs),
-        "outputs": shapes,
-    }
-    if tuned:
-        doc["tunables"] = tuned
-        doc["configs"] = [{k: int(v[k]) for k in tuned} for v in values]
-    # Validated before anything is compiled (kernelop's own rules, in C++): the parameters and the geometry are read
-    # from the compiled host function, so they stand in here as what launch_fn passes (checked again once read).
-    validate_recorded(where, {
-        **doc,
-        "params": [d[1] if d[0] == "tensor" else {"expr": canonical(d[1][1])} if d[0] == "int" else d[1]
-                   for _, d in dynamic],
-        "geometry": {"custom": {"grid": ["1", "1", "1"], "block": ["1", "1", "1"], "shared_mem": "0"}},
-        **({"requires": list(dict.fromkeys(requires))} if requires else {}),
-    }, tactics)
-    recorded = RecordedPlugin(op_name, doc, call.body, {}, constexprs,
-                              [{"constexprs": {**constexprs, **v}} for v in values],
-                              compile_fn=_compile_all, default_archs=spec.archs or DEFAULT_ARCHS,
-                              arch_rule=cutedsl_archs)
-    recorded.cute_dynamic = dynamic  # type: ignore[attr-defined]
-    recorded.cute_where = where  # type: ignore[attr-defined]
-    # The launch (its arguments, grid, block, shared memory) is read from the host function compiled for the first
-    # architecture, per config; every other compilation must agree (checked as they are made).
+def _launch(recorded: RecordedPlugin, values: List[Dict[str, Any]], tuned: List[str]) -> Tuple[List[Any],
+                                                                                               Dict[str, Any]]:
+    """The launch (its arguments, grid, block, shared memory), read from the host function compiled for the first
+    architecture, per config; every other compilation must agree (checked as they are made). A field whose value
+    differs between configs (host-side tiling by a Constexpr tile size) is one expression over the tunables."""
+    where = recorded.dsl_state.where
     launches = [_launch_of(recorded, i, recorded.default_archs[0])[0] for i in range(len(values))]
     first = launches[0]
-    for i, l in enumerate(launches[1:], 1):
-        if _param_kinds(l["params"]) != _param_kinds(first["params"]):
+    for i, launch in enumerate(launches[1:], 1):
+        if _param_kinds(launch["params"]) != _param_kinds(first["params"]):
             raise ValueError(f"{where}: configs[{i}] changes the kernel's parameters (their number, types or "
                              "tensors); kernelop passes one parameter list to every config of an op")
-    # A field whose value differs between configs (host-side tiling by a Constexpr tile size) is one expression
-    # over the tunables.
-    exprs_per_config = [_param_exprs(l["params"]) for l in launches]
+    exprs_per_config = [_param_exprs(launch["params"]) for launch in launches]
     merged_exprs = exprs_per_config[0] if all(e == exprs_per_config[0] for e in exprs_per_config) or \
         not exprs_per_config[0] else select_over_configs(exprs_per_config, values, tuned)
-    params_doc = _with_exprs(first["params"], iter(merged_exprs))
     geometry: Dict[str, Any] = {}
     for key in ("grid", "block", "shared_mem"):
-        texts = [[*l[key]] if key != "shared_mem" else [l[key]] for l in launches]
+        texts = [[*launch[key]] if key != "shared_mem" else [launch[key]] for launch in launches]
         merged = texts[0] if all(t == texts[0] for t in texts) else select_over_configs(texts, values, tuned)
         geometry[key] = merged if key != "shared_mem" else merged[0]
-    doc["params"] = params_doc
-    doc["geometry"] = {"custom": geometry}
-    exprs = geometry["grid"] + geometry["block"] + [geometry["shared_mem"]] + \
-        merged_exprs
-    requires += [r for r in (f"rank({t.name}) == {t.rank}" for t in rec.tensors
-                             if t.name not in tensor_names and uses_dims(exprs, t.name)) if r not in requires]
-    if requires:
-        doc["requires"] = list(dict.fromkeys(requires))
-    if tuned:  # after the launch and its requirements, as they have always been written
-        doc["tunables"] = doc.pop("tunables")
-        doc["configs"] = doc.pop("configs")
-    if not named:  # the same in every process, and different for a different launch, dtype or config set
-        identity = json.dumps({k: v for k, v in doc.items() if k != "op"}, sort_keys=True)
-        op_name = doc["op"] = f"kernelop_cutedsl::{jit_name}_{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
-        recorded.op_name = op_name
-    validate_recorded(where, doc, tactics)  # before the other architectures are compiled
-    return recorded
+    return _with_exprs(first["params"], iter(merged_exprs)), geometry
 
 
 def _fields(params: List[Any]) -> List[Any]:
@@ -366,17 +367,18 @@ def _is_cute_tensor(value: Any) -> bool:
     return isinstance(value, runtime._Tensor)
 
 
+# -- compilation ----------------------------------------------------------------------------------------------------
+
 def _compile(recorded: RecordedPlugin, config: int, arch: str) -> Any:
     """cute.compile of the host function for one config and architecture (memoised on the recording)."""
     import cutlass.cute as cute
 
-    cache = recorded.__dict__.setdefault("_cute_compiled", {})
+    state: CuteState = recorded.dsl_state
     key = (config, arch)
-    if key in cache:
-        return cache[key]
-    dynamic = recorded.cute_dynamic  # type: ignore[attr-defined]
+    if key in state.compiled:
+        return state.compiled[key]
     kwargs: Dict[str, Any] = dict(recorded.compile_configs[config]["constexprs"])
-    for p, d in dynamic:
+    for p, d in state.dynamic:
         if d[0] == "tensor":
             kwargs[p] = _dynamic(_real_placeholder(d[2]), d[2].assumed_align)
         elif d[0] == "int":
@@ -393,8 +395,8 @@ def _compile(recorded: RecordedPlugin, config: int, arch: str) -> Any:
     except Exception as e:  # noqa: BLE001 - the DSL's compile error, named with the tactic
         raise RuntimeError(f"op {shorten(recorded.op_name)}: cute.compile of tactic {config} for {arch} failed: "
                            f"{type(e).__name__}: {e}") from e
-    cache[key] = (compiled, args)
-    return cache[key]
+    state.compiled[key] = (compiled, args)
+    return state.compiled[key]
 
 
 def _real_placeholder(w: _Wrapped) -> torch.Tensor:
@@ -405,9 +407,9 @@ def _real_placeholder(w: _Wrapped) -> torch.Tensor:
 
 def _launch_of(recorded: RecordedPlugin, config: int, arch: str) -> Tuple[Dict[str, Any], Any]:
     """The kernel's parameters (kernelop params), grid, block, shared memory and entry for one compilation."""
-    where = recorded.cute_where  # type: ignore[attr-defined]
+    state: CuteState = recorded.dsl_state
+    where, dynamic = state.where, state.dynamic
     compiled, args = _compile(recorded, config, arch)
-    dynamic = recorded.cute_dynamic  # type: ignore[attr-defined]
     module, function = compiled.ir_module, compiled.function_name
     try:
         types = H.host_arg_types(module, function)
@@ -438,7 +440,7 @@ def _launch_of(recorded: RecordedPlugin, config: int, arch: str) -> Tuple[Dict[s
                                    "launch), which kernelop does not make")
         params: List[Any] = []
         for i, (v, t) in enumerate(zip(launch.args, launch.arg_types)):
-            params.append(_param(v, t, f"kernel argument {i}"))
+            params.append(H.kernel_param(v, t, f"kernel argument {i}"))
     except (H.Unreadable, ValueError) as e:
         raise ValueError(f"{where}: reading the host function {function} compiled for {arch}: {e}") from None
     ptx = compiled.artifacts.PTX
@@ -450,63 +452,26 @@ def _launch_of(recorded: RecordedPlugin, config: int, arch: str) -> Tuple[Dict[s
     return {"params": params, "grid": grid, "block": block, "shared_mem": shared, "entry": entries[0]}, compiled
 
 
-def _param(v: H.Value, t: H.LType, what: str) -> Any:
-    def field(x: H.Value, ft: H.LType, fwhat: str) -> Any:
-        if ft == ("ptr",):
-            if isinstance(x, H.TensorPtr):
-                return x.tensor
-            raise H.Unreadable(f"{fwhat} is a pointer that is not a tensor's own data pointer"
-                               + (f" ({x.why})" if isinstance(x, H.Opaque) else ""))
-        if ft[0] == "float":
-            if isinstance(x, H.Named) and ft[1] == 32:
-                return x.name
-            raise H.Unreadable(f"{fwhat} is a {ft[1]}-bit float that is not a float scalar input passed as it is")
-        if ft[0] == "int" and ft[1] in (32, 64):
-            entry: Dict[str, Any] = {"expr": canonical(H.text(x, fwhat))}
-            if ft[1] == 64:
-                entry["int64"] = True
-            return entry
-        raise H.Unreadable(f"{fwhat} has the LLVM type {ft}, which kernelop does not pass")
+def _plan_compile(recorded: RecordedPlugin, program: int, arch: str) -> CompileJob:
+    """cute.compile of one tactic for one architecture (not cached: the DSL keeps its own), whose launch must be the
+    one recorded (read from the first architecture's)."""
+    first = recorded.default_archs[0]
 
-    if t[0] in ("struct", "array"):
-        out = []
-        offset = 0
-        for path, ft, llvm_offset in H.leaves(t):
-            size, align = H.size_align(ft)
-            offset = (offset + align - 1) // align * align
-            if offset != llvm_offset:
-                raise H.Unreadable(f"{what}: the field at {path} is at byte {llvm_offset} of the struct, not at "
-                                   f"{offset} where a flat struct of its fields puts it")
-            offset += size
-            x: H.Value = v
-            for i in path:
-                x = x.fields[i] if isinstance(x, H.Struct) and i < len(x.fields) else H.Opaque("an unknown field")
-            out.append(field(x, ft, f"{what}, field {path}"))
-        return {"struct": out}
-    return field(v, t, what)
+    def compile() -> CompiledKernel:
+        launch, compiled = _launch_of(recorded, program, arch)
+        recorded_launch = _launch_of(recorded, program, first)[0] if first != arch else launch
+        if launch["params"] != recorded_launch["params"] or launch["entry"] != recorded_launch["entry"] or \
+                any(launch[k] != recorded_launch[k] for k in ("grid", "block", "shared_mem")):
+            raise ValueError(f"op {shorten(recorded.op_name)}: tactic {program} compiled for {arch} launches with "
+                             "other kernel parameters, geometry or entry than the recorded launch (compiled for "
+                             f"{first})")
+        ptx, cubin = compiled.artifacts.PTX, compiled.artifacts.CUBIN
+        if not ptx or not cubin:
+            raise ValueError(f"op {shorten(recorded.op_name)}: cute.compile gave no PTX or CUBIN for {arch}")
+        return CompiledKernel(name=launch["entry"], cubin=bytes(cubin), ptx=ptx)
+
+    return CompileJob(compile)
 
 
-def _compile_all(recorded: RecordedPlugin, archs: List[str]) -> List[BinaryTuple]:
-    archs = cutedsl_archs(f"op {shorten(recorded.op_name)}", archs)
-    oldest = min(archs, key=lambda a: int(re.sub(r"\D", "", a)))
-    out: List[BinaryTuple] = []
-    doc = recorded.doc
-    for program in range(len(recorded.compile_configs)):
-        for arch in archs:
-            launch, compiled = _launch_of(recorded, program, arch)
-            recorded_launch = _launch_of(recorded, program, recorded.default_archs[0])[0] \
-                if recorded.default_archs[0] != arch else launch
-            if launch["params"] != recorded_launch["params"] or launch["entry"] != recorded_launch["entry"] or \
-                    any(launch[k] != recorded_launch[k] for k in ("grid", "block", "shared_mem")):
-                raise ValueError(f"op {shorten(recorded.op_name)}: tactic {program} compiled for {arch} launches with "
-                                 "other kernel parameters, geometry or entry than the recorded launch (compiled for "
-                                 f"{recorded.default_archs[0]})")
-            ptx, cubin = compiled.artifacts.PTX, compiled.artifacts.CUBIN
-            if not ptx or not cubin:
-                raise ValueError(f"op {shorten(recorded.op_name)}: cute.compile gave no PTX or CUBIN for {arch}")
-            out.append((program, arch, bytes(cubin), ptx, launch["entry"], 0, 0, 0, -1))
-            if arch == oldest:  # the driver JITs this PTX on newer GPUs; labelled by its .target
-                target = re.search(r"^\.target\s+(\S+)", ptx, re.M)
-                label = target.group(1).rstrip(",") if target else arch
-                out.append((program, "compute_" + label[3:], ptx.encode(), "", launch["entry"], 0, 0, 0, -1))
-    return out
+DSL = Dsl(name="cutedsl", title="CuTe DSL", spec_type=CuteDslSpec, check_archs=cutedsl_archs, intercept=_intercept,
+          one_launch=_one_launch, translate=_translate, plan_compile=_plan_compile)

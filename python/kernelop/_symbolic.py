@@ -27,7 +27,8 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch._dynamo.source import ConstantSource
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
 
-from . import _kernelop
+from . import _dsls, _kernelop
+from ._dtypes import DTYPES
 
 # Hints of dims counted from the last: distinct primes, so no two dims are equal or divisible by 16 by accident.
 _HINTS = (1031, 1021, 1019, 1013, 1009, 997, 991, 983)
@@ -52,7 +53,7 @@ def shorten(text: Any, limit: int = 120) -> str:
 # The packages whose frames are never the user's: kernelop's own, and the libraries a recording runs through. Frames
 # are told apart by the resolved directory of their file, never by a substring of its name (a user's clone of
 # kernelop is a folder named "kernelop" too).
-_LIBRARIES = ("kernelop", "torch", "triton", "cutlass", "nvidia_cutlass_dsl")
+_LIBRARIES = ("kernelop", "torch") + _dsls.PACKAGES
 
 
 def _library_dirs() -> Tuple[str, ...]:
@@ -151,7 +152,8 @@ class Recorder:
         self.tunables: Dict[sympy.Symbol, str] = {}
 
     # -- inputs --------------------------------------------------------------------------------------------------
-    def add_tensor(self, name: str, dtype: torch.dtype, shape: Optional[Sequence[int]], rank: int = _DEFAULT_RANK) -> Any:
+    def add_tensor(self, name: str, dtype: torch.dtype, shape: Optional[Sequence[int]],
+                   rank: int = _DEFAULT_RANK) -> Any:
         rank = len(shape) if shape is not None else rank
         hints = list(shape) if shape is not None else [_HINTS[rank - 1 - i] for i in range(rank)]
         sizes = []
@@ -375,7 +377,7 @@ def _negative(x: sympy.Expr) -> bool:
 
 def _guard_location(guard: Any) -> str:
     try:
-        stack = getattr(guard, "stack", None)
+        stack: Any = getattr(guard, "stack", None)
         if hasattr(stack, "summary"):  # older torch: the whole stack
             frames = stack.summary()
         else:  # a source location: the frame torch attributes the guard to (FrameSummary, or text)
@@ -416,8 +418,7 @@ def trace_meta(where: str, inputs: Sequence[Tuple[str, str, Optional[torch.dtype
     traced = []
     # Tensors whose dtype is not declared get a different dtype each, and other ones in each trace, so an output's
     # dtype follows the input it really follows (dtype_from) or none (a dtype of its own).
-    rotation = (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32, torch.int64, torch.int16,
-                torch.int8, torch.uint8)
+    rotation = [d.torch for d in DTYPES if d.traced]
     for trace, rank in enumerate(ranks):
         rec = Recorder(where)
         fakes = []
@@ -465,16 +466,3 @@ def trace_meta(where: str, inputs: Sequence[Tuple[str, str, Optional[torch.dtype
         declared.append(entry)
     return declared, ""
 
-
-def check_config_values(where: str, user_configs: Sequence[Dict[str, Any]], tuned: Sequence[str],
-                        constexprs: Dict[str, Any]) -> None:
-    """Every config sets every tuned constexpr, or the launch passes an int for it (the DSL recorders' one rule)."""
-    for i, c in enumerate(user_configs):
-        missing = [k for k in tuned if k not in c and constexprs.get(k) is None]
-        if missing:
-            raise ValueError(f"{where}: configs[{i}] does not set {shorten(', '.join(missing))}")
-        kept = [k for k in tuned if k not in c and not hasattr(type(constexprs[k]), "__index__")]
-        if kept:
-            raise ValueError(f"{where}: configs[{i}] does not set '{shorten(kept[0])}', and the value the launch "
-                             f"passes for it, {shorten(repr(constexprs[kept[0]]))}, is not an int; set it in every "
-                             "config (config values are ints or bools)")

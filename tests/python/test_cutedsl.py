@@ -322,15 +322,15 @@ class Compilation(unittest.TestCase):
     def test_every_tactic_for_sm_80_and_sm_90a_plus_ptx_checked_against_the_spec(self):
         r = ck.recorded("kop_cd_cc")["axpy"]
         binaries = r.compile()
-        self.assertEqual([(b[0], b[1]) for b in binaries],
+        self.assertEqual([(b.program, b.arch) for b in binaries],
                          [(0, "sm_80"), (0, "compute_80"), (0, "sm_90a"), (1, "sm_80"), (1, "compute_80"),
                           (1, "sm_90a")])
         for b in binaries:
-            if b[1].startswith("sm_"):
-                self.assertEqual(b[2][:4], b"\x7fELF")
-                self.assertIn(f".target {b[1]}", b[3])
+            if b.arch.startswith("sm_"):
+                self.assertEqual(b.data[:4], b"\x7fELF")
+                self.assertIn(f".target {b.arch}", b.ptx)
         # the two tactics' kernels are different compilations
-        self.assertNotEqual(binaries[0][4], binaries[3][4])
+        self.assertNotEqual(binaries[0].entry, binaries[3].entry)
         r.check()  # C++: every binary's .entry against the struct parameters, sizes and alignment
         r.check(["sm_90a"])
 

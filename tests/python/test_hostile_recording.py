@@ -68,8 +68,8 @@ def _no_compile(*args, **kwargs):
 
 def no_compiling():
     """Any compilation (Triton's or the CuTe DSL's) fails the test."""
-    patches = [mock.patch.object(ko._triton, "_compile_all", _no_compile), mock.patch.object(triton, "compile",
-                                                                                             _no_compile)]
+    patches = [mock.patch.object(ko._recording.compiling, "compile_binaries", _no_compile),
+               mock.patch.object(triton, "compile", _no_compile)]
     if HAVE_CUTE:
         patches.append(mock.patch.object(ko._cutedsl, "_compile", _no_compile))
     stack = contextlib.ExitStack()
@@ -372,10 +372,10 @@ class Architectures(unittest.TestCase):
 
     def test_binaries_are_kept_per_set_of_architectures(self):
         r = ko.record_plugin(ko.triton(copy_launch), op_name="kop_hr::per_archs")
-        self.assertEqual({b[1] for b in r.compile(["sm_90"])}, {"sm_90a", "compute_90a"})
-        self.assertEqual({b[1] for b in r.compile()}, {"sm_80", "compute_80", "sm_90a"})  # the default ones
+        self.assertEqual({b.arch for b in r.compile(["sm_90"])}, {"sm_90a", "compute_90a"})
+        self.assertEqual({b.arch for b in r.compile()}, {"sm_80", "compute_80", "sm_90a"})  # the default ones
         with no_compiling():
-            self.assertEqual({b[1] for b in r.compile(("sm_90",))}, {"sm_90a", "compute_90a"})  # kept, not again
+            self.assertEqual({b.arch for b in r.compile(("sm_90",))}, {"sm_90a", "compute_90a"})  # kept, not again
 
     @unittest.skipUnless(HAVE_CUTE, "nvidia-cutlass-dsl is not installed")
     def test_hostile_cute_dsl_archs_are_refused(self):
@@ -515,7 +515,8 @@ class Cuda(unittest.TestCase):
         recorded = ko.record_plugin(ko.triton(launch, [{"BLOCK": 128}, {"BLOCK": 256}]), op_name="kop_hr_gpu::copy")
         with tempfile.TemporaryDirectory() as d:
             op = recorded.register()
-            with mock.patch.object(ko._triton, "_compile_all", _no_compile):  # the same archs: compiled once
+            # the same archs: compiled once
+            with mock.patch.object(ko._recording.compiling, "compile_binaries", _no_compile):
                 recorded.build_package(os.path.join(d, "copy.kop"))
         for shape in ((3, 5), (64, 1000)):
             x = torch.randn(shape, device="cuda")

@@ -2,6 +2,7 @@
 with symbolic shapes, torch.export with fake inputs (CPU); eager, opcheck, torch.compile, export
 round trips and CUDA graphs (GPU, skipped without one)."""
 
+import dataclasses
 import os
 import pathlib
 import subprocess
@@ -12,6 +13,7 @@ import unittest
 import torch
 
 import kernelop as ko
+from kernelop._dtypes import DTYPES
 from compile_counter import counting_inductor
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
@@ -596,6 +598,23 @@ print(k.tuning_report()["stats"]["timed_runs"])
         self.assertEqual(int(second.stdout.split()[-1]), 0, "the second process timed configs")
 
 
+class MirroredTables(unittest.TestCase):
+    """Python tables that mirror C++ ones (DESIGN.md, "One source of truth"), tied to the extension's."""
+
+    def test_the_dtype_table_is_the_cpp_one(self):
+        names = getattr(ko._kernelop, "dtype_names", None)
+        if names is None:
+            self.skipTest("this build of kernelop._kernelop has no dtype_names() to compare kernelop._dtypes with")
+        self.assertEqual([d.name for d in DTYPES], list(names()))
+        self.assertTrue(all(isinstance(d.torch, torch.dtype) for d in DTYPES))
+
+    def test_kernel_binary_has_the_cpp_fields_in_order(self):
+        fields = getattr(ko._kernelop, "KERNEL_BINARY_FIELDS", None)
+        if fields is None:
+            self.skipTest("this build of kernelop._kernelop has no KERNEL_BINARY_FIELDS to compare KernelBinary with")
+        self.assertEqual([f.name for f in dataclasses.fields(ko.KernelBinary)], list(fields))
+
+
 if __name__ == "__main__":
     import sys
     # --cpu: the tests that need no GPU; --gpu: the CUDA tests, exit code 77 (skipped) without one.
@@ -603,8 +622,9 @@ if __name__ == "__main__":
     if part == "--gpu" and not CUDA:
         print("SKIPPED: no CUDA device")
         sys.exit(77)
-    classes = {"--cpu": [Registration, Examples, Meta, ExportBounds, Ptx, Tactics], "--gpu": [Cuda, TacticsCuda]}.get(
-        part, [Registration, Examples, Meta, ExportBounds, Ptx, Tactics, Cuda, TacticsCuda])
+    classes = {"--cpu": [Registration, Examples, Meta, ExportBounds, Ptx, Tactics, MirroredTables],
+               "--gpu": [Cuda, TacticsCuda]}.get(
+        part, [Registration, Examples, Meta, ExportBounds, Ptx, Tactics, MirroredTables, Cuda, TacticsCuda])
     suite = unittest.TestSuite(unittest.defaultTestLoader.loadTestsFromTestCase(c) for c in classes)
     result = unittest.TextTestRunner(verbosity=2).run(suite)
     sys.exit(0 if result.wasSuccessful() else 1)

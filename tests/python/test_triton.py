@@ -13,6 +13,7 @@ import pathlib
 import sys
 import tempfile
 import unittest
+from dataclasses import replace
 
 import torch
 import triton
@@ -162,7 +163,7 @@ class Recording(unittest.TestCase):
         r = ko.record_plugin(ko.triton(strided_offset_launch, [{"BLOCK": 128, "FLAG": False},
                                                                {"BLOCK": 256, "FLAG": True, "num_stages": 1}]),
                              op_name="kop_tt_rec::strided_offset")
-        self.assertEqual(r.signature["s"], "constexpr")
+        self.assertEqual(r.dsl_state.signature["s"], "constexpr")
         # variant 2: X, Y and n (position 3) and the constant 64 (position 4); variant 1: X, Y, 64; 0: 64 only.
         self.assertEqual([c["divisible"] for c in r.compile_configs[:3]], [[0, 1, 3, 4], [0, 1, 4], [4]])
         # Configs with a 1 or a bool in them (num_stages=1, FLAG=True) still give one grid expression.
@@ -381,25 +382,26 @@ class Refusals(unittest.TestCase):
         r = tk.recorded("kop_tt_rec")["vector_add"]
         good = r.compile(["sm_90"])
         r.check(["sm_90"])
-        dropped = [b for b in good if b[0] != 1]
+        dropped = [b for b in good if b.program != 1]
         expect_error(self, ValueError, "no binary for program 1, which tactic 1 (BLOCK_SIZE=256, num_warps=2, "
                      "num_stages=3, divisible=1) runs", ko._kernelop.check_binaries, json.dumps(r.doc), dropped)
         doc = dict(r.doc, params=r.doc["params"][:-1])
         expect_error(self, RuntimeError, "takes 6 parameter(s) but the calling convention passes 5",
                      ko._kernelop.check_binaries, json.dumps(doc), good)
-        garbled = [(b[0], b[1], b"\x7fELF garbage" if b[1].startswith("sm_") else b[2]) + b[3:] for b in good]
+        garbled = [replace(b, data=b"\x7fELF garbage") if b.arch.startswith("sm_") else b for b in good]
         expect_error(self, RuntimeError, "is not a 64-bit ELF holding the kernel 'add_kernel'",
                      ko._kernelop.check_binaries, json.dumps(r.doc), garbled)
-        huge = [b[:5] + (300 * 1024,) + b[6:] for b in good]
+        huge = [replace(b, launch_shared=300 * 1024) for b in good]
         expect_error(self, RuntimeError, "bytes of shared memory per block; a block may use",
                      ko._kernelop.check_binaries, json.dumps(r.doc), huge)
         # Scratch goes only to a parameter declared as a 64-bit 0 (Triton's scratch pointers).
-        misplaced = [b[:6] + (256, 128, 0) for b in good]
+        misplaced = [replace(b, scratch_bytes=256, scratch_align=128, scratch_param=0) for b in good]
         expect_error(self, ValueError, "scratch of 256 bytes per block (alignment 128) in parameter 0",
                      ko._kernelop.check_binaries, json.dumps(r.doc), misplaced)
-        odd = [b[:6] + (256, 96, 4) for b in good]
+        odd = [replace(b, scratch_bytes=256, scratch_align=96, scratch_param=4) for b in good]
         expect_error(self, ValueError, "alignment 96", ko._kernelop.check_binaries, json.dumps(r.doc), odd)
-        ko._kernelop.check_binaries(json.dumps(r.doc), [b[:6] + (256, 128, 4) for b in good])
+        right = [replace(b, scratch_bytes=256, scratch_align=128, scratch_param=4) for b in good]
+        ko._kernelop.check_binaries(json.dumps(r.doc), right)
 
 
 class Compilation(unittest.TestCase):
@@ -407,15 +409,15 @@ class Compilation(unittest.TestCase):
         r = tk.recorded("kop_tt_rec")["softmax"]
         bins = r.compile()
         archs = {}
-        for program, arch, data, ptx, entry, shared, *scratch in bins:
-            self.assertEqual(scratch, [0, 0, -1])
-            archs.setdefault(program, []).append(arch)
-            self.assertEqual(entry, "softmax_kernel")
-            self.assertGreater(len(data), 1000)
+        for b in bins:
+            self.assertEqual((b.scratch_bytes, b.scratch_align, b.scratch_param), (0, 0, -1))
+            archs.setdefault(b.program, []).append(b.arch)
+            self.assertEqual(b.entry, "softmax_kernel")
+            self.assertGreater(len(b.data), 1000)
         self.assertEqual(len(archs), len(r.doc["configs"]))
         self.assertTrue(all(a == ["sm_80", "compute_80", "sm_90a"] for a in archs.values()), archs)
         # The specialised tactic's PTX loads vectors; the generic one's cannot assume alignment.
-        ptx = {b[0]: b[3] for b in bins if b[1] == "sm_90a"}
+        ptx = {b.program: b.ptx for b in bins if b.arch == "sm_90a"}
         self.assertGreater(ptx[3].count("ld.global.v4"), 0)
         self.assertEqual(ptx[5].count("ld.global.v4"), 0)
 
@@ -433,7 +435,7 @@ class Compilation(unittest.TestCase):
     def test_global_scratch_is_allocated_per_launch(self):
         r = ko.record_plugin(ko.triton(desc_scale_launch, [{"BM": 32, "BN": 32}, {"BM": 64, "BN": 32}]),
                              op_name="kop_tt_rec::desc_scale")
-        scratch = {(b[0], b[1]): b[6:] for b in r.compile()}
+        scratch = {(b.program, b.arch): (b.scratch_bytes, b.scratch_align, b.scratch_param) for b in r.compile()}
         # sm_90 builds the descriptors in 256 bytes of scratch per block, passed as the first of Triton's two
         # trailing pointers (parameter 4); sm_80 has no TMA and needs none.
         self.assertEqual(scratch[(0, "sm_90a")], (256, 128, 4))

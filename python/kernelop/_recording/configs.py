@@ -1,0 +1,107 @@
+"""The rules every DSL front end's configs and architectures follow, checked before anything is compiled, and the
+one way a value that differs between configs becomes one expression (select over the configs)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
+
+from .. import _kernelop
+from .._symbolic import canonical, shorten
+
+
+def check_configs(where: str, launch_fn: Any, configs: Any) -> Tuple[Dict[str, Any], ...]:
+    """A spec's launch_fn and configs as given by the user: a callable and a list of dicts of ints or bools."""
+    if not callable(launch_fn):
+        raise TypeError(f"{where}: launch_fn must be callable, got {type(launch_fn).__name__}")
+    if configs is None:
+        configs = ()
+    if isinstance(configs, (str, bytes, Mapping)) or not isinstance(configs, Sequence):
+        raise TypeError(f"{where}: configs must be a list of dicts such as [{{'BLOCK_SIZE': 256}}], got "
+                        f"{type(configs).__name__}")
+    out = []
+    for i, c in enumerate(configs):
+        if not isinstance(c, Mapping):
+            raise TypeError(f"{where}: configs[{i}] must be a dict, got {type(c).__name__}")
+        for k, v in c.items():
+            if not isinstance(k, str):
+                raise TypeError(f"{where}: configs[{i}] has key {shorten(repr(k))}; keys are meta-parameter names")
+            if not isinstance(v, int):  # bools are ints
+                raise TypeError(f"{where}: configs[{i}][{shorten(repr(k))}] is {shorten(repr(v))}; config values are "
+                                "ints or bools")
+        out.append(dict(c))
+    return tuple(out)
+
+
+def check_config_values(where: str, user_configs: Sequence[Dict[str, Any]], tuned: Sequence[str],
+                        constexprs: Dict[str, Any]) -> None:
+    """Every config sets every tuned constexpr, or the launch passes an int for it (the DSL recorders' one rule)."""
+    for i, c in enumerate(user_configs):
+        missing = [k for k in tuned if k not in c and constexprs.get(k) is None]
+        if missing:
+            raise ValueError(f"{where}: configs[{i}] does not set {shorten(', '.join(missing))}")
+        kept = [k for k in tuned if k not in c and not hasattr(type(constexprs[k]), "__index__")]
+        if kept:
+            raise ValueError(f"{where}: configs[{i}] does not set '{shorten(kept[0])}', and the value the launch "
+                             f"passes for it, {shorten(repr(constexprs[kept[0]]))}, is not an int; set it in every "
+                             "config (config values are ints or bools)")
+
+
+def check_archs(where: str, archs: Any, pattern: str, dsl: str, rule: str, name: str = "archs") -> List[str]:
+    """The architectures a user gave: a non-empty list of distinct strings, each matching `pattern` (the DSL's rule,
+    said as `rule`); checked before anything is compiled."""
+    example = "['sm_80', 'sm_90']"
+    if isinstance(archs, (str, bytes)) or not isinstance(archs, (list, tuple)):
+        hint = f"; write [{shorten(repr(archs))}]" if isinstance(archs, str) else ""
+        raise TypeError(f"{where}: argument '{name}' must be a list of architectures such as {example}, got "
+                        f"{type(archs).__name__} {shorten(repr(archs))}{hint}")
+    if not archs:
+        raise ValueError(f"{where}: argument '{name}' is empty; expected a non-empty list of architectures such as "
+                         f"{example}, got {archs!r}")
+    seen = set()
+    for i, a in enumerate(archs):
+        if not isinstance(a, str):
+            raise TypeError(f"{where}: {name}[{i}] is {type(a).__name__} {shorten(repr(a))}; expected an "
+                            f"architecture string, {rule}")
+        if not re.fullmatch(pattern, a):
+            raise ValueError(f"{where}: architecture {shorten(repr(a))} is invalid for {dsl} ({name}[{i}]); expected "
+                             f"{rule} (kernelop adds the PTX of the oldest for newer GPUs)")
+        if a in seen:
+            raise ValueError(f"{where}: an architecture is listed twice in {name}: {a!r}")
+        seen.add(a)
+    return list(archs)
+
+
+def select_over_configs(texts: List[List[str]], values: List[Dict[str, Any]], names: List[str]) -> List[str]:
+    """Per axis, one expression that is config c's texts[c][axis] when the tunables have config c's values."""
+    out = []
+    for a in range(len(texts[0])):
+        text = texts[-1][a]
+        for c in range(len(values) - 2, -1, -1):
+            if text != texts[c][a]:
+                cond = conjunction([f"{k} == {int(values[c][k])}" for k in names])
+                text = f"select({cond}, {texts[c][a]}, {text})"
+        out.append(canonical(text))
+    return out
+
+
+def conjunction(conds: List[str]) -> str:
+    """All of `conds`: kernelop expressions have no 'and'; a product of comparisons is 1 exactly when all hold."""
+    return " * ".join(f"({c})" for c in conds)
+
+
+def count(n: int, what: str) -> str:
+    """"1 config", "3 configs"."""
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def validate_recorded(where: str, doc: Dict[str, Any], tactics: str) -> None:
+    """kernelop's validation of a recorded spec (the C++ validate(), through check_spec), run before anything is
+    compiled, so a spec kernelop refuses is refused at once. `tactics` says how the user's configs became the
+    spec's (e.g. "86 configs x 3 Triton specialisations (divisible=2, 1, 0) make 258 tactics")."""
+    try:
+        _kernelop.check_spec(json.dumps(doc), "", _kernelop.Overrides())
+    except (ValueError, TypeError) as e:
+        raise type(e)(f"{where}: {tactics}; kernelop refuses the recorded spec before compiling: "
+                      f"{shorten(e, 2000)}") from None

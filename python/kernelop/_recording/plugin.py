@@ -1,0 +1,265 @@
+"""The recorder's front door (custom_plugin, record_plugin), what a DSL front end implements (Dsl), one recording in
+progress (Recording) and its result (RecordedPlugin). Nothing here names a DSL: they are rows of kernelop._dsls."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+import torch
+
+from .. import _dsls, _kernelop, _kernelop_torch
+from .._symbolic import Recorder, Unexpressible, shorten
+from . import compiling
+from .compiling import CompiledKernel, CompileJob, KernelBinary
+from .configs import check_config_values, validate_recorded
+from .interception import Handlers, NestedRecording, current_recording, intercepting, nested_message, recording
+from .tracing import (Input, examples, inputs_json, make_fakes, name_outputs, output_shapes, outputs_of,
+                      run_launch_fn, signature_inputs, tensor_name)
+
+
+def _accept_inputs(where: str, inputs: List[Input]) -> None:
+    pass
+
+
+def _no_problem(recorded: "RecordedPlugin", program: int, compiled: CompiledKernel) -> Optional[str]:
+    return None
+
+
+@dataclass(frozen=True)
+class Dsl:
+    """A DSL front end: what the one recorder asks of it. Each front end's module defines one as ``DSL`` and has a
+    row in kernelop._dsls' table; the recorder does everything else (running launch_fn on fakes, host-side
+    policing, outputs, requirements, configs, validation, the op's name, the compile loop and cache)."""
+
+    name: str  # the spec's key and the package's tag ("triton"), kernelop.<name>(...), the namespace kernelop_<name>
+    title: str  # in messages: "Triton", "CuTe DSL"
+    spec_type: type  # what kernelop.<name>(...) makes: a frozen dataclass with launch_fn and configs (and its own)
+    # (where, archs as the user gave them) -> the architectures, checked before anything is compiled
+    check_archs: Callable[[str, Any], List[str]]
+    # (a list the handlers append each launch to) -> what to intercept while launch_fn runs (Note [interception])
+    intercept: Callable[[List[Any]], Handlers]
+    # (where, the launches) -> (the one launch, the kernel's name); refuses none or several
+    one_launch: Callable[[str, List[Any]], Tuple[Any, str]]
+    # (the recording, the spec, the launch) -> the op: its arguments mapped to the DSL's calling convention, its
+    # geometry, tunables and configs (one tactic each)
+    translate: Callable[["Recording", Any, Any], "RecordedPlugin"]
+    # (recorded, program, arch) -> how to compile one tactic's program for one architecture
+    plan_compile: Callable[["RecordedPlugin", int, str], CompileJob]
+    # (where, launch_fn's parameters): refuses one the DSL cannot take, before launch_fn runs
+    check_inputs: Callable[[str, List[Input]], None] = _accept_inputs
+    # (recorded, program, compiled) -> why kernelop cannot launch it, beyond the recorder's own rules; or None
+    check_compiled: Callable[["RecordedPlugin", int, CompiledKernel], Optional[str]] = _no_problem
+
+
+@dataclass
+class RecordedPlugin:
+    """A recorded launch (Triton's, or a CuTe DSL host function's): the op's kernelop spec plus what its compiler
+    needs for each tactic."""
+
+    op_name: str
+    doc: Dict[str, Any]
+    dsl: Dsl = field(repr=False)
+    fn: Any  # what the DSL compiles: Triton's JITFunction, the @cute.jit function
+    constexprs: Dict[str, Any]  # the compile-time values the launch passes
+    compile_configs: List[Dict[str, Any]] = field(default_factory=list)  # per tactic: what the compiler needs
+    default_archs: Tuple[str, ...] = ()  # compiled for when compile() is given none
+    scratch_param: int = -1  # the kernel parameter the global scratch memory a build needs is passed as; -1: none
+    dsl_state: Any = field(default=None, repr=False)  # the DSL's own, for its compiler
+    # what compile() made, by the architectures it was given
+    _binaries: Dict[Tuple[str, ...], List[KernelBinary]] = field(default_factory=dict, repr=False, compare=False)
+
+    def spec_json(self) -> str:
+        """The op's kernelop spec as JSON: inspectable and diffable (docs/spec-format.md)."""
+        return json.dumps(self.doc, indent=2) + "\n"
+
+    def compile(self, archs: Optional[Sequence[str]] = None) -> List[KernelBinary]:
+        """Compiles each tactic for each architecture (triton.compile through kernelop's compile cache, or
+        cute.compile); ``archs`` are checked before anything is compiled."""
+        where = f"op {shorten(self.op_name)}"
+        outer = current_recording()
+        if outer is not None:
+            raise NestedRecording(nested_message(f"{where} (compiled, registered, checked or packaged)", outer))
+        arch_list = self.dsl.check_archs(where, archs if archs is not None else self.default_archs)
+        key = tuple(arch_list)
+        if key not in self._binaries:
+            self._binaries[key] = compiling.compile_binaries(self, arch_list)
+        return self._binaries[key]
+
+    def check(self, archs: Optional[Sequence[str]] = None) -> None:
+        """Compiles and checks the binaries against the spec as registration does; registers nothing."""
+        _kernelop.check_binaries(json.dumps(self.doc), self.compile(archs))
+
+    def register(self, archs: Optional[Sequence[str]] = None) -> Any:
+        from .._ops import _op_object
+        binaries = self.compile(archs)
+        overrides = _kernelop.Overrides()
+        overrides.caller_key = self.dsl.name + ":" + hashlib.sha256(
+            json.dumps(self.doc, sort_keys=True).encode() + b"".join(b.data for b in binaries)).hexdigest()
+        _kernelop_torch.register_binaries(json.dumps(self.doc), binaries, overrides)
+        return _op_object(self.op_name)
+
+    def build_package(self, path: Union[str, os.PathLike], archs: Optional[Sequence[str]] = None) -> str:
+        _kernelop.build_package_binaries(json.dumps(self.doc), self.compile(archs), os.fspath(path))
+        return os.fspath(path)
+
+
+@dataclass
+class Recording:
+    """One recording after launch_fn ran: what the recorder made of it, for the DSL's translate."""
+
+    dsl: Dsl
+    where: str  # kernelop.custom_plugin('<op name>'), in messages
+    rec: Recorder
+    inputs: List[Input]
+    fakes: List[Any]  # launch_fn's arguments
+    outputs: List[Any]  # the tensors launch_fn returned
+    op_name: str  # as given, else kernelop_<dsl>::<kernel> until named after what was recorded
+    named: bool  # whether the user gave op_name
+    meta_impl: Optional[Callable[..., Any]]
+    out_names: List[str] = field(default_factory=list)
+    tactics: str = ""  # how the user's configs became the spec's tactics, for validate's messages
+    name_key: Any = None  # what names the op by default besides its spec (Triton: the kernel's cache key)
+
+    def name_outputs(self, tensors: Dict[str, Any], reserved: Any = ()) -> List[str]:
+        """Names the outputs after the kernel parameter each is passed to (`tensors`: parameter -> tensor)."""
+        self.out_names = name_outputs(self.outputs, tensors, self.rec, reserved)
+        return self.out_names
+
+    def tensor_name(self, value: torch.Tensor, what: str) -> str:
+        return tensor_name(self.where, value, self.rec, self.outputs, self.out_names, what)
+
+    def output_shapes(self, meta_impl: Optional[Callable[..., Any]]) -> List[Dict[str, Any]]:
+        return output_shapes(self.where, self.rec, self.outputs, self.out_names, meta_impl, self.fakes)
+
+    def requirements(self) -> List[str]:
+        """Every condition launch_fn and meta_impl evaluated or asserted on the sizes."""
+        try:
+            return self.rec.requirements_from_guards()
+        except Unexpressible as e:
+            raise ValueError(str(e)) from None
+
+    def expr(self, value: Any, what: str) -> str:
+        try:
+            return self.rec.expr(value, what)
+        except Unexpressible as e:
+            raise ValueError(str(e)) from None
+
+    def inputs_json(self) -> List[Dict[str, Any]]:
+        return inputs_json(self.rec, self.inputs)
+
+    def check_config_values(self, user_configs: Sequence[Dict[str, Any]], tuned: Sequence[str],
+                            constexprs: Dict[str, Any]) -> None:
+        check_config_values(self.where, user_configs, tuned, constexprs)
+
+    def validate(self, doc: Dict[str, Any]) -> None:
+        validate_recorded(self.where, doc, self.tactics)
+
+
+def _custom_plugin_where(op_name: Any, spec_or_list: Any) -> str:
+    if op_name is not None and not isinstance(op_name, str):
+        raise TypeError(f"kernelop.custom_plugin: op_name must be a str such as 'my_ns::my_op', got "
+                        f"{type(op_name).__name__} {shorten(repr(op_name))}")
+    if op_name is None:
+        op_name = getattr(getattr(_first(spec_or_list), "launch_fn", None), "__name__", "launch_fn")
+    return f"kernelop.custom_plugin({shorten(repr(op_name))})"
+
+
+def _first(spec_or_list: Any) -> Any:
+    return spec_or_list[0] if isinstance(spec_or_list, (list, tuple)) and spec_or_list else spec_or_list
+
+
+def custom_plugin(spec_or_list: Any, meta_impl: Optional[Callable[..., Any]] = None, *,
+                  op_name: Optional[str] = None, package: Optional[Union[str, os.PathLike]] = None,
+                  archs: Optional[Sequence[str]] = None, example_inputs: Any = None) -> Any:
+    """Registers a Triton (or CuTe DSL) kernel as a kernelop op (the reference's ``tta.custom_plugin``); returns its
+    ``torch.ops`` packet. ``package``: also write its .kop there. See :func:`record_plugin`."""
+    if archs is not None:  # checked before recording (and so before anything is compiled), by the spec's DSL
+        dsl = _dsls.dsl_of(_first(spec_or_list))
+        if dsl is not None:  # else record_plugin refuses the spec
+            archs = dsl.check_archs(_custom_plugin_where(op_name, spec_or_list), archs)
+    recorded = record_plugin(spec_or_list, meta_impl, op_name=op_name, example_inputs=example_inputs)
+    op = recorded.register(archs)
+    if package is not None:
+        recorded.build_package(package, archs)
+    return op
+
+
+def record_plugin(spec_or_list: Any, meta_impl: Optional[Callable[..., Any]] = None, *,
+                  op_name: Optional[str] = None, example_inputs: Any = None) -> RecordedPlugin:
+    """Records ``launch_fn`` once on symbolic fake tensors (and traces ``meta_impl`` for the output shapes) into a
+    kernelop spec. ``example_inputs`` (a tuple or dict of tensors) gives the tensors' ranks, sizes and dtypes to
+    record with (default: rank 2, float32). ``op_name`` defaults to a name derived from the kernel and its configs,
+    the same in every process."""
+    where = _custom_plugin_where(op_name, spec_or_list)
+    try:
+        with recording(where):  # before anything else: a nested recording is refused, never waited for
+            return _record_specs(where, spec_or_list, meta_impl, op_name, example_inputs)
+    except NestedRecording as e:
+        if current_recording() is None:  # the outermost recording: a plain ValueError for the user
+            raise ValueError(str(e)) from None
+        raise
+
+
+def _record_specs(where: str, spec_or_list: Any, meta_impl: Optional[Callable[..., Any]], op_name: Optional[str],
+                  example_inputs: Any) -> RecordedPlugin:
+    dsls = _dsls.all_dsls()
+    kinds = tuple(d.spec_type for d in dsls)
+    specs: Optional[List[Any]] = [spec_or_list] if isinstance(spec_or_list, kinds) else list(spec_or_list) \
+        if isinstance(spec_or_list, (list, tuple)) else None
+    if not specs or not all(isinstance(s, kinds) for s in specs) or \
+            not all(type(s) is type(specs[0]) for s in specs):
+        raise TypeError(f"{where}: expected {' or '.join(f'kernelop.{d.name}(...)' for d in dsls)}, or a list of "
+                        f"one kind of them, got {type(spec_or_list).__name__}")
+    if meta_impl is not None and not callable(meta_impl):
+        raise TypeError(f"{where}: meta_impl must be callable, got {type(meta_impl).__name__}")
+    dsl = next(d for d in dsls if isinstance(specs[0], d.spec_type))
+    # Several specs of one launch_fn: their configs are one list of tactics, recorded together (so the grid is
+    # one expression over all of them). Different launch_fns would be different kernels: one op has one.
+    if any(s.launch_fn is not specs[0].launch_fn for s in specs[1:]):
+        raise ValueError(f"{where}: the specs have different launch_fns; kernelop compiles one {dsl.title} launch "
+                         "per op (its configs are the tactics): give one spec with all the configs, or register one "
+                         "op per launch_fn")
+    for f in dataclasses.fields(specs[0]):  # anything else a spec says (the CuTe DSL's archs), they all say
+        if f.name not in ("launch_fn", "configs") and any(getattr(s, f.name) != getattr(specs[0], f.name)
+                                                          for s in specs[1:]):
+            raise ValueError(f"{where}: the specs name different {f.name}")
+    configs: List[Dict[str, Any]] = []
+    for s in specs:
+        configs += s.configs or [{}]
+    return _record(dsl, dataclasses.replace(specs[0], configs=tuple(configs)), meta_impl, op_name, example_inputs)
+
+
+def _record(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], op_name: Optional[str],
+            example_inputs: Any) -> RecordedPlugin:
+    """launch_fn run once on fakes, its one launch translated by its DSL, the op named after what was recorded
+    (unless the user named it) and validated."""
+    fn_name = getattr(spec.launch_fn, "__name__", "launch_fn")
+    where = f"kernelop.custom_plugin({shorten(repr(op_name if op_name is not None else fn_name))})"
+    inputs = signature_inputs(where, spec.launch_fn)
+    dsl.check_inputs(where, inputs)
+    tensors = examples(where, [n for n, k, _ in inputs if k == "tensor"], example_inputs)
+    rec = Recorder(where)
+    fakes = make_fakes(rec, inputs, tensors)
+    launches: List[Any] = []
+    result, writes = run_launch_fn(where, rec, spec.launch_fn, fakes, intercepting(dsl.intercept(launches)))
+    launch, kernel_name = dsl.one_launch(where, launches)
+    outputs = outputs_of(where, result, rec)
+    writes.check(where, rec, outputs)
+    named = op_name is not None
+    if op_name is None:  # named at the end after what was recorded; the kernel's name meanwhile
+        op_name = f"kernelop_{dsl.name}::{kernel_name}"
+    rec.where = where = f"kernelop.custom_plugin({shorten(repr(op_name))})"
+    recording_ = Recording(dsl, where, rec, inputs, fakes, outputs, op_name, named, meta_impl)
+    recorded = dsl.translate(recording_, spec, launch)
+    if not named:  # the same in every process, and different for a different launch, dtype or config set
+        body = {k: v for k, v in recorded.doc.items() if k != "op"}
+        identity = json.dumps(body if recording_.name_key is None else [recording_.name_key, body], sort_keys=True)
+        recorded.op_name = recorded.doc["op"] = \
+            f"kernelop_{dsl.name}::{kernel_name}_{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
+    recording_.validate(recorded.doc)
+    return recorded

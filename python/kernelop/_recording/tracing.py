@@ -1,0 +1,288 @@
+"""Running launch_fn once on fake tensors with symbolic sizes, and reading what it did: its inputs (from its type
+hints), its outputs (named, shaped, allocated uninitialised), the host-side work it may not do, and its errors."""
+
+from __future__ import annotations
+
+import inspect
+import traceback
+import typing
+from typing import Any, Callable, ContextManager, Dict, List, Mapping, Optional, Set, Tuple
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .._symbolic import BoolProbe, FloatProbe, Recorder, Unexpressible, shape_exprs, shorten, user_location
+from .interception import NestedRecording
+
+Input = Tuple[str, str, Any]
+"""A parameter of launch_fn: (name, "tensor" | "float" | "int" | "bool", default or inspect.Parameter.empty)."""
+
+_KINDS = {torch.Tensor: "tensor", float: "float", int: "int", bool: "bool", "torch.Tensor": "tensor",
+          "Tensor": "tensor", "float": "float", "int": "int", "bool": "bool"}
+
+
+def signature_inputs(where: str, fn: Callable[..., Any]) -> List[Input]:
+    """(name, "tensor" | "float" | "int" | "bool", default) per parameter of launch_fn, from its type hints."""
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:  # noqa: BLE001 - unresolved string annotations: read them raw
+        hints = {}
+    out = []
+    for p in inspect.signature(fn).parameters.values():
+        name = shorten(p.name)
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.KEYWORD_ONLY):
+            raise TypeError(f"{where}: launch_fn takes {'*' if p.kind != p.KEYWORD_ONLY else 'keyword-only '}"
+                            f"{name}; kernelop derives the op's schema from positional, type-hinted parameters")
+        hint = hints.get(p.name, p.annotation)
+        kind = _KINDS.get(hint)
+        if kind is None:
+            raise TypeError(f"{where}: launch_fn's parameter '{name}' has type hint {shorten(repr(hint))}; expected "
+                            "torch.Tensor, float, int or bool (they give the op's schema)")
+        if kind == "tensor" and p.default is not p.empty:
+            raise TypeError(f"{where}: tensor parameter '{name}' has a default; only scalars may")
+        if kind != "tensor" and p.default is not p.empty and (
+                not isinstance(p.default, (int, float)) or (kind != "bool") == isinstance(p.default, bool) or
+                (kind == "int" and not isinstance(p.default, int))):
+            raise TypeError(f"{where}: {kind} parameter '{name}' has the default {shorten(repr(p.default))}; "
+                            f"expected a {kind}")
+        out.append((p.name, kind, p.default))
+    if not any(k == "tensor" for _, k, _ in out):
+        raise TypeError(f"{where}: launch_fn takes no torch.Tensor; an op needs at least one tensor input")
+    return out
+
+
+def examples(where: str, names: List[str], example_inputs: Any) -> Dict[str, torch.Tensor]:
+    """The user's example tensors by parameter name: a tuple (launch_fn's tensor arguments in order) or a dict."""
+    if example_inputs is None:
+        return {}
+    if isinstance(example_inputs, Mapping):
+        items = dict(example_inputs)
+    elif isinstance(example_inputs, (list, tuple)):
+        items = dict(zip(names, example_inputs))
+    else:
+        raise TypeError(f"{where}: example_inputs must be a tuple (launch_fn's tensor arguments in order) or a "
+                        f"dict of name: tensor, got {type(example_inputs).__name__}")
+    for k, v in items.items():
+        if k not in names:
+            raise ValueError(f"{where}: example_inputs names {shorten(repr(k))}, which is not a tensor parameter of "
+                             f"launch_fn ({shorten(', '.join(names), 300)})")
+        if not isinstance(v, torch.Tensor):
+            raise TypeError(f"{where}: example_inputs[{shorten(repr(k))}] is a {type(v).__name__}; expected a tensor "
+                            "(only its rank, sizes and dtype are used)")
+    return items
+
+
+def make_fakes(rec: Recorder, inputs: List[Input], examples: Dict[str, torch.Tensor]) -> List[Any]:
+    """launch_fn's arguments while recording: fake tensors with symbolic sizes, scalar probes."""
+    fakes: List[Any] = []
+    for name, kind, default in inputs:
+        if kind == "tensor":
+            ex = examples.get(name)
+            fakes.append(rec.add_tensor(name, ex.dtype if ex is not None else torch.float32,
+                                        tuple(ex.shape) if ex is not None else None))
+        else:
+            fakes.append(rec.add_scalar(name, kind, default))
+    return fakes
+
+
+def run_launch_fn(where: str, rec: Recorder, launch_fn: Callable[..., Any], fakes: List[Any],
+                  intercept: ContextManager[Any]) -> Tuple[Any, "HostOps"]:
+    """Runs launch_fn once on the fakes, under the recorder's fake mode and `intercept` (which patches the DSL's
+    launch for this thread, Note [interception]), watching for host-side writes; errors say what kernelop was
+    doing."""
+    writes = HostOps()
+    try:
+        with intercept, rec.mode, writes:
+            result = launch_fn(*fakes)
+    except (Unexpressible, NestedRecording) as e:
+        raise type(e)(f"{where}: {e}" if isinstance(e, Unexpressible) else str(e)) from None
+    except Exception as e:  # noqa: BLE001 - named and re-raised with what kernelop was doing
+        raise traced_error(where, rec, e, "launch_fn", "while kernelop recorded it on fake tensors with symbolic "
+                           "sizes") from e
+    return result, writes
+
+
+def traced_error(where: str, rec: Recorder, e: Exception, what: str, doing: str) -> ValueError:
+    """The error `what` (launch_fn, the grid function, meta_impl) raised while kernelop traced it: a decision on an
+    int scalar's value (which the recording does not know) said as such, anything else named and cut."""
+    import sympy
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+    if isinstance(e, GuardOnDataDependentSymNode):
+        at = user_location(traceback.extract_tb(e.__traceback__))
+        scalars = {s.symbol: s.name for s in rec.scalars if s.symbol is not None}
+        free: Set[Any] = getattr(e.cond, "free_symbols", set())
+        verb = "decides on" if isinstance(e.cond, sympy.logic.boolalg.Boolean) else "needs the value of"
+        head = f"{where}: {what} {verb} {rec.describe(e.cond)} on the host{f' (at {at})' if at else ''}"
+        if free and all(s in scalars for s in free):
+            return ValueError(f"{head}, which depends on the value of int scalar "
+                              f"{', '.join(repr(scalars[s]) for s in free)}; kernelop records int scalars as unknown "
+                              "values: pass them to the kernel as they are, or give the choices as configs")
+        return ValueError(f"{head}, which depends on a tensor's data; kernelop runs {what} once, on fake tensors "
+                          "that have none: compute it in the kernel")
+    return ValueError(f"{where}: {what} raised {type(e).__name__} {doing}: {shorten(e, 2000)}")
+
+
+class HostOps(TorchDispatchMode):
+    """Which aten ops made or wrote each storage while launch_fn ran. kernelop allocates outputs uninitialised
+    (torch.empty) and runs nothing but the kernel, so an output made any other way (zeros, clone, full) or written
+    on the host, and an input written on the host, would change the result: refused."""
+
+    _ALLOCATE = {"empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: Dict[int, List[str]] = {}
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        name = func._schema.name.split("::")[-1]
+        written = [out] if func._schema.returns and not func._schema.is_mutable else []
+        schema_args = func._schema.arguments
+        for i, a in enumerate(args):
+            if i < len(schema_args) and schema_args[i].is_write and isinstance(a, torch.Tensor):
+                written.append(a)
+        for t in written:
+            for x in (t if isinstance(t, (list, tuple)) else [t]):
+                if isinstance(x, torch.Tensor) and not func._schema.name.startswith("aten::_"):
+                    try:
+                        self.ops.setdefault(x.untyped_storage()._cdata, []).append(name)
+                    except (RuntimeError, NotImplementedError):
+                        pass
+        return out
+
+    def check(self, where: str, rec: Recorder, outputs: List[Any]) -> None:
+        for t in rec.tensors:
+            ops = self.ops.get(t.fake.untyped_storage()._cdata, [])
+            if ops:
+                raise ValueError(f"{where}: launch_fn writes input '{t.name}' on the host (aten.{ops[0]}); kernelop "
+                                 "runs the kernel alone")
+        for i, o in enumerate(outputs):
+            ops = [op for op in self.ops.get(o.untyped_storage()._cdata, []) if op not in _VIEWS]
+            made = [op for op in ops if op not in self._ALLOCATE]
+            if made:
+                raise ValueError(f"{where}: output {i} is made or written on the host by aten.{made[0]}; kernelop "
+                                 "allocates outputs uninitialised and runs the kernel alone, so allocate it with "
+                                 "torch.empty / empty_like and let the kernel write all of it")
+
+
+_VIEWS = {"view", "reshape", "_reshape_alias", "as_strided", "unsqueeze", "squeeze", "flatten", "alias", "expand",
+          "permute", "transpose", "t", "slice", "select", "detach", "contiguous", "lift_fresh"}
+
+
+def outputs_of(where: str, result: Any, rec: Recorder) -> List[Any]:
+    """What launch_fn returned, checked: new contiguous tensors of their own."""
+    outs = list(result) if isinstance(result, (tuple, list)) else [result]
+    if result is None or not outs:
+        raise ValueError(f"{where}: launch_fn returned {result!r}; it must return the output tensor(s) it allocates")
+    inputs = [t.fake for t in rec.tensors]
+    for i, o in enumerate(outs):
+        if not isinstance(o, torch.Tensor):
+            raise ValueError(f"{where}: launch_fn returned a {type(o).__name__} as output {i}; outputs are tensors")
+        if any(o.untyped_storage()._cdata == x.untyped_storage()._cdata for x in inputs):
+            raise ValueError(f"{where}: launch_fn returns (a view of) an input as output {i}; outputs must be new "
+                             "tensors (torch.empty_like(...))")
+        if not o.is_contiguous() or o.storage_offset() != 0:
+            raise ValueError(f"{where}: output {i} is not a contiguous tensor of its own; kernelop allocates outputs "
+                             "contiguous")
+    return outs
+
+
+def name_outputs(outputs: List[Any], tensors: Dict[str, Any], rec: Recorder, reserved: Any = ()) -> List[str]:
+    """Each output is named after the kernel parameter it is passed to ("Z"; `tensors`: parameter -> the tensor it
+    gets), else out0, out1, ...; never an input's name nor one of `reserved` (the names tunables may take)."""
+    taken = {t.name for t in rec.tensors} | {s.name for s in rec.scalars} | set(reserved)
+    names = []
+    for i, o in enumerate(outputs):
+        name = next((n for n, v in tensors.items() if v is o), None)
+        if name is None or name in taken:
+            name = f"out{i}" if len(outputs) > 1 else "out"
+            while name in taken:
+                name += "_"
+        taken.add(name)
+        names.append(name)
+    return names
+
+
+def tensor_name(where: str, value: torch.Tensor, rec: Recorder, outputs: List[Any], out_names: List[str],
+                what: str) -> str:
+    """The input or output a tensor launch_fn passes to the kernel is (never a view at an offset, nor a tensor of
+    its own making)."""
+    storage = value.untyped_storage()._cdata
+    candidates = [(t.name, t.fake) for t in rec.tensors] + list(zip(out_names, outputs))
+    for name, t in candidates:
+        if t.untyped_storage()._cdata == storage:
+            if value.storage_offset() != 0:
+                raise ValueError(f"{where}: {what} is a view of '{name}' at an offset; kernelop passes each tensor's "
+                                 "own data pointer")
+            return name
+    raise ValueError(f"{where}: {what} is a tensor launch_fn computes or allocates without returning it (host-side "
+                     "tensor math, or a scratch buffer); kernelop records inputs and returned outputs only")
+
+
+def int_scalar_name(value: Any, rec: Recorder) -> Optional[str]:
+    """The int scalar input a launch value is, passed on as it is, or None."""
+    if isinstance(value, torch.SymInt):
+        for s in rec.scalars:
+            if s.symbol is not None and value.node.expr == s.symbol:
+                return s.name
+    return None
+
+
+def from_inputs(value: Any) -> bool:
+    """Whether a launch value is computed from the op's inputs (a size, a scalar input, a tensor), at any depth of a
+    tuple or list."""
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool, FloatProbe, BoolProbe, torch.Tensor)):
+        return True
+    return isinstance(value, (tuple, list)) and any(from_inputs(v) for v in value)
+
+
+def output_shapes(where: str, rec: Recorder, outputs: List[Any], out_names: List[str],
+                  meta_impl: Optional[Callable[..., Any]], fakes: List[Any]) -> List[Dict[str, Any]]:
+    """The outputs' spec entries (name, shape, dtype); with meta_impl, traced from it and checked against the
+    outputs launch_fn allocates."""
+    shaped = outputs
+    if meta_impl is not None:
+        try:
+            with rec.mode:
+                meta = meta_impl(*fakes)
+        except NestedRecording:
+            raise
+        except Unexpressible as e:
+            raise ValueError(f"{where}: meta_impl: {e}") from None
+        except Exception as e:  # noqa: BLE001
+            raise traced_error(where, rec, e, "meta_impl", "on fake tensors with symbolic sizes") from e
+        meta = list(meta) if isinstance(meta, (tuple, list)) else [meta]
+        if len(meta) != len(outputs) or not all(isinstance(m, torch.Tensor) for m in meta):
+            raise ValueError(f"{where}: meta_impl returns {len(meta)} value(s) but launch_fn returns {len(outputs)} "
+                             "tensor(s)")
+        for i, (m, o) in enumerate(zip(meta, outputs)):
+            ms = [rec.expr(d, f"{where}: meta_impl output {i}") for d in m.shape]
+            os_ = [rec.expr(d, f"{where}: launch_fn output {i}") for d in o.shape]
+            if ms != os_ or m.dtype != o.dtype:
+                raise ValueError(f"{where}: meta_impl says output {i} is {m.dtype} [{', '.join(ms)}] but launch_fn "
+                                 f"allocates {o.dtype} [{', '.join(os_)}]")
+        shaped = meta
+    out = []
+    for i, (o, name) in enumerate(zip(shaped, out_names)):
+        try:
+            like, dims = shape_exprs(rec, o.shape, f"{where}: output {i}")
+        except Unexpressible as e:
+            raise ValueError(str(e)) from None
+        out.append({"name": name, "shape": {"same_as": like} if like else dims,
+                    "dtype": str(o.dtype).replace("torch.", "")})
+    return out
+
+
+def inputs_json(rec: Recorder, inputs: List[Input]) -> List[Dict[str, Any]]:
+    """The spec's inputs: launch_fn's parameters, tensors with the dtype they were recorded with."""
+    out = []
+    tensors = {t.name: t for t in rec.tensors}
+    for name, kind, default in inputs:
+        if kind == "tensor":
+            out.append({"name": name, "dtype": str(tensors[name].dtype).replace("torch.", "")})
+            continue
+        entry: Dict[str, Any] = {"name": name, "scalar": kind}
+        if default is not inspect.Parameter.empty:
+            entry["default"] = float(default) if kind == "float" else default
+        out.append(entry)
+    return out
