@@ -12,8 +12,6 @@ import json
 import math
 import os
 import pathlib
-import tempfile
-import sys
 import unittest
 
 import torch
@@ -23,6 +21,7 @@ from kernelop import _kernelop
 from compile_counter import counting_inductor
 from expect import expect_error
 from isolated import run_python_without
+from kernelop_testing import run_tests, temp_dir
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples" / "autograd"
 CUDA = torch.cuda.is_available()
@@ -152,7 +151,7 @@ def packaged(name):
     packages = os.environ.get("KERNELOP_CPU_PACKAGES")
     path = os.path.join(packages or "", f"kernelop_autograd.{name}.kop")
     if not packages or not os.path.exists(path):
-        path = os.path.join(tempfile.mkdtemp(), f"kernelop_autograd.{name}.kop")
+        path = os.path.join(temp_dir(), f"kernelop_autograd.{name}.kop")
         ko.build_package_file(str(EXAMPLES / f"{name}.json"), path, archs=["sm_80", "compute_80"])
     return path
 
@@ -422,11 +421,4 @@ class Cuda(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    part = sys.argv.pop(1) if len(sys.argv) > 1 and sys.argv[1] in ("--cpu", "--gpu") else None
-    if part == "--gpu" and not CUDA:
-        print("SKIPPED: no CUDA device")
-        sys.exit(77)
-    classes = {"--cpu": [Spec, Packages, MetaAutograd], "--gpu": [Cuda]}.get(part, [Spec, Packages, MetaAutograd, Cuda])
-    suite = unittest.TestSuite(unittest.defaultTestLoader.loadTestsFromTestCase(c) for c in classes)
-    result = unittest.TextTestRunner(verbosity=2).run(suite)
-    sys.exit(0 if result.wasSuccessful() else 1)
+    run_tests(cpu=[Spec, Packages, MetaAutograd], gpu=[Cuda], cuda=CUDA)

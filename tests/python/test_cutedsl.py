@@ -20,6 +20,7 @@ import torch
 import kernelop as ko
 from expect import expect_error
 from isolated import run_python_without
+from kernelop_testing import run_tests, temp_dir
 from tactic_pins import each_tactic
 from kernelop import _kernelop, _llvm_host as H
 
@@ -380,7 +381,7 @@ def _packaged_ops():
     if not packages or not os.path.exists(os.path.join(packages, "kop_cutedsl.axpy.kop")):
         if not HAVE_CUTE:
             raise unittest.SkipTest("no CPU-built CuTe DSL packages and no CuTe DSL to build them")
-        packages = tempfile.mkdtemp()
+        packages = temp_dir()
         for name, r in ck.recorded("kop_cutedsl").items():
             r.build_package(os.path.join(packages, f"kop_cutedsl.{name}.kop"))
     _registered["pkg"] = {n: ko.load_package(os.path.join(packages, f"kop_cutedsl.{n}.kop")) for n in NAMES}
@@ -460,12 +461,4 @@ class Cuda(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    part = sys.argv.pop(1) if len(sys.argv) > 1 and sys.argv[1] in ("--cpu", "--gpu") else None
-    if part == "--gpu" and not CUDA:
-        print("SKIPPED: no CUDA device")
-        sys.exit(77)
-    classes = {"--cpu": [HostArithmetic, Recording, Refusals, Compilation, Registration], "--gpu": [Cuda]}.get(
-        part, [HostArithmetic, Recording, Refusals, Compilation, Registration, Cuda])
-    suite = unittest.TestSuite(unittest.defaultTestLoader.loadTestsFromTestCase(c) for c in classes)
-    result = unittest.TextTestRunner(verbosity=2).run(suite)
-    sys.exit(0 if result.wasSuccessful() else 1)
+    run_tests(cpu=[HostArithmetic, Recording, Refusals, Compilation, Registration], gpu=[Cuda], cuda=CUDA)

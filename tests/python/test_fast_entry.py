@@ -4,13 +4,12 @@ it makes itself; every other call goes to PyTorch's own entry, with PyTorch's re
 
 import json
 import pathlib
-import sys
-import tempfile
 import unittest
 
 import torch
 
 import kernelop as ko
+from kernelop_testing import run_tests, temp_dir
 from kernelop import _kernelop
 
 CUDA = torch.cuda.is_available()
@@ -38,7 +37,7 @@ _files = {}
 def mix_op(name="kop_fe::mix"):
     """y = ±(x * a + k): a float, an int and a bool scalar, each with a default."""
     if name not in _ops:
-        folder = pathlib.Path(tempfile.mkdtemp(prefix="kop_fe_"))
+        folder = pathlib.Path(temp_dir("kop_fe_"))
         (folder / "mix.cu").write_text(MIX_SOURCE)
         (folder / "mix.json").write_text(json.dumps({"op": name, **MIX_SPEC}))
         _files[name] = folder / "mix.json"
@@ -289,11 +288,4 @@ class Cuda(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    part = sys.argv.pop(1) if len(sys.argv) > 1 and sys.argv[1] in ("--cpu", "--gpu") else None
-    if part == "--gpu" and not CUDA:
-        print("SKIPPED: no CUDA device")
-        sys.exit(77)
-    classes = {"--cpu": [Meta], "--gpu": [Cuda]}.get(part, [Meta, Cuda])
-    suite = unittest.TestSuite(unittest.defaultTestLoader.loadTestsFromTestCase(c) for c in classes)
-    result = unittest.TextTestRunner(verbosity=2).run(suite)
-    sys.exit(0 if result.wasSuccessful() else 1)
+    run_tests(cpu=[Meta], gpu=[Cuda], cuda=CUDA)

@@ -11,7 +11,6 @@ import pathlib
 import random
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -28,6 +27,7 @@ EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from expect import expect_error  # noqa: E402
+from kernelop_testing import run_tests, temp_dir  # noqa: E402
 
 ADD_SOURCE = r"""
 extern "C" __global__ void add_k(const float* x, int k, int n, float* y) {
@@ -38,7 +38,7 @@ extern "C" __global__ void add_k(const float* x, int k, int n, float* y) {
 
 
 def spec_file(name: str, spec: dict, source: str = ADD_SOURCE) -> pathlib.Path:
-    folder = pathlib.Path(tempfile.mkdtemp(prefix="kop_hostile_"))
+    folder = pathlib.Path(temp_dir("kop_hostile_"))
     (folder / "k.cu").write_text(source)
     path = folder / "op.json"
     path.write_text(json.dumps({"op": name, "source_file": "k.cu", **spec}))
@@ -328,11 +328,4 @@ class Cuda(unittest.TestCase):
         churn_while_calling(self, "kop_hostile::churn_gpu", call)
 
 if __name__ == "__main__":
-    part = sys.argv.pop(1) if len(sys.argv) > 1 and sys.argv[1] in ("--cpu", "--gpu") else None
-    if part == "--gpu" and not CUDA:
-        print("SKIPPED: no CUDA device")
-        sys.exit(77)
-    classes = {"--cpu": [Meta], "--gpu": [Cuda]}.get(part, [Meta, Cuda])
-    suite = unittest.TestSuite(unittest.defaultTestLoader.loadTestsFromTestCase(c) for c in classes)
-    result = unittest.TextTestRunner(verbosity=2).run(suite)
-    sys.exit(0 if result.wasSuccessful() else 1)
+    run_tests(cpu=[Meta], gpu=[Cuda], cuda=CUDA)

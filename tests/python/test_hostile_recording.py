@@ -11,7 +11,6 @@ import contextlib
 import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,7 @@ import triton.language as tl
 
 import kernelop as ko
 from expect import expect_error
+from kernelop_testing import run_tests, temp_dir
 
 try:
     from cutlass.cute.runtime import from_dlpack
@@ -80,8 +80,7 @@ def no_compiling():
 
 def load_module_in_a_kernelop_folder(test, source):
     """Imports `source` from <tmp>/kernelop/<name>.py, as in a clone of kernelop (the default `git clone` folder)."""
-    folder = tempfile.mkdtemp(prefix="hostile-")
-    test.addCleanup(shutil.rmtree, folder, True)
+    folder = temp_dir("hostile-", test)
     os.mkdir(os.path.join(folder, "kernelop"))
     path = os.path.join(folder, "kernelop", "user_launch.py")
     with open(path, "w") as f:
@@ -526,11 +525,4 @@ class Cuda(unittest.TestCase):
 CPU_CLASSES = [Locations, Nesting, Limits, LaunchParameters, Architectures, Names, LongStrings]
 
 if __name__ == "__main__":
-    part = sys.argv.pop(1) if len(sys.argv) > 1 and sys.argv[1] in ("--cpu", "--gpu") else None
-    if part == "--gpu" and not torch.cuda.is_available():
-        print("SKIPPED: no CUDA device")
-        sys.exit(77)
-    classes = {"--cpu": CPU_CLASSES, "--gpu": [Cuda]}.get(part, CPU_CLASSES + [Cuda])
-    suite = unittest.TestSuite(unittest.defaultTestLoader.loadTestsFromTestCase(c) for c in classes)
-    result = unittest.TextTestRunner(verbosity=2).run(suite)
-    sys.exit(0 if result.wasSuccessful() else 1)
+    run_tests(cpu=CPU_CLASSES, gpu=[Cuda], cuda=torch.cuda.is_available())

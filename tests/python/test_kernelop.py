@@ -15,6 +15,7 @@ import torch
 import kernelop as ko
 from kernelop._dtypes import DTYPES
 from compile_counter import counting_inductor
+from kernelop_testing import run_tests
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 sys.path.insert(0, str(EXAMPLES))
@@ -616,15 +617,5 @@ class MirroredTables(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    import sys
-    # --cpu: the tests that need no GPU; --gpu: the CUDA tests, exit code 77 (skipped) without one.
-    part = sys.argv.pop(1) if len(sys.argv) > 1 and sys.argv[1] in ("--cpu", "--gpu") else None
-    if part == "--gpu" and not CUDA:
-        print("SKIPPED: no CUDA device")
-        sys.exit(77)
-    classes = {"--cpu": [Registration, Examples, Meta, ExportBounds, Ptx, Tactics, MirroredTables],
-               "--gpu": [Cuda, TacticsCuda]}.get(
-        part, [Registration, Examples, Meta, ExportBounds, Ptx, Tactics, MirroredTables, Cuda, TacticsCuda])
-    suite = unittest.TestSuite(unittest.defaultTestLoader.loadTestsFromTestCase(c) for c in classes)
-    result = unittest.TextTestRunner(verbosity=2).run(suite)
-    sys.exit(0 if result.wasSuccessful() else 1)
+    run_tests(cpu=[Registration, Examples, Meta, ExportBounds, Ptx, Tactics, MirroredTables], gpu=[Cuda, TacticsCuda],
+              cuda=CUDA)

@@ -13,6 +13,7 @@ import torch
 
 import kernelop as ko
 from compile_counter import counting_inductor
+from kernelop_testing import run_tests
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 ARCHS = ["sm_80", "sm_90", "compute_90"]
@@ -409,13 +410,4 @@ class OverrideCuda(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    import sys
-    part = sys.argv.pop(1) if len(sys.argv) > 1 and sys.argv[1] in ("--cpu", "--gpu") else None
-    if part == "--gpu" and not CUDA:
-        print("SKIPPED: no CUDA device")
-        sys.exit(77)
-    classes = {"--cpu": [OverrideRegistration, OverridePtx], "--gpu": [OverrideCuda]}.get(
-        part, [OverrideRegistration, OverridePtx, OverrideCuda])
-    suite = unittest.TestSuite(unittest.defaultTestLoader.loadTestsFromTestCase(c) for c in classes)
-    result = unittest.TextTestRunner(verbosity=2).run(suite)
-    sys.exit(0 if result.wasSuccessful() else 1)
+    run_tests(cpu=[OverrideRegistration, OverridePtx], gpu=[OverrideCuda], cuda=CUDA)

@@ -23,6 +23,7 @@ import kernelop as ko
 from compile_counter import counting_inductor
 from expect import expect_error
 from isolated import run_python_without
+from kernelop_testing import run_tests
 from tactic_pins import each_tactic
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
@@ -663,12 +664,4 @@ class Cuda(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    part = sys.argv.pop(1) if len(sys.argv) > 1 and sys.argv[1] in ("--cpu", "--gpu") else None
-    if part == "--gpu" and not CUDA:
-        print("SKIPPED: no CUDA device")
-        sys.exit(77)
-    classes = {"--cpu": [Recording, Refusals, Compilation, Registration], "--gpu": [Cuda]}.get(
-        part, [Recording, Refusals, Compilation, Registration, Cuda])
-    suite = unittest.TestSuite(unittest.defaultTestLoader.loadTestsFromTestCase(c) for c in classes)
-    result = unittest.TextTestRunner(verbosity=2).run(suite)
-    sys.exit(0 if result.wasSuccessful() else 1)
+    run_tests(cpu=[Recording, Refusals, Compilation, Registration], gpu=[Cuda], cuda=CUDA)

@@ -4,13 +4,13 @@ export with a dynamic token count, SymInt scalars. GPU: every dtype against pure
 references, on views and misaligned tensors, and the exported program."""
 
 import pathlib
-import sys
 import unittest
 
 import torch
 import torch.nn.functional as F
 
 import kernelop as ko
+from kernelop_testing import run_tests
 
 VLLM = pathlib.Path(__file__).resolve().parents[2] / "examples" / "vllm"
 ARCHS = ["sm_80", "sm_90"]
@@ -247,11 +247,4 @@ class Cuda(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    part = sys.argv.pop(1) if len(sys.argv) > 1 and sys.argv[1] in ("--cpu", "--gpu") else None
-    if part == "--gpu" and not CUDA:
-        print("SKIPPED: no CUDA device")
-        sys.exit(77)
-    classes = {"--cpu": [Specs, SymIntScalars], "--gpu": [Cuda]}.get(part, [Specs, SymIntScalars, Cuda])
-    suite = unittest.TestSuite(unittest.defaultTestLoader.loadTestsFromTestCase(c) for c in classes)
-    result = unittest.TextTestRunner(verbosity=2).run(suite)
-    sys.exit(0 if result.wasSuccessful() else 1)
+    run_tests(cpu=[Specs, SymIntScalars], gpu=[Cuda], cuda=CUDA)
