@@ -1,58 +1,120 @@
-"""Type stubs for kernelop's C++ extension (kernelop/_kernelop)."""
+"""
+kernelop's engine-neutral core: spec -> plan -> compile -> package -> raw launch
+"""
 
-from typing import Any, List, Optional
+from collections.abc import Mapping, Sequence
+
 
 class Overrides:
-    """Which parts of an op the caller's Python functions supply (the override path)."""
-
-    has_meta_fn: bool
-    has_eager_fn: bool
-    meta_outputs: int
-    schema: str
     def __init__(self) -> None: ...
 
-class Registration:
-    """An op kernelop registered; launches its compiled kernel."""
+    @property
+    def has_meta_fn(self) -> bool: ...
+
+    @has_meta_fn.setter
+    def has_meta_fn(self, arg: bool, /) -> None: ...
+
+    @property
+    def has_eager_fn(self) -> bool: ...
+
+    @has_eager_fn.setter
+    def has_eager_fn(self, arg: bool, /) -> None: ...
+
+    @property
+    def meta_outputs(self) -> int: ...
+
+    @meta_outputs.setter
+    def meta_outputs(self, arg: int, /) -> None: ...
 
     @property
     def schema(self) -> str: ...
+
+    @schema.setter
+    def schema(self, arg: str, /) -> None: ...
+
     @property
-    def parameters(self) -> List[str]: ...
-    def launch(self, grid: List[int], block: List[int], args: List[Any], shared_mem: int, stream: Optional[int],
-               device: int) -> None: ...
+    def caller_key(self) -> str: ...
 
-def register_spec(spec_json: str, base_dir: str, archs: List[str], overrides: Overrides) -> str:
-    """Validates, compiles (through the cache) and registers a spec; returns the schema."""
+    @caller_key.setter
+    def caller_key(self, arg: str, /) -> None: ...
 
-def check_spec(spec_json: str, base_dir: str, overrides: Overrides) -> str:
+def check_spec(spec_json: str, base_dir: str, overrides: object) -> str:
     """Validates a spec and returns its derived schema; registers nothing."""
 
-def build_package(spec_json: str, base_dir: str, archs: List[str], path: str) -> None:
-    """Compiles a spec and writes a .kop package."""
+def build_package(spec_json: str, base_dir: str, archs: Sequence[str], path: str) -> None: ...
 
-def load_package(path: str) -> str:
-    """Registers the op of a .kop package (no NVRTC, no source); returns the schema."""
+def build_package_file(path: str, archs: Sequence[str], out: str) -> None: ...
 
-def register_ptx(spec_json: str, base_dir: str, ptx: str, entry: str, overrides: Overrides) -> str:
-    """Registers a spec whose kernel is pre-compiled PTX (no NVRTC); returns the schema."""
+def build_package_binaries(spec_json: str, binaries: object, path: str) -> None:
+    """
+    Writes the .kop package of a spec with its binaries (KernelBinary objects).
+    """
 
-def unregister(op_name: str) -> None:
-    """Removes an op kernelop registered (the override path's rollback)."""
+def check_binaries(spec_json: str, binaries: object) -> None:
+    """
+    Checks binaries against a spec as registering them does; registers nothing.
+    """
 
-def find_registration(op_name: str) -> Registration: ...
-def is_registered(op_name: str) -> bool: ...
+KERNEL_BINARY_FIELDS: list = ...
 
-class FastEntry:
-    """kernelop's Python entry of an op (Note [fast Python entry]): plain calls made here, the others by ``fallback``."""
-    fallback: Any
-    taken: int
-    passed: int
-    stale: bool
-    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+def shorten(text: str, max: int = 120) -> str:
+    """
+    A user string cut for a message (the one rule of kernelop's messages, error.hpp).
+    """
 
-def fast_entry(op_name: str, fallback: Any) -> Optional[FastEntry]:
-    """The fast Python entry of a registered op; None when its schema has types the entry does not convert."""
+def dtype_names() -> list[str]:
+    """kernelop's dtype names, in its DType order (the one table, dtype.hpp)."""
 
-def is_fast_entry(obj: Any) -> bool: ...
-def registration_id(op_name: str) -> int:
-    """The identity of the op's current registration through kernelop; 0 when there is none."""
+def cache_load(identity: str) -> bytes | None:
+    """
+    The compile cache's entry for `identity` (the text of everything it depends on), or None; a damaged entry is reported and dropped, never returned.
+    """
+
+def cache_store(identity: str, payload: bytes) -> None: ...
+
+def canonical_expr(text: str) -> str:
+    """The canonical text of an expression (Note [expression text])."""
+
+def eval_expr(text: str, leaves: Mapping[str, int]) -> int:
+    """
+    Evaluates an expression with the given value of each leaf (by its text), as a launch does.
+    """
+
+def cuda_available() -> bool: ...
+
+class Op:
+    """A compiled op on no engine: launches on device pointers and a stream."""
+
+    @staticmethod
+    def compile(spec_json: str, base_dir: str, archs: Sequence[str]) -> Op: ...
+
+    @staticmethod
+    def from_package(path: str) -> Op: ...
+
+    @staticmethod
+    def from_binaries(spec_json: str, binaries: object) -> Op: ...
+
+    @property
+    def schema(self) -> str: ...
+
+    @property
+    def op_name(self) -> str: ...
+
+    @property
+    def parameters(self) -> list[str]: ...
+
+    @property
+    def tactics(self) -> list[str]: ...
+
+    def pin_tactic(self, tactic: int) -> None: ...
+
+    @property
+    def pinned_tactic(self) -> int: ...
+
+    @property
+    def last_tactic(self) -> int: ...
+
+    def launch(self, grid: Sequence[int], block: Sequence[int], args: list, shared_mem: int, stream: int, device: int) -> None:
+        """
+        Raw launch on `device` and `stream` (a CUstream as an int; see KernelOp::launch_raw).
+        """

@@ -91,7 +91,7 @@ def _install_fast_entry(op_name: str, packet: Any) -> None:
         target._op = entry
         builtins = getattr(torch.jit, "_builtins", None)
         qualname = builtins._find_builtin(current) if builtins is not None else None
-        if qualname is not None:
+        if builtins is not None and qualname is not None:
             builtins._register_builtin(entry, qualname)
 
 
@@ -176,8 +176,9 @@ def _register(where: str, op_name: str, spec: KernelSpec, meta_fn: Optional[Call
                 # Library too, so they are replaced by their text before the rollback.
                 where = "".join(traceback.format_tb(e.__traceback__))
                 e.__traceback__ = None
-                e.add_note(f"kernelop rolled back the registration of {op_name}; the error was raised at:\n"
-                           f"{where.rstrip()}")
+                if hasattr(e, "add_note"):  # Python 3.11+
+                    e.add_note(f"kernelop rolled back the registration of {op_name}; the error was raised at:\n"
+                               f"{where.rstrip()}")
                 _unregister(op_name)
                 raise
     return _op_object(op_name)
@@ -197,7 +198,7 @@ def _register_callers(registration: Any, op_name: str, meta_fn: Optional[Callabl
 
 def cuda_kernel_op(op_name: str, spec: KernelSpec, *, meta_fn: Optional[Callable] = None,
                    eager_fn: Optional[Callable] = None, schema: Optional[str] = None,
-                   archs: Optional[Sequence[str]] = None, base_dir: str = ".", **engine_options) -> Any:
+                   archs: Optional[Sequence[str]] = None, base_dir: str = ".", **engine_options: Any) -> Any:
     """Registers ``op_name`` ("namespace::name") from a KernelSpec; returns the ``torch.ops`` packet.
 
     The spec is validated, compiled by NVRTC (through kernelop's cache) for ``archs`` (default: the
@@ -256,7 +257,7 @@ def _declarative_meta(where: str, spec: Any, meta_fn: Optional[Callable], eager_
 
 def ptx_op(op_name: str, ptx: Any, kernel_name: str, meta_fn: Optional[Callable] = None,
            eager_fn: Optional[Callable] = None, aot_fn: Optional[Callable] = None, *,
-           spec: Optional[KernelSpec] = None, schema: Optional[str] = None, **engine_options) -> Any:
+           spec: Optional[KernelSpec] = None, schema: Optional[str] = None, **engine_options: Any) -> Any:
     """Registers ``op_name`` from pre-compiled PTX (str or bytes, e.g. from Triton), skipping NVRTC.
 
     ``kernel_name`` is the PTX ``.entry`` symbol. As in the reference, ``meta_fn`` and ``eager_fn``

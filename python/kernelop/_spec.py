@@ -349,8 +349,9 @@ class KernelSpec:
             doc["extras"] = [self._typed(e, (Numel, DimSize, Expr), "extras")._json() for e in self.extras]
         if self.geometry is not None:
             doc["geometry"] = self._typed(self.geometry, (Elementwise, Reduction, Custom), "geometry")._json()
-        if _str_list(self.include_paths, "KernelSpec.include_paths"):
-            doc["include_paths"] = list(self.include_paths)
+        include_paths = _str_list(self.include_paths, "KernelSpec.include_paths")
+        if include_paths:
+            doc["include_paths"] = include_paths
         if self.compile_std != "c++17":
             doc["compile_std"] = self.compile_std
         if self.arch_override:
