@@ -183,18 +183,12 @@ void fill_uniform(HostTensor& t, std::mt19937_64& rng, double lo, double hi) {
 
 Comparison compare(const HostTensor& got, const HostTensor& want, double extra_atol) {
   double atol = 1e-5, rtol = 1e-5;
-  switch (want.dtype) {
-    case DType::Float16:
-      atol = 1e-3, rtol = 1e-3;
-      break;
-    case DType::BFloat16:
-      atol = 1e-2, rtol = 8e-3;
-      break;
-    case DType::Float64:
-      atol = 1e-12, rtol = 1e-12;
-      break;
-    default:
-      break;
+  if (want.dtype == DType::Float16) {
+    atol = 1e-3, rtol = 1e-3;
+  } else if (want.dtype == DType::BFloat16) {
+    atol = 1e-2, rtol = 8e-3;
+  } else if (want.dtype == DType::Float64) {
+    atol = 1e-12, rtol = 1e-12;
   }
   atol += extra_atol;
   Comparison c;

@@ -3,6 +3,7 @@
 // (requirements: a comparison is an expression worth 1 or 0).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -48,10 +49,78 @@ enum class ExprOp : std::uint8_t {
   Select,
 };
 
-bool is_leaf(ExprOp op);
-bool is_comparison(ExprOp op);
+/// How an operator is written (Note [operator table]).
+enum class ExprForm : std::uint8_t {
+  Literal,   ///< 42
+  Name,      ///< n (a scalar input, or a tunable once resolved)
+  LeafCall,  ///< dim(x, 0): a leaf whose arguments are names and integer literals
+  Call,      ///< cdiv(a, b): a function of expressions
+  Infix,     ///< a + b
+};
+
+/// Note [operator table]: one row per ExprOp, in enum order. The printer, the parser and the
+/// reserved names read it; each evaluator (int64 and SymInt) switches over ExprOp listing every
+/// enumerator, with no `default:` (-Werror=switch), so an operator added to the enum fails to
+/// build until the table and every evaluator have it.
+struct ExprOpInfo {
+  ExprOp op;
+  ExprForm form;
+  std::string_view spelling;  ///< Infix: the symbol; LeafCall, Call: the function; else ""
+  int precedence;             ///< Infix: 0 comparisons, 1 + -, 2 * // %; else 3 (an atom)
+  int arity;                  ///< expression operands: Infix and cdiv/min/max 2, select 3, else 0
+};
+inline constexpr std::array<ExprOpInfo, 26> kExprOps = {{
+    {ExprOp::Const, ExprForm::Literal, "", 3, 0},
+    {ExprOp::Dim, ExprForm::LeafCall, "dim", 3, 0},
+    {ExprOp::Numel, ExprForm::LeafCall, "numel", 3, 0},
+    {ExprOp::NumelExcept, ExprForm::LeafCall, "numel_except", 3, 0},
+    {ExprOp::Scalar, ExprForm::Name, "", 3, 0},
+    {ExprOp::ItemSize, ExprForm::LeafCall, "itemsize", 3, 0},
+    {ExprOp::Stride, ExprForm::LeafCall, "stride", 3, 0},
+    {ExprOp::Aligned, ExprForm::LeafCall, "aligned", 3, 0},
+    {ExprOp::Tunable, ExprForm::Name, "", 3, 0},
+    {ExprOp::Arch, ExprForm::LeafCall, "arch", 3, 0},
+    {ExprOp::Rank, ExprForm::LeafCall, "rank", 3, 0},
+    {ExprOp::Add, ExprForm::Infix, "+", 1, 2},
+    {ExprOp::Sub, ExprForm::Infix, "-", 1, 2},
+    {ExprOp::Mul, ExprForm::Infix, "*", 2, 2},
+    {ExprOp::FloorDiv, ExprForm::Infix, "//", 2, 2},
+    {ExprOp::CeilDiv, ExprForm::Call, "cdiv", 3, 2},
+    {ExprOp::Mod, ExprForm::Infix, "%", 2, 2},
+    {ExprOp::Min, ExprForm::Call, "min", 3, 2},
+    {ExprOp::Max, ExprForm::Call, "max", 3, 2},
+    {ExprOp::Lt, ExprForm::Infix, "<", 0, 2},
+    {ExprOp::Le, ExprForm::Infix, "<=", 0, 2},
+    {ExprOp::Gt, ExprForm::Infix, ">", 0, 2},
+    {ExprOp::Ge, ExprForm::Infix, ">=", 0, 2},
+    {ExprOp::Eq, ExprForm::Infix, "==", 0, 2},
+    {ExprOp::Ne, ExprForm::Infix, "!=", 0, 2},
+    {ExprOp::Select, ExprForm::Call, "select", 3, 3},
+}};
+namespace detail {
+constexpr bool expr_ops_in_enum_order() {
+  for (std::size_t i = 0; i < kExprOps.size(); ++i) {
+    if (static_cast<std::size_t>(kExprOps[i].op) != i) return false;
+  }
+  return static_cast<std::size_t>(ExprOp::Select) + 1 == kExprOps.size();
+}
+}  // namespace detail
+static_assert(detail::expr_ops_in_enum_order(), "kExprOps needs one row per ExprOp, in order");
+
+constexpr const ExprOpInfo& expr_op_info(ExprOp op) {
+  return kExprOps[static_cast<std::size_t>(op)];
+}
+constexpr bool is_leaf(ExprOp op) {
+  ExprForm f = expr_op_info(op).form;
+  return f == ExprForm::Literal || f == ExprForm::Name || f == ExprForm::LeafCall;
+}
+constexpr bool is_comparison(ExprOp op) {
+  return expr_op_info(op).form == ExprForm::Infix && expr_op_info(op).precedence == 0;
+}
 /// "<", "<=", ">", ">=", "==", "!=" (empty for other operators).
-std::string_view comparison_text(ExprOp op);
+constexpr std::string_view comparison_text(ExprOp op) {
+  return is_comparison(op) ? expr_op_info(op).spelling : std::string_view();
+}
 
 /// The deepest nesting Expr::parse accepts: of parentheses and calls, and of the tree it builds
 /// (each binary operator is one level), since walks over the tree recurse.
@@ -162,7 +231,7 @@ struct ExprArith {
       case ExprOp::FloorDiv:
         return a / b;
       case ExprOp::CeilDiv:
-        return (a + b - Int(1)) / b;
+        return zero - (zero - a) / b;  // ceil(a / b) = -floor(-a / b), for every sign
       case ExprOp::Mod:
         return a % b;
       case ExprOp::Min:
@@ -181,7 +250,18 @@ struct ExprArith {
         return a == b ? one : zero;
       case ExprOp::Ne:
         return a != b ? one : zero;
-      default:
+      case ExprOp::Const:
+      case ExprOp::Dim:
+      case ExprOp::Numel:
+      case ExprOp::NumelExcept:
+      case ExprOp::Scalar:
+      case ExprOp::ItemSize:
+      case ExprOp::Stride:
+      case ExprOp::Aligned:
+      case ExprOp::Tunable:
+      case ExprOp::Arch:
+      case ExprOp::Rank:
+      case ExprOp::Select:
         break;
     }
     KERNELOP_FAIL(Internal) << "ExprArith::apply: not a binary operator";
@@ -223,7 +303,20 @@ Int evaluate(const ExprNode& node, const Env& env) {
     case ExprOp::Select:
       return ExprArith<Int>::truthy(evaluate<Int>(*node.cond, env)) ? evaluate<Int>(*node.lhs, env)
                                                                     : evaluate<Int>(*node.rhs, env);
-    default:
+    case ExprOp::Add:
+    case ExprOp::Sub:
+    case ExprOp::Mul:
+    case ExprOp::FloorDiv:
+    case ExprOp::CeilDiv:
+    case ExprOp::Mod:
+    case ExprOp::Min:
+    case ExprOp::Max:
+    case ExprOp::Lt:
+    case ExprOp::Le:
+    case ExprOp::Gt:
+    case ExprOp::Ge:
+    case ExprOp::Eq:
+    case ExprOp::Ne:
       break;
   }
   Int a = evaluate<Int>(*node.lhs, env);

@@ -90,7 +90,22 @@ struct SizeEnv {
         }
         return p;
       }
-      default:
+      case ExprOp::Const:
+      case ExprOp::Add:
+      case ExprOp::Sub:
+      case ExprOp::Mul:
+      case ExprOp::FloorDiv:
+      case ExprOp::CeilDiv:
+      case ExprOp::Mod:
+      case ExprOp::Min:
+      case ExprOp::Max:
+      case ExprOp::Lt:
+      case ExprOp::Le:
+      case ExprOp::Gt:
+      case ExprOp::Ge:
+      case ExprOp::Eq:
+      case ExprOp::Ne:
+      case ExprOp::Select:
         break;
     }
     KERNELOP_FAIL(Internal) << "SizeEnv::leaf: not a leaf";

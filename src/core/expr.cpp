@@ -17,66 +17,7 @@ namespace {
 using NodePtr = std::shared_ptr<const ExprNode>;
 
 int precedence(ExprOp op) {
-  switch (op) {
-    case ExprOp::Lt:
-    case ExprOp::Le:
-    case ExprOp::Gt:
-    case ExprOp::Ge:
-    case ExprOp::Eq:
-    case ExprOp::Ne:
-      return 0;
-    case ExprOp::Add:
-    case ExprOp::Sub:
-      return 1;
-    case ExprOp::Mul:
-    case ExprOp::FloorDiv:
-    case ExprOp::Mod:
-      return 2;
-    default:
-      return 3;  // leaves and function calls
-  }
-}
-
-std::string_view infix_symbol(ExprOp op) {
-  switch (op) {
-    case ExprOp::Add:
-      return " + ";
-    case ExprOp::Sub:
-      return " - ";
-    case ExprOp::Mul:
-      return " * ";
-    case ExprOp::FloorDiv:
-      return " // ";
-    case ExprOp::Mod:
-      return " % ";
-    case ExprOp::Lt:
-      return " < ";
-    case ExprOp::Le:
-      return " <= ";
-    case ExprOp::Gt:
-      return " > ";
-    case ExprOp::Ge:
-      return " >= ";
-    case ExprOp::Eq:
-      return " == ";
-    case ExprOp::Ne:
-      return " != ";
-    default:
-      return {};
-  }
-}
-
-std::string_view function_name(ExprOp op) {
-  switch (op) {
-    case ExprOp::CeilDiv:
-      return "cdiv";
-    case ExprOp::Min:
-      return "min";
-    case ExprOp::Max:
-      return "max";
-    default:
-      return {};
-  }
+  return expr_op_info(op).precedence;
 }
 
 void print(const ExprNode& n, std::ostream& out) {
@@ -85,13 +26,13 @@ void print(const ExprNode& n, std::ostream& out) {
       out << n.value;
       return;
     case ExprOp::Dim:
-      out << "dim(" << n.name << ", " << n.value << ")";
+      out << expr_op_info(n.op).spelling << "(" << n.name << ", " << n.value << ")";
       return;
     case ExprOp::Numel:
-      out << "numel(" << n.name << ")";
+      out << expr_op_info(n.op).spelling << "(" << n.name << ")";
       return;
     case ExprOp::NumelExcept:
-      out << "numel_except(" << n.name;
+      out << expr_op_info(n.op).spelling << "(" << n.name;
       for (auto a : n.axes) out << ", " << a;
       out << ")";
       return;
@@ -99,25 +40,25 @@ void print(const ExprNode& n, std::ostream& out) {
       out << n.name;
       return;
     case ExprOp::ItemSize:
-      out << "itemsize(" << n.name << ")";
+      out << expr_op_info(n.op).spelling << "(" << n.name << ")";
       return;
     case ExprOp::Stride:
-      out << "stride(" << n.name << ", " << n.value << ")";
+      out << expr_op_info(n.op).spelling << "(" << n.name << ", " << n.value << ")";
       return;
     case ExprOp::Aligned:
-      out << "aligned(" << n.name << ", " << n.value << ")";
+      out << expr_op_info(n.op).spelling << "(" << n.name << ", " << n.value << ")";
       return;
     case ExprOp::Tunable:
       out << n.name;
       return;
     case ExprOp::Arch:
-      out << "arch()";
+      out << expr_op_info(n.op).spelling << "()";
       return;
     case ExprOp::Rank:
-      out << "rank(" << n.name << ")";
+      out << expr_op_info(n.op).spelling << "(" << n.name << ")";
       return;
     case ExprOp::Select:
-      out << "select(";
+      out << expr_op_info(n.op).spelling << "(";
       print(*n.cond, out);
       out << ", ";
       print(*n.lhs, out);
@@ -125,16 +66,27 @@ void print(const ExprNode& n, std::ostream& out) {
       print(*n.rhs, out);
       out << ")";
       return;
-    default:
+    case ExprOp::CeilDiv:
+    case ExprOp::Min:
+    case ExprOp::Max:
+      out << expr_op_info(n.op).spelling << "(";
+      print(*n.lhs, out);
+      out << ", ";
+      print(*n.rhs, out);
+      out << ")";
+      return;
+    case ExprOp::Add:
+    case ExprOp::Sub:
+    case ExprOp::Mul:
+    case ExprOp::FloorDiv:
+    case ExprOp::Mod:
+    case ExprOp::Lt:
+    case ExprOp::Le:
+    case ExprOp::Gt:
+    case ExprOp::Ge:
+    case ExprOp::Eq:
+    case ExprOp::Ne:
       break;
-  }
-  if (auto fn = function_name(n.op); !fn.empty()) {
-    out << fn << "(";
-    print(*n.lhs, out);
-    out << ", ";
-    print(*n.rhs, out);
-    out << ")";
-    return;
   }
   int p = precedence(n.op);
   // Comparisons do not chain: a comparison operand of a comparison keeps its parentheses.
@@ -143,7 +95,7 @@ void print(const ExprNode& n, std::ostream& out) {
   if (lhs_parens) out << "(";
   print(*n.lhs, out);
   if (lhs_parens) out << ")";
-  out << infix_symbol(n.op);
+  out << ' ' << expr_op_info(n.op).spelling << ' ';
   if (rhs_parens) out << "(";
   print(*n.rhs, out);
   if (rhs_parens) out << ")";
@@ -206,23 +158,6 @@ bool is_nonnegative(const ExprNode& node) {
       return is_nonnegative(*node.lhs) && is_nonnegative(*node.rhs);
   }
   return false;
-}
-
-bool is_leaf(ExprOp op) {
-  return op == ExprOp::Const || op == ExprOp::Dim || op == ExprOp::Numel ||
-         op == ExprOp::NumelExcept || op == ExprOp::Scalar || op == ExprOp::ItemSize ||
-         op == ExprOp::Stride || op == ExprOp::Aligned || op == ExprOp::Tunable ||
-         op == ExprOp::Arch || op == ExprOp::Rank;
-}
-
-bool is_comparison(ExprOp op) {
-  return precedence(op) == 0;
-}
-
-std::string_view comparison_text(ExprOp op) {
-  if (!is_comparison(op)) return {};
-  std::string_view s = infix_symbol(op);
-  return s.substr(1, s.size() - 2);
 }
 
 Expr::Expr(std::int64_t value) : node_(make_leaf(ExprOp::Const, {}, value)) {}
@@ -343,8 +278,27 @@ Expr Expr::simplified() const {
     case ExprOp::Max:
       if (a == b) return a;
       break;
-    default:
+    case ExprOp::Mod:
+    case ExprOp::Lt:
+    case ExprOp::Le:
+    case ExprOp::Gt:
+    case ExprOp::Ge:
+    case ExprOp::Eq:
+    case ExprOp::Ne:
       break;
+    case ExprOp::Const:
+    case ExprOp::Dim:
+    case ExprOp::Numel:
+    case ExprOp::NumelExcept:
+    case ExprOp::Scalar:
+    case ExprOp::ItemSize:
+    case ExprOp::Stride:
+    case ExprOp::Aligned:
+    case ExprOp::Tunable:
+    case ExprOp::Arch:
+    case ExprOp::Rank:
+    case ExprOp::Select:
+      KERNELOP_FAIL(Internal) << "Expr::simplified: a leaf or select reached the binary case";
   }
   return Expr::binary(o, a, b);
 }
@@ -460,7 +414,18 @@ std::int64_t ExprArith<std::int64_t>::apply(ExprOp op, std::int64_t a, std::int6
       return a == b;
     case ExprOp::Ne:
       return a != b;
-    default:
+    case ExprOp::Const:
+    case ExprOp::Dim:
+    case ExprOp::Numel:
+    case ExprOp::NumelExcept:
+    case ExprOp::Scalar:
+    case ExprOp::ItemSize:
+    case ExprOp::Stride:
+    case ExprOp::Aligned:
+    case ExprOp::Tunable:
+    case ExprOp::Arch:
+    case ExprOp::Rank:
+    case ExprOp::Select:
       break;
   }
   KERNELOP_FAIL(Internal) << "ExprArith<int64_t>::apply: not a binary operator";

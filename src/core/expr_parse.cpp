@@ -90,16 +90,25 @@ class Parser {
     return e;
   }
 
+  // The infix operator of precedence `level` at pos_, consumed; the longest spelling wins
+  // ("<=" before "<"). Every operator comes from kExprOps (Note [operator table]).
+  std::optional<ExprOp> accept_infix(int level) {
+    skip_space();
+    const ExprOpInfo* best = nullptr;
+    for (const ExprOpInfo& row : kExprOps) {
+      if (row.form != ExprForm::Infix || row.precedence != level) continue;
+      if (text_.substr(pos_, row.spelling.size()) != row.spelling) continue;
+      if (!best || row.spelling.size() > best->spelling.size()) best = &row;
+    }
+    if (!best) return std::nullopt;
+    pos_ += best->spelling.size();
+    return best->op;
+  }
+
   Parsed parse_expr() {
     Parsed e = parse_sum();
-    static constexpr std::pair<std::string_view, ExprOp> kComparisons[] = {
-        {"<=", ExprOp::Le}, {">=", ExprOp::Ge}, {"==", ExprOp::Eq},
-        {"!=", ExprOp::Ne}, {"<", ExprOp::Lt},  {">", ExprOp::Gt}};
     auto comparison = [&]() -> std::optional<ExprOp> {
-      for (const auto& [token, op] : kComparisons) {
-        if (accept(token)) return op;
-      }
-      skip_space();
+      if (auto op = accept_infix(0)) return op;
       if (pos_ < text_.size() && (text_[pos_] == '=' || text_[pos_] == '!')) {
         KERNELOP_RAISE(error()) << "unknown operator '" << text_[pos_]
                                 << "'; comparisons are == != < <= > >=";
@@ -118,30 +127,14 @@ class Parser {
 
   Parsed parse_sum() {
     Parsed e = parse_term();
-    while (true) {
-      if (accept("+")) {
-        e = binary(ExprOp::Add, e, parse_term());
-      } else if (accept("-")) {
-        e = binary(ExprOp::Sub, e, parse_term());
-      } else {
-        return e;
-      }
-    }
+    while (auto op = accept_infix(1)) e = binary(*op, e, parse_term());
+    return e;
   }
 
   Parsed parse_term() {
     Parsed e = parse_atom();
-    while (true) {
-      if (accept("//")) {
-        e = binary(ExprOp::FloorDiv, e, parse_atom());
-      } else if (accept("*")) {
-        e = binary(ExprOp::Mul, e, parse_atom());
-      } else if (accept("%")) {
-        e = binary(ExprOp::Mod, e, parse_atom());
-      } else {
-        return e;
-      }
-    }
+    while (auto op = accept_infix(2)) e = binary(*op, e, parse_atom());
+    return e;
   }
 
   std::int64_t parse_int() {
@@ -194,79 +187,103 @@ class Parser {
     if (c == '-' || std::isdigit(static_cast<unsigned char>(c))) return {Expr(parse_int())};
     std::string name = parse_ident();
     if (!accept("(")) return {Expr::scalar(name)};
-    // f(tensor) and f(tensor, axis) leaves.
-    using OfTensor = Expr (*)(std::string);
-    using OfAxis = Expr (*)(std::string, std::int64_t);
-    for (auto [fn, make] : {std::pair<std::string_view, OfTensor>{"numel", &Expr::numel},
-                            std::pair<std::string_view, OfTensor>{"itemsize", &Expr::itemsize},
-                            std::pair<std::string_view, OfTensor>{"rank", &Expr::rank}}) {
-      if (name != fn) continue;
-      std::string tensor = parse_ident();
-      expect(")");
-      return {make(tensor)};
+    return parse_call(name);
+  }
+
+  // name(...): a function of kExprOps, its arguments read as its row's form says.
+  Parsed parse_call(const std::string& name) {
+    const ExprOpInfo* row = nullptr;
+    for (const ExprOpInfo& r : kExprOps) {
+      bool call = r.form == ExprForm::LeafCall || r.form == ExprForm::Call;
+      if (call && r.spelling == name) row = &r;
     }
-    for (auto [fn, make] : {std::pair<std::string_view, OfAxis>{"dim", &Expr::dim},
-                            std::pair<std::string_view, OfAxis>{"stride", &Expr::stride}}) {
-      if (name != fn) continue;
-      std::string tensor = parse_ident();
-      expect(",");
-      std::int64_t axis = parse_int();
-      expect(")");
-      return {make(tensor, axis)};
-    }
-    if (name == "aligned") {
-      std::string tensor = parse_ident();
-      expect(",");
-      std::size_t at = pos_;
-      std::int64_t bytes = parse_int();
-      if (bytes < 1 || bytes > 4096 || (bytes & (bytes - 1)) != 0) {
-        pos_ = at;
-        KERNELOP_RAISE(error()) << "aligned() takes a power of two from 1 to 4096 bytes, got "
-                                << bytes;
+    if (!row) {
+      std::string known;
+      for (const ExprOpInfo& r : kExprOps) {
+        if (r.form == ExprForm::LeafCall || r.form == ExprForm::Call)
+          known += (known.empty() ? "" : ", ") + std::string(r.spelling);
       }
-      expect(")");
-      return {Expr::aligned(tensor, bytes)};
+      KERNELOP_RAISE(error()) << "unknown function '" << name << "' (known: " << known << ")";
     }
-    if (name == "arch") {
-      expect(")");
-      return {Expr::arch()};
+    switch (row->op) {
+      case ExprOp::Numel:
+      case ExprOp::ItemSize:
+      case ExprOp::Rank: {
+        std::string tensor = parse_ident();
+        expect(")");
+        return {row->op == ExprOp::Numel      ? Expr::numel(tensor)
+                : row->op == ExprOp::ItemSize ? Expr::itemsize(tensor)
+                                              : Expr::rank(tensor)};
+      }
+      case ExprOp::Dim:
+      case ExprOp::Stride: {
+        std::string tensor = parse_ident();
+        expect(",");
+        std::int64_t axis = parse_int();
+        expect(")");
+        return {row->op == ExprOp::Dim ? Expr::dim(tensor, axis) : Expr::stride(tensor, axis)};
+      }
+      case ExprOp::Aligned: {
+        std::string tensor = parse_ident();
+        expect(",");
+        std::size_t at = pos_;
+        std::int64_t bytes = parse_int();
+        if (bytes < 1 || bytes > 4096 || (bytes & (bytes - 1)) != 0) {
+          pos_ = at;
+          KERNELOP_RAISE(error()) << "aligned() takes a power of two from 1 to 4096 bytes, got "
+                                  << bytes;
+        }
+        expect(")");
+        return {Expr::aligned(tensor, bytes)};
+      }
+      case ExprOp::Arch:
+        expect(")");
+        return {Expr::arch()};
+      case ExprOp::NumelExcept: {
+        std::string tensor = parse_ident();
+        std::vector<std::int64_t> axes;
+        while (accept(",")) axes.push_back(parse_int());
+        expect(")");
+        if (axes.empty()) KERNELOP_RAISE(error()) << "numel_except() needs at least one axis";
+        return {Expr::numel_except(tensor, axes)};
+      }
+      case ExprOp::Select: {
+        Parsed cond = parse_nested();
+        expect(",");
+        Parsed a = parse_nested();
+        expect(",");
+        Parsed b = parse_nested();
+        expect(")");
+        int height = 1 + std::max({cond.height, a.height, b.height});
+        if (height > kMaxExprDepth) fail_too_deep();
+        return {Expr::select(cond.expr, a.expr, b.expr), height};
+      }
+      case ExprOp::CeilDiv:
+      case ExprOp::Min:
+      case ExprOp::Max: {
+        Parsed a = parse_nested();
+        expect(",");
+        Parsed b = parse_nested();
+        expect(")");
+        return binary(row->op, a, b);
+      }
+      case ExprOp::Const:
+      case ExprOp::Scalar:
+      case ExprOp::Tunable:
+      case ExprOp::Add:
+      case ExprOp::Sub:
+      case ExprOp::Mul:
+      case ExprOp::FloorDiv:
+      case ExprOp::Mod:
+      case ExprOp::Lt:
+      case ExprOp::Le:
+      case ExprOp::Gt:
+      case ExprOp::Ge:
+      case ExprOp::Eq:
+      case ExprOp::Ne:
+        break;
     }
-    if (name == "select") {
-      Parsed cond = parse_nested();
-      expect(",");
-      Parsed a = parse_nested();
-      expect(",");
-      Parsed b = parse_nested();
-      expect(")");
-      int height = 1 + std::max({cond.height, a.height, b.height});
-      if (height > kMaxExprDepth) fail_too_deep();
-      return {Expr::select(cond.expr, a.expr, b.expr), height};
-    }
-    if (name == "numel_except") {
-      std::string tensor = parse_ident();
-      std::vector<std::int64_t> axes;
-      while (accept(",")) axes.push_back(parse_int());
-      expect(")");
-      if (axes.empty()) KERNELOP_RAISE(error()) << "numel_except() needs at least one axis";
-      return {Expr::numel_except(tensor, axes)};
-    }
-    ExprOp op;
-    if (name == "cdiv") {
-      op = ExprOp::CeilDiv;
-    } else if (name == "min") {
-      op = ExprOp::Min;
-    } else if (name == "max") {
-      op = ExprOp::Max;
-    } else {
-      KERNELOP_RAISE(error()) << "unknown function '" << name
-                              << "' (known: dim, numel, numel_except, itemsize, rank, "
-                                 "stride, aligned, arch, cdiv, min, max, select)";
-    }
-    Parsed a = parse_nested();
-    expect(",");
-    Parsed b = parse_nested();
-    expect(")");
-    return binary(op, a, b);
+    KERNELOP_FAIL(Internal) << "expression parser: '" << name << "' is not a function";
   }
 
   std::string_view text_;

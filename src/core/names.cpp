@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/words.hpp"
+#include "kernelop/expr.hpp"
 #include "kernelop/validate.hpp"
 
 namespace kernelop {
@@ -34,10 +35,13 @@ bool is_reserved_name(std::string_view name) {
       "or", "pass", "raise", "with", "yield",
       // PyTorch schema types
       "Tensor", "Scalar", "SymInt", "str", "Device", "Layout", "ScalarType", "MemoryFormat",
-      "Generator", "Storage", "Stream", "Dimname", "Any",
-      // expression functions
-      "dim", "numel", "numel_except", "cdiv", "min", "max"};
+      "Generator", "Storage", "Stream", "Dimname", "Any"};
   if (kReserved.count(name)) return true;
+  // The expression language's functions (Note [operator table]).
+  for (const ExprOpInfo& row : kExprOps) {
+    bool call = row.form == ExprForm::LeafCall || row.form == ExprForm::Call;
+    if (call && row.spelling == name) return true;
+  }
   // C++ reserves "__x" and "_X"; kernelop's generated code uses the "__kop" prefix.
   if (name.size() >= 2 && name[0] == '_' &&
       (name[1] == '_' || (name[1] >= 'A' && name[1] <= 'Z'))) {

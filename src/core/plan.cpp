@@ -119,9 +119,33 @@ class Deriver {
                                   tunables.begin());
         case ExprOp::Arch:
           return 0;
-        default:
+        case ExprOp::Dim:
+        case ExprOp::Numel:
+        case ExprOp::NumelExcept:
+        case ExprOp::ItemSize:
+        case ExprOp::Stride:
+        case ExprOp::Aligned:
+        case ExprOp::Rank:
           return plan_.tensor_slot(leaf.name());
+        case ExprOp::Const:
+        case ExprOp::Add:
+        case ExprOp::Sub:
+        case ExprOp::Mul:
+        case ExprOp::FloorDiv:
+        case ExprOp::CeilDiv:
+        case ExprOp::Mod:
+        case ExprOp::Min:
+        case ExprOp::Max:
+        case ExprOp::Lt:
+        case ExprOp::Le:
+        case ExprOp::Gt:
+        case ExprOp::Ge:
+        case ExprOp::Eq:
+        case ExprOp::Ne:
+        case ExprOp::Select:
+          break;
       }
+      KERNELOP_FAIL(Internal) << "resolve: '" << leaf.to_string() << "' is not a leaf";
     });
   }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernelop/expr.hpp"
+#include "kernelop/validate.hpp"
 #include "test_util.hpp"
 
 namespace kernelop {
@@ -29,30 +30,24 @@ struct Env {
     if (e.op == ExprOp::Aligned) return (e.name == "x" ? 0x1008 : 0x1000) % e.value == 0;
     const auto& shape = shapes.at(e.name);
     auto rank = static_cast<std::int64_t>(shape.size());
-    switch (e.op) {
-      case ExprOp::Dim: {
-        std::int64_t a = 0;
-        if (!normalize_axis(e.value, rank, &a)) throw std::out_of_range("axis");
-        return shape[static_cast<std::size_t>(a)];
-      }
-      case ExprOp::Rank:
-        return rank;
-      case ExprOp::Numel:
-      case ExprOp::NumelExcept: {
-        std::int64_t p = 1;
-        for (std::int64_t i = 0; i < rank; ++i) {
-          bool skip = false;
-          for (auto a : e.axes) {
-            std::int64_t n = 0;
-            skip = skip || (normalize_axis(a, rank, &n) && n == i);
-          }
-          if (!skip) p *= shape[static_cast<std::size_t>(i)];
-        }
-        return p;
-      }
-      default:
-        throw std::logic_error("not a tensor leaf");
+    if (e.op == ExprOp::Dim) {
+      std::int64_t a = 0;
+      if (!normalize_axis(e.value, rank, &a)) throw std::out_of_range("axis");
+      return shape[static_cast<std::size_t>(a)];
     }
+    if (e.op == ExprOp::Rank) return rank;
+    if (e.op != ExprOp::Numel && e.op != ExprOp::NumelExcept)
+      throw std::logic_error("not a tensor leaf");
+    std::int64_t p = 1;
+    for (std::int64_t i = 0; i < rank; ++i) {
+      bool skip = false;
+      for (auto a : e.axes) {
+        std::int64_t n = 0;
+        skip = skip || (normalize_axis(a, rank, &n) && n == i);
+      }
+      if (!skip) p *= shape[static_cast<std::size_t>(i)];
+    }
+    return p;
   }
 };
 
@@ -298,16 +293,10 @@ namespace {
 
 struct TracedEnv {
   Traced leaf(const ExprNode& e) const {
-    switch (e.op) {
-      case ExprOp::Dim:
-        return {"s_" + e.name + std::to_string(e.value)};
-      case ExprOp::Numel:
-        return {"numel_" + e.name};
-      case ExprOp::NumelExcept:
-        return {"rows_" + e.name};
-      default:
-        return {"sym_" + e.name};
-    }
+    if (e.op == ExprOp::Dim) return {"s_" + e.name + std::to_string(e.value)};
+    if (e.op == ExprOp::Numel) return {"numel_" + e.name};
+    if (e.op == ExprOp::NumelExcept) return {"rows_" + e.name};
+    return {"sym_" + e.name};
   }
 };
 
@@ -327,6 +316,85 @@ TEST(Expr, EvaluatesWithAWiderIntegerType) {
   Int128 v =
       evaluate<Int128>(Expr::parse("cdiv(numel(x), 1024) * 4 + min(numel(x), 3)"), WideEnv{});
   EXPECT_TRUE(v == (Int128(1) << 62) + 3);
+}
+
+// An integer type with Python's floor division and modulo (as c10::SymInt's are): the primary
+// ExprArith template must give exactly the int64 evaluator's values (Note [one evaluator
+// semantics]) for every operator and sign.
+struct FloorInt {
+  std::int64_t v;
+  explicit FloorInt(std::int64_t x) : v(x) {}
+  friend FloorInt operator+(FloorInt a, FloorInt b) { return FloorInt(a.v + b.v); }
+  friend FloorInt operator-(FloorInt a, FloorInt b) { return FloorInt(a.v - b.v); }
+  friend FloorInt operator*(FloorInt a, FloorInt b) { return FloorInt(a.v * b.v); }
+  friend FloorInt operator/(FloorInt a, FloorInt b) {
+    std::int64_t q = a.v / b.v;
+    return FloorInt((a.v % b.v != 0 && ((a.v < 0) != (b.v < 0))) ? q - 1 : q);
+  }
+  friend FloorInt operator%(FloorInt a, FloorInt b) { return a - (a / b) * b; }
+  friend bool operator<(FloorInt a, FloorInt b) { return a.v < b.v; }
+  friend bool operator<=(FloorInt a, FloorInt b) { return a.v <= b.v; }
+  friend bool operator>(FloorInt a, FloorInt b) { return a.v > b.v; }
+  friend bool operator>=(FloorInt a, FloorInt b) { return a.v >= b.v; }
+  friend bool operator==(FloorInt a, FloorInt b) { return a.v == b.v; }
+  friend bool operator!=(FloorInt a, FloorInt b) { return a.v != b.v; }
+};
+
+TEST(Expr, ThePrimaryTemplateAgreesWithTheInt64EvaluatorOnEveryOperator) {
+  const ExprNode where;
+  int checked = 0;
+  for (const ExprOpInfo& row : kExprOps) {
+    if (row.arity != 2) continue;
+    for (std::int64_t a : {-7, -6, -1, 0, 1, 5, 6, 7}) {
+      for (std::int64_t b : {-3, -2, -1, 1, 2, 3}) {
+        std::int64_t want = ExprArith<std::int64_t>::apply(row.op, a, b, where);
+        FloorInt got = ExprArith<FloorInt>::apply(row.op, FloorInt(a), FloorInt(b), where);
+        EXPECT_EQ(got.v, want) << row.spelling << "(" << a << ", " << b << ")";
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 14 * 48);  // the 14 binary operators of the table, 48 pairs each
+}
+
+// Note [operator table]: the printer, the parser and the reserved names all read kExprOps.
+TEST(Expr, TheOperatorTableDrivesThePrinterTheParserAndTheReservedNames) {
+  for (const ExprOpInfo& row : kExprOps) {
+    std::string text;
+    switch (row.form) {
+      case ExprForm::Infix:
+        text = "a " + std::string(row.spelling) + " b";
+        break;
+      case ExprForm::Call:
+        text = std::string(row.spelling) + (row.arity == 3 ? "(a, b, c)" : "(a, b)");
+        break;
+      case ExprForm::LeafCall:
+        text = row.op == ExprOp::Arch ? "arch()"
+               : row.op == ExprOp::Dim || row.op == ExprOp::Stride
+                   ? std::string(row.spelling) + "(x, 1)"
+               : row.op == ExprOp::Aligned     ? "aligned(x, 16)"
+               : row.op == ExprOp::NumelExcept ? "numel_except(x, -1)"
+                                               : std::string(row.spelling) + "(x)";
+        break;
+      case ExprForm::Literal:
+        text = "42";
+        break;
+      case ExprForm::Name:
+        text = "n";
+        break;
+    }
+    Expr e = Expr::parse(text);
+    if (row.op != ExprOp::Tunable) EXPECT_EQ(e.op(), row.op) << text;  // a name parses as Scalar
+    EXPECT_EQ(e.to_string(), text);
+    bool call = row.form == ExprForm::Call || row.form == ExprForm::LeafCall;
+    EXPECT_EQ(is_reserved_name(row.spelling), call) << row.spelling;
+    if (call) {
+      expect_error([&] { Expr::parse(std::string(row.spelling) + "x(a)"); }, ErrorKind::Spec,
+                   "unknown function '" + std::string(row.spelling) +
+                       "x' (known: dim, numel, numel_except, itemsize, stride, aligned, arch, "
+                       "rank, cdiv, min, max, select)");
+    }
+  }
 }
 
 // Expressions can come from untrusted packages; the parser and every walk over the tree

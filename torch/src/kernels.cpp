@@ -286,7 +286,26 @@ c10::SymBool sym_compare(const c10::SymInt& a, ExprOp op, const c10::SymInt& b) 
       return a.sym_gt(b);
     case ExprOp::Ge:
       return a.sym_ge(b);
-    default:
+    case ExprOp::Const:
+    case ExprOp::Dim:
+    case ExprOp::Numel:
+    case ExprOp::NumelExcept:
+    case ExprOp::Scalar:
+    case ExprOp::ItemSize:
+    case ExprOp::Stride:
+    case ExprOp::Aligned:
+    case ExprOp::Tunable:
+    case ExprOp::Arch:
+    case ExprOp::Rank:
+    case ExprOp::Add:
+    case ExprOp::Sub:
+    case ExprOp::Mul:
+    case ExprOp::FloorDiv:
+    case ExprOp::CeilDiv:
+    case ExprOp::Mod:
+    case ExprOp::Min:
+    case ExprOp::Max:
+    case ExprOp::Select:
       break;
   }
   return a.sym_ne(c10::SymInt(0));  // not a comparison: a condition holds when nonzero
@@ -325,7 +344,28 @@ c10::SymBool comparison_guard(const Expr& c, const c10::SymInt& a, const c10::Sy
     case ExprOp::Gt:
       guard = upper_bound(b, c.rhs(), a, true);
       break;
-    default:
+    case ExprOp::Eq:
+    case ExprOp::Ne:
+    case ExprOp::Const:
+    case ExprOp::Dim:
+    case ExprOp::Numel:
+    case ExprOp::NumelExcept:
+    case ExprOp::Scalar:
+    case ExprOp::ItemSize:
+    case ExprOp::Stride:
+    case ExprOp::Aligned:
+    case ExprOp::Tunable:
+    case ExprOp::Arch:
+    case ExprOp::Rank:
+    case ExprOp::Add:
+    case ExprOp::Sub:
+    case ExprOp::Mul:
+    case ExprOp::FloorDiv:
+    case ExprOp::CeilDiv:
+    case ExprOp::Mod:
+    case ExprOp::Min:
+    case ExprOp::Max:
+    case ExprOp::Select:
       break;
   }
   return guard ? *guard : sym_compare(a, c.op(), b);
