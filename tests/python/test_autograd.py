@@ -17,7 +17,7 @@ import unittest
 import torch
 
 import kernelop as ko
-from kernelop import _kernelop
+from kernelop import _kernelop, _kernelop_torch
 from compile_counter import counting_inductor
 from expect import expect_error
 from isolated import run_python_without
@@ -118,8 +118,8 @@ class Spec(unittest.TestCase):
         spec.backward.differentiable = ["x", "q"]
         expect_error(self, ValueError, "backward.differentiable[1]: 'q' is not a tensor input", ko.cuda_kernel_op,
                      "kop_ag_bad::sigmoid", spec, archs=ARCHS or ["sm_80"], base_dir=str(EXAMPLES))
-        self.assertFalse(_kernelop.is_registered("kop_ag_bad::sigmoid"))
-        self.assertFalse(_kernelop.is_registered("kop_ag_bad::sigmoid_backward"))
+        self.assertFalse(_kernelop_torch.is_registered("kop_ag_bad::sigmoid"))
+        self.assertFalse(_kernelop_torch.is_registered("kop_ag_bad::sigmoid_backward"))
 
     def test_a_backward_that_fails_to_compile_registers_nothing(self):
         spec = sigmoid_spec()
@@ -127,14 +127,14 @@ class Spec(unittest.TestCase):
         expect_error(self, RuntimeError, "kop_ag_nc::sigmoid_backward", ko.cuda_kernel_op, "kop_ag_nc::sigmoid",
                      spec, archs=["sm_80"], base_dir=str(EXAMPLES))
         for name in ("kop_ag_nc::sigmoid", "kop_ag_nc::sigmoid_backward", "kop_ag_nc::sigmoid_backward_backward"):
-            self.assertFalse(_kernelop.is_registered(name), name)
+            self.assertFalse(_kernelop_torch.is_registered(name), name)
 
     def test_a_backward_in_use_cannot_be_unregistered(self):
         ops()
         expect_error(self, ValueError, "op kernelop_autograd::sigmoid_backward is the backward of "
                      "kernelop_autograd::sigmoid, which is registered: unregister kernelop_autograd::sigmoid first",
-                     _kernelop.unregister, "kernelop_autograd::sigmoid_backward")
-        self.assertTrue(_kernelop.is_registered("kernelop_autograd::sigmoid_backward"))
+                     _kernelop_torch.unregister, "kernelop_autograd::sigmoid_backward")
+        self.assertTrue(_kernelop_torch.is_registered("kernelop_autograd::sigmoid_backward"))
 
     def test_a_forward_pytorch_refuses_takes_its_backward_chain_with_it(self):
         lib = torch.library.Library("kop_ag_clash", "DEF")
@@ -142,7 +142,7 @@ class Spec(unittest.TestCase):
         expect_error(self, ValueError, "PyTorch refused the registration", ko.cuda_kernel_op,
                      "kop_ag_clash::sigmoid", sigmoid_spec(), archs=["sm_80"], base_dir=str(EXAMPLES))
         for name in ("kop_ag_clash::sigmoid_backward", "kop_ag_clash::sigmoid_backward_backward"):
-            self.assertFalse(_kernelop.is_registered(name), name)
+            self.assertFalse(_kernelop_torch.is_registered(name), name)
         del lib
 
 

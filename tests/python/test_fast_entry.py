@@ -10,7 +10,7 @@ import torch
 
 import kernelop as ko
 from kernelop_testing import run_tests, temp_dir
-from kernelop import _kernelop
+from kernelop import _kernelop_torch
 
 CUDA = torch.cuda.is_available()
 ARCHS = None if CUDA else ["sm_80"]
@@ -86,8 +86,8 @@ class Meta(unittest.TestCase):
         op = mix_op()
         for target in (op, op.default):
             entry = target._op
-            self.assertTrue(_kernelop.is_fast_entry(entry), target)
-            self.assertFalse(_kernelop.is_fast_entry(entry.fallback))
+            self.assertTrue(_kernelop_torch.is_fast_entry(entry), target)
+            self.assertFalse(_kernelop_torch.is_fast_entry(entry.fallback))
             self.assertEqual(hash(entry), hash(entry.fallback))  # OpOverload hashes as its _op: unchanged
             self.assertEqual(entry.__name__, entry.fallback.__name__)  # what the packet forwards
             self.assertIn("kop_fe::mix", repr(entry))
@@ -97,8 +97,8 @@ class Meta(unittest.TestCase):
         again = ko.register_spec_file(str(_files["kop_fe::mix"]), archs=ARCHS)  # identical: no new registration
         self.assertIs(again, op)  # the same packet, its entry not wrapped twice
         self.assertIs(again.default._op, entry)
-        self.assertTrue(_kernelop.is_fast_entry(op.default._op))
-        self.assertFalse(_kernelop.is_fast_entry(op.default._op.fallback))
+        self.assertTrue(_kernelop_torch.is_fast_entry(op.default._op))
+        self.assertFalse(_kernelop_torch.is_fast_entry(op.default._op.fallback))
 
     def test_plain_calls_are_made_here_and_give_what_pytorchs_entry_gives(self):
         op = mix_op()
@@ -161,7 +161,7 @@ class Meta(unittest.TestCase):
                                schema="(Tensor x, *, float a=0.5, int k=3, bool neg=False) -> Tensor")
         x = torch.empty(5, device="meta")
         entry = op.default._op
-        self.assertTrue(_kernelop.is_fast_entry(entry))
+        self.assertTrue(_kernelop_torch.is_fast_entry(entry))
         for args, kwargs, taken in (((x,), {}, 1), ((x, 2.0), {}, 0), ((x,), {"a": 2.0}, 0),
                                     ((x, 2.0, 1, True), {}, 0)):
             before = entry.taken
@@ -212,7 +212,7 @@ class Meta(unittest.TestCase):
         op = mix_op("kop_fe_gone::mix")
         x = torch.empty(6, device="meta")
         self.assertEqual(op(x).shape, (6,))
-        _kernelop.unregister("kop_fe_gone::mix")
+        _kernelop_torch.unregister("kop_fe_gone::mix")
         _ops.pop("kop_fe_gone::mix")
         self.assertTrue(op._op.stale)
         for call in (lambda: op(x), lambda: op.default(x, a=1.0), lambda: op(torch.empty(2, device="meta"), "s")):

@@ -19,7 +19,7 @@ import unittest
 import torch
 
 import kernelop as ko
-from kernelop import _kernelop, _ops
+from kernelop import _kernelop_torch, _ops
 
 CUDA = torch.cuda.is_available()
 ARCHS = None if CUDA else ["sm_80"]
@@ -80,7 +80,7 @@ def churn_while_calling(test, name, call):
                 # entry in another (torch.ops caches without a lock): its calls are PyTorch's own, may meet PyTorch's
                 # registration half-done and raise PyTorch's errors, but never read freed memory (Note [operator
                 # anchors]). Calls through kernelop's entry raise kernelop's errors only.
-                raw = not _kernelop.is_fast_entry(getattr(op, "_op", None))
+                raw = not _kernelop_torch.is_fast_entry(getattr(op, "_op", None))
                 for _ in range(20):
                     call(op, rng)
                     with lock:
@@ -213,7 +213,7 @@ class Meta(unittest.TestCase):
 
         def meta(x, k):
             try:
-                _kernelop.unregister("kop_hostile::self_unregister")
+                _kernelop_torch.unregister("kop_hostile::self_unregister")
             except ValueError as e:
                 seen.append(str(e))
             return torch.empty_like(x)
@@ -227,7 +227,7 @@ class Meta(unittest.TestCase):
         self.assertEqual(len(seen), 1, seen)
         self.assertIn("op kop_hostile::self_unregister cannot be unregistered from inside a call of a kernelop op",
                       seen[0])
-        self.assertTrue(_kernelop.registration_id("kop_hostile::self_unregister") > 0)
+        self.assertTrue(_kernelop_torch.registration_id("kop_hostile::self_unregister") > 0)
 
     def test_a_call_in_flight_finishes_while_its_op_is_unregistered(self):
         """The fast entry's scope is the call's: the Meta kernel's own scope, entered after the unregistration began,
@@ -242,12 +242,12 @@ class Meta(unittest.TestCase):
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 if "in_flight" in str(func):
                     # Another thread unregisters the op now; it is retired before func runs.
-                    t = threading.Thread(target=lambda: done.append(_kernelop.unregister(name)))
+                    t = threading.Thread(target=lambda: done.append(_kernelop_torch.unregister(name)))
                     t.start()
                     deadline = time.monotonic() + 30
-                    while _kernelop.registration_id(name) != 0 and time.monotonic() < deadline:
+                    while _kernelop_torch.registration_id(name) != 0 and time.monotonic() < deadline:
                         time.sleep(0.001)
-                    test.assertEqual(_kernelop.registration_id(name), 0)
+                    test.assertEqual(_kernelop_torch.registration_id(name), 0)
                     test.assertEqual(done, [])  # waiting for this call
                     self.thread = t
                 return func(*args, **(kwargs or {}))

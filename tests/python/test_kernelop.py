@@ -86,7 +86,7 @@ class Registration(unittest.TestCase):
             ko.cuda_kernel_op("kop_py::bad3", relu_spec(inputs=[ko.ScalarInput("n", int)], outputs=[]))
         with self.assertRaisesRegex(ValueError, "py_type must be float, int, bool or torch.SymInt"):
             ko.cuda_kernel_op("kop_py::bad4", relu_spec(inputs=[ko.ScalarInput("n", str)]))
-        self.assertFalse(ko._kernelop.is_registered("kop_py::bad1"))
+        self.assertFalse(ko._kernelop_torch.is_registered("kop_py::bad1"))
         self.assertFalse(hasattr(torch.ops.kop_py, "bad1"))
 
     def test_type_errors(self):

@@ -183,7 +183,7 @@ class OverrideRegistration(unittest.TestCase):
         for i, (fields, fns, message) in enumerate(cases):
             with self.subTest(message), self.assertRaisesRegex(ValueError, message):
                 ko.cuda_kernel_op(f"kop_ov::missing{i}", repeat2_spec(**fields), archs=ARCHS, **fns)
-            self.assertFalse(ko._kernelop.is_registered(f"kop_ov::missing{i}"))
+            self.assertFalse(ko._kernelop_torch.is_registered(f"kop_ov::missing{i}"))
 
     def test_bad_functions_and_schemas(self):
         with self.assertRaisesRegex(TypeError, "meta_fn must be callable, got int"):
@@ -203,7 +203,7 @@ class OverrideRegistration(unittest.TestCase):
         with self.assertRaisesRegex(NotImplementedError, "aot_fn configure the TensorRT engine path"):
             ko.cuda_kernel_op("kop_ov::bad7", relu_spec(), aot_fn=lambda *a: None)
         for i in range(1, 8):
-            self.assertFalse(ko._kernelop.is_registered(f"kop_ov::bad{i}"))
+            self.assertFalse(ko._kernelop_torch.is_registered(f"kop_ov::bad{i}"))
             self.assertFalse(hasattr(torch.ops.kop_ov, f"bad{i}"))
 
     def test_failure_after_the_cpp_registration_leaves_nothing(self):
@@ -218,7 +218,7 @@ class OverrideRegistration(unittest.TestCase):
                 ko.cuda_kernel_op("kop_ov::rollback", repeat2_spec(), meta_fn=repeat2_meta, eager_fn=repeat2_eager)
         finally:
             torch.library.register_fake = real
-        self.assertFalse(ko._kernelop.is_registered("kop_ov::rollback"))
+        self.assertFalse(ko._kernelop_torch.is_registered("kop_ov::rollback"))
         # No schema and no kernel; only the name's anchor stays (Note [operator anchors] in torch_ops.cpp).
         with self.assertRaisesRegex(RuntimeError, "Could not find schema for kop_ov::rollback"):
             torch._C._dispatch_find_schema_or_throw("kop_ov::rollback", "")
@@ -249,7 +249,7 @@ class OverrideRegistration(unittest.TestCase):
         # the failure was raised.
         self.assertIn("kernelop rolled back the registration of kop_ov::rollback2", caught.exception.__notes__[0])
         self.assertIn("in failing", caught.exception.__notes__[0])
-        self.assertFalse(ko._kernelop.is_registered("kop_ov::rollback2"))
+        self.assertFalse(ko._kernelop_torch.is_registered("kop_ov::rollback2"))
         with self.assertRaises(AttributeError):
             torch.ops.kop_ov.rollback2.default
         op = ko.cuda_kernel_op("kop_ov::rollback2", repeat2_spec(), meta_fn=repeat2_meta, eager_fn=repeat2_eager)

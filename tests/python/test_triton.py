@@ -376,7 +376,7 @@ class Refusals(unittest.TestCase):
 
     def test_a_spec_that_is_not_triton_is_not_compiled_by_nvrtc(self):
         doc = dict(tk.recorded("kop_tt_rec")["vector_add"].doc, op="kop_tt_t::nvrtc")
-        expect_error(self, ValueError, "is a Triton kernel: NVRTC cannot compile it", ko._kernelop.register_spec,
+        expect_error(self, ValueError, "is a Triton kernel: NVRTC cannot compile it", ko._kernelop_torch.register_spec,
                      json.dumps(doc), ".", ["sm_90"], ko._kernelop.Overrides())
 
     def test_binaries_are_checked_against_the_calling_convention(self):

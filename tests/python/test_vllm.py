@@ -154,7 +154,7 @@ class SymIntScalars(unittest.TestCase):
                 kernel_source="__global__ void k() {}", kernel_name="k",
                 inputs=[ko.InputDecl("x", torch.float32), ko.ScalarInput("a", float, symint=True)],
                 outputs=[ko.OutputDecl("y", ko.SameAs("x"))], geometry=ko.Elementwise()))
-        self.assertFalse(ko._kernelop.is_registered("kop_vllm::bad_sym"))
+        self.assertFalse(ko._kernelop_torch.is_registered("kop_vllm::bad_sym"))
 
 
 @unittest.skipUnless(CUDA, "needs a CUDA device")
