@@ -14,7 +14,7 @@ std::string size_text(std::size_t bytes) {
   if (bytes < 1024) {
     s << bytes << " B";
   } else {
-    s << std::fixed << std::setprecision(1) << bytes / 1024.0 << " KiB";
+    s << std::fixed << std::setprecision(1) << static_cast<double>(bytes) / 1024.0 << " KiB";
   }
   return s.str();
 }

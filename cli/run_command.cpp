@@ -319,9 +319,10 @@ int run_op(const RunOptions& o, FindReference references) {
                  out_buffers[i], outputs[i], want_out[i]);
         }
         for (std::size_t i = 0; i < inputs.size(); ++i) {
-          if (plan.tensors[i].mutated)
+          if (plan.tensors[i].mutated) {
             report(prefix + "mutated input " + plan.tensors[i].name, in_buffers[i], inputs[i],
                    want_in[i]);
+          }
         }
       };
       check_all("");
@@ -335,7 +336,7 @@ int run_op(const RunOptions& o, FindReference references) {
         try {
           op.launch(in_views, scalars, out_views, stream.get());
         } catch (const Error& e) {
-          std::string m = e.message();
+          const std::string& m = e.message();
           if (m.find("cannot run these inputs") == std::string::npos) throw;
           std::cout << "  check   tactic " << t << " (" << op.tactic_text(t)
                     << "): not eligible for these inputs\n";

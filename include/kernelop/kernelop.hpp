@@ -24,14 +24,14 @@ namespace kernelop {
 /// kernelop::runtime and uses KernelOp::from_package instead.
 inline KernelOp compile_op(const OpDecl& decl, const CompileOptions& compile_options = {},
                            LoadOptions load_options = {}) {
-  return KernelOp(compile(derive_plan(decl), compile_options), load_options);
+  return KernelOp(compile(derive_plan(decl), compile_options), std::move(load_options));
 }
 
 /// compile_op(load_op_file(path), ...)
 inline KernelOp compile_op(const std::filesystem::path& spec_file,
                            const CompileOptions& compile_options = {},
                            LoadOptions load_options = {}) {
-  return compile_op(load_op_file(spec_file), compile_options, load_options);
+  return compile_op(load_op_file(spec_file), compile_options, std::move(load_options));
 }
 
 }  // namespace kernelop

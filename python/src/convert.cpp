@@ -108,6 +108,7 @@ constexpr std::array kBinaryFields = {
 const std::vector<std::string>& kernel_binary_fields() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> out;
+    out.reserve(kBinaryFields.size());
     for (const BinaryField& f : kBinaryFields) out.emplace_back(f.name);
     return out;
   }();

@@ -64,6 +64,7 @@ void bind_op(nb::module_& m) {
       .def_prop_ro("tactics",
                    [](const KernelOp& op) {
                      std::vector<std::string> out;
+                     out.reserve(static_cast<std::size_t>(op.num_tactics()));
                      for (int t = 0; t < op.num_tactics(); ++t) out.push_back(op.tactic_text(t));
                      return out;
                    })
@@ -151,6 +152,7 @@ void bind_values(nb::module_& m) {
       "dtype_names",
       [] {
         std::vector<std::string> out;
+        out.reserve(kDTypeTable.size());
         for (const DTypeInfo& d : kDTypeTable) out.emplace_back(d.name);
         return out;
       },

@@ -177,6 +177,7 @@ NB_MODULE(_kernelop_torch, m) {
       .def_prop_ro("tactics",
                    [](const torch_ops::Registration& r) {
                      std::vector<std::string> out;
+                     out.reserve(static_cast<std::size_t>(r.op().num_tactics()));
                      for (int t = 0; t < r.op().num_tactics(); ++t)
                        out.push_back(r.op().tactic_text(t));
                      return out;

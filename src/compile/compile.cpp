@@ -546,7 +546,7 @@ CompiledImage compile(const OpPlan& plan, const CompileOptions& options) {
 
 std::vector<CompiledImage> compile_backward(const OpPlan& plan, const CompileOptions& options) {
   std::vector<CompiledImage> chain;
-  derive_chain(plan, [&](OpPlan backward) -> const OpPlan& {
+  derive_chain(plan, [&](const OpPlan& backward) -> const OpPlan& {
     chain.push_back(compile(backward, options));
     return chain.back().plan;
   });

@@ -25,35 +25,25 @@ void print(const ExprNode& n, std::ostream& out) {
     case ExprOp::Const:
       out << n.value;
       return;
-    case ExprOp::Dim:
-      out << expr_op_info(n.op).spelling << "(" << n.name << ", " << n.value << ")";
-      return;
-    case ExprOp::Numel:
-      out << expr_op_info(n.op).spelling << "(" << n.name << ")";
-      return;
     case ExprOp::NumelExcept:
       out << expr_op_info(n.op).spelling << "(" << n.name;
       for (auto a : n.axes) out << ", " << a;
       out << ")";
       return;
     case ExprOp::Scalar:
-      out << n.name;
-      return;
-    case ExprOp::ItemSize:
-      out << expr_op_info(n.op).spelling << "(" << n.name << ")";
-      return;
-    case ExprOp::Stride:
-      out << expr_op_info(n.op).spelling << "(" << n.name << ", " << n.value << ")";
-      return;
-    case ExprOp::Aligned:
-      out << expr_op_info(n.op).spelling << "(" << n.name << ", " << n.value << ")";
-      return;
     case ExprOp::Tunable:
       out << n.name;
+      return;
+    case ExprOp::Dim:
+    case ExprOp::Stride:
+    case ExprOp::Aligned:
+      out << expr_op_info(n.op).spelling << "(" << n.name << ", " << n.value << ")";
       return;
     case ExprOp::Arch:
       out << expr_op_info(n.op).spelling << "()";
       return;
+    case ExprOp::Numel:
+    case ExprOp::ItemSize:
     case ExprOp::Rank:
       out << expr_op_info(n.op).spelling << "(" << n.name << ")";
       return;

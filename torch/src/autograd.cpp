@@ -138,9 +138,10 @@ class AutogradKernel final : public c10::OperatorKernel {
       auto in = torch::jit::last(*stack, a.num_inputs);
       torch::autograd::edge_list edges;
       edges.reserve(a.link.differentiable.size());
-      for (int d : a.link.differentiable)
+      for (int d : a.link.differentiable) {
         edges.push_back(
             torch::autograd::impl::gradient_edge(in[static_cast<std::size_t>(d)].toTensor()));
+      }
       node->set_next_edges(std::move(edges));
       // The call consumes its arguments: what the backward reads is saved first.
       for (int i : a.saved_inputs) {

@@ -190,7 +190,7 @@ struct Outputs {
   c10::SmallVector<at::Tensor, 4> tensors;
   c10::SmallVector<TensorView, 4> views;
   void add(at::Tensor t, DType dtype, Shape shape, c10::Device device) {
-    views.push_back(TensorView{t.data_ptr(), dtype, std::move(shape), {}, device.index()});
+    views.push_back(TensorView{t.data_ptr(), dtype, shape, {}, device.index()});
     tensors.push_back(std::move(t));
   }
 };
