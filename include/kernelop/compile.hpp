@@ -59,6 +59,13 @@ struct KernelBinary {
   int scratch_param = -1;
 };
 
+/// An image from pre-compiled PTX (e.g. Triton's or a saved NVRTC output), skipping NVRTC: the
+/// driver JIT-compiles it for any GPU at or above its `.target`. The plan's tensor dtypes must all
+/// be declared (nothing can be inferred from PTX); the `.entry` named `entry` must exist and its
+/// parameters must match the calling convention in number and size. Throws Error(Spec) or
+/// Error(Compile) naming the op and the parameter.
+CompiledImage image_from_ptx(OpPlan plan, std::string ptx, const std::string& entry);
+
 /// An image from binaries: every program must have at least one, each entry's parameters must
 /// match the calling convention (the plan's args) in number and size, every tensor dtype must be
 /// declared, and a config that could not launch on an architecture it was built for (threads,

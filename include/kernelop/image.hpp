@@ -81,11 +81,4 @@ struct CompiledImage {
   const ResourceUsage* usage(std::string_view arch, int instance) const;
 };
 
-/// An image from pre-compiled PTX (e.g. Triton's or a saved NVRTC output), skipping NVRTC: the
-/// driver JIT-compiles it for any GPU at or above its `.target`. The plan's tensor dtypes must all
-/// be declared (nothing can be inferred from PTX); the `.entry` named `entry` must exist and its
-/// parameters must match the calling convention in number and size. Throws Error(Spec) or
-/// Error(Compile) naming the op and the parameter.
-CompiledImage image_from_ptx(OpPlan plan, std::string ptx, const std::string& entry);
-
 }  // namespace kernelop

@@ -4,6 +4,7 @@
 // dtype-generic kernels).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -246,16 +247,57 @@ struct ForeignKernel {
   enum class Compiler : std::uint8_t { Triton, CuteDsl };
   Compiler compiler = Compiler::Triton;
   std::string version;  ///< the compiler's version, "3.6.0"
+  /// This compiler's row of kForeignCompilers.
+  const struct ForeignCompilerInfo& info() const;
   /// "triton" / "cutedsl": the spec's JSON key.
-  std::string_view key() const { return compiler == Compiler::Triton ? "triton" : "cutedsl"; }
+  std::string_view key() const;
   /// "Triton" / "CuTe DSL": for messages.
-  std::string_view display() const { return compiler == Compiler::Triton ? "Triton" : "CuTe DSL"; }
+  std::string_view display() const;
   /// "triton.compile" / "cute.compile".
-  std::string_view compile_fn() const {
-    return compiler == Compiler::Triton ? "triton.compile" : "cute.compile";
-  }
+  std::string_view compile_fn() const;
   bool operator==(const ForeignKernel&) const = default;
 };
+
+/// Note [kernel sources]: where a kernel's machine code comes from. CUDA C++ is compiled by
+/// NVRTC (compile()), pre-compiled PTX is taken as it is (image_from_ptx), and each foreign
+/// compiler, one row of this table, is run by kernelop's Python package (one module per DSL,
+/// registered in kernelop/_dsls.py), whose binaries image_from_binaries checks and holds. The
+/// spec reader, the validator, the package writer and reader and every message read this table;
+/// a new DSL is one row here and one in Python.
+struct ForeignCompilerInfo {
+  ForeignKernel::Compiler compiler;
+  std::string_view key;          ///< the spec's JSON key and the Python module: "triton"
+  std::string_view display;      ///< for messages: "Triton"
+  std::string_view compile_fn;   ///< what compiles one config for one arch: "triton.compile"
+  std::uint32_t package_format;  ///< the oldest package format that can hold its images
+};
+inline constexpr std::array<ForeignCompilerInfo, 2> kForeignCompilers = {{
+    {ForeignKernel::Compiler::Triton, "triton", "Triton", "triton.compile", 2},
+    {ForeignKernel::Compiler::CuteDsl, "cutedsl", "CuTe DSL", "cute.compile", 3},
+}};
+namespace detail {
+constexpr bool foreign_compilers_in_enum_order() {
+  for (std::size_t i = 0; i < kForeignCompilers.size(); ++i) {
+    if (static_cast<std::size_t>(kForeignCompilers[i].compiler) != i) return false;
+  }
+  return true;
+}
+}  // namespace detail
+static_assert(detail::foreign_compilers_in_enum_order(),
+              "kForeignCompilers needs one row per ForeignKernel::Compiler, in order");
+
+inline const ForeignCompilerInfo& ForeignKernel::info() const {
+  return kForeignCompilers[static_cast<std::size_t>(compiler)];
+}
+inline std::string_view ForeignKernel::key() const {
+  return info().key;
+}
+inline std::string_view ForeignKernel::display() const {
+  return info().display;
+}
+inline std::string_view ForeignKernel::compile_fn() const {
+  return info().compile_fn;
+}
 
 struct BackwardSpec;
 

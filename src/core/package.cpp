@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -149,6 +150,12 @@ class Reader {
     const Json& images = meta.at("images");
     // The backward chain travels as the last section, a package of its own (format 4).
     const bool has_backward = meta.contains("backward");
+    if (const auto& f = image.plan.spec.foreign;
+        f && pkg.format_version < f->info().package_format) {
+      KERNELOP_RAISE(error()) << "a format " << pkg.format_version << " package cannot hold a "
+                              << f->display() << " kernel (format " << f->info().package_format
+                              << " or later)";
+    }
     if (has_backward && pkg.format_version < 4) {
       KERNELOP_RAISE(error()) << "a format " << pkg.format_version
                               << " package cannot hold a backward";
@@ -276,12 +283,12 @@ std::string write_package_bytes(const CompiledImage& image,
   }
   // Version 1 unless the package holds what a version-1 reader would misread.
   const auto& foreign = image.plan.spec.foreign;
-  bool needs_v2 = foreign.has_value();
-  for (const ArchImage& a : image.images)
-    needs_v2 = needs_v2 || a.launch_shared != 0 || a.scratch_bytes != 0;
-  bool needs_v3 = !image.plan.structs.empty() ||
-                  (foreign && foreign->compiler != ForeignKernel::Compiler::Triton);
-  const std::uint32_t format = !backward_bytes.empty() ? 4 : needs_v3 ? 3 : needs_v2 ? 2 : 1;
+  std::uint32_t format = foreign ? foreign->info().package_format : 1;
+  for (const ArchImage& a : image.images) {
+    if (a.launch_shared != 0 || a.scratch_bytes != 0) format = std::max(format, 2u);
+  }
+  if (!image.plan.structs.empty()) format = std::max(format, 3u);
+  if (!backward_bytes.empty()) format = std::max(format, 4u);
   Json meta = Json::object();
   meta["format"] = format;
   meta["created_by"] = "kernelop " + std::string(version());

@@ -28,6 +28,11 @@ void check_entry_params(const OpPlan& plan, const std::vector<std::string>& type
 void check_declared_dtypes(const OpPlan& plan, const std::function<ErrorStream(ErrorKind)>& fail,
                            std::string_view from);
 
+/// No inputs were declared: the .entry's parameters (`types`) become the plan's argument list
+/// for raw launches. PTX does not type pointers, so 64-bit integers are taken as pointers.
+void adopt_ptx_params(OpPlan& plan, const std::vector<std::string>& types,
+                      const std::function<ErrorStream(ErrorKind)>& fail);
+
 /// The PTX's `.target` ("sm_90a"), or "" when it has none.
 std::string ptx_target(std::string_view ptx);
 

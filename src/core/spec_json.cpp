@@ -433,8 +433,8 @@ class Reader {
         s.configs.push_back(read_config(arr[i], index("configs", i), s.tunables));
     }
     if (root.contains("tuning_key")) s.tuning_key = get_exprs(root["tuning_key"], "tuning_key");
-    for (auto compiler : {ForeignKernel::Compiler::Triton, ForeignKernel::Compiler::CuteDsl}) {
-      ForeignKernel f{compiler, ""};
+    for (const ForeignCompilerInfo& row : kForeignCompilers) {
+      ForeignKernel f{row.compiler, ""};
       std::string key(f.key());
       if (!root.contains(key)) continue;
       if (s.foreign) {

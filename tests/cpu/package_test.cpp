@@ -95,6 +95,160 @@ TEST(Package, GoldenFileReadsBack) {
   }
 }
 
+// Note [golden packages]: one golden file per package format, each written from a fixed
+// synthetic image. A writer that changes the bytes of a format, or a reader that reads an old file
+// differently, fails here; KERNELOP_UPDATE_GOLDEN=1 rewrites the files (for a new format only).
+struct Golden {
+  std::string file;
+  CompiledImage image;
+  std::vector<CompiledImage> backward;
+};
+
+// Format 2: a Triton kernel with its own dynamic shared memory and global scratch.
+Golden golden_v2() {
+  OpDecl decl = parse_op_json(R"json({
+    "op": "golden::scratchy",
+    "kernel_name": "k",
+    "kernel_source": "def k(X, Y, n): pass",
+    "triton": {"version": "3.6.0"},
+    "inputs": [{"name": "x", "dtype": "float32"}],
+    "outputs": [{"name": "y", "shape": {"same_as": "x"}, "dtype": "float32"}],
+    "params": ["x", "y", {"numel": "x"}, {"expr": "0", "int64": true}, {"expr": "0", "int64": true}],
+    "geometry": {"custom": {"grid": ["numel(x)"], "block": ["128"]}}
+  })json",
+                              ".", "scratchy");
+  Golden g{"scratchy_v2.kop", {}, {}};
+  g.image.plan = derive_plan(decl);
+  g.image.lowered_names = {"k"};
+  ArchImage a{"sm_90a",
+              std::string("\x7f"
+                          "ELF-fake",
+                          9),
+              {ResourceUsage{}},
+              false,
+              0};
+  a.launch_shared = 4104;
+  a.scratch_bytes = 256;
+  a.scratch_align = 128;
+  a.scratch_param = 3;
+  g.image.images.push_back(a);
+  return g;
+}
+
+// Format 3: a CuTe DSL kernel taking a struct (pointer, size, 64-bit stride).
+Golden golden_v3() {
+  OpDecl decl = parse_op_json(R"J({
+    "op": "golden::cute_copy",
+    "kernel_name": "copy",
+    "kernel_source": "def copy(): pass",
+    "cutedsl": {"version": "4.8.1"},
+    "inputs": [{"name": "a", "dtype": "float32"}],
+    "outputs": [{"name": "c", "shape": {"same_as": "a"}}],
+    "params": [{"struct": ["a", {"expr": "dim(a, 0)"}, {"expr": "stride(a, 0)", "int64": true}]}, "c"],
+    "geometry": {"custom": {"grid": ["cdiv(numel(a), 256)"], "block": [256]}}
+  })J",
+                              "", "cute_copy");
+  std::string ptx =
+      ".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry copy(\n"
+      "\t.param .align 8 .b8 copy_param_0[24],\n\t.param .u64 copy_param_1\n)\n{\n\tret;\n}\n";
+  return {"cute_copy_v3.kop", image_from_ptx(derive_plan(decl), ptx, "copy"), {}};
+}
+
+// Format 4: an op with a backward chain (its backward and that one's backward).
+Golden golden_v4() {
+  auto stage = [](const std::string& name, int inputs) {
+    std::string params;
+    for (int i = 0; i < inputs + 2; ++i)
+      params += (i ? ",\n\t.param .u64 p" : "\t.param .u64 p") + std::to_string(i);
+    return ".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry " + name + "(\n" +
+           params + "\n)\n{\n\tret;\n}\n";
+  };
+  OpDecl decl = parse_op_json(R"J({
+    "op": "golden::square",
+    "kernel_name": "sq",
+    "kernel_source": "extern \"C\" __global__ void sq() {}",
+    "inputs": [{"name": "x", "dtype": "float32"}],
+    "outputs": [{"name": "y", "shape": {"same_as": "x"}}],
+    "extras": [{"numel": "x", "int64": true}],
+    "geometry": {"elementwise": {"block": [256], "layout": "flat"}},
+    "backward": {
+      "differentiable": ["x"],
+      "kernel_name": "sq_bwd",
+      "kernel_source": "extern \"C\" __global__ void sq_bwd() {}",
+      "inputs": [{"name": "x"}, {"name": "grad_y"}],
+      "outputs": [{"name": "grad_x", "shape": {"same_as": "x"}}],
+      "extras": [{"numel": "x", "int64": true}],
+      "geometry": {"elementwise": {"block": [256], "layout": "flat"}},
+      "backward": {
+        "differentiable": ["grad_y"],
+        "kernel_name": "sq_bwd2",
+        "kernel_source": "extern \"C\" __global__ void sq_bwd2() {}",
+        "inputs": [{"name": "x"}, {"name": "grad_grad_x"}],
+        "outputs": [{"name": "grad_grad_y", "shape": {"same_as": "x"}}],
+        "extras": [{"numel": "x", "int64": true}],
+        "geometry": {"elementwise": {"block": [256], "layout": "flat"}}
+      }
+    }
+  })J",
+                              "", "square");
+  Golden g{"square_v4.kop", image_from_ptx(derive_plan(decl), stage("sq", 1), "sq"), {}};
+  derive_chain(g.image.plan, [&](const OpPlan& backward) -> const OpPlan& {
+    std::string entry = backward.spec.kernel_name;
+    g.backward.push_back(image_from_ptx(backward, stage(entry, 2), entry));
+    return g.backward.back().plan;
+  });
+  return g;
+}
+
+std::vector<Golden> goldens() {
+  return {golden_v2(), golden_v3(), golden_v4()};
+}
+
+TEST(Package, GoldenBytesPinFormats2To4) {
+  std::uint32_t format = 2;
+  for (const Golden& g : goldens()) {
+    fs::path path = testing::source_dir() / "tests" / "golden" / g.file;
+    std::string bytes = write_package_bytes(g.image, g.backward);
+    if (std::getenv("KERNELOP_UPDATE_GOLDEN")) std::ofstream(path, std::ios::binary) << bytes;
+    ASSERT_TRUE(fs::exists(path)) << path << ": run once with KERNELOP_UPDATE_GOLDEN=1";
+    EXPECT_EQ(bytes, slurp(path)) << g.file << ": the package bytes changed";
+    EXPECT_EQ(static_cast<std::uint32_t>(bytes[8]), format) << g.file;
+    ++format;
+  }
+}
+
+TEST(Package, GoldenFilesOfFormats2To4ReadBack) {
+  std::uint32_t format = 2;
+  for (const Golden& g : goldens()) {
+    SCOPED_TRACE(g.file);
+    fs::path path = testing::source_dir() / "tests" / "golden" / g.file;
+    Package pkg = load_package(path);
+    EXPECT_EQ(pkg.format_version, format++);
+    EXPECT_EQ(pkg.created_by, "kernelop 0.1.0");
+    EXPECT_EQ(pkg.image.plan.spec, g.image.plan.spec);
+    EXPECT_EQ(pkg.image.plan.args, g.image.plan.args);
+    EXPECT_EQ(pkg.image.plan.structs, g.image.plan.structs);
+    EXPECT_EQ(pkg.image.plan.qualified_schema(), g.image.plan.qualified_schema());
+    EXPECT_EQ(pkg.image.lowered_names, g.image.lowered_names);
+    ASSERT_EQ(pkg.image.images.size(), g.image.images.size());
+    for (std::size_t i = 0; i < g.image.images.size(); ++i) {
+      const ArchImage& got = pkg.image.images[i];
+      const ArchImage& want = g.image.images[i];
+      EXPECT_EQ(got.arch, want.arch);
+      EXPECT_EQ(got.data, want.data);
+      EXPECT_EQ(got.launch_shared, want.launch_shared);
+      EXPECT_EQ(got.scratch_bytes, want.scratch_bytes);
+      EXPECT_EQ(got.scratch_align, want.scratch_align);
+      EXPECT_EQ(got.scratch_param, want.scratch_param);
+    }
+    ASSERT_EQ(pkg.backward.size(), g.backward.size());
+    for (std::size_t i = 0; i < g.backward.size(); ++i) {
+      EXPECT_EQ(pkg.backward[i].plan.qualified_schema(), g.backward[i].plan.qualified_schema());
+      EXPECT_EQ(pkg.backward[i].images.at(0).data, g.backward[i].images.at(0).data);
+    }
+  }
+}
+
 TEST(Package, RealCompileRoundTripsThroughAFile) {
   OpPlan plan = derive_plan(testing::example("relu_generic"));
   CompileOptions o;
@@ -222,7 +376,8 @@ std::vector<std::string> sections_of(const std::string& bytes) {
 // A package of these sections whose header (size, checksum) is right. `table` overrides the
 // section table's {offset, size} entries, relative to the end of the table.
 std::string package_of(const std::vector<std::string>& sections,
-                       std::vector<std::pair<std::uint64_t, std::uint64_t>> table = {}) {
+                       std::vector<std::pair<std::uint64_t, std::uint64_t>> table = {},
+                       std::uint32_t version = 1) {
   std::uint64_t table_end = 40 + 16 * sections.size(), offset = 0;
   if (table.empty()) {
     for (const auto& s : sections) {
@@ -238,7 +393,7 @@ std::string package_of(const std::vector<std::string>& sections,
   }
   for (const auto& s : sections) body += s;
   std::string out("KOPKG\r\n\x1a", 8);
-  std::uint32_t version = 1, count = static_cast<std::uint32_t>(sections.size());
+  std::uint32_t count = static_cast<std::uint32_t>(sections.size());
   std::uint64_t size = 40 + body.size();
   out.append(reinterpret_cast<const char*>(&version), 4);
   out.append(reinterpret_cast<const char*>(&count), 4);
@@ -344,32 +499,7 @@ TEST(PackageHostile, OverlappingSectionsAreRejected) {
 // Format 2: what a version-1 reader would misread (an image's own shared memory, global scratch)
 // round-trips, and a package without either is still written as version 1 (the golden test).
 TEST(Package, LaunchSharedMemoryAndScratchRoundTripAsFormat2) {
-  OpDecl decl = parse_op_json(R"json({
-    "op": "golden::scratchy",
-    "kernel_name": "k",
-    "kernel_source": "def k(X, Y, n): pass",
-    "triton": {"version": "3.6.0"},
-    "inputs": [{"name": "x", "dtype": "float32"}],
-    "outputs": [{"name": "y", "shape": {"same_as": "x"}, "dtype": "float32"}],
-    "params": ["x", "y", {"numel": "x"}, {"expr": "0", "int64": true}, {"expr": "0", "int64": true}],
-    "geometry": {"custom": {"grid": ["numel(x)"], "block": ["128"]}}
-  })json",
-                              ".", "scratchy");
-  CompiledImage image;
-  image.plan = derive_plan(decl);
-  image.lowered_names = {"k"};
-  ArchImage a{"sm_90a",
-              std::string("\x7f"
-                          "ELF-fake",
-                          9),
-              {ResourceUsage{}},
-              false,
-              0};
-  a.launch_shared = 4104;
-  a.scratch_bytes = 256;
-  a.scratch_align = 128;
-  a.scratch_param = 3;
-  image.images.push_back(a);
+  CompiledImage image = golden_v2().image;
   std::string bytes = write_package_bytes(image);
   EXPECT_EQ(bytes[8], 2);
   Package back = parse_package(bytes, "scratchy.kop");
@@ -391,6 +521,21 @@ TEST(Package, LaunchSharedMemoryAndScratchRoundTripAsFormat2) {
   image.images[0].scratch_align = 100;
   expect_error([&] { parse_package(write_package_bytes(image), "bad.kop"); }, ErrorKind::Format,
                "alignment 100");
+}
+
+// A foreign compiler's images need the package format its row of kForeignCompilers names: a CuTe
+// DSL package claiming format 2 (header and metadata agreeing) is refused, never read as a
+// Triton-era package.
+TEST(Package, AForeignKernelInAnOlderFormatIsRefused) {
+  std::vector<std::string> sections = sections_of(write_package_bytes(golden_v3().image));
+  std::size_t at = sections[0].find("\"format\":3");
+  ASSERT_NE(at, std::string::npos) << sections[0];
+  sections[0].replace(at, 10, "\"format\":2");
+  expect_error([&] { parse_package(package_of(sections, {}, 2), "old.kop"); }, ErrorKind::Format,
+               "package old.kop: a format 2 package cannot hold a CuTe DSL kernel (format 3 or "
+               "later)");
+  EXPECT_NO_THROW(parse_package(
+      package_of(sections_of(write_package_bytes(golden_v3().image)), {}, 3), "new.kop"));
 }
 
 }  // namespace

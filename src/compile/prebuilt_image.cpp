@@ -1,5 +1,6 @@
-// Images from machine code another compiler made (Triton): checked as hostile input, then held
-// like any NVRTC image.
+// The prebuilt-image factories (Note [kernel sources]): images from pre-compiled PTX and from
+// machine code another compiler made (Triton, CuTe DSL), checked as hostile input, then held like
+// any NVRTC image.
 #include <algorithm>
 #include <functional>
 #include <set>
@@ -14,6 +15,36 @@
 #include "kernelop/launch_limits.hpp"
 
 namespace kernelop {
+
+CompiledImage image_from_ptx(OpPlan plan, std::string ptx, const std::string& entry) {
+  std::function<detail::ErrorStream(ErrorKind)> fail = [&](ErrorKind kind) {
+    detail::ErrorStream s(kind);
+    s << "op " << plan.op_name << ": PTX entry '" << entry << "': ";
+    return s;
+  };
+  detail::check_declared_dtypes(plan, fail, "PTX");
+  if (plan.instances.size() != 1) {
+    KERNELOP_RAISE(fail(ErrorKind::Spec))
+        << "PTX holds one instantiation; type_params are not supported";
+  }
+  std::string target = detail::ptx_target(ptx);
+  if (target.empty()) KERNELOP_RAISE(fail(ErrorKind::Spec)) << "the PTX has no .target line";
+  if (target.rfind("sm_", 0) != 0)
+    KERNELOP_RAISE(fail(ErrorKind::Spec)) << ".target is '" << target << "'";
+  auto types = detail::ptx_entry_param_types(ptx, entry);
+  if (!types) {
+    KERNELOP_RAISE(fail(ErrorKind::Spec))
+        << "no such .entry in the PTX (kernel names are the mangled "
+           "symbols; extern \"C\" kernels keep their names)";
+  }
+  if (plan.args_from_kernel) detail::adopt_ptx_params(plan, *types, fail);
+  detail::check_entry_params(plan, *types, fail);
+  CompiledImage image;
+  image.lowered_names = {entry};
+  image.images.push_back(ArchImage{"compute_" + target.substr(3), std::move(ptx), {}, false, 0});
+  image.plan = std::move(plan);
+  return image;
+}
 
 CompiledImage image_from_binaries(OpPlan plan, std::vector<KernelBinary> binaries) {
   const std::string op = plan.op_name;

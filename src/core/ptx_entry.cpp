@@ -1,4 +1,4 @@
-// Images from pre-compiled PTX: find the entry, check its parameters against the plan.
+// A PTX .entry's parameters: found, read and checked against a plan (ptx_entry.hpp).
 #include <functional>
 #include <sstream>
 #include <string>
@@ -41,31 +41,6 @@ std::pair<int, int> ptx_param_layout(std::string_view type) {
   }
   if (count <= 0 || count > 4096 || align <= 0 || align > 4096) return {0, 0};
   return {element * static_cast<int>(count), static_cast<int>(align)};
-}
-
-// No inputs were declared: the .entry's parameters become the argument list of raw launches.
-// PTX does not type pointers, so 64-bit integers are taken as pointers (tensors).
-template <typename Fail>
-void adopt_ptx_params(OpPlan& plan, const std::vector<std::string>& types, const Fail& fail) {
-  for (std::size_t i = 0; i < types.size(); ++i) {
-    const std::string& t = types[i];
-    if (t == ".u64" || t == ".s64" || t == ".b64") {
-      plan.adopt_pointer_param(false, std::nullopt);
-    } else if (t == ".f32") {
-      plan.adopt_value_param(ScalarType::Float);
-    } else if (t == ".f64") {
-      plan.adopt_value_param(ScalarType::Float64);
-    } else if (t == ".u32" || t == ".s32" || t == ".b32") {
-      plan.adopt_value_param(ScalarType::Int);
-    } else if (t == ".u8" || t == ".s8" || t == ".b8" || t == ".pred") {
-      plan.adopt_value_param(ScalarType::Bool);
-    } else {
-      KERNELOP_RAISE(fail(ErrorKind::Compile))
-          << "parameter " << i << " has PTX type '" << t
-          << "'; without a spec kernelop passes 64-bit pointers, 32-bit "
-             "ints, floats, doubles and 8-bit bools";
-    }
-  }
 }
 
 }  // namespace
@@ -181,36 +156,31 @@ bool scratch_param_ok(const OpPlan& plan, int param, int align) {
          a.value->is_const() && a.value->const_value() == 0;
 }
 
-}  // namespace detail
-
-CompiledImage image_from_ptx(OpPlan plan, std::string ptx, const std::string& entry) {
-  std::function<detail::ErrorStream(ErrorKind)> fail = [&](ErrorKind kind) {
-    detail::ErrorStream s(kind);
-    s << "op " << plan.op_name << ": PTX entry '" << entry << "': ";
-    return s;
-  };
-  detail::check_declared_dtypes(plan, fail, "PTX");
-  if (plan.instances.size() != 1) {
-    KERNELOP_RAISE(fail(ErrorKind::Spec))
-        << "PTX holds one instantiation; type_params are not supported";
+// No inputs were declared: the .entry's parameters become the argument list of raw launches.
+// PTX does not type pointers, so 64-bit integers are taken as pointers (tensors).
+void adopt_ptx_params(OpPlan& plan, const std::vector<std::string>& types,
+                      const std::function<ErrorStream(ErrorKind)>& fail) {
+  for (std::size_t i = 0; i < types.size(); ++i) {
+    const std::string& t = types[i];
+    if (t == ".u64" || t == ".s64" || t == ".b64") {
+      plan.adopt_pointer_param(false, std::nullopt);
+    } else if (t == ".f32") {
+      plan.adopt_value_param(ScalarType::Float);
+    } else if (t == ".f64") {
+      plan.adopt_value_param(ScalarType::Float64);
+    } else if (t == ".u32" || t == ".s32" || t == ".b32") {
+      plan.adopt_value_param(ScalarType::Int);
+    } else if (t == ".u8" || t == ".s8" || t == ".b8" || t == ".pred") {
+      plan.adopt_value_param(ScalarType::Bool);
+    } else {
+      KERNELOP_RAISE(fail(ErrorKind::Compile))
+          << "parameter " << i << " has PTX type '" << t
+          << "'; without a spec kernelop passes 64-bit pointers, 32-bit "
+             "ints, floats, doubles and 8-bit bools";
+    }
   }
-  std::string target = detail::ptx_target(ptx);
-  if (target.empty()) KERNELOP_RAISE(fail(ErrorKind::Spec)) << "the PTX has no .target line";
-  if (target.rfind("sm_", 0) != 0)
-    KERNELOP_RAISE(fail(ErrorKind::Spec)) << ".target is '" << target << "'";
-  auto types = detail::ptx_entry_param_types(ptx, entry);
-  if (!types) {
-    KERNELOP_RAISE(fail(ErrorKind::Spec))
-        << "no such .entry in the PTX (kernel names are the mangled "
-           "symbols; extern \"C\" kernels keep their names)";
-  }
-  if (plan.args_from_kernel) adopt_ptx_params(plan, *types, fail);
-  detail::check_entry_params(plan, *types, fail);
-  CompiledImage image;
-  image.lowered_names = {entry};
-  image.images.push_back(ArchImage{"compute_" + target.substr(3), std::move(ptx), {}, false, 0});
-  image.plan = std::move(plan);
-  return image;
 }
+
+}  // namespace detail
 
 }  // namespace kernelop
