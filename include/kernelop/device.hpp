@@ -74,7 +74,11 @@ class DeviceEvent {
   ~DeviceEvent();
   DeviceEvent(const DeviceEvent&) = delete;
   DeviceEvent& operator=(const DeviceEvent&) = delete;
+  DeviceEvent(DeviceEvent&& other) noexcept;
+  DeviceEvent& operator=(DeviceEvent&&) = delete;
   void record(const DeviceStream& stream) const;
+  /// Records on a CUstream of the current context (e.g. the caller's stream of a launch).
+  void record(void* stream) const;
   /// Milliseconds from `start` to this event; waits for this event to complete.
   float since(const DeviceEvent& start) const;
 

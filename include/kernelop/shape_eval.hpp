@@ -5,12 +5,26 @@
 #pragma once
 
 #include <cstdint>
+#include <sstream>
 #include <string>
 
 #include "kernelop/expr.hpp"
 #include "kernelop/plan.hpp"
 
 namespace kernelop {
+
+/// The message of a broken requirement after "op NAME: ", the one text both the launch (int64)
+/// and the Meta kernel (c10::SymInt) give: "the inputs break the requirement 'TEXT': A OP B is
+/// false" with the two sides of a comparison (lhs and rhs non-null), else without them.
+template <class Int>
+std::string broken_requirement_text(const RequirementPlan& r, const Int* lhs, const Int* rhs) {
+  std::ostringstream s;
+  s << "the inputs break the requirement '" << r.text << "'";
+  if (lhs && rhs) {
+    s << ": " << *lhs << " " << comparison_text(r.condition.op()) << " " << *rhs << " is false";
+  }
+  return s.str();
+}
 
 /// Note [one shape evaluator]: `Sizes` gives the evaluator what a call knows about its inputs:
 ///

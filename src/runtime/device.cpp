@@ -107,11 +107,18 @@ DeviceEvent::DeviceEvent() {
   event_ = e;
 }
 DeviceEvent::~DeviceEvent() {
+  if (!event_) return;
   if (const Driver* d = Driver::get()) d->cuEventDestroy(as_event(event_));
 }
+DeviceEvent::DeviceEvent(DeviceEvent&& other) noexcept : event_(other.event_) {
+  other.event_ = nullptr;
+}
 void DeviceEvent::record(const DeviceStream& stream) const {
-  check_cuda(Driver::require().cuEventRecord(as_event(event_), as_stream(stream.get())),
-             "cuEventRecord", "");
+  record(stream.get());
+}
+void DeviceEvent::record(void* stream) const {
+  check_cuda(Driver::require().cuEventRecord(as_event(event_), as_stream(stream)), "cuEventRecord",
+             "");
 }
 float DeviceEvent::since(const DeviceEvent& start) const {
   const Driver& d = Driver::require();

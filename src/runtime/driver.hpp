@@ -47,7 +47,13 @@ namespace kernelop::detail {
   X(cuMemsetD8Async)                 \
   X(cuStreamIsCapturing)             \
   X(cuMemAllocAsync)                 \
-  X(cuMemFreeAsync)
+  X(cuMemFreeAsync)                  \
+  X(cuStreamBeginCapture)            \
+  X(cuStreamEndCapture)              \
+  X(cuGraphInstantiateWithFlags)     \
+  X(cuGraphLaunch)                   \
+  X(cuGraphExecDestroy)              \
+  X(cuGraphDestroy)
 
 struct Driver {
 // NOLINTNEXTLINE(bugprone-macro-parentheses): `name` is a declarator, not an expression

@@ -114,7 +114,7 @@ void KernelOp::launch_raw(const LaunchDims& dims, std::span<const RawArg> args, 
     bool match = true;
     for (std::size_t i = 0; i < args.size() && match; ++i) {
       if (!p.args[i].is_pointer() || !args[i].is_tensor) continue;
-      auto want = s.bound(static_cast<int>(inst), p.element(p.args[i]));
+      auto want = detail::bound_dtype(p, static_cast<int>(inst), p.element(p.args[i]));
       match = !want || *want == args[i].tensor.dtype;
     }
     if (match) instance = static_cast<int>(inst);
@@ -140,7 +140,7 @@ void KernelOp::launch_raw(const LaunchDims& dims, std::span<const RawArg> args, 
         KERNELOP_RAISE(s.error(ErrorKind::Type))
             << where(i) << " must be a tensor, got " << scalar_kind_name(v.scalar.kind);
       }
-      auto want = s.bound(instance, p.element(a));
+      auto want = detail::bound_dtype(p, instance, p.element(a));
       if (want && *want != v.tensor.dtype) {
         KERNELOP_RAISE(s.error(ErrorKind::Type)) << where(i) << " must be " << dtype_name(*want)
                                                  << ", got " << dtype_name(v.tensor.dtype);

@@ -430,12 +430,11 @@ class MetaKernel final : public c10::OperatorKernel {
         if (is_comparison(c.op())) {
           c10::SymInt a = env.eval_requirement(c.lhs(), r.text);
           c10::SymInt b = env.eval_requirement(c.rhs(), r.text);
-          TORCH_SYM_CHECK(comparison_guard(c, a, b), "op ", p.op_name,
-                          ": the inputs break the requirement '", r.text, "': ", a, " ",
-                          comparison_text(c.op()), " ", b, " is false");
+          TORCH_SYM_CHECK(comparison_guard(c, a, b), "op ", p.op_name, ": ",
+                          broken_requirement_text(r, &a, &b));
         } else {
-          TORCH_SYM_CHECK(env.eval_requirement(c, r.text).sym_ne(0), "op ", p.op_name,
-                          ": the inputs break the requirement '", r.text, "'");
+          TORCH_SYM_CHECK(env.eval_requirement(c, r.text).sym_ne(0), "op ", p.op_name, ": ",
+                          broken_requirement_text<c10::SymInt>(r, nullptr, nullptr));
         }
       }
       c10::SmallVector<at::Tensor, 4> outputs;

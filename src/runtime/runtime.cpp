@@ -1,6 +1,7 @@
-// KernelOp: argument checks, output shapes and the launch (the per-device module is in
-// device_module.cpp, the argument helpers both launch paths share in launch_args.cpp, the raw
-// launch in launch_raw.cpp).
+// KernelOp (kernelop/runtime.hpp): construction, output shapes and the launch. Its argument checks
+// are in launch_checks.cpp, its modules in module_cache.cpp and device_module.cpp, the argument
+// packing both launch paths share in launch_args.cpp, the raw launch in launch_raw.cpp, the
+// tactic choice in tactic_selector.cpp.
 #include <cstring>
 #include <limits>
 
@@ -61,10 +62,11 @@ KernelOp::KernelOp(CompiledImage image, LoadOptions options) : state_(std::make_
     for (const RequirementPlan& r : c.requirements) note_arch(r.condition);
   }
   // Raw launches (no geometry) choose their shared memory per call.
-  state_->dynamic_shared = !p.geometry || !(p.geometry->shared_mem.is_const() &&
-                                            p.geometry->shared_mem.const_value() == 0);
+  bool dynamic_shared = !p.geometry || !(p.geometry->shared_mem.is_const() &&
+                                         p.geometry->shared_mem.const_value() == 0);
   for (const ArchImage& a : state_->image.images)
-    state_->dynamic_shared = state_->dynamic_shared || a.launch_shared > 0;
+    dynamic_shared = dynamic_shared || a.launch_shared > 0;
+  state_->modules.set_dynamic_shared(dynamic_shared);
 }
 
 KernelOp KernelOp::from_package(const std::filesystem::path& path, LoadOptions options) {
@@ -85,7 +87,7 @@ const CompiledImage& KernelOp::image() const {
 std::vector<Shape> KernelOp::output_shapes(std::span<const TensorView> inputs,
                                            std::span<const ScalarArg> scalars) const {
   auto f = std::make_unique<Frame>();
-  state_->prepare(inputs, scalars, *f);
+  detail::prepare(plan(), inputs, scalars, *f);
   std::vector<Shape> out;
   for (const OutputPlan& o : plan().outputs)
     out.push_back(f->shapes[static_cast<std::size_t>(o.slot)]);
@@ -101,10 +103,10 @@ std::vector<DType> KernelOp::output_dtypes(std::span<const TensorView> inputs) c
     KERNELOP_RAISE(state_->error(ErrorKind::Type))
         << "expected " << plan().num_tensor_inputs << " tensor input(s), got " << inputs.size();
   }
-  int instance = state_->select_instance(inputs);
+  int instance = detail::select_instance(plan(), inputs);
   std::vector<DType> out;
   for (const OutputPlan& o : plan().outputs) {
-    auto d = state_->output_dtype(o, instance, inputs);
+    auto d = detail::output_dtype(plan(), o, instance, inputs);
     if (!d) {
       KERNELOP_RAISE(state_->error(ErrorKind::Spec, " "))
           << "gets the dtype of output '" << plan().tensors[static_cast<std::size_t>(o.slot)].name
@@ -118,7 +120,7 @@ std::vector<DType> KernelOp::output_dtypes(std::span<const TensorView> inputs) c
 void KernelOp::check_arguments(std::span<const TensorView> inputs,
                                std::span<const ScalarArg> scalars) const {
   Frame f;
-  state_->check_arguments(inputs, scalars, f);
+  detail::check_arguments(plan(), inputs, scalars, f);
 }
 
 LoadInfo KernelOp::load(int device) const {
@@ -129,67 +131,14 @@ void KernelOp::launch(std::span<const TensorView> inputs, std::span<const Scalar
                       std::span<const TensorView> outputs, void* stream) const {
   State& s = *state_;
   const OpPlan& p = s.plan();
-  s.require_declared_launch();
+  detail::require_declared_launch(p);
   if (outputs.size() != p.outputs.size()) {
     KERNELOP_RAISE(s.error(ErrorKind::Type))
         << "expected " << p.outputs.size() << " output(s), got " << outputs.size();
   }
   Frame f;
-  s.prepare(inputs, scalars, f, outputs);
-  // One device for everything, contiguous memory, outputs of the right dtype and shape.
-  auto describe = [&](std::size_t i) {
-    if (i < inputs.size()) return "input '" + p.tensors[i].name + "'";
-    return "output '" +
-           p.tensors[static_cast<std::size_t>(p.outputs[i - inputs.size()].slot)].name + "'";
-  };
-  detail::TensorChecker tensors(p.op_name, describe);
-  bool work = false;  // anything to write
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    tensors.check(inputs[i], i, p.tensors[i].strided);
-    if (p.tensors[i].mutated && inputs[i].may_overlap()) {
-      KERNELOP_RAISE(s.error(ErrorKind::Launch))
-          << describe(i) << " is written in place but its elements may overlap (shape "
-          << inputs[i].shape.to_string() << ", strides " << inputs[i].strides.to_string()
-          << ": an expand()ed or otherwise self-overlapping view); pass a tensor whose elements "
-             "are distinct, e.g. its .clone()";
-    }
-    work = work || (p.tensors[i].mutated && inputs[i].shape.numel() > 0);
-  }
-  // A tensor the kernel writes must share no memory with another it reads or writes: the
-  // kernel would race with itself, silently (op(x, x), or x and a view of it).
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    if (!p.tensors[i].mutated || inputs[i].shape.numel() == 0) continue;
-    auto [lo, hi] = inputs[i].byte_span();
-    for (std::size_t j = 0; j < inputs.size() + outputs.size(); ++j) {
-      const TensorView& other = j < inputs.size() ? inputs[j] : outputs[j - inputs.size()];
-      if (j == i || other.shape.numel() == 0) continue;
-      auto [olo, ohi] = other.byte_span();
-      if (olo < hi && lo < ohi) {
-        KERNELOP_RAISE(s.error(ErrorKind::Launch))
-            << describe(i) << " is written in place and shares memory with " << describe(j)
-            << "; pass tensors that do not overlap (e.g. a .clone() of one)";
-      }
-    }
-  }
-  for (std::size_t o = 0; o < outputs.size(); ++o) {
-    const OutputPlan& out = p.outputs[o];
-    auto want = s.output_dtype(out, f.instance, inputs);
-    if (want && outputs[o].dtype != *want) {
-      KERNELOP_RAISE(s.error(ErrorKind::Type))
-          << describe(inputs.size() + o) << " must be " << dtype_name(*want) << ", got "
-          << dtype_name(outputs[o].dtype);
-    }
-    const Shape& expected = f.shapes[static_cast<std::size_t>(out.slot)];
-    if (!(outputs[o].shape == expected)) {
-      KERNELOP_RAISE(s.error(ErrorKind::Launch))
-          << describe(inputs.size() + o) << " has shape " << outputs[o].shape.to_string()
-          << " but the op produces " << expected.to_string();
-    }
-    tensors.check(outputs[o], inputs.size() + o);
-    f.views[static_cast<std::size_t>(out.slot)] = &outputs[o];
-    work = work || outputs[o].shape.numel() > 0;
-  }
-  int device = tensors.device();
+  detail::prepare(p, inputs, scalars, f, outputs);
+  auto [device, work] = detail::check_tensors(p, inputs, outputs, f);
   if (!work) return;  // zero-element outputs: nothing to launch
 
   TensorPtrs ptrs;
