@@ -85,6 +85,25 @@ struct LaunchDims {
   std::int64_t shared_mem = 0;
 };
 
+/// Makes output `index` of a launch (KernelOp::launch_allocating) once its dtype and shape are
+/// known, and returns its view. A non-owning reference to a callable, so that a launch allocates
+/// nothing of its own: the callable must outlive the call.
+class OutputAllocator {
+ public:
+  template <class Fn>
+  OutputAllocator(Fn& fn)  // NOLINT(google-explicit-constructor): passed as a lambda
+      : ctx_(&fn), call_([](void* ctx, std::size_t index, DType dtype, const Shape& shape) {
+          return (*static_cast<Fn*>(ctx))(index, dtype, shape);
+        }) {}
+  TensorView operator()(std::size_t index, DType dtype, const Shape& shape) const {
+    return call_(ctx_, index, dtype, shape);
+  }
+
+ private:
+  void* ctx_;
+  TensorView (*call_)(void*, std::size_t, DType, const Shape&);
+};
+
 class KernelOp {
  public:
   /// Takes ownership of a compiled image (from compile() or a package). Needs no driver until
@@ -117,6 +136,12 @@ class KernelOp {
   /// shapes and dtypes output_shapes()/output_dtypes() give. Zero-element work launches nothing.
   void launch(std::span<const TensorView> inputs, std::span<const ScalarArg> scalars,
               std::span<const TensorView> outputs, void* stream) const;
+
+  /// launch() with the outputs made by `allocate` from the shapes and dtypes the call's checks
+  /// computed: what a framework does (allocate, then launch), with the inputs checked and every
+  /// shape evaluated once. Not for ops whose meta_fn shapes outputs (Error(Spec)).
+  void launch_allocating(std::span<const TensorView> inputs, std::span<const ScalarArg> scalars,
+                         OutputAllocator allocate, void* stream) const;
 
   /// Launches with the caller's grid, block and arguments: what an op's eager_fn does when the
   /// spec leaves the geometry (or everything but the source) to it. `args` follow the kernel's

@@ -54,8 +54,12 @@ struct KernelOp::State {
   }
   const DeviceModule& module_for(int device) { return modules.get(device); }
 
-  // Tactics (tactics.cpp). The config for this call: pinned, else the tuning table, else timed
-  // now, else the first eligible config. Never one whose requires the inputs break.
+  // After prepare(): the tensors checked (check_tensors), the config chosen and launched.
+  void launch_prepared(Frame& f, std::span<const TensorView> inputs,
+                       std::span<const ScalarArg> scalars, std::span<const TensorView> outputs,
+                       void* stream);
+  // Tactics (tactic_selector.cpp). The config for this call: pinned, else the tuning table, else
+  // timed now, else the first eligible config. Never one whose requires the inputs break.
   int choose_config(Frame& f, std::span<const TensorView> inputs,
                     std::span<const ScalarArg> scalars, std::span<const TensorView> outputs,
                     const TensorPtrs& ptrs, int device, void* stream);

@@ -138,9 +138,37 @@ void KernelOp::launch(std::span<const TensorView> inputs, std::span<const Scalar
   }
   Frame f;
   detail::prepare(p, inputs, scalars, f, outputs);
+  s.launch_prepared(f, inputs, scalars, outputs, stream);
+}
+
+void KernelOp::launch_allocating(std::span<const TensorView> inputs,
+                                 std::span<const ScalarArg> scalars, OutputAllocator allocate,
+                                 void* stream) const {
+  State& s = *state_;
+  const OpPlan& p = s.plan();
+  detail::require_declared_launch(p);
+  if (p.has_external_outputs()) {
+    KERNELOP_RAISE(s.error(ErrorKind::Spec, " "))
+        << "shapes outputs with its meta_fn: allocate them and call launch()";
+  }
+  Frame f;
+  detail::prepare(p, inputs, scalars, f);
+  std::array<TensorView, kMaxKernelArgs> made;
+  for (std::size_t o = 0; o < p.outputs.size(); ++o) {
+    const OutputPlan& out = p.outputs[o];
+    std::optional<DType> dtype = detail::output_dtype(p, out, f.instance, inputs);
+    made[o] = allocate(o, *dtype, f.shapes[static_cast<std::size_t>(out.slot)]);
+  }
+  s.launch_prepared(f, inputs, scalars, std::span<const TensorView>(made.data(), p.outputs.size()),
+                    stream);
+}
+
+void KernelOp::State::launch_prepared(Frame& f, std::span<const TensorView> inputs,
+                                      std::span<const ScalarArg> scalars,
+                                      std::span<const TensorView> outputs, void* stream) {
+  const OpPlan& p = plan();
   auto [device, work] = detail::check_tensors(p, inputs, outputs, f);
   if (!work) return;  // zero-element outputs: nothing to launch
-
   TensorPtrs ptrs;
   for (std::size_t i = 0; i < inputs.size(); ++i) ptrs[i] = inputs[i].data;
   for (std::size_t o = 0; o < outputs.size(); ++o)
@@ -148,8 +176,8 @@ void KernelOp::launch(std::span<const TensorView> inputs, std::span<const Scalar
   // One config: its requires are checked like the op's (choose_config raises when they fail).
   int config = p.configs.size() == 1 && p.configs[0].requirements.empty()
                    ? 0
-                   : s.choose_config(f, inputs, scalars, outputs, ptrs, device, stream);
-  s.launch_config(f, config, ptrs, scalars, device, stream);
+                   : choose_config(f, inputs, scalars, outputs, ptrs, device, stream);
+  launch_config(f, config, ptrs, scalars, device, stream);
 }
 
 void KernelOp::State::launch_config(Frame& f, int config, const TensorPtrs& ptrs,

@@ -248,6 +248,21 @@ TEST_F(Gpu, LaunchPathAllocatesNothing) {
   after = g_allocations.load();
   stream.synchronize();
   EXPECT_EQ(after - before, 0) << "heap allocations in 1000 launches of a tuned op";
+  // launch_allocating: the outputs made from the shapes the checks computed, nothing else.
+  int made = 0;
+  auto allocate = [&](std::size_t index, DType dtype, const Shape& shape) {
+    ++made;
+    EXPECT_EQ(index, 0u);
+    EXPECT_EQ(dtype, DType::Float32);
+    EXPECT_EQ(shape, (Shape{64, 64}));
+    return out[0];
+  };
+  before = g_allocations.load();
+  for (int i = 0; i < 1000; ++i) scale.launch_allocating(in, alpha, allocate, stream.get());
+  after = g_allocations.load();
+  stream.synchronize();
+  EXPECT_EQ(after - before, 0) << "heap allocations in 1000 allocating launches";
+  EXPECT_EQ(made, 1000);
 }
 
 TEST_F(Gpu, ZeroSizeWorkLaunchesNothing) {

@@ -150,13 +150,17 @@ TEST_F(TacticsGpu, TuningChoosesTheFastestPersistsAndAFreshOpTimesNothing) {
   first.launch(call.in_views, {}, call.out_views, nullptr);
   TuningStats s = first.tuning_stats();
   EXPECT_EQ(s.tunings, 1u);
-  EXPECT_EQ(s.timed_runs, 8u * 6u) << "8 eligible configs x (1 warm-up + 5 timed runs)";
+  // Note [tuning runs]: per config a warm-up, an estimate, then at least 5 rounds.
+  EXPECT_GE(s.timed_runs, 8u * (2u + 5u)) << "8 eligible configs";
   std::vector<TuningTable> tables = first.tuning_tables();
   ASSERT_EQ(tables.size(), 1u);
   ASSERT_EQ(tables[0].entries.size(), 1u);
   const TuningEntry& e = tables[0].entries[0];
   auto fastest = std::min_element(e.times_ms.begin(), e.times_ms.end()) - e.times_ms.begin();
-  EXPECT_EQ(e.config, fastest);
+  // The fastest, or a lower id within its noise (at most 3% slower).
+  EXPECT_LE(e.config, fastest);
+  EXPECT_LE(e.times_ms[static_cast<std::size_t>(e.config)],
+            e.times_ms[static_cast<std::size_t>(fastest)] * 1.03);
   EXPECT_EQ(first.last_tactic(), e.config);
   call.expect_reference(first, "tuned launch");
   // A second launch of the same key, and one in the same bucket (500 rows -> 512): the table.
@@ -197,6 +201,44 @@ TEST_F(TacticsGpu, TuningChoosesTheFastestPersistsAndAFreshOpTimesNothing) {
   EXPECT_EQ(deployed.tuning_stats().timed_runs, 0u);
   EXPECT_EQ(deployed.tuning_stats().table_hits, 1u);
   call.expect_reference(deployed, "deployed");
+}
+
+// Note [tuning runs] at a few microseconds: configs that spin for known numbers of clock cycles
+// (about 3, 4 and 5 us at the H100's and H200's clocks). The tuner must tell 3 from 4 us apart,
+// and between two identical configs (ids 1 and 3) choose the lower id, every time.
+TEST_F(TacticsGpu, TheTunerSeparatesMicrosecondKernelsAndTiesGoToTheLowerId) {
+  OpDecl d = parse_op_json(R"J({"op": "t::spin", "kernel_name": "spin<C, PAD>",
+    "kernel_source": "template <long long C, int PAD> __global__ void spin(const float* x, float* y) { long long t0 = clock64(); while (clock64() - t0 < C) {} if (threadIdx.x == 0) y[0] = x[0] + PAD; }",
+    "inputs": [{"name": "x", "dtype": "float32"}],
+    "outputs": [{"name": "y", "shape": {"same_as": "x"}}],
+    "params": ["x", "y"],
+    "geometry": {"custom": {"grid": [1], "block": [32]}},
+    "tunables": ["C", "PAD"],
+    "configs": [{"C": 8000, "PAD": 0}, {"C": 6000, "PAD": 1}, {"C": 10000, "PAD": 2},
+                {"C": 6000, "PAD": 3}]})J",
+                           "", "spin.json");
+  CompileOptions c;
+  c.archs = {"sm_90"};
+  CompiledImage image = compile(derive_plan(d), c);
+  DeviceBuffer x(4), y(4);
+  float one = 1.0f;
+  x.upload(&one, 4);
+  std::vector<TensorView> in = {TensorView{x.get(), DType::Float32, {1}, {}, 0}};
+  std::vector<TensorView> out = {TensorView{y.get(), DType::Float32, {1}, {}, 0}};
+  for (int trial = 0; trial < 5; ++trial) {
+    KernelOp op(image, options(false));
+    op.launch(in, {}, out, nullptr);
+    EXPECT_EQ(op.last_tactic(), 1) << "trial " << trial;
+    const TuningEntry& e = op.tuning_tables().at(0).entries.at(0);
+    double t3 = e.times_ms[1], t4 = e.times_ms[0], t5 = e.times_ms[2], twin = e.times_ms[3];
+    EXPECT_GT(t3, 0.002) << "a spin of 6000 cycles takes microseconds";
+    EXPECT_NEAR(t4 / t3, 8000.0 / 6000.0, 0.1) << t3 << " " << t4;
+    EXPECT_NEAR(t5 / t3, 10000.0 / 6000.0, 0.12) << t3 << " " << t5;
+    EXPECT_NEAR(twin / t3, 1.0, 0.03) << t3 << " " << twin;
+  }
+  float got = 0;
+  y.download(&got, 4);
+  EXPECT_EQ(got, 2.0f);  // the chosen config (PAD = 1) ran after tuning
 }
 
 TEST_F(TacticsGpu, TuningNeverWritesTheCallersTensors) {

@@ -220,19 +220,20 @@ class CudaKernel final : public c10::OperatorKernel {
       std::span<const ScalarArg> sc(call.scalars.data(), call.scalars.size());
       c10::Device device = call.tensors.front().device();
       Outputs out;
+      void* stream = current_stream(device.index());
       if (p.has_external_outputs()) {
         allocate_from_meta(handle, call, stack, device, out);
+        op.launch(in, sc, std::span<const TensorView>(out.views.data(), out.views.size()), stream);
       } else {
-        std::vector<Shape> shapes = op.output_shapes(in, sc);
-        std::vector<DType> dtypes = op.output_dtypes(in);
-        for (std::size_t o = 0; o < shapes.size(); ++o) {
-          out.add(at::empty(c10::IntArrayRef(shapes[o].begin(), shapes[o].end()),
-                            at::TensorOptions().dtype(to_torch(dtypes[o])).device(device)),
-                  dtypes[o], shapes[o], device);
-        }
+        // The shapes the launch's checks compute, evaluated once (Note [launch path]).
+        auto allocate = [&](std::size_t, DType dtype, const Shape& shape) {
+          out.add(at::empty(c10::IntArrayRef(shape.begin(), shape.end()),
+                            at::TensorOptions().dtype(to_torch(dtype)).device(device)),
+                  dtype, shape, device);
+          return out.views.back();
+        };
+        op.launch_allocating(in, sc, allocate, stream);
       }
-      op.launch(in, sc, std::span<const TensorView>(out.views.data(), out.views.size()),
-                current_stream(device.index()));
       push_outputs(stack, p.input_order.size(), out.tensors);
     } catch (const Error& e) {
       rethrow_as_torch(e);
