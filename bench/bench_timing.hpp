@@ -67,6 +67,40 @@ inline double device_ms(const std::function<void()>& launch, cudaStream_t s, int
   return median(t);
 }
 
+// Median device milliseconds per launch with the launches back to back on the device: a queue of
+// kBatch launches captured once as a CUDA graph, the graph timed between events. What a kernel
+// costs in a stream the host keeps ahead of (the tuner measures the same way, Note [tuning
+// runs]); device_ms's host-launched queues also count the gaps of a host slower than the kernel.
+inline double device_ms_graph(const std::function<void()>& launch, cudaStream_t s, int reps = 200) {
+  constexpr int kBatch = 10;
+  for (int i = 0; i < 3; ++i) launch();
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+  for (int k = 0; k < kBatch; ++k) launch();
+  cudaStreamEndCapture(s, &graph);
+  cudaGraphInstantiate(&exec, graph, 0);
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  for (int i = 0; i < 5; ++i) cudaGraphLaunch(exec, s);
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    cudaEventRecord(a, s);
+    cudaGraphLaunch(exec, s);
+    cudaEventRecord(b, s);
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    t.push_back(ms / kBatch);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  return median(t);
+}
+
 // Median host nanoseconds per call of `launch`, in batches of 256 with a sync between batches.
 inline double host_ns(const std::function<void()>& launch, cudaStream_t s, int batches = 300) {
   std::vector<double> per_call;

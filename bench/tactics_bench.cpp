@@ -90,7 +90,7 @@ static void bench_example(const std::string& name, const std::vector<std::vector
     double tune_ms = ms_since(t0);
     std::uint64_t tune_runs = op.tuning_stats().timed_runs - before.timed_runs;
     int chosen = op.last_tactic();
-    double tuned = device_ms([&] { launch(op); }, s, 50);
+    double tuned = device_ms_graph([&] { launch(op); }, s, 50);
     std::vector<double> times(static_cast<std::size_t>(op.num_tactics()), -1);
     int first = -1;
     for (int t = 0; t < op.num_tactics(); ++t) {
@@ -101,7 +101,7 @@ static void bench_example(const std::string& name, const std::vector<std::vector
         continue;  // not eligible for this shape
       }
       if (first < 0) first = t;
-      times[static_cast<std::size_t>(t)] = device_ms([&] { launch(op); }, s, 50);
+      times[static_cast<std::size_t>(t)] = device_ms_graph([&] { launch(op); }, s, 50);
     }
     op.pin_tactic(-1);
     double best = 1e30, worst = 0;
@@ -158,7 +158,9 @@ int main(int argc, char** argv) {
   cudaStream_t s;
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   line(std::string("tactics bench, device: ") + prop.name);
-  line("device times are medians in ms per launch (events around queues of 10 launches)");
+  line(
+      "device times are medians in ms per launch (events around a CUDA graph of 10 launches, "
+      "back to back on the device as the tuner times them)");
   bench_example(
       "softmax_tuned",
       {{{64, 1000}}, {{8, 128}}, {{4096, 4096}}, {{32768, 256}}, {{1000, 12289}}, {{256, 32768}}},

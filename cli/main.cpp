@@ -10,9 +10,9 @@
 #include <optional>
 #include <set>
 
-#include "core/file_io.hpp"
 #include "kernelop/cache.hpp"
 #include "kernelop/compile.hpp"
+#include "kernelop/file_io.hpp"
 #include "kernelop/package.hpp"
 #include "kernelop/spec_json.hpp"
 #include "kernelop/tuning.hpp"
@@ -67,7 +67,7 @@ class OutputWriter {
           KERNELOP_FAIL(Io) << "refusing to write '" << path.string()
                             << "': it is one of this build's inputs";
         }
-        detail::write_file(path, bytes, "output");
+        write_file(path, bytes, "output");
         written.push_back(path);
       }
     } catch (...) {
@@ -226,7 +226,7 @@ int run_cli(int argc, char** argv) {
     return 2;
   }
   if (!out_dir.empty()) {
-    if (std::string why = detail::make_directories(out_dir, 0755); !why.empty()) {
+    if (std::string why = make_directories(out_dir, 0755); !why.empty()) {
       std::cerr << "kernelop: error: cannot use output directory '" << out_dir << "': " << why
                 << "\n";
       return 1;

@@ -1,8 +1,6 @@
 // Plan and image reports.
 #include "report.hpp"
 
-#include "core/words.hpp"
-
 #include <iomanip>
 #include <sstream>
 
@@ -69,9 +67,13 @@ void print_backward(std::ostream& out, const OpPlan& forward, const OpPlan& back
         break;
     }
   }
-  out << "  backward  op " << backward.op_name << ": gradients of " << detail::join(grads)
-      << "; saves " << (saved.empty() ? "nothing" : detail::join(saved)) << "; reads "
-      << detail::join(incoming) << "\n";
+  auto joined = [](const std::vector<std::string>& names) {
+    std::string out;
+    for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+    return out;
+  };
+  out << "  backward  op " << backward.op_name << ": gradients of " << joined(grads) << "; saves "
+      << (saved.empty() ? "nothing" : joined(saved)) << "; reads " << joined(incoming) << "\n";
 }
 
 void print_plan(std::ostream& out, const OpPlan& plan) {

@@ -9,20 +9,17 @@
 #include <type_traits>
 #include <variant>
 
-#include "host_tensor.hpp"
 #include "kernelop/compile.hpp"
 #include "kernelop/device.hpp"
+#include "kernelop/host_tensor.hpp"
 #include "kernelop/numbers.hpp"
 #include "kernelop/package.hpp"
 #include "kernelop/runtime.hpp"
 #include "kernelop/spec_json.hpp"
 #include "kernelop/tuning.hpp"
-#include "references.hpp"
 
 namespace kernelop::cli {
 namespace {
-
-using examples::HostTensor;
 
 std::map<std::string, std::string> parse_pairs(const std::vector<std::string>& items,
                                                const char* option) {
@@ -230,12 +227,12 @@ int run_op(const RunOptions& o, FindReference references) {
     std::cout << "\n";
   }
 
-  const examples::Reference* ref = references ? references(plan.op_name) : nullptr;
+  const HostReference* ref = references ? references(plan.op_name) : nullptr;
   std::mt19937_64 rng(o.seed ? o.seed : std::random_device{}());
   if (ref && ref->make_inputs) {
     ref->make_inputs(inputs, rng);
   } else {
-    examples::default_inputs(inputs, rng);
+    default_inputs(inputs, rng);
   }
 
   // Device buffers and views.
@@ -306,7 +303,7 @@ int run_op(const RunOptions& o, FindReference references) {
         std::string bytes(got.bytes(), '\0');
         buf.download(bytes.data(), bytes.size());
         got.decode(bytes);
-        examples::Comparison c = examples::compare(got, want, extra);
+        Comparison c = compare(got, want, extra);
         std::cout << "  check   " << what << ": " << (c.passed() ? "PASS" : "FAIL")
                   << "  max |error| " << c.max_abs_error << " over " << want.numel()
                   << " elements\n";

@@ -9,9 +9,7 @@
 #include <string_view>
 #include <vector>
 
-namespace kernelop::examples {
-struct Reference;
-}
+#include "kernelop/host_tensor.hpp"
 
 namespace kernelop::cli {
 
@@ -33,7 +31,7 @@ struct RunOptions {
 };
 
 /// The CPU reference of an op (nullptr: none).
-using FindReference = const examples::Reference* (*)(std::string_view op_name);
+using FindReference = const HostReference* (*)(std::string_view op_name);
 
 /// Adds the `run` subcommand and its options to `app`; `--check` only with references.
 CLI::App* add_run_command(CLI::App& app, RunOptions& options, FindReference references);

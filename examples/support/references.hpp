@@ -8,22 +8,12 @@
 #include <string_view>
 #include <vector>
 
-#include "host_tensor.hpp"
+#include "kernelop/host_tensor.hpp"
 
 namespace kernelop::examples {
 
-struct Reference {
-  /// Fills the inputs (shapes and dtypes set by the caller) with valid random values; the
-  /// default draws uniformly from [-2, 2).
-  std::function<void(std::vector<HostTensor>& inputs, std::mt19937_64& rng)> make_inputs;
-  /// Computes the outputs (shapes and dtypes set) and updates mutated inputs in place.
-  std::function<void(std::vector<HostTensor>& inputs, const std::vector<ScalarArg>& scalars,
-                     std::vector<HostTensor>& outputs)>
-      compute;
-  /// Absolute tolerance on top of the dtype's, for reductions whose float32 error grows with
-  /// the number of terms (0: none).
-  std::function<double(const std::vector<HostTensor>& inputs)> extra_atol;
-};
+/// The CPU reference of an example op (kernelop/host_tensor.hpp).
+using Reference = HostReference;
 
 /// The reference for an example op ("kernelop_examples::relu"), or nullptr.
 const Reference* find_reference(std::string_view op_name);

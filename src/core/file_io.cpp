@@ -95,15 +95,6 @@ ReadStatus try_read_file(const fs::path& path, std::uint64_t max_bytes, std::str
   return ReadStatus::Ok;
 }
 
-std::string read_file(const fs::path& path, std::string_view what, std::uint64_t max_bytes) {
-  std::string out, why;
-  if (try_read_file(path, max_bytes, &out, &why) != ReadStatus::Ok) {
-    KERNELOP_FAIL(Io) << "cannot read " << what << " '" << shorten(path.string(), 300)
-                      << "': " << why;
-  }
-  return out;
-}
-
 std::string write_file_atomically(const fs::path& path, std::string_view bytes, mode_t mode) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
@@ -132,13 +123,6 @@ std::string write_file_atomically(const fs::path& path, std::string_view bytes, 
     return std::strerror(err);
   }
   return {};
-}
-
-void write_file(const fs::path& path, std::string_view bytes, std::string_view what, mode_t mode) {
-  if (std::string why = write_file_atomically(path, bytes, mode); !why.empty()) {
-    KERNELOP_FAIL(Io) << "cannot write " << what << " '" << shorten(path.string(), 300)
-                      << "': " << why;
-  }
 }
 
 fs::path cache_root() {
@@ -199,6 +183,45 @@ int lock_file(const fs::path& path) {
   }
 }
 
+std::string normalized_path(const fs::path& path) {
+  std::error_code ec;
+  fs::path absolute = fs::absolute(path, ec);
+  if (ec) absolute = path;
+  fs::path canonical = fs::weakly_canonical(absolute, ec);
+  if (ec) canonical = absolute.lexically_normal();
+  std::string s = canonical.string();
+  // weakly_canonical keeps a trailing separator of a directory spelled "dir/".
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  return s;
+}
+
+}  // namespace kernelop::detail
+
+namespace kernelop {
+
+namespace fs = std::filesystem;
+using detail::file_type_name;
+using detail::ReadStatus;
+using detail::shorten;
+using detail::try_read_file;
+using detail::write_file_atomically;
+
+std::string read_file(const fs::path& path, std::string_view what, std::uint64_t max_bytes) {
+  std::string out, why;
+  if (try_read_file(path, max_bytes, &out, &why) != ReadStatus::Ok) {
+    KERNELOP_FAIL(Io) << "cannot read " << what << " '" << shorten(path.string(), 300)
+                      << "': " << why;
+  }
+  return out;
+}
+
+void write_file(const fs::path& path, std::string_view bytes, std::string_view what, mode_t mode) {
+  if (std::string why = write_file_atomically(path, bytes, mode); !why.empty()) {
+    KERNELOP_FAIL(Io) << "cannot write " << what << " '" << shorten(path.string(), 300)
+                      << "': " << why;
+  }
+}
+
 std::string make_directories(const fs::path& dir, mode_t mode) {
   if (dir.empty()) return {};
   struct stat st {};
@@ -218,16 +241,4 @@ std::string make_directories(const fs::path& dir, mode_t mode) {
   return {};
 }
 
-std::string normalized_path(const fs::path& path) {
-  std::error_code ec;
-  fs::path absolute = fs::absolute(path, ec);
-  if (ec) absolute = path;
-  fs::path canonical = fs::weakly_canonical(absolute, ec);
-  if (ec) canonical = absolute.lexically_normal();
-  std::string s = canonical.string();
-  // weakly_canonical keeps a trailing separator of a directory spelled "dir/".
-  while (s.size() > 1 && s.back() == '/') s.pop_back();
-  return s;
-}
-
-}  // namespace kernelop::detail
+}  // namespace kernelop

@@ -18,12 +18,16 @@
 #include <string_view>
 
 #include "core/words.hpp"
+#include "kernelop/file_io.hpp"
 
 namespace kernelop::detail {
 
-/// Size caps for files kernelop reads (one table, one place).
-inline constexpr std::uint64_t kMaxTextFileBytes = 64ull << 20;      ///< specs, sources, headers
-inline constexpr std::uint64_t kMaxBinaryFileBytes = 1024ull << 20;  ///< packages, cache entries
+// The public part (kernelop/file_io.hpp), under the names kernelop's own code uses.
+using kernelop::kMaxBinaryFileBytes;
+using kernelop::kMaxTextFileBytes;
+using kernelop::make_directories;
+using kernelop::read_file;
+using kernelop::write_file;
 
 /// What happened to a read.
 enum class ReadStatus {
@@ -38,24 +42,12 @@ enum class ReadStatus {
 ReadStatus try_read_file(const std::filesystem::path& path, std::uint64_t max_bytes,
                          std::string* out, std::string* why);
 
-/// Reads a whole regular file or throws Error(Io): "cannot read <what> '<path>': <why>".
-std::string read_file(const std::filesystem::path& path, std::string_view what,
-                      std::uint64_t max_bytes = kMaxTextFileBytes);
-
 /// Writes through a temporary file in the same directory and rename(), so that readers see the
 /// old contents or the new, never a part, and concurrent writers of one path are safe. Returns
 /// an empty string on success, else why it failed. Refuses to replace anything that is not a
 /// regular file (/dev/null, a FIFO, a directory), and leaves no temporary file behind.
 std::string write_file_atomically(const std::filesystem::path& path, std::string_view bytes,
                                   mode_t mode);
-
-/// write_file_atomically or throw Error(Io): "cannot write <what> '<path>': <why>".
-void write_file(const std::filesystem::path& path, std::string_view bytes, std::string_view what,
-                mode_t mode = 0644);
-
-/// Creates `dir` and its missing parents with `mode`; "" when it exists as a directory or was
-/// created, else why not (a parent that is a file, a name too long, permission denied).
-std::string make_directories(const std::filesystem::path& dir, mode_t mode);
 
 /// The root of kernelop's per-user caches: $KERNELOP_CACHE_DIR, else $XDG_CACHE_HOME/kernelop,
 /// else ~/.cache/kernelop, else a per-user folder in the temporary directory. The compile cache

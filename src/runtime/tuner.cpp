@@ -35,6 +35,7 @@ constexpr int kMaxQueue = 2000;        // launches in one measurement, at most
 constexpr double kFlushFromMs = 0.05;  // kernels at least this long are timed after an L2 flush
 constexpr int kMaxRounds = 40;
 constexpr double kMaxTie = 0.03;     // a tie is within the noise, and never more than 3%
+constexpr double kMinTie = 0.01;     // configs within 1% are always a tie
 constexpr double kMinNoise = 0.005;  // the noise is never taken to be below 0.5%
 constexpr double kBudgetMs = 2000;   // a tuning stops adding rounds after this long
 
@@ -164,6 +165,11 @@ struct Timings {
   }
 };
 
+// How close two configs' medians must be to count as a tie: their noise, between 1% and 3%.
+double tie(const Timings& a, const Timings& b) {
+  return std::clamp(a.noise() + b.noise(), kMinTie, kMaxTie);
+}
+
 // The winner among timed configs (Note [tuning runs]): the fastest median, or a lower id within
 // the noise of it.
 int pick(const std::vector<int>& eligible, const std::vector<Timings>& times) {
@@ -175,10 +181,9 @@ int pick(const std::vector<int>& eligible, const std::vector<Timings>& times) {
   }
   if (best < 0) return -1;
   const Timings& b = times[static_cast<std::size_t>(best)];
-  double tie = std::min(kMaxTie, b.noise());
   for (int c : eligible) {  // in id order: the lowest id within the tie wins
     const Timings& t = times[static_cast<std::size_t>(c)];
-    if (!t.ms.empty() && t.median() <= b.median() * (1 + tie)) return c;
+    if (!t.ms.empty() && t.median() <= b.median() * (1 + tie(b, t))) return c;
   }
   return best;
 }
@@ -199,8 +204,8 @@ bool separated(const std::vector<int>& eligible, const std::vector<Timings>& tim
     if (c == best || t.ms.empty()) continue;
     double gap = t.median() / b.median() - 1;
     double noise = b.noise() + t.noise();
-    if (gap > noise) continue;                                      // clearly slower
-    if (gap <= std::min(kMaxTie, b.noise()) && c < best) continue;  // a tie the lower id wins
+    if (gap > noise) continue;                   // clearly slower
+    if (gap <= tie(b, t) && c < best) continue;  // a tie the lower id wins
     return false;
   }
   return true;

@@ -11,7 +11,7 @@
 #include <atomic>
 #include <new>
 
-#include "host_tensor.hpp"
+#include "kernelop/host_tensor.hpp"
 #include "kernelop/compile.hpp"
 #include "kernelop/device.hpp"
 #include "kernelop/package.hpp"
@@ -40,7 +40,6 @@ namespace kernelop {
 namespace {
 
 namespace fs = std::filesystem;
-using examples::HostTensor;
 
 fs::path examples_dir() {
   return fs::path(KERNELOP_SOURCE_DIR) / "examples";
@@ -115,7 +114,7 @@ void check_example(const std::string& name, std::vector<Shape> shapes,
   if (ref->make_inputs) {
     ref->make_inputs(inputs, rng);
   } else {
-    examples::default_inputs(inputs, rng);
+    default_inputs(inputs, rng);
   }
   std::vector<DeviceTensor> in;
   std::vector<TensorView> in_views;
@@ -144,13 +143,13 @@ void check_example(const std::string& name, std::vector<Shape> shapes,
   ref->compute(want_in, scalars, want_out);
   double extra = ref->extra_atol ? ref->extra_atol(inputs) : 0;
   for (std::size_t i = 0; i < out.size(); ++i) {
-    examples::Comparison c = examples::compare(download(out[i]), want_out[i], extra);
+    Comparison c = compare(download(out[i]), want_out[i], extra);
     EXPECT_TRUE(c.passed()) << name << " output " << i << " shape " << out_shapes[i].to_string()
                             << ": worst element " << c.worst_index << " off by " << c.max_abs_error;
   }
   for (std::size_t i = 0; i < in.size(); ++i) {
     if (!plan.tensors[i].mutated) continue;
-    examples::Comparison c = examples::compare(download(in[i]), want_in[i]);
+    Comparison c = compare(download(in[i]), want_in[i]);
     EXPECT_TRUE(c.passed()) << name << " mutated input " << i << ": worst element "
                             << c.worst_index;
   }
@@ -330,7 +329,7 @@ TEST_F(Gpu, PackageFromACpuMachineRunsThroughPtx) {
             << " ms\n";
   HostTensor x({37, 1000}, DType::Float32);
   std::mt19937_64 rng(7);
-  examples::fill_uniform(x, rng, -3, 3);
+  fill_uniform(x, rng, -3, 3);
   DeviceTensor dx = upload(x);
   HostTensor y({37, 1000}, DType::Float32);
   DeviceTensor dy{y, DeviceBuffer(y.bytes())};
@@ -339,7 +338,7 @@ TEST_F(Gpu, PackageFromACpuMachineRunsThroughPtx) {
   ASSERT_EQ(detail::Driver::require().cuCtxSynchronize(), CUDA_SUCCESS);
   std::vector<HostTensor> in = {x}, out = {y};
   examples::find_reference("kernelop_examples::softmax")->compute(in, {}, out);
-  EXPECT_TRUE(examples::compare(download(dy), out[0]).passed());
+  EXPECT_TRUE(compare(download(dy), out[0]).passed());
 }
 
 TEST_F(Gpu, PackageWithThisDevicesCubinUsesIt) {

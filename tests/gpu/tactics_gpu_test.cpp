@@ -19,7 +19,6 @@ namespace kernelop {
 namespace {
 
 namespace fs = std::filesystem;
-using examples::HostTensor;
 
 class TacticsGpu : public ::testing::Test {
  protected:
@@ -66,7 +65,7 @@ struct Call {
   Call(const KernelOp& op, const std::vector<Shape>& shapes, unsigned seed = 1) {
     for (const Shape& s : shapes) in_host.emplace_back(s, DType::Float32);
     std::mt19937_64 rng(seed);
-    examples::default_inputs(in_host, rng);
+    default_inputs(in_host, rng);
     for (const HostTensor& h : in_host) {
       in.emplace_back(h.bytes());
       in.back().upload(h.encode().data(), h.bytes());
@@ -96,7 +95,7 @@ struct Call {
       std::string bytes(got.bytes(), '\0');
       out[o].download(bytes.data(), bytes.size());
       got.decode(bytes);
-      examples::Comparison c = examples::compare(got, want_out[o], extra);
+      Comparison c = compare(got, want_out[o], extra);
       EXPECT_TRUE(c.passed()) << what << ": worst element " << c.worst_index << " off by "
                               << c.max_abs_error;
     }
@@ -229,7 +228,7 @@ TEST_F(TacticsGpu, TheTunerSeparatesMicrosecondKernelsAndTiesGoToTheLowerId) {
     KernelOp op(image, options(false));
     op.launch(in, {}, out, nullptr);
     EXPECT_EQ(op.last_tactic(), 1) << "trial " << trial;
-    const TuningEntry& e = op.tuning_tables().at(0).entries.at(0);
+    const TuningEntry e = op.tuning_tables().at(0).entries.at(0);
     double t3 = e.times_ms[1], t4 = e.times_ms[0], t5 = e.times_ms[2], twin = e.times_ms[3];
     EXPECT_GT(t3, 0.002) << "a spin of 6000 cycles takes microseconds";
     EXPECT_NEAR(t4 / t3, 8000.0 / 6000.0, 0.1) << t3 << " " << t4;

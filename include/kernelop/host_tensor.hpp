@@ -1,15 +1,18 @@
 // Host-side tensors for checking kernels: values held as double, converted to and from any
-// dtype's device bytes (float16 and bfloat16 with round-to-nearest-even).
+// dtype's device bytes (float16 and bfloat16 with round-to-nearest-even), compared with the
+// tolerances kernelop's checks use, and an op's CPU reference (HostReference) as `kernelop run
+// --check`, the examples and the GPU tests use it.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "kernelop/tensor.hpp"
 
-namespace kernelop::examples {
+namespace kernelop {
 
 struct HostTensor {
   Shape shape;
@@ -50,4 +53,18 @@ struct Comparison {
 };
 Comparison compare(const HostTensor& got, const HostTensor& want, double extra_atol = 0);
 
-}  // namespace kernelop::examples
+/// An op's CPU reference, computed in double.
+struct HostReference {
+  /// Fills the inputs (shapes and dtypes set by the caller) with valid random values; the
+  /// default draws uniformly from [-2, 2).
+  std::function<void(std::vector<HostTensor>& inputs, std::mt19937_64& rng)> make_inputs;
+  /// Computes the outputs (shapes and dtypes set) and updates mutated inputs in place.
+  std::function<void(std::vector<HostTensor>& inputs, const std::vector<ScalarArg>& scalars,
+                     std::vector<HostTensor>& outputs)>
+      compute;
+  /// Absolute tolerance on top of the dtype's, for reductions whose float32 error grows with
+  /// the number of terms (0: none).
+  std::function<double(const std::vector<HostTensor>& inputs)> extra_atol;
+};
+
+}  // namespace kernelop

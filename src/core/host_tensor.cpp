@@ -1,11 +1,11 @@
 // dtype encoding and tolerant comparison for host tensors.
-#include "host_tensor.hpp"
+#include "kernelop/host_tensor.hpp"
 
 #include <cmath>
 #include <cstring>
 #include <limits>
 
-namespace kernelop::examples {
+namespace kernelop {
 
 float half_to_float(std::uint16_t h) {
   std::uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ffu, bits = 0;
@@ -210,4 +210,4 @@ void default_inputs(std::vector<HostTensor>& inputs, std::mt19937_64& rng) {
   for (HostTensor& t : inputs) fill_uniform(t, rng, -2.0, 2.0);
 }
 
-}  // namespace kernelop::examples
+}  // namespace kernelop
