@@ -65,7 +65,9 @@ struct TuningTable {
 };
 
 struct CompiledImage {
-  OpPlan plan;  ///< the input plan with tensor dtypes inferred from the kernel's signature
+  /// The derived plan completed by the kernel (Note [plan stages]): tensor dtypes inferred from
+  /// its signature.
+  CompletedPlan plan;
   std::vector<std::string> lowered_names;  ///< per plan.instances: the symbol to load
   std::vector<ArchImage> images;           ///< in the order the architectures were given
   std::string log;                         ///< compiler warnings (empty when clean)

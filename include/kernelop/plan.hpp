@@ -218,6 +218,25 @@ struct OpPlan {
   bool is_declarative() const { return geometry && !args_from_kernel && !has_external_outputs(); }
 };
 
+/// Note [plan stages]: a plan is made in two stages, each a value no later stage writes back
+/// into. derive_plan() gives an OpPlan from the spec alone. The stage that reads the kernel
+/// itself (the signature verifier of compile(), the PTX reader of image_from_ptx and
+/// image_from_binaries, the package reader) completes it: tensor dtypes the spec leaves to the
+/// kernel's signature, and the argument list of a kernel that declares no inputs. A CompiledImage
+/// holds the completed plan, of its own type, made only by complete_plan().
+class CompletedPlan : public OpPlan {
+ public:
+  CompletedPlan() = default;  ///< the plan of an empty image
+
+ private:
+  explicit CompletedPlan(OpPlan plan) : OpPlan(std::move(plan)) {}
+  friend CompletedPlan complete_plan(OpPlan plan);
+};
+
+/// `plan`, completed by the caller (the stage that read the kernel, see Note [plan stages]), as
+/// the image's plan.
+CompletedPlan complete_plan(OpPlan plan);
+
 /// Where each input of an op's backward comes from, and which gradient each of its outputs is
 /// (Note [backward]): what autograd saves, passes and returns.
 struct BackwardLink {

@@ -112,7 +112,6 @@ class Compiler {
     make_jobs(image);
     std::vector<JobResult> results = run_jobs();
 
-    image.plan = plan_;
     // Every instance's symbol and signature codes, from the first job of its program.
     std::vector<std::vector<std::int64_t>> codes(plan_.instances.size());
     image.lowered_names.resize(plan_.instances.size());
@@ -130,7 +129,7 @@ class Compiler {
         }
       }
     }
-    detail::verify_signature(image.plan, codes);
+    image.plan = detail::verify_signature(plan_, codes);
     std::set<std::string> logs;
     for (const JobResult& r : results) {
       if (!r.log.empty() && logs.insert(r.log).second) {

@@ -42,7 +42,7 @@ CompiledImage image_from_ptx(OpPlan plan, std::string ptx, const std::string& en
   CompiledImage image;
   image.lowered_names = {entry};
   image.images.push_back(ArchImage{"compute_" + target.substr(3), std::move(ptx), {}, false, 0});
-  image.plan = std::move(plan);
+  image.plan = complete_plan(std::move(plan));  // Note [plan stages]
   return image;
 }
 
@@ -160,7 +160,7 @@ CompiledImage image_from_binaries(OpPlan plan, std::vector<KernelBinary> binarie
     int program = plan.configs[static_cast<std::size_t>(inst.config)].program;
     image.lowered_names.push_back(entries[static_cast<std::size_t>(program)]);
   }
-  image.plan = std::move(plan);
+  image.plan = complete_plan(std::move(plan));  // Note [plan stages]
   detail::check_configs_launch(image);
   return image;
 }

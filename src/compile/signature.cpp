@@ -406,8 +406,11 @@ std::optional<DType> ParamType::dtype() const {
   return b ? b->dtype : std::nullopt;
 }
 
-void verify_signature(OpPlan& plan, const std::vector<std::vector<std::int64_t>>& codes) {
-  Verifier(plan, codes).run();
+CompletedPlan verify_signature(const OpPlan& plan,
+                               const std::vector<std::vector<std::int64_t>>& codes) {
+  OpPlan completed = plan;
+  Verifier(completed, codes).run();
+  return complete_plan(std::move(completed));
 }
 
 }  // namespace kernelop::detail

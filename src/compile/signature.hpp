@@ -32,8 +32,10 @@ struct ParamType {
 ParamType decode_param(std::int64_t code);
 
 /// Checks `plan.args` against each instance's parameter codes (codes[i] for plan.instances[i])
-/// and fills in tensor dtypes the spec left open. Throws Error(Compile) naming the op, the
-/// parameter, what the calling convention passes and what the kernel declares.
-void verify_signature(OpPlan& plan, const std::vector<std::vector<std::int64_t>>& codes);
+/// and returns the plan completed with the tensor dtypes the spec left open (Note [plan stages]).
+/// Throws Error(Compile) naming the op, the parameter, what the calling convention passes and
+/// what the kernel declares.
+CompletedPlan verify_signature(const OpPlan& plan,
+                               const std::vector<std::vector<std::int64_t>>& codes);
 
 }  // namespace kernelop::detail

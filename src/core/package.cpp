@@ -137,7 +137,9 @@ class Reader {
       KERNELOP_RAISE(error())
           << "metadata.spec has a source_file; a package holds its kernel source inline";
     }
-    image.plan = derive_plan(parse_op_json(spec.dump(), "", std::string(origin_) + ": spec"));
+    // The spec as packaged holds the dtypes its kernel fixed (Note [plan stages]).
+    image.plan =
+        complete_plan(derive_plan(parse_op_json(spec.dump(), "", std::string(origin_) + ": spec")));
     if (image.plan.op_name != meta.at("op").get<std::string>())
       KERNELOP_RAISE(error()) << "metadata.op differs from the spec's op";
     image.lowered_names = meta.at("lowered_names").get<std::vector<std::string>>();

@@ -568,6 +568,10 @@ class Deriver {
 
 }  // namespace
 
+CompletedPlan complete_plan(OpPlan plan) {
+  return CompletedPlan(std::move(plan));
+}
+
 OpPlan derive_plan(const OpDecl& decl, const ValidateOptions& overrides) {
   validate(decl, overrides);
   OpPlan plan = Deriver(decl, overrides).run();

@@ -32,7 +32,7 @@ CompiledImage synthetic_image() {
   })",
                               ".", "golden");
   CompiledImage image;
-  image.plan = derive_plan(decl);
+  image.plan = complete_plan(derive_plan(decl));
   // What compile() infers from the signature: x is float32, so y is too.
   image.plan.tensors[0].dtype = DType::Float32;
   image.plan.tensors[1].dtype = DType::Float32;
@@ -118,7 +118,7 @@ Golden golden_v2() {
   })json",
                               ".", "scratchy");
   Golden g{"scratchy_v2.kop", {}, {}};
-  g.image.plan = derive_plan(decl);
+  g.image.plan = complete_plan(derive_plan(decl));
   g.image.lowered_names = {"k"};
   ArchImage a{"sm_90a",
               std::string("\x7f"
@@ -347,7 +347,7 @@ std::string hostile_base_package() {
   })",
                               ".", "hostile");
   CompiledImage image;
-  image.plan = derive_plan(decl);
+  image.plan = complete_plan(derive_plan(decl));
   image.lowered_names = {"relu"};
   image.nvrtc_version = "13.0";
   image.images.push_back(

@@ -240,7 +240,7 @@ TEST(Runtime, WithoutADriverTheLaunchSaysWhy) {
 
 TEST(Runtime, ConstructionNeedsKnownDtypesAndGeometry) {
   CompiledImage image;
-  image.plan = derive_plan(testing::example("relu"));
+  image.plan = complete_plan(derive_plan(testing::example("relu")));
   image.lowered_names = {};
   expect_error([&] { KernelOp op(image); }, ErrorKind::Spec,
                "the image has 0 kernel symbol(s) for 1 instantiation(s)");
