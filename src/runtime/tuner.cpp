@@ -5,11 +5,12 @@
 // scratch buffers of the same extent (a mutated input's scratch is refilled from the input before
 // every measurement); inputs the kernel only reads are shared. Each config runs once to warm up
 // (a config that cannot launch here drops out) and once more, timed, to estimate its duration.
-// A measurement is then a queue of launches of one config between two events, long enough
-// (kMinMeasureMs) to sit well above the events' resolution and the launch jitter: a kernel of a
-// few microseconds is timed over tens of launches, one of a millisecond alone, after a write over
-// twice the L2 cache so that it finds none of the previous run's data (a queue of short launches
-// keeps the cache warm, as a model's stream of them does). The queue is captured once into a CUDA
+// A measurement is then a queue of launches of one config between two events, long enough for
+// the fastest config (kMinMeasureMs) to sit well above the events' resolution and the launch
+// jitter, and of the same length for every config: a kernel of a few microseconds is timed over
+// tens of launches, one of a millisecond alone, after a write over twice the L2 cache so that it
+// finds none of the previous run's data (a queue of short launches keeps the cache warm, as a
+// model's stream of them does). The queue is captured once into a CUDA
 // graph and launched as one, so that the kernels run back to back on the device however long the
 // host takes to launch each: a queue launched one by one would time the host, not the kernel.
 // Rounds interleave the configs, so that clock drift favours none, until the fastest config's
@@ -260,26 +261,18 @@ int KernelOp::State::autotune(Frame& f, const detail::TuneKey& key,
     t.timed_runs.fetch_add(static_cast<std::uint64_t>(tc.queue), std::memory_order_relaxed);
     return static_cast<double>(stop.since(start)) / tc.queue;
   };
-  // Warm-up (a config that cannot launch here drops out), then one timed launch: the estimate
-  // that sizes its queue.
+  // Warm-up (a config that cannot launch here drops out), then one timed launch: the estimates
+  // that size the queue.
   std::vector<std::string> failed(p.configs.size());
   std::vector<int> timed;
+  double fastest = 0;
   for (int c : eligible) {
     try {
       scratch.refill_on(s);
       launch_config(f, c, scratch.ptrs, scalars, device, stream);
       t.timed_runs.fetch_add(1, std::memory_order_relaxed);
       double estimate = std::max(measure(c, 0), 1e-4);
-      Timings& tc = times[static_cast<std::size_t>(c)];
-      tc.queue = std::clamp(static_cast<int>(std::ceil(kMinMeasureMs / estimate)), 1, kMaxQueue);
-      tc.flush = estimate >= kFlushFromMs;
-      if (tc.queue > 1) {
-        tc.graph = std::make_unique<QueueGraph>();
-        tc.graph->capture([&](void* capturing) {
-          for (int i = 0; i < tc.queue; ++i)
-            launch_config(f, c, scratch.ptrs, scalars, device, capturing);
-        });
-      }
+      fastest = timed.empty() ? estimate : std::min(fastest, estimate);
       timed.push_back(c);
     } catch (const Error& e) {
       failed[static_cast<std::size_t>(c)] = e.message();
@@ -289,6 +282,20 @@ int KernelOp::State::autotune(Frame& f, const detail::TuneKey& key,
     KERNELOP_RAISE(error(ErrorKind::Launch))
         << "no eligible config could be launched to tune it; tactic " << eligible.front() << ": "
         << failed[static_cast<std::size_t>(eligible.front())];
+  }
+  // One queue length and one flush rule for every config, sized by the fastest: a graph's fixed
+  // start-up cost, spread over the queue, then weighs the same on each (a shorter queue for one
+  // config would add more of it to that config's time per launch).
+  const int queue = std::clamp(static_cast<int>(std::ceil(kMinMeasureMs / fastest)), 1, kMaxQueue);
+  for (int c : timed) {
+    Timings& tc = times[static_cast<std::size_t>(c)];
+    tc.queue = queue;
+    tc.flush = fastest >= kFlushFromMs;
+    if (queue == 1) continue;
+    tc.graph = std::make_unique<QueueGraph>();
+    tc.graph->capture([&](void* capturing) {
+      for (int i = 0; i < queue; ++i) launch_config(f, c, scratch.ptrs, scalars, device, capturing);
+    });
   }
   const int min_rounds = std::max(1, options.tuning_runs);
   for (int r = 0; r < kMaxRounds; ++r) {

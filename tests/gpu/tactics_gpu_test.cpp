@@ -231,8 +231,11 @@ TEST_F(TacticsGpu, TheTunerSeparatesMicrosecondKernelsAndTiesGoToTheLowerId) {
     const TuningEntry e = op.tuning_tables().at(0).entries.at(0);
     double t3 = e.times_ms[1], t4 = e.times_ms[0], t5 = e.times_ms[2], twin = e.times_ms[3];
     EXPECT_GT(t3, 0.002) << "a spin of 6000 cycles takes microseconds";
-    EXPECT_NEAR(t4 / t3, 8000.0 / 6000.0, 0.1) << t3 << " " << t4;
-    EXPECT_NEAR(t5 / t3, 10000.0 / 6000.0, 0.12) << t3 << " " << t5;
+    // Each kernel also costs a fixed launch and block start: the order is certain, the ratios
+    // of the cycle counts are an upper bound.
+    EXPECT_GT(t4 / t3, 1.15) << t3 << " " << t4;
+    EXPECT_LT(t4 / t3, 8000.0 / 6000.0 + 0.05) << t3 << " " << t4;
+    EXPECT_GT(t5 / t4, 1.12) << t4 << " " << t5;
     EXPECT_NEAR(twin / t3, 1.0, 0.03) << t3 << " " << twin;
   }
   float got = 0;
