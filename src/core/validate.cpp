@@ -1,6 +1,7 @@
 // Spec validation: every error names the op, the field path, what was expected and what was found.
-// This half: names, inputs, outputs and expressions; validate_launch.cpp: the calling convention,
-// geometry, requirements and compile options.
+// This part: names, inputs and outputs; validate_exprs.cpp: expressions; validate_launch.cpp: the
+// calling convention, geometry, requirements and compile options; validate_configs.cpp: tunables
+// and configs.
 #include "kernelop/validate.hpp"
 
 #include <algorithm>
@@ -307,99 +308,6 @@ void Validator::check_tensor_input_name(const std::string& name, const std::stri
                                 << join_or_none(tensor_inputs_) << ")";
 }
 
-// Checks every leaf of an expression: tensors must be known (inputs, and outputs for launch
-// values), scalars must be integer scalar inputs, and the leaf must be readable where it is.
-void Validator::check_expr(const Expr& expr, const std::string& path, ExprUse use) {
-  const bool outputs_allowed = use == ExprUse::Launch || use == ExprUse::Config;
-  const bool at_launch = use == ExprUse::Launch || use == ExprUse::Config;
-  fold_constants(expr, path);
-  expr.for_each_leaf([&](const Expr& leaf) {
-    const std::string& name = leaf.name();
-    if (leaf.op() == ExprOp::Arch || (leaf.op() == ExprOp::Scalar && tunables_.count(name))) {
-      if (at_launch) {
-        used_tunables_.insert(name);
-        return;
-      }
-      KERNELOP_RAISE(fail_at(path) << "'" << expr.to_string() << "': ")
-          << (leaf.op() == ExprOp::Arch ? "arch()" : "tunable '" + name + "'")
-          << (use == ExprUse::Shape
-                  ? " cannot shape an output: every config (and every device) must give the "
-                    "same shapes"
-                  : " cannot be read by the op's requires (a Meta kernel checks them); put it "
-                    "in a config's requires");
-    }
-    if (leaf.op() == ExprOp::Scalar && use == ExprUse::Config && bool_scalars_.count(name)) return;
-    if (leaf.op() == ExprOp::Aligned && use != ExprUse::Requirement && use != ExprUse::Config) {
-      KERNELOP_RAISE(fail_at(path) << "'" << expr.to_string())
-          << "': aligned() tests a data pointer, which only a requirement can read (meta "
-             "tensors have none)";
-    }
-    if (leaf.op() == ExprOp::Stride && use == ExprUse::Shape) {
-      KERNELOP_RAISE(fail_at(path) << "'" << expr.to_string())
-          << "': output shapes depend on input sizes, not strides";
-    }
-    if (leaf.op() == ExprOp::Scalar) {
-      if (int_scalars_.count(name)) return;
-      if (std::find(scalar_inputs_.begin(), scalar_inputs_.end(), name) != scalar_inputs_.end()) {
-        KERNELOP_RAISE(fail_at(path) << "'" << expr.to_string())
-            << "': scalar input '" << name
-            << "' is not an integer; expressions take int scalars only";
-      }
-      KERNELOP_RAISE(fail_at(path) << "'" << expr.to_string())
-          << "': '" << name << "' is not an integer scalar input (integer scalars: "
-          << join_or_none({int_scalars_.begin(), int_scalars_.end()}) << ")";
-    }
-    bool is_input =
-        std::find(tensor_inputs_.begin(), tensor_inputs_.end(), name) != tensor_inputs_.end();
-    bool is_output =
-        std::find(output_names_.begin(), output_names_.end(), name) != output_names_.end();
-    if (is_input || (is_output && outputs_allowed)) return;
-    if (is_output) {
-      KERNELOP_RAISE(fail_at(path) << "'" << expr.to_string())
-          << "': output '" << name << "' cannot be used here; output shapes depend on inputs only";
-    }
-    std::vector<std::string> known = tensor_inputs_;
-    if (outputs_allowed) known.insert(known.end(), output_names_.begin(), output_names_.end());
-    KERNELOP_RAISE(fail_at(path) << "'" << expr.to_string())
-        << "': '" << name << "' is not a tensor (known tensors: " << join_or_none(known) << ")";
-  });
-}
-
-// The value of `expr` when it is constant. A constant part that overflows or divides by zero,
-// or a division by a constant zero, could never be evaluated: refused here, not at the first
-// launch.
-std::optional<std::int64_t> Validator::fold_constants(const Expr& expr, const std::string& path) {
-  if (expr.is_const()) return expr.const_value();
-  if (is_leaf(expr.op())) return std::nullopt;
-  if (expr.op() == ExprOp::Select) {
-    std::optional<std::int64_t> c = fold_constants(expr.cond(), path);
-    std::optional<std::int64_t> a = fold_constants(expr.lhs(), path);
-    std::optional<std::int64_t> b = fold_constants(expr.rhs(), path);
-    if (!c) return std::nullopt;
-    return *c != 0 ? a : b;
-  }
-  std::optional<std::int64_t> a = fold_constants(expr.lhs(), path);
-  std::optional<std::int64_t> b = fold_constants(expr.rhs(), path);
-  bool division =
-      expr.op() == ExprOp::FloorDiv || expr.op() == ExprOp::CeilDiv || expr.op() == ExprOp::Mod;
-  if (division && b && *b == 0) {
-    KERNELOP_RAISE(fail_at(path) << "'" << detail::shorten(expr.to_string()))
-        << "' divides by zero";
-  }
-  if (!a || !b) return std::nullopt;
-  try {
-    return ExprArith<std::int64_t>::apply(expr.op(), *a, *b, expr.node());
-  } catch (const Error& e) {
-    KERNELOP_RAISE(fail_at(path)) << e.message();
-  }
-}
-
-void Validator::check_unique_axes(const std::vector<std::int64_t>& axes,
-                                  const std::string& path) const {
-  std::set<std::int64_t> unique(axes.begin(), axes.end());
-  if (unique.size() != axes.size()) KERNELOP_RAISE(fail_at(path)) << "lists an axis twice";
-}
-
 void Validator::check_outputs() {
   if (options_.meta_outputs < 0 || options_.meta_outputs > 64 ||
       (options_.meta_outputs > 0 && (spec_.outputs || !options_.has_meta_fn))) {
@@ -458,41 +366,46 @@ void Validator::check_outputs() {
       KERNELOP_RAISE(fail_at(path + ".name"))
           << "duplicate name '" << out.name << "' (input and output names must be unique)";
     }
-    std::visit(
-        [&](const auto& rel) {
-          using T = std::decay_t<decltype(rel)>;
-          if constexpr (std::is_same_v<T, SameAs>) {
-            check_input_ref(rel.input, path + ".shape.same_as");
-            std::set<std::int64_t> axes;
-            for (const AxisEdit& e : rel.edits) {
-              std::string p = path + ".shape.dims." + std::to_string(e.axis);
-              if (!axes.insert(e.axis).second) {
-                KERNELOP_RAISE(fail_at(p)) << "axis " << e.axis << " is edited twice";
-              }
-              check_expr(e.size, p, ExprUse::Shape);
-            }
-          } else if constexpr (std::is_same_v<T, ReduceDims>) {
-            check_input_ref(rel.input, path + ".shape.reduce_dims.input");
-            if (rel.dims.empty()) {
-              KERNELOP_RAISE(fail_at(path + ".shape.reduce_dims.dims"))
-                  << "is empty; expected the axes to reduce";
-            }
-            check_unique_axes(rel.dims, path + ".shape.reduce_dims.dims");
-          } else if constexpr (std::is_same_v<T, ShapeExprs>) {
-            for (std::size_t d = 0; d < rel.dims.size(); ++d) {
-              check_expr(rel.dims[d], path + ".shape[" + std::to_string(d) + "]", ExprUse::Shape);
-            }
-          } else {
-            static_assert(kUnhandled<T>, "an output shape kind without validation");
-          }
-        },
-        out.shape);
+    check_output_shape(out.shape, path);
     if (out.dtype_from && out.dtype) {
       KERNELOP_RAISE(fail_at(path)) << "gives both dtype_from and dtype; expected at most one";
     }
     if (out.dtype_from) check_tensor_input_name(*out.dtype_from, path + ".dtype_from");
     check_dtype_decl(out.dtype, path + ".dtype");
   }
+}
+
+// The shape rule of the output at `path`: its input reference, axes and expressions.
+void Validator::check_output_shape(const ShapeRel& shape, const std::string& path) {
+  std::visit(
+      [&](const auto& rel) {
+        using T = std::decay_t<decltype(rel)>;
+        if constexpr (std::is_same_v<T, SameAs>) {
+          check_input_ref(rel.input, path + ".shape.same_as");
+          std::set<std::int64_t> axes;
+          for (const AxisEdit& e : rel.edits) {
+            std::string p = path + ".shape.dims." + std::to_string(e.axis);
+            if (!axes.insert(e.axis).second) {
+              KERNELOP_RAISE(fail_at(p)) << "axis " << e.axis << " is edited twice";
+            }
+            check_expr(e.size, p, ExprUse::Shape);
+          }
+        } else if constexpr (std::is_same_v<T, ReduceDims>) {
+          check_input_ref(rel.input, path + ".shape.reduce_dims.input");
+          if (rel.dims.empty()) {
+            KERNELOP_RAISE(fail_at(path + ".shape.reduce_dims.dims"))
+                << "is empty; expected the axes to reduce";
+          }
+          check_unique_axes(rel.dims, path + ".shape.reduce_dims.dims");
+        } else if constexpr (std::is_same_v<T, ShapeExprs>) {
+          for (std::size_t d = 0; d < rel.dims.size(); ++d) {
+            check_expr(rel.dims[d], path + ".shape[" + std::to_string(d) + "]", ExprUse::Shape);
+          }
+        } else {
+          static_assert(kUnhandled<T>, "an output shape kind without validation");
+        }
+      },
+      shape);
 }
 
 }  // namespace detail

@@ -1,6 +1,7 @@
-// The spec validator's class, shared by its two halves: validate.cpp (names, inputs, outputs,
-// expressions) and validate_launch.cpp (the calling convention, geometry, requirements and
-// compile options). Private to the library.
+// The spec validator's class, shared by its parts: validate.cpp (names, inputs, outputs),
+// validate_exprs.cpp (expressions), validate_launch.cpp (the calling convention, geometry,
+// requirements and compile options) and validate_configs.cpp (tunables, configs, the tuning key).
+// Private to the library.
 #pragma once
 
 #include <cstdint>
@@ -64,6 +65,9 @@ class Validator {
   // Resolves a SameAs/ReduceDims input reference to a tensor input's name.
   std::string check_input_ref(const InputRef& ref, const std::string& path);
   void check_tensor_input_name(const std::string& name, const std::string& path);
+  void check_outputs();
+  void check_output_shape(const ShapeRel& shape, const std::string& path);
+  // validate_exprs.cpp: expressions and axis lists.
   // Checks every leaf of an expression: tensors must be known (inputs, and outputs for launch
   // values), scalars must be integer scalar inputs, and the leaf must be readable where it is.
   void check_expr(const Expr& expr, const std::string& path, ExprUse use);
@@ -72,7 +76,7 @@ class Validator {
   // launch.
   std::optional<std::int64_t> fold_constants(const Expr& expr, const std::string& path);
   void check_unique_axes(const std::vector<std::int64_t>& axes, const std::string& path) const;
-  void check_outputs();
+  // validate_launch.cpp: the calling convention, geometry, requirements, compile options.
   void check_extras();
   void check_block(const std::vector<std::int64_t>& block, const std::string& path);
   // Requirements constrain the inputs: outputs are not known when they are checked.
