@@ -11,9 +11,9 @@
 #include <atomic>
 #include <new>
 
-#include "kernelop/host_tensor.hpp"
 #include "kernelop/compile.hpp"
 #include "kernelop/device.hpp"
+#include "kernelop/host_tensor.hpp"
 #include "kernelop/package.hpp"
 #include "kernelop/runtime.hpp"
 #include "kernelop/spec_json.hpp"
