@@ -107,6 +107,52 @@ constexpr bool expr_ops_in_enum_order() {
 }  // namespace detail
 static_assert(detail::expr_ops_in_enum_order(), "kExprOps needs one row per ExprOp, in order");
 
+// Case labels by category (Note [operator table]), for a switch that treats a whole category
+// alike (`case KERNELOP_EXPR_LEAVES: ...`); a switch that implements operators one by one lists
+// them itself, so that a new operator fails to build there. The categories are tied to the table
+// below.
+// clang-format off
+#define KERNELOP_EXPR_LEAVES                                                                   \
+  ExprOp::Const: case ExprOp::Dim: case ExprOp::Numel: case ExprOp::NumelExcept:              \
+  case ExprOp::Scalar: case ExprOp::ItemSize: case ExprOp::Stride: case ExprOp::Aligned:      \
+  case ExprOp::Tunable: case ExprOp::Arch: case ExprOp::Rank
+#define KERNELOP_EXPR_ARITHMETIC                                                               \
+  ExprOp::Add: case ExprOp::Sub: case ExprOp::Mul: case ExprOp::FloorDiv:                     \
+  case ExprOp::CeilDiv: case ExprOp::Mod: case ExprOp::Min: case ExprOp::Max
+#define KERNELOP_EXPR_COMPARISONS                                                              \
+  ExprOp::Lt: case ExprOp::Le: case ExprOp::Gt: case ExprOp::Ge: case ExprOp::Eq: case ExprOp::Ne
+// clang-format on
+
+namespace detail {
+// Each operator's category by the macros above must be its form in the table.
+constexpr bool expr_categories_match_table() {
+  for (const ExprOpInfo& row : kExprOps) {
+    bool leaf = false, arithmetic = false, comparison = false;
+    switch (row.op) {
+      case KERNELOP_EXPR_LEAVES:
+        leaf = true;
+        break;
+      case KERNELOP_EXPR_ARITHMETIC:
+        arithmetic = true;
+        break;
+      case KERNELOP_EXPR_COMPARISONS:
+        comparison = true;
+        break;
+      case ExprOp::Select:
+        break;
+    }
+    bool is_leaf_form = row.form == ExprForm::Literal || row.form == ExprForm::Name ||
+                        row.form == ExprForm::LeafCall;
+    if (leaf != is_leaf_form) return false;
+    if (comparison != (row.form == ExprForm::Infix && row.precedence == 0)) return false;
+    if (arithmetic != (!leaf && !comparison && row.arity == 2)) return false;
+  }
+  return true;
+}
+}  // namespace detail
+static_assert(detail::expr_categories_match_table(),
+              "KERNELOP_EXPR_LEAVES / ARITHMETIC / COMPARISONS must match kExprOps");
+
 constexpr const ExprOpInfo& expr_op_info(ExprOp op) {
   return kExprOps[static_cast<std::size_t>(op)];
 }
@@ -250,17 +296,7 @@ struct ExprArith {
         return a == b ? one : zero;
       case ExprOp::Ne:
         return a != b ? one : zero;
-      case ExprOp::Const:
-      case ExprOp::Dim:
-      case ExprOp::Numel:
-      case ExprOp::NumelExcept:
-      case ExprOp::Scalar:
-      case ExprOp::ItemSize:
-      case ExprOp::Stride:
-      case ExprOp::Aligned:
-      case ExprOp::Tunable:
-      case ExprOp::Arch:
-      case ExprOp::Rank:
+      case KERNELOP_EXPR_LEAVES:
       case ExprOp::Select:
         break;
     }
@@ -303,20 +339,8 @@ Int evaluate(const ExprNode& node, const Env& env) {
     case ExprOp::Select:
       return ExprArith<Int>::truthy(evaluate<Int>(*node.cond, env)) ? evaluate<Int>(*node.lhs, env)
                                                                     : evaluate<Int>(*node.rhs, env);
-    case ExprOp::Add:
-    case ExprOp::Sub:
-    case ExprOp::Mul:
-    case ExprOp::FloorDiv:
-    case ExprOp::CeilDiv:
-    case ExprOp::Mod:
-    case ExprOp::Min:
-    case ExprOp::Max:
-    case ExprOp::Lt:
-    case ExprOp::Le:
-    case ExprOp::Gt:
-    case ExprOp::Ge:
-    case ExprOp::Eq:
-    case ExprOp::Ne:
+    case KERNELOP_EXPR_ARITHMETIC:
+    case KERNELOP_EXPR_COMPARISONS:
       break;
   }
   Int a = evaluate<Int>(*node.lhs, env);

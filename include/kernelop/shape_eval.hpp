@@ -104,21 +104,9 @@ struct SizeEnv {
         }
         return p;
       }
+      case KERNELOP_EXPR_ARITHMETIC:
+      case KERNELOP_EXPR_COMPARISONS:
       case ExprOp::Const:
-      case ExprOp::Add:
-      case ExprOp::Sub:
-      case ExprOp::Mul:
-      case ExprOp::FloorDiv:
-      case ExprOp::CeilDiv:
-      case ExprOp::Mod:
-      case ExprOp::Min:
-      case ExprOp::Max:
-      case ExprOp::Lt:
-      case ExprOp::Le:
-      case ExprOp::Gt:
-      case ExprOp::Ge:
-      case ExprOp::Eq:
-      case ExprOp::Ne:
       case ExprOp::Select:
         break;
     }

@@ -65,17 +65,12 @@ void print(const ExprNode& n, std::ostream& out) {
       print(*n.rhs, out);
       out << ")";
       return;
+    case KERNELOP_EXPR_COMPARISONS:
     case ExprOp::Add:
     case ExprOp::Sub:
     case ExprOp::Mul:
     case ExprOp::FloorDiv:
     case ExprOp::Mod:
-    case ExprOp::Lt:
-    case ExprOp::Le:
-    case ExprOp::Gt:
-    case ExprOp::Ge:
-    case ExprOp::Eq:
-    case ExprOp::Ne:
       break;
   }
   int p = precedence(n.op);
@@ -118,6 +113,7 @@ bool is_nonnegative(const ExprNode& node) {
   switch (node.op) {
     case ExprOp::Const:
       return node.value >= 0;
+    case KERNELOP_EXPR_COMPARISONS:
     case ExprOp::Dim:
     case ExprOp::Numel:
     case ExprOp::NumelExcept:
@@ -125,12 +121,6 @@ bool is_nonnegative(const ExprNode& node) {
     case ExprOp::Aligned:
     case ExprOp::Arch:
     case ExprOp::Rank:
-    case ExprOp::Lt:
-    case ExprOp::Le:
-    case ExprOp::Gt:
-    case ExprOp::Ge:
-    case ExprOp::Eq:
-    case ExprOp::Ne:
       return true;
     case ExprOp::Scalar:
     case ExprOp::Tunable:
@@ -268,25 +258,10 @@ Expr Expr::simplified() const {
     case ExprOp::Max:
       if (a == b) return a;
       break;
+    case KERNELOP_EXPR_COMPARISONS:
     case ExprOp::Mod:
-    case ExprOp::Lt:
-    case ExprOp::Le:
-    case ExprOp::Gt:
-    case ExprOp::Ge:
-    case ExprOp::Eq:
-    case ExprOp::Ne:
       break;
-    case ExprOp::Const:
-    case ExprOp::Dim:
-    case ExprOp::Numel:
-    case ExprOp::NumelExcept:
-    case ExprOp::Scalar:
-    case ExprOp::ItemSize:
-    case ExprOp::Stride:
-    case ExprOp::Aligned:
-    case ExprOp::Tunable:
-    case ExprOp::Arch:
-    case ExprOp::Rank:
+    case KERNELOP_EXPR_LEAVES:
     case ExprOp::Select:
       KERNELOP_FAIL(Internal) << "Expr::simplified: a leaf or select reached the binary case";
   }
@@ -404,17 +379,7 @@ std::int64_t ExprArith<std::int64_t>::apply(ExprOp op, std::int64_t a, std::int6
       return a == b;
     case ExprOp::Ne:
       return a != b;
-    case ExprOp::Const:
-    case ExprOp::Dim:
-    case ExprOp::Numel:
-    case ExprOp::NumelExcept:
-    case ExprOp::Scalar:
-    case ExprOp::ItemSize:
-    case ExprOp::Stride:
-    case ExprOp::Aligned:
-    case ExprOp::Tunable:
-    case ExprOp::Arch:
-    case ExprOp::Rank:
+    case KERNELOP_EXPR_LEAVES:
     case ExprOp::Select:
       break;
   }

@@ -267,6 +267,7 @@ class Parser {
         expect(")");
         return binary(row->op, a, b);
       }
+      case KERNELOP_EXPR_COMPARISONS:
       case ExprOp::Const:
       case ExprOp::Scalar:
       case ExprOp::Tunable:
@@ -275,12 +276,6 @@ class Parser {
       case ExprOp::Mul:
       case ExprOp::FloorDiv:
       case ExprOp::Mod:
-      case ExprOp::Lt:
-      case ExprOp::Le:
-      case ExprOp::Gt:
-      case ExprOp::Ge:
-      case ExprOp::Eq:
-      case ExprOp::Ne:
         break;
     }
     KERNELOP_FAIL(Internal) << "expression parser: '" << name << "' is not a function";

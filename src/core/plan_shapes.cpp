@@ -77,21 +77,9 @@ Expr Deriver::resolve(const Expr& e) const {
       case ExprOp::Aligned:
       case ExprOp::Rank:
         return plan_.tensor_slot(leaf.name());
+      case KERNELOP_EXPR_ARITHMETIC:
+      case KERNELOP_EXPR_COMPARISONS:
       case ExprOp::Const:
-      case ExprOp::Add:
-      case ExprOp::Sub:
-      case ExprOp::Mul:
-      case ExprOp::FloorDiv:
-      case ExprOp::CeilDiv:
-      case ExprOp::Mod:
-      case ExprOp::Min:
-      case ExprOp::Max:
-      case ExprOp::Lt:
-      case ExprOp::Le:
-      case ExprOp::Gt:
-      case ExprOp::Ge:
-      case ExprOp::Eq:
-      case ExprOp::Ne:
       case ExprOp::Select:
         break;
     }

@@ -287,25 +287,8 @@ c10::SymBool sym_compare(const c10::SymInt& a, ExprOp op, const c10::SymInt& b) 
       return a.sym_gt(b);
     case ExprOp::Ge:
       return a.sym_ge(b);
-    case ExprOp::Const:
-    case ExprOp::Dim:
-    case ExprOp::Numel:
-    case ExprOp::NumelExcept:
-    case ExprOp::Scalar:
-    case ExprOp::ItemSize:
-    case ExprOp::Stride:
-    case ExprOp::Aligned:
-    case ExprOp::Tunable:
-    case ExprOp::Arch:
-    case ExprOp::Rank:
-    case ExprOp::Add:
-    case ExprOp::Sub:
-    case ExprOp::Mul:
-    case ExprOp::FloorDiv:
-    case ExprOp::CeilDiv:
-    case ExprOp::Mod:
-    case ExprOp::Min:
-    case ExprOp::Max:
+    case KERNELOP_EXPR_LEAVES:
+    case KERNELOP_EXPR_ARITHMETIC:
     case ExprOp::Select:
       break;
   }
@@ -345,27 +328,10 @@ c10::SymBool comparison_guard(const Expr& c, const c10::SymInt& a, const c10::Sy
     case ExprOp::Gt:
       guard = upper_bound(b, c.rhs(), a, true);
       break;
+    case KERNELOP_EXPR_LEAVES:
+    case KERNELOP_EXPR_ARITHMETIC:
     case ExprOp::Eq:
     case ExprOp::Ne:
-    case ExprOp::Const:
-    case ExprOp::Dim:
-    case ExprOp::Numel:
-    case ExprOp::NumelExcept:
-    case ExprOp::Scalar:
-    case ExprOp::ItemSize:
-    case ExprOp::Stride:
-    case ExprOp::Aligned:
-    case ExprOp::Tunable:
-    case ExprOp::Arch:
-    case ExprOp::Rank:
-    case ExprOp::Add:
-    case ExprOp::Sub:
-    case ExprOp::Mul:
-    case ExprOp::FloorDiv:
-    case ExprOp::CeilDiv:
-    case ExprOp::Mod:
-    case ExprOp::Min:
-    case ExprOp::Max:
     case ExprOp::Select:
       break;
   }

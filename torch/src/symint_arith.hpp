@@ -64,17 +64,7 @@ struct ExprArith<c10::SymInt> {
         return of(a.sym_eq(b));
       case ExprOp::Ne:
         return of(a.sym_ne(b));
-      case ExprOp::Const:
-      case ExprOp::Dim:
-      case ExprOp::Numel:
-      case ExprOp::NumelExcept:
-      case ExprOp::Scalar:
-      case ExprOp::ItemSize:
-      case ExprOp::Stride:
-      case ExprOp::Aligned:
-      case ExprOp::Tunable:
-      case ExprOp::Arch:
-      case ExprOp::Rank:
+      case KERNELOP_EXPR_LEAVES:
       case ExprOp::Select:
         break;
     }
