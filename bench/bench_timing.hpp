@@ -42,20 +42,18 @@ inline double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Median device time (ms) per launch over `reps` samples. Each sample brackets a queue of
-// kBatch back-to-back launches with events, so the GPU never waits for the host between them:
-// one launch per event pair would also time the host's launch cost (the GPU idles from the
-// first event until the kernel arrives), which differs between the two sides compared.
-inline double device_ms(const std::function<void()>& launch, cudaStream_t s, int reps = 200) {
-  constexpr int kBatch = 10;
+constexpr int kBatch = 10;  // launches per timed sample
+
+// Median milliseconds per launch over `reps` samples, each `enqueue` (kBatch launches) between two
+// events on `s`.
+inline double median_event_ms(const std::function<void()>& enqueue, cudaStream_t s, int reps) {
   cudaEvent_t a, b;
   cudaEventCreate(&a);
   cudaEventCreate(&b);
-  for (int i = 0; i < 20; ++i) launch();
   std::vector<double> t;
   for (int i = 0; i < reps; ++i) {
     cudaEventRecord(a, s);
-    for (int k = 0; k < kBatch; ++k) launch();
+    enqueue();
     cudaEventRecord(b, s);
     cudaEventSynchronize(b);
     float ms = 0;
@@ -67,12 +65,24 @@ inline double device_ms(const std::function<void()>& launch, cudaStream_t s, int
   return median(t);
 }
 
+// Median device time (ms) per launch over `reps` samples. Each sample brackets a queue of
+// kBatch back-to-back launches with events, so the GPU never waits for the host between them:
+// one launch per event pair would also time the host's launch cost (the GPU idles from the
+// first event until the kernel arrives), which differs between the two sides compared.
+inline double device_ms(const std::function<void()>& launch, cudaStream_t s, int reps = 200) {
+  for (int i = 0; i < 20; ++i) launch();
+  return median_event_ms(
+      [&] {
+        for (int k = 0; k < kBatch; ++k) launch();
+      },
+      s, reps);
+}
+
 // Median device milliseconds per launch with the launches back to back on the device: a queue of
 // kBatch launches captured once as a CUDA graph, the graph timed between events. What a kernel
 // costs in a stream the host keeps ahead of (the tuner measures the same way, Note [tuning
 // runs]); device_ms's host-launched queues also count the gaps of a host slower than the kernel.
 inline double device_ms_graph(const std::function<void()>& launch, cudaStream_t s, int reps = 200) {
-  constexpr int kBatch = 10;
   for (int i = 0; i < 3; ++i) launch();
   cudaGraph_t graph;
   cudaGraphExec_t exec;
@@ -80,25 +90,11 @@ inline double device_ms_graph(const std::function<void()>& launch, cudaStream_t 
   for (int k = 0; k < kBatch; ++k) launch();
   cudaStreamEndCapture(s, &graph);
   cudaGraphInstantiate(&exec, graph, 0);
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
   for (int i = 0; i < 5; ++i) cudaGraphLaunch(exec, s);
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    cudaEventRecord(a, s);
-    cudaGraphLaunch(exec, s);
-    cudaEventRecord(b, s);
-    cudaEventSynchronize(b);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    t.push_back(ms / kBatch);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
+  double ms = median_event_ms([&] { cudaGraphLaunch(exec, s); }, s, reps);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
-  return median(t);
+  return ms;
 }
 
 // Median host nanoseconds per call of `launch`, in batches of 256 with a sync between batches.
