@@ -1,11 +1,13 @@
-"""The one table of tensor element types on the Python side: kernelop's names (PyTorch's without "torch.", the C++
-DType table's, in its order: include/kernelop/dtype.hpp) and each DSL front end's column."""
+"""The one table of tensor element types on the Python side: kernelop's names, read from the extension (the C++ DType
+table's, in its order: include/kernelop/dtype.hpp), and each DSL front end's column."""
 
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Dict, Optional, Tuple
+
+from . import _kernelop
 
 if TYPE_CHECKING:
     import torch
@@ -24,20 +26,33 @@ class DType:
         return getattr(torch, self.name)
 
 
-DTYPES: Tuple[DType, ...] = (
-    DType("float32", "fp32", True, True),
-    DType("float16", "fp16", True, True),
-    DType("bfloat16", "bf16", True, True),
-    DType("float64", "fp64", True, True),
-    DType("float8_e4m3fn", None, False, False),
-    DType("float8_e5m2", None, False, False),
-    DType("int8", "i8", True, True),
-    DType("uint8", "u8", True, True),
-    DType("int16", "i16", True, True),
-    DType("int32", "i32", True, True),
-    DType("int64", "i64", True, True),
-    DType("bool", "i1", False, False),
-)
+# Each DSL's column, by kernelop's dtype name: (Triton type, CuTe DSL, traced).
+_COLUMNS: Dict[str, Tuple[Optional[str], bool, bool]] = {
+    "float32": ("fp32", True, True),
+    "float16": ("fp16", True, True),
+    "bfloat16": ("bf16", True, True),
+    "float64": ("fp64", True, True),
+    "float8_e4m3fn": (None, False, False),
+    "float8_e5m2": (None, False, False),
+    "int8": ("i8", True, True),
+    "uint8": ("u8", True, True),
+    "int16": ("i16", True, True),
+    "int32": ("i32", True, True),
+    "int64": ("i64", True, True),
+    "bool": ("i1", False, False),
+}
+
+
+def _table() -> Tuple[DType, ...]:
+    """The names are the extension's (the C++ DType table, in its order); a name either side lacks is a build error."""
+    names = list(_kernelop.dtype_names())
+    if set(names) != set(_COLUMNS):
+        raise ImportError(f"kernelop: the dtype columns of kernelop._dtypes ({sorted(_COLUMNS)}) are not the C++ "
+                          f"DType table's ({names}); this kernelop build is inconsistent")
+    return tuple(DType(n, *_COLUMNS[n]) for n in names)
+
+
+DTYPES: Tuple[DType, ...] = _table()
 
 
 @functools.lru_cache(maxsize=None)
