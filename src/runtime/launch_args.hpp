@@ -6,19 +6,37 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "kernelop/runtime.hpp"
 #include "kernelop/shape_eval.hpp"
 
 namespace kernelop::detail {
 
+/// Per-slot storage that a call writes before it reads (prepare() sets every tensor slot of the
+/// plan): nothing is constructed for the kMaxKernelArgs slots, of which a call uses a few, so a
+/// frame costs nothing to create (Note [launch path]). Slots begin their lifetime in set().
+template <class T, std::size_t N>
+class SlotArray {
+  static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>);
+  union Slot {
+    T value;
+    Slot() {}  // NOLINT(modernize-use-equals-default): leaves `value` unconstructed on purpose
+  };
+  std::array<Slot, N> slots_;
+
+ public:
+  void set(std::size_t i, const T& v) { ::new (static_cast<void*>(&slots_[i].value)) T(v); }
+  const T& operator[](std::size_t i) const { return slots_[i].value; }
+};
+
 /// Everything a call derives from its arguments, on the stack (Note [launch path]).
 struct Frame {
-  std::array<Shape, kMaxKernelArgs> shapes;       // per tensor slot
+  SlotArray<Shape, kMaxKernelArgs> shapes;        // per tensor slot
   std::array<std::int64_t, kMaxKernelArgs> ints;  // per scalar slot (int and bool scalars)
-  /// Per tensor slot: the caller's view (inputs from the start, outputs once given), for the
-  /// expressions that read dtypes, strides and pointers.
-  std::array<const TensorView*, kMaxKernelArgs> views{};
+  /// Per tensor slot: the caller's view (inputs from the start, outputs once given, nullptr
+  /// before), for the expressions that read dtypes, strides and pointers. Set by prepare().
+  std::array<const TensorView*, kMaxKernelArgs> views;
   int instance = 0;                        // the dtype combination (Note [instances and configs])
   const std::int64_t* tunables = nullptr;  // the chosen config's values
   int arch = 0;                            // the device's compute capability (arch())

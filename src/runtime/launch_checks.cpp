@@ -200,9 +200,10 @@ void prepare(const OpPlan& p, std::span<const TensorView> inputs,
              std::span<const ScalarArg> scalars, Frame& f, std::span<const TensorView> outputs) {
   check_arguments(p, inputs, scalars, f);
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    f.shapes[i] = inputs[i].shape;
+    f.shapes.set(i, inputs[i].shape);
     f.views[i] = &inputs[i];
   }
+  for (std::size_t t = inputs.size(); t < p.tensors.size(); ++t) f.views[t] = nullptr;
   FrameSizes sizes{f};
   check_ranks(p, sizes, false);
   FrameEnv env{p, sizes};
@@ -210,17 +211,17 @@ void prepare(const OpPlan& p, std::span<const TensorView> inputs,
     if (env.eval_requirement(r.condition, r.text) == 0) fail_requirement(p, r, env, sizes);
   }
   for (const OutputPlan& out : p.outputs) {
-    Shape& shape = f.shapes[static_cast<std::size_t>(out.slot)];
+    auto slot = static_cast<std::size_t>(out.slot);
     if (out.shape.kind == ShapeRule::Kind::External) {
       auto o = static_cast<std::size_t>(out.slot - p.num_tensor_inputs);
       if (o < outputs.size()) {
-        shape = outputs[o].shape;
+        f.shapes.set(slot, outputs[o].shape);
         continue;
       }
     }
     Shape dims;
     output_dims<std::int64_t>(p, out, sizes, dims);
-    shape = dims;
+    f.shapes.set(slot, dims);
   }
   check_ranks(p, sizes, true);
 }
