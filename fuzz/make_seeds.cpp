@@ -25,7 +25,7 @@ namespace {
 
 kernelop::CompiledImage synthetic_image(const kernelop::OpDecl& decl) {
   kernelop::CompiledImage image;
-  image.plan = kernelop::derive_plan(decl);
+  image.plan = kernelop::complete_plan(kernelop::derive_plan(decl));
   for (const kernelop::KernelInstance& instance : image.plan.instances) {
     image.lowered_names.push_back(instance.name_expression);
   }
