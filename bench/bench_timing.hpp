@@ -111,4 +111,25 @@ inline double host_ns(const std::function<void()>& launch, cudaStream_t s, int b
   return median(per_call);
 }
 
+// Median host nanoseconds per call of each of `launches`, interleaved batch by batch (a batch of
+// 256 calls of the first, then of the second, ...), so that drift in the machine's state (clock,
+// caches, the driver's queues) hits every side alike; `rounds` medians per side, their median.
+inline std::vector<double> host_ns_interleaved(const std::vector<std::function<void()>>& launches,
+                                               cudaStream_t s, int batches = 300) {
+  std::vector<std::vector<double>> per_call(launches.size());
+  for (int batch = 0; batch < batches; ++batch) {
+    for (std::size_t k = 0; k < launches.size(); ++k) {
+      auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < 256; ++i) launches[k]();
+      auto t1 = std::chrono::steady_clock::now();
+      cudaStreamSynchronize(s);
+      if (batch >= 20)
+        per_call[k].push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / 256);
+    }
+  }
+  std::vector<double> out;
+  for (auto& v : per_call) out.push_back(median(v));
+  return out;
+}
+
 }  // namespace kernelop::bench

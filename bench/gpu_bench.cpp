@@ -66,23 +66,25 @@ int main(int argc, char** argv) {
     cuModuleGetFunction(&fn, mod, relu.image().lowered_names[0].c_str());
     CUdeviceptr dx = reinterpret_cast<CUdeviceptr>(x), dy = reinterpret_cast<CUdeviceptr>(y);
     int count = n;
-    // Interleaved rounds, so that drift in the machine's state hits all three alike.
+    // Interleaved batch by batch, so that drift in the machine's state hits all three alike.
     std::vector<double> bare_runs, kop_runs, chevron_runs;
     for (int round = 0; round < 5; ++round) {
-      bare_runs.push_back(host_ns(
-          [&] {
-            void* args[] = {&dx, &count, &dy};
-            cuLaunchKernel(fn, (n + 255) / 256, 1, 1, 256, 1, 1, 0, s, args, nullptr);
-          },
-          s));
-      kop_runs.push_back(host_ns([&] { relu.launch(in, {}, out, s); }, s));
-      chevron_runs.push_back(host_ns([&] { nvcc_relu(x, n, y, s); }, s));
+      std::vector<double> ns = host_ns_interleaved(
+          {[&] {
+             void* args[] = {&dx, &count, &dy};
+             cuLaunchKernel(fn, (n + 255) / 256, 1, 1, 256, 1, 1, 0, s, args, nullptr);
+           },
+           [&] { relu.launch(in, {}, out, s); }, [&] { nvcc_relu(x, n, y, s); }},
+          s);
+      bare_runs.push_back(ns[0]);
+      kop_runs.push_back(ns[1]);
+      chevron_runs.push_back(ns[2]);
     }
     double bare = median(bare_runs), kop = median(kop_runs), chevron = median(chevron_runs);
     line("");
     line(
-        "host cost per launch (relu, 4096 float32; median of 5 interleaved rounds, each the median "
-        "of 280 batches of 256)");
+        "host cost per launch (relu, 4096 float32; median of 5 rounds, each the median of 280 "
+        "batches of 256, the three interleaved batch by batch)");
     line(fmt("  bare cuLaunchKernel          %8.0f ns", bare));
     line(fmt("  nvcc <<<>>> (runtime API)    %8.0f ns", chevron));
     line(fmt("  KernelOp::launch             %8.0f ns   %.3fx bare, %.3fx nvcc <<<>>>", kop,

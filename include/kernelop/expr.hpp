@@ -317,11 +317,65 @@ struct ExprArith<std::int64_t> {
   static std::int64_t apply(ExprOp op, std::int64_t a, std::int64_t b, const ExprNode& where);
 };
 
-/// Evaluates an expression with integers of type Int. `env.leaf(const ExprNode& leaf) -> Int`
-/// supplies the value of every leaf but constants. Walks raw nodes: no allocation and no
-/// reference counting on the launch path.
-template <class Int, class Env>
-Int evaluate(const ExprNode& node, const Env& env) {
+/// Note [flat expressions]: the launch path evaluates the same few expressions on every call.
+/// FlatExprs keeps them as one contiguous array of 32-byte nodes whose operands are indices, so
+/// that an evaluation touches a few cache lines rather than one heap node per operand (which a
+/// driver call between launches has evicted). A flat node carries what evaluation reads (op,
+/// slot, value) and points at its tree node for the rest (messages, numel_except's axes).
+/// evaluate<Int> walks both forms with one function, evaluate_nodes, so they cannot differ.
+struct FlatNode {
+  ExprOp op = ExprOp::Const;
+  std::uint16_t lhs = 0, rhs = 0, cond = 0;  // operand indices in the FlatExprs (Select: cond)
+  std::int32_t slot = -1;
+  std::int64_t value = 0;
+  const ExprNode* source = nullptr;
+};
+static_assert(sizeof(FlatNode) == 32);
+
+/// The node a leaf or an operator came from: for messages and the fields a flat node lacks.
+inline const ExprNode& expr_source(const ExprNode& n) {
+  return n;
+}
+inline const ExprNode& expr_source(const FlatNode& n) {
+  return *n.source;
+}
+
+/// Expressions flattened into one array (Note [flat expressions]); keeps their trees alive.
+class FlatExprs {
+ public:
+  static constexpr std::size_t kMaxNodes = 65535;
+  /// Appends `e`'s nodes and returns its root's index; Error(Spec) beyond kMaxNodes nodes.
+  std::uint16_t add(const Expr& e);
+  const FlatNode& operator[](std::uint16_t i) const { return nodes_[i]; }
+  std::size_t size() const { return nodes_.size(); }
+
+ private:
+  std::uint16_t add_node(const ExprNode& n);
+  std::vector<FlatNode> nodes_;
+  std::vector<Expr> trees_;
+};
+
+namespace detail {
+// How evaluate_nodes walks each form: the operands of a node, and what a leaf is given.
+struct TreeWalk {
+  const ExprNode& lhs(const ExprNode& n) const { return *n.lhs; }
+  const ExprNode& rhs(const ExprNode& n) const { return *n.rhs; }
+  const ExprNode& cond(const ExprNode& n) const { return *n.cond; }
+};
+struct FlatWalk {
+  const FlatExprs& program;
+  const FlatNode& lhs(const FlatNode& n) const { return program[n.lhs]; }
+  const FlatNode& rhs(const FlatNode& n) const { return program[n.rhs]; }
+  const FlatNode& cond(const FlatNode& n) const { return program[n.cond]; }
+};
+}  // namespace detail
+
+/// Evaluates node `node` (an ExprNode, or a FlatNode of `walk`'s program) with integers of type
+/// Int. `env.leaf(node) -> Int` supplies the value of every leaf but constants (node.op,
+/// node.slot, node.value; expr_source(node) for the rest). Walks raw nodes: no allocation and
+/// no reference counting on the launch path.
+template <class Int, class Env, class Node, class Walk>
+Int evaluate_nodes(const Node& node, const Env& env, const Walk& walk) {
   switch (node.op) {
     case ExprOp::Const:
       return ExprArith<Int>::constant(node.value);
@@ -337,20 +391,32 @@ Int evaluate(const ExprNode& node, const Env& env) {
     case ExprOp::Rank:
       return env.leaf(node);
     case ExprOp::Select:
-      return ExprArith<Int>::truthy(evaluate<Int>(*node.cond, env)) ? evaluate<Int>(*node.lhs, env)
-                                                                    : evaluate<Int>(*node.rhs, env);
+      return ExprArith<Int>::truthy(evaluate_nodes<Int>(walk.cond(node), env, walk))
+                 ? evaluate_nodes<Int>(walk.lhs(node), env, walk)
+                 : evaluate_nodes<Int>(walk.rhs(node), env, walk);
     case KERNELOP_EXPR_ARITHMETIC:
     case KERNELOP_EXPR_COMPARISONS:
       break;
   }
-  Int a = evaluate<Int>(*node.lhs, env);
-  Int b = evaluate<Int>(*node.rhs, env);
-  return ExprArith<Int>::apply(node.op, a, b, node);
+  Int a = evaluate_nodes<Int>(walk.lhs(node), env, walk);
+  Int b = evaluate_nodes<Int>(walk.rhs(node), env, walk);
+  return ExprArith<Int>::apply(node.op, a, b, expr_source(node));
 }
 
+/// Evaluates an expression with integers of type Int (see evaluate_nodes).
+template <class Int, class Env>
+Int evaluate(const ExprNode& node, const Env& env) {
+  return evaluate_nodes<Int>(node, env, detail::TreeWalk{});
+}
 template <class Int, class Env>
 Int evaluate(const Expr& expr, const Env& env) {
   return evaluate<Int>(expr.node(), env);
+}
+/// Evaluates the expression rooted at `root` of a flat program: the same value, or the same
+/// error, as evaluate<Int> of the expression added (tests/cpu/expr_test.cpp compares them).
+template <class Int, class Env>
+Int evaluate(const FlatExprs& program, std::uint16_t root, const Env& env) {
+  return evaluate_nodes<Int>(program[root], env, detail::FlatWalk{program});
 }
 
 /// True when `node` can never be negative whatever the input sizes: sizes and non-negative

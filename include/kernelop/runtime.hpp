@@ -5,7 +5,9 @@
 // 32-bit extras, CUDA grid limits), evaluates the plan's expressions and calls cuLaunchKernel on
 // the caller's stream. It allocates nothing on the heap and takes no lock once the kernel is
 // loaded on the device: modules are loaded lazily, once per device, under a per-op mutex, and
-// published through an atomic pointer.
+// published through an atomic pointer. Its expressions are flattened once per op (Note [flat
+// expressions], expr.hpp), and a call that repeats the previous one but for its pointers is
+// launched from the op's launch memo (Note [launch memo], src/runtime/launch_memo.hpp).
 #pragma once
 
 #include <array>
@@ -154,6 +156,13 @@ class KernelOp {
 
   /// Loads the kernel on `device` now (launch() does so lazily) and tells how.
   LoadInfo load(int device) const;
+
+  /// Launches replayed from the op's launch memo: calls of launch() or launch_allocating() that
+  /// repeated the previous call in everything but data pointers, and skipped re-deriving its
+  /// checks, shapes and geometry (Note [launch memo] in src/runtime/launch_memo.hpp). 0 for
+  /// ops that may not use a memo (tuned ops, ops that read pointers' alignment or write an input
+  /// in place) and with KERNELOP_LAUNCH_MEMO=0.
+  std::uint64_t memoized_launches() const;
 
   /// Tactics (Note [tactics] in docs/tactics.md): an op with configs has one tactic per config,
   /// id = the config's index; an op without has one, id 0.

@@ -50,18 +50,21 @@ struct SizeEnv {
     KERNELOP_FAIL(Launch) << "op " << plan.op_name << ": " << what;
   }
 
-  std::int64_t axis(int slot, std::int64_t axis, const ExprNode& n) const {
+  template <class Node>
+  std::int64_t axis(int slot, std::int64_t axis, const Node& n) const {
     std::int64_t a = 0;
     if (!normalize_axis(axis, sizes.rank(slot), &a)) {
-      fail("'" + to_string(n) + "': axis " + std::to_string(axis) + " is out of range for " +
-           n.name + " of shape " + sizes.shape_text(slot));
+      fail("'" + to_string(expr_source(n)) + "': axis " + std::to_string(axis) +
+           " is out of range for " + expr_source(n).name + " of shape " + sizes.shape_text(slot));
     }
     return a;
   }
 
-  Int leaf(const ExprNode& n) const {
-    KERNELOP_INTERNAL_CHECK(n.slot >= 0)
-        << "(expression leaf '" << to_string(n) << "' was not resolved against the plan)";
+  /// A leaf's value; `n` is an ExprNode or a FlatNode (Note [flat expressions]).
+  template <class Node>
+  Int leaf(const Node& n) const {
+    KERNELOP_INTERNAL_CHECK(n.slot >= 0) << "(expression leaf '" << to_string(expr_source(n))
+                                         << "' was not resolved against the plan)";
     switch (n.op) {
       case ExprOp::Scalar:
         return sizes.scalar(n.slot);
@@ -85,22 +88,23 @@ struct SizeEnv {
           return ExprArith<Int>::constant(n.op == ExprOp::Arch ? sizes.arch()
                                                                : sizes.tunable(n.slot));
         } else {
-          KERNELOP_FAIL(Internal) << "'" << to_string(n) << "' read outside a launch";
+          KERNELOP_FAIL(Internal) << "'" << to_string(expr_source(n)) << "' read outside a launch";
         }
       case ExprOp::NumelExcept: {
         std::uint64_t skip = 0;
-        for (auto listed : n.axes) {
+        const ExprNode& source = expr_source(n);
+        for (auto listed : source.axes) {
           std::int64_t a = axis(n.slot, listed, n);
           if (skip >> a & 1u) {
-            fail("'" + to_string(n) + "': axis " + std::to_string(listed) +
-                 " is listed twice for " + n.name);
+            fail("'" + to_string(source) + "': axis " + std::to_string(listed) +
+                 " is listed twice for " + source.name);
           }
           skip |= 1ull << a;
         }
         Int p = ExprArith<Int>::constant(1);
         for (std::int64_t d = 0; d < sizes.rank(n.slot); ++d) {
           if (!(skip >> d & 1u))
-            p = ExprArith<Int>::apply(ExprOp::Mul, p, sizes.size(n.slot, d), n);
+            p = ExprArith<Int>::apply(ExprOp::Mul, p, sizes.size(n.slot, d), source);
         }
         return p;
       }
@@ -119,6 +123,15 @@ struct SizeEnv {
       return evaluate<Int>(e, *this);
     } catch (const Error& err) {
       if (err.message().starts_with("op ")) throw;  // SizeEnv's own, naming the op already
+      fail(err.message());
+    }
+  }
+  /// The value of expression `root` of `program`: as eval() of the expression added.
+  Int eval(const FlatExprs& program, std::uint16_t root) const {
+    try {
+      return evaluate<Int>(program, root, *this);
+    } catch (const Error& err) {
+      if (err.message().starts_with("op ")) throw;
       fail(err.message());
     }
   }

@@ -387,3 +387,32 @@ std::int64_t ExprArith<std::int64_t>::apply(ExprOp op, std::int64_t a, std::int6
 }
 
 }  // namespace kernelop
+
+namespace kernelop {
+
+std::uint16_t FlatExprs::add(const Expr& e) {
+  std::size_t before = nodes_.size();
+  try {
+    std::uint16_t root = add_node(e.node());
+    trees_.push_back(e);
+    return root;
+  } catch (...) {
+    nodes_.resize(before);  // all of `e` or nothing
+    throw;
+  }
+}
+
+std::uint16_t FlatExprs::add_node(const ExprNode& n) {
+  FlatNode f{n.op, 0, 0, 0, n.slot, n.value, &n};
+  // Operands first (a node's operands precede it), then the node itself.
+  if (n.cond) f.cond = add_node(*n.cond);
+  if (n.lhs) f.lhs = add_node(*n.lhs);
+  if (n.rhs) f.rhs = add_node(*n.rhs);
+  if (nodes_.size() >= kMaxNodes) {
+    KERNELOP_FAIL(Spec) << "the expressions of one launch have more than " << kMaxNodes << " nodes";
+  }
+  nodes_.push_back(f);
+  return static_cast<std::uint16_t>(nodes_.size() - 1);
+}
+
+}  // namespace kernelop

@@ -48,6 +48,7 @@ std::unique_ptr<DeviceModule> load_device_module(const CompiledImage& image,
   auto t0 = std::chrono::steady_clock::now();
   auto m = std::make_unique<DeviceModule>();
   m->ctx = std::make_unique<detail::PrimaryContext>(device);
+  m->context = m->ctx->get();
   CUdevice dev = 0;
   check_cuda(d.cuDeviceGet(&dev, device), "cuDeviceGet", std::to_string(device));
   int major = 0, minor = 0, optin = 0;
@@ -111,11 +112,9 @@ std::unique_ptr<DeviceModule> load_device_module(const CompiledImage& image,
           d.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, optin - shared),
           "cuFuncSetAttribute", lowered);
     }
-    m->functions.push_back(fn);
-    m->max_threads.push_back(threads);
-    m->static_shared.push_back(shared);
-    m->launch_shared.push_back(program_shared[static_cast<std::size_t>(config.program)]);
-    m->scratch.push_back(program_scratch[static_cast<std::size_t>(config.program)]);
+    m->instances.push_back({fn, threads, shared,
+                            program_shared[static_cast<std::size_t>(config.program)],
+                            program_scratch[static_cast<std::size_t>(config.program)]});
   }
   m->max_dynamic_shared = dynamic_shared ? optin : 48 * 1024;
   m->arch = major * 10 + minor;

@@ -18,18 +18,23 @@ bool log_enabled(const LoadOptions& options);
 /// Move-less and copy-less: owned by the KernelOp that loaded it. The destructor makes the
 /// module's context current before unloading it (cuModuleUnload acts on the current context).
 struct DeviceModule {
-  std::unique_ptr<PrimaryContext> ctx;
-  std::vector<CUmodule> modules;      // per compilation (OpPlan::programs)
-  std::vector<CUfunction> functions;  // per instance
-  std::vector<int> max_threads;       // per instance
-  std::vector<int> static_shared;     // per instance
-  std::vector<int> launch_shared;     // per instance: the loaded image's ArchImage::launch_shared
+  // What every launch reads comes first and per instance in one record (Note [launch path]).
+  CUcontext context = nullptr;  // ctx->get()
+  int max_dynamic_shared = 48 * 1024;
+  int arch = 0;  // compute capability, major * 10 + minor (arch() in expressions)
   struct Scratch {
     int bytes = 0, align = 0, param = -1;  // the loaded image's ArchImage::scratch_*
   };
-  std::vector<Scratch> scratch;  // per instance
-  int max_dynamic_shared = 48 * 1024;
-  int arch = 0;  // compute capability, major * 10 + minor (arch() in expressions)
+  struct Instance {
+    CUfunction function = nullptr;
+    int max_threads = 0;
+    int static_shared = 0;
+    int launch_shared = 0;  // the loaded image's ArchImage::launch_shared
+    Scratch scratch;
+  };
+  std::vector<Instance> instances;
+  std::unique_ptr<PrimaryContext> ctx;
+  std::vector<CUmodule> modules;  // per compilation (OpPlan::programs)
   LoadInfo info;
 
   DeviceModule() = default;

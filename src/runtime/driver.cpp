@@ -62,10 +62,10 @@ const Driver* Driver::get(std::string* why) {
 }
 
 const Driver& Driver::require() {
-  std::string why;
-  const Driver* d = get(&why);
-  if (!d) KERNELOP_FAIL(Launch) << "the CUDA driver is not available: " << why;
-  return *d;
+  const Loaded& l = loaded();  // on every launch: no string, one flag
+  if (!l.ok) [[unlikely]]
+    KERNELOP_FAIL(Launch) << "the CUDA driver is not available: " << l.why;
+  return l.driver;
 }
 
 std::string cuda_error_text(CUresult result) {
@@ -80,8 +80,7 @@ std::string cuda_error_text(CUresult result) {
          ")" + (text ? std::string(": ") + text : "");
 }
 
-void check_cuda(CUresult result, const char* call, const std::string& what) {
-  if (result == CUDA_SUCCESS) return;
+void fail_cuda(CUresult result, const char* call, std::string_view what) {
   KERNELOP_FAIL(Launch) << call << "(" << what << ") failed: " << cuda_error_text(result);
 }
 

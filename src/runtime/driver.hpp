@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace kernelop::detail {
 
@@ -69,8 +70,12 @@ struct Driver {
 
 /// "cuModuleGetFunction failed: CUDA_ERROR_NOT_FOUND (500): named symbol not found"
 std::string cuda_error_text(CUresult result);
+[[noreturn]] void fail_cuda(CUresult result, const char* call, std::string_view what);
 /// Throws Error(Launch) "<call>(<what>) failed: <name> (<code>): <description>".
-void check_cuda(CUresult result, const char* call, const std::string& what);
+inline void check_cuda(CUresult result, const char* call, std::string_view what) {
+  if (result != CUDA_SUCCESS) [[unlikely]]
+    fail_cuda(result, call, what);
+}
 
 /// The primary context of a device, retained for the lifetime of the handle.
 class PrimaryContext {

@@ -21,6 +21,7 @@
 #include "runtime/device_module.hpp"
 #include "runtime/launch_args.hpp"
 #include "runtime/launch_checks.hpp"
+#include "runtime/launch_memo.hpp"
 #include "runtime/module_cache.hpp"
 #include "runtime/tactics.hpp"
 
@@ -35,14 +36,28 @@ using detail::FrameEnv;
 using detail::FrameSizes;
 using detail::PackedArgs;
 using detail::scalar_kind_name;
-// Per tensor slot: the data pointer a launch passes (the caller's, or a tuning run's scratch).
-using TensorPtrs = std::array<const void*, kMaxKernelArgs>;
+using detail::TensorPtrs;
+
+/// The expressions every declared launch evaluates, flattened once per op (Note [flat
+/// expressions]): roots of the geometry and of each extra argument (by argument index).
+struct LaunchExprs {
+  FlatExprs program;
+  std::array<std::uint16_t, 3> grid{}, block{};
+  std::uint16_t shared_mem = 0;
+  std::array<std::uint16_t, kMaxKernelArgs> extras{};
+  explicit LaunchExprs(const OpPlan& p);
+};
 
 struct KernelOp::State {
   CompiledImage image;
   LoadOptions options;
   detail::ModuleCache modules{image, options};
-  bool reads_arch = false;  // an expression reads arch(): the device must be known first
+  bool reads_arch = false;           // an expression reads arch(): the device must be known first
+  std::optional<LaunchExprs> exprs;  // declared launches (the plan has a geometry)
+  // Note [launch memo]: null when the op may not use one; memo_outputs: where the outputs
+  // begin in a MemoValue (after the fixed words and the extra arguments).
+  std::unique_ptr<detail::LaunchMemo> launch_memo;
+  std::size_t memo_outputs = 0;
   std::unique_ptr<detail::TacticState> tactics = std::make_unique<detail::TacticState>();
 
   const OpPlan& plan() const { return image.plan; }
@@ -55,9 +70,17 @@ struct KernelOp::State {
   const DeviceModule& module_for(int device) { return modules.get(device); }
 
   // After prepare(): the tensors checked (check_tensors), the config chosen and launched.
+  // `record`: where to note what the launch derived (Note [launch memo]); left empty when
+  // nothing was launched.
   void launch_prepared(Frame& f, std::span<const TensorView> inputs,
                        std::span<const ScalarArg> scalars, std::span<const TensorView> outputs,
+                       void* stream, detail::MemoValue* record = nullptr);
+  // A launch from the memo: the arguments packed, the memo's geometry launched.
+  void launch_memoized(const detail::MemoValue& memo, std::span<const TensorView> inputs,
+                       std::span<const ScalarArg> scalars, std::span<const TensorView> outputs,
                        void* stream);
+  TensorPtrs tensor_ptrs(std::span<const TensorView> inputs,
+                         std::span<const TensorView> outputs) const;
   // Tactics (tactic_selector.cpp). The config for this call: pinned, else the tuning table, else
   // timed now, else the first eligible config. Never one whose requires the inputs break.
   int choose_config(Frame& f, std::span<const TensorView> inputs,
@@ -65,7 +88,8 @@ struct KernelOp::State {
                     const TensorPtrs& ptrs, int device, void* stream);
   // Evaluates the geometry and arguments with `config`'s values and launches them.
   void launch_config(Frame& f, int config, const TensorPtrs& ptrs,
-                     std::span<const ScalarArg> scalars, int device, void* stream);
+                     std::span<const ScalarArg> scalars, int device, void* stream,
+                     detail::MemoValue* record = nullptr);
   // Times every eligible config for `key` and records the fastest (tactics.cpp).
   int autotune(Frame& f, const detail::TuneKey& key, const std::vector<int>& eligible,
                std::span<const TensorView> inputs, std::span<const ScalarArg> scalars,

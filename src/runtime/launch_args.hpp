@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -89,12 +90,40 @@ struct PackedArgs {
   void** kernel_params(const OpPlan& plan);
 };
 
+// Per tensor slot: the data pointer a launch passes (the caller's, or a tuning run's scratch).
+using TensorPtrs = std::array<const void*, kMaxKernelArgs>;
+
 /// "float", "int" or "bool".
 const char* scalar_kind_name(ScalarArg::Kind kind);
 
 /// Writes a checked scalar into its parameter slot as the kernel's by-value type.
 void pack_scalar(void* slot, ScalarType type, const ScalarArg& value);
 void pack_pointer(void* slot, const void* data);
+
+/// Fills `packed` with the kernel's arguments in the plan's order: tensors' pointers from `ptrs`
+/// (by tensor slot), scalars as the kernel's by-value types, and ExtraValue argument i as
+/// `extra(i)` gives it (called in argument order). Both the full launch and a memoised one
+/// (Note [launch memo]) pack with it.
+template <class Extra>
+void pack_arguments(const OpPlan& p, const TensorPtrs& ptrs, std::span<const ScalarArg> scalars,
+                    PackedArgs& packed, Extra&& extra) {
+  for (std::size_t i = 0; i < p.args.size(); ++i) {
+    const ArgSlot& a = p.args[i];
+    void* slot = packed.slot(i);
+    switch (a.kind) {
+      case ArgSlot::Kind::TensorInput:
+      case ArgSlot::Kind::Output:
+        pack_pointer(slot, ptrs[static_cast<std::size_t>(a.index)]);
+        break;
+      case ArgSlot::Kind::ScalarInput:
+        pack_scalar(slot, a.value_type, scalars[static_cast<std::size_t>(a.index)]);
+        break;
+      case ArgSlot::Kind::ExtraValue:
+        pack_scalar(slot, a.value_type, ScalarArg::of_int(extra(i)));
+        break;
+    }
+  }
+}
 
 // The failures behind the checks below, out of line: messages are built only when they fire.
 [[noreturn]] void fail_device(std::string_view op, const std::string& who, int device,

@@ -14,24 +14,25 @@ void KernelOp::State::launch_packed(int device, int inst, const std::array<std::
   State& s = *this;
   const DeviceModule& m = s.module_for(device);
   auto instance = static_cast<std::size_t>(inst);
-  smem += m.launch_shared[instance];  // what the image itself needs (a Triton kernel's)
+  const DeviceModule::Instance& k = m.instances[instance];
+  smem += k.launch_shared;  // what the image itself needs (a Triton kernel's)
   std::int64_t threads = block[0] * block[1] * block[2];
-  if (threads > m.max_threads[instance]) {
+  if (threads > k.max_threads) {
     KERNELOP_RAISE(s.error(ErrorKind::Launch))
-        << "block of " << threads << " threads exceeds the kernel's limit of "
-        << m.max_threads[instance] << " on this device";
+        << "block of " << threads << " threads exceeds the kernel's limit of " << k.max_threads
+        << " on this device";
   }
-  if (smem + m.static_shared[instance] > m.max_dynamic_shared) {
+  if (smem + k.static_shared > m.max_dynamic_shared) {
     KERNELOP_RAISE(s.error(ErrorKind::Launch))
-        << "shared memory " << smem << " + " << m.static_shared[instance]
-        << " static bytes exceeds the " << m.max_dynamic_shared << " bytes a block may use";
+        << "shared memory " << smem << " + " << k.static_shared << " static bytes exceeds the "
+        << m.max_dynamic_shared << " bytes a block may use";
   }
 
   const Driver& d = Driver::require();
-  detail::ScopedContext scope(m.ctx->get());
+  detail::ScopedContext scope(m.context);
   // Global scratch (a Triton kernel's): per block, allocated stream-ordered for this launch (so a
   // CUDA graph capture records it as allocation nodes), freed after it on the same stream.
-  const DeviceModule::Scratch& scratch = m.scratch[instance];
+  const DeviceModule::Scratch& scratch = k.scratch;
   CUdeviceptr scratch_ptr = 0;
   if (scratch.bytes > 0) {
     // grid is within CUDA's limits (< 2^63 blocks); the product with the bytes per block is
@@ -54,11 +55,11 @@ void KernelOp::State::launch_packed(int device, int inst, const std::array<std::
     CUdeviceptr aligned = (scratch_ptr + align - 1) / align * align;
     std::memcpy(params[static_cast<std::size_t>(scratch.param)], &aligned, sizeof aligned);
   }
-  CUresult r = d.cuLaunchKernel(m.functions[instance], static_cast<unsigned>(grid[0]),
-                                static_cast<unsigned>(grid[1]), static_cast<unsigned>(grid[2]),
-                                static_cast<unsigned>(block[0]), static_cast<unsigned>(block[1]),
-                                static_cast<unsigned>(block[2]), static_cast<unsigned>(smem),
-                                static_cast<CUstream>(stream), params, nullptr);
+  CUresult r =
+      d.cuLaunchKernel(k.function, static_cast<unsigned>(grid[0]), static_cast<unsigned>(grid[1]),
+                       static_cast<unsigned>(grid[2]), static_cast<unsigned>(block[0]),
+                       static_cast<unsigned>(block[1]), static_cast<unsigned>(block[2]),
+                       static_cast<unsigned>(smem), static_cast<CUstream>(stream), params, nullptr);
   CUresult freed =
       scratch_ptr ? d.cuMemFreeAsync(scratch_ptr, static_cast<CUstream>(stream)) : CUDA_SUCCESS;
   if (r == CUDA_SUCCESS && freed != CUDA_SUCCESS) {

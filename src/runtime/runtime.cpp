@@ -2,6 +2,7 @@
 // are in launch_checks.cpp, its modules in module_cache.cpp and device_module.cpp, the argument
 // packing both launch paths share in launch_args.cpp, the raw launch in launch_raw.cpp, the
 // tactic choice in tactic_selector.cpp.
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -11,6 +12,18 @@
 #include "runtime/kernel_op_state.hpp"
 
 namespace kernelop {
+
+LaunchExprs::LaunchExprs(const OpPlan& p) {
+  const LaunchGeometry& g = *p.geometry;
+  for (std::size_t i = 0; i < 3; ++i) {
+    grid[i] = program.add(g.grid[i]);
+    block[i] = program.add(g.block[i]);
+  }
+  shared_mem = program.add(g.shared_mem);
+  for (std::size_t i = 0; i < p.args.size(); ++i) {
+    if (p.args[i].value) extras[i] = program.add(*p.args[i].value);
+  }
+}
 
 KernelOp::KernelOp(CompiledImage image, LoadOptions options) : state_(std::make_unique<State>()) {
   state_->image = std::move(image);
@@ -54,12 +67,22 @@ KernelOp::KernelOp(CompiledImage image, LoadOptions options) : state_(std::make_
     if (a.value) note_arch(*a.value);
   }
   if (p.geometry) {
+    try {
+      state_->exprs.emplace(p);
+    } catch (const Error& e) {
+      KERNELOP_FAIL(Spec) << "op " << p.op_name << ": " << e.message();
+    }
     for (const Expr& e : p.geometry->grid) note_arch(e);
     for (const Expr& e : p.geometry->block) note_arch(e);
     note_arch(p.geometry->shared_mem);
   }
   for (const ConfigPlan& c : p.configs) {
     for (const RequirementPlan& r : c.requirements) note_arch(r.condition);
+  }
+  if (detail::memo_eligible(p)) {
+    state_->launch_memo = std::make_unique<detail::LaunchMemo>();
+    state_->memo_outputs = detail::MemoValue::kExtras;
+    for (const ArgSlot& a : p.args) state_->memo_outputs += a.kind == ArgSlot::Kind::ExtraValue;
   }
   // Raw launches (no geometry) choose their shared memory per call.
   bool dynamic_shared = !p.geometry || !(p.geometry->shared_mem.is_const() &&
@@ -123,6 +146,10 @@ void KernelOp::check_arguments(std::span<const TensorView> inputs,
   detail::check_arguments(plan(), inputs, scalars, f);
 }
 
+std::uint64_t KernelOp::memoized_launches() const {
+  return state_->launch_memo ? state_->launch_memo->hits() : 0;
+}
+
 LoadInfo KernelOp::load(int device) const {
   return state_->module_for(device).info;
 }
@@ -136,9 +163,19 @@ void KernelOp::launch(std::span<const TensorView> inputs, std::span<const Scalar
     KERNELOP_RAISE(s.error(ErrorKind::Type))
         << "expected " << p.outputs.size() << " output(s), got " << outputs.size();
   }
+  // Note [launch memo]: a call that repeats the last one in everything but its pointers.
+  detail::MemoKey key;
+  detail::MemoValue memo;
+  bool keyed = s.launch_memo && key.build(detail::MemoMode::Launch, inputs, scalars, outputs);
+  if (keyed && s.launch_memo->find(key, memo)) {
+    s.launch_memoized(memo, inputs, scalars, outputs, stream);
+    return;
+  }
   Frame f;
   detail::prepare(p, inputs, scalars, f, outputs);
-  s.launch_prepared(f, inputs, scalars, outputs, stream);
+  memo.size = 0;
+  s.launch_prepared(f, inputs, scalars, outputs, stream, keyed ? &memo : nullptr);
+  if (keyed && memo.size > 0) s.launch_memo->store(key, memo);
 }
 
 void KernelOp::launch_allocating(std::span<const TensorView> inputs,
@@ -151,51 +188,134 @@ void KernelOp::launch_allocating(std::span<const TensorView> inputs,
     KERNELOP_RAISE(s.error(ErrorKind::Spec, " "))
         << "shapes outputs with its meta_fn: allocate them and call launch()";
   }
+  std::array<TensorView, kMaxKernelArgs> made;
+  std::span<const TensorView> outputs(made.data(), p.outputs.size());
+  detail::MemoKey key;
+  detail::MemoValue memo;
+  bool keyed = s.launch_memo && key.build(detail::MemoMode::Allocating, inputs, scalars, {});
+  if (keyed && s.launch_memo->find(key, memo)) {
+    // The outputs the memoised call had, allocated again; launched from the memo when the
+    // allocator made them as it did then (else the full path below checks them).
+    std::size_t w = s.memo_outputs;
+    for (std::size_t o = 0; o < p.outputs.size(); ++o) {
+      auto dtype = static_cast<DType>(memo.words[w]);
+      auto rank = static_cast<std::size_t>(memo.words[w + 1]);
+      Shape shape(std::span<const std::int64_t>(
+          reinterpret_cast<const std::int64_t*>(&memo.words[w + 2]), rank));
+      made[o] = allocate(o, dtype, shape);
+      w += 2 + rank;
+    }
+    detail::MemoKey as_allocated;
+    as_allocated.size = 0;
+    bool same = true;
+    for (std::size_t o = 0; o < p.outputs.size() && same; ++o) {
+      same = as_allocated.add_tensor(made[o]);
+    }
+    same = same && w + as_allocated.size == memo.size &&
+           std::equal(as_allocated.words.begin(), as_allocated.words.begin() + as_allocated.size,
+                      memo.words.begin() + static_cast<std::ptrdiff_t>(w));
+    if (same) {
+      s.launch_memoized(memo, inputs, scalars, outputs, stream);
+      return;
+    }
+    Frame f;
+    detail::prepare(p, inputs, scalars, f);
+    s.launch_prepared(f, inputs, scalars, outputs, stream);
+    return;
+  }
   Frame f;
   detail::prepare(p, inputs, scalars, f);
-  std::array<TensorView, kMaxKernelArgs> made;
   for (std::size_t o = 0; o < p.outputs.size(); ++o) {
     const OutputPlan& out = p.outputs[o];
     std::optional<DType> dtype = detail::output_dtype(p, out, f.instance, inputs);
     made[o] = allocate(o, *dtype, f.shapes[static_cast<std::size_t>(out.slot)]);
   }
-  s.launch_prepared(f, inputs, scalars, std::span<const TensorView>(made.data(), p.outputs.size()),
-                    stream);
+  memo.size = 0;
+  s.launch_prepared(f, inputs, scalars, outputs, stream, keyed ? &memo : nullptr);
+  if (keyed && memo.size > 0) {
+    // The outputs as allocated, for the next hit to compare its own with.
+    detail::MemoKey as_allocated;
+    as_allocated.size = 0;
+    bool fits = true;
+    for (const TensorView& t : outputs) fits = fits && as_allocated.add_tensor(t);
+    for (std::size_t i = 0; fits && i < as_allocated.size; ++i)
+      fits = memo.push(as_allocated.words[i]);
+    if (fits) s.launch_memo->store(key, memo);
+  }
 }
 
-void KernelOp::State::launch_prepared(Frame& f, std::span<const TensorView> inputs,
-                                      std::span<const ScalarArg> scalars,
-                                      std::span<const TensorView> outputs, void* stream) {
+TensorPtrs KernelOp::State::tensor_ptrs(std::span<const TensorView> inputs,
+                                        std::span<const TensorView> outputs) const {
   const OpPlan& p = plan();
-  auto [device, work] = detail::check_tensors(p, inputs, outputs, f);
-  if (!work) return;  // zero-element outputs: nothing to launch
   TensorPtrs ptrs;
   for (std::size_t i = 0; i < inputs.size(); ++i) ptrs[i] = inputs[i].data;
   for (std::size_t o = 0; o < outputs.size(); ++o)
     ptrs[static_cast<std::size_t>(p.outputs[o].slot)] = outputs[o].data;
+  return ptrs;
+}
+
+void KernelOp::State::launch_prepared(Frame& f, std::span<const TensorView> inputs,
+                                      std::span<const ScalarArg> scalars,
+                                      std::span<const TensorView> outputs, void* stream,
+                                      detail::MemoValue* record) {
+  const OpPlan& p = plan();
+  auto [device, work] = detail::check_tensors(p, inputs, outputs, f);
+  if (!work) return;  // zero-element outputs: nothing to launch
+  TensorPtrs ptrs = tensor_ptrs(inputs, outputs);
   // One config: its requires are checked like the op's (choose_config raises when they fail).
   int config = p.configs.size() == 1 && p.configs[0].requirements.empty()
                    ? 0
                    : choose_config(f, inputs, scalars, outputs, ptrs, device, stream);
-  launch_config(f, config, ptrs, scalars, device, stream);
+  launch_config(f, config, ptrs, scalars, device, stream, record);
+  if (record && record->size > 0) {
+    // The outputs' dtypes and shapes, for a hit of launch_allocating to allocate.
+    bool fits = true;
+    for (std::size_t o = 0; o < outputs.size() && fits; ++o) {
+      const Shape& shape = f.shapes[static_cast<std::size_t>(p.outputs[o].slot)];
+      fits = record->push(static_cast<std::uint64_t>(outputs[o].dtype)) &&
+             record->push(static_cast<std::uint64_t>(shape.rank()));
+      for (std::int64_t d : shape) fits = fits && record->push(static_cast<std::uint64_t>(d));
+    }
+    if (!fits) record->size = 0;
+  }
+}
+
+void KernelOp::State::launch_memoized(const detail::MemoValue& memo,
+                                      std::span<const TensorView> inputs,
+                                      std::span<const ScalarArg> scalars,
+                                      std::span<const TensorView> outputs, void* stream) {
+  using V = detail::MemoValue;
+  const std::uint64_t* w = memo.words.data();
+  auto word = [&](std::size_t i) { return static_cast<std::int64_t>(w[i]); };
+  TensorPtrs ptrs = tensor_ptrs(inputs, outputs);
+  PackedArgs packed;
+  std::size_t extra = V::kExtras;
+  detail::pack_arguments(plan(), ptrs, scalars, packed, [&](std::size_t) { return word(extra++); });
+  launch_packed(static_cast<int>(word(V::kDevice)), static_cast<int>(word(V::kInstance)),
+                {word(V::kGrid), word(V::kGrid + 1), word(V::kGrid + 2)},
+                {word(V::kBlock), word(V::kBlock + 1), word(V::kBlock + 2)}, word(V::kSmem),
+                packed.kernel_params(plan()), stream);
+  launch_memo->count_hit();
 }
 
 void KernelOp::State::launch_config(Frame& f, int config, const TensorPtrs& ptrs,
-                                    std::span<const ScalarArg> scalars, int device, void* stream) {
+                                    std::span<const ScalarArg> scalars, int device, void* stream,
+                                    detail::MemoValue* record) {
   const OpPlan& p = plan();
   f.tunables = p.configs[static_cast<std::size_t>(config)].values.data();
   if (reads_arch) f.arch = module_for(device).arch;
   FrameSizes sizes{f};
   FrameEnv env{p, sizes};
-  const LaunchGeometry& g = *p.geometry;
+  const LaunchExprs& x = *exprs;
   Dims3 grid{}, block{};
   for (std::size_t i = 0; i < 3; ++i) {
-    grid[i] = env.eval(g.grid[i]);
-    block[i] = env.eval(g.block[i]);
+    grid[i] = env.eval(x.program, x.grid[i]);
+    block[i] = env.eval(x.program, x.block[i]);
   }
-  std::int64_t smem = env.eval(g.shared_mem);
+  std::int64_t smem = env.eval(x.program, x.shared_mem);
   if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) return;  // an empty grid: nothing to do
   if (!within_launch_limits(grid, block, smem)) {
+    const LaunchGeometry& g = *p.geometry;
     DimsText text;
     for (std::size_t i = 0; i < 3; ++i) {
       text.grid[i] = g.grid[i].to_string();
@@ -205,33 +325,25 @@ void KernelOp::State::launch_config(Frame& f, int config, const TensorPtrs& ptrs
     check_launch_dims(p.op_name, grid, block, smem, &text);
   }
 
-  PackedArgs packed;
-  for (std::size_t i = 0; i < p.args.size(); ++i) {
-    const ArgSlot& a = p.args[i];
-    void* slot = packed.slot(i);
-    switch (a.kind) {
-      case ArgSlot::Kind::TensorInput:
-      case ArgSlot::Kind::Output:
-        detail::pack_pointer(slot, ptrs[static_cast<std::size_t>(a.index)]);
-        break;
-      case ArgSlot::Kind::ScalarInput:
-        detail::pack_scalar(slot, a.value_type, scalars[static_cast<std::size_t>(a.index)]);
-        break;
-      case ArgSlot::Kind::ExtraValue: {
-        std::int64_t v = env.eval(*a.value);
-        if (a.value_type == ScalarType::Int) {
-          detail::check_int32(
-              p.op_name, v,
-              [&] { return "extra " + std::to_string(a.index) + " '" + a.name + "'"; },
-              "; declare the extra int64 (\"int64\": true) and take a long long");
-        }
-        detail::pack_scalar(slot, a.value_type, ScalarArg::of_int(v));
-        break;
-      }
-    }
+  int instance = config * p.dtype_combinations() + f.instance;
+  if (record) {
+    for (std::int64_t v : {std::int64_t{device}, std::int64_t{instance}, grid[0], grid[1], grid[2],
+                           block[0], block[1], block[2], smem})
+      record->push(static_cast<std::uint64_t>(v));
   }
-  launch_packed(device, config * p.dtype_combinations() + f.instance, grid, block, smem,
-                packed.kernel_params(p), stream);
+  PackedArgs packed;
+  detail::pack_arguments(p, ptrs, scalars, packed, [&](std::size_t i) {
+    const ArgSlot& a = p.args[i];
+    std::int64_t v = env.eval(x.program, x.extras[i]);
+    if (a.value_type == ScalarType::Int) {
+      detail::check_int32(
+          p.op_name, v, [&] { return "extra " + std::to_string(a.index) + " '" + a.name + "'"; },
+          "; declare the extra int64 (\"int64\": true) and take a long long");
+    }
+    if (record) record->push(static_cast<std::uint64_t>(v));
+    return v;
+  });
+  launch_packed(device, instance, grid, block, smem, packed.kernel_params(p), stream);
 }
 
 bool cuda_available() {

@@ -206,7 +206,7 @@ int KernelOp::State::choose_config(Frame& f, std::span<const TensorView> inputs,
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
   if (tune) {
     // Any answer but "not capturing" (an error included) means: time nothing.
-    detail::ScopedContext scope(module_for(device).ctx->get());
+    detail::ScopedContext scope(module_for(device).context);
     if (Driver::require().cuStreamIsCapturing(static_cast<CUstream>(stream), &capture) !=
         CUDA_SUCCESS) {
       capture = CU_STREAM_CAPTURE_STATUS_INVALIDATED;

@@ -230,7 +230,7 @@ int KernelOp::State::autotune(Frame& f, const detail::TuneKey& key,
   auto t0 = std::chrono::steady_clock::now();
   const Driver& d = Driver::require();
   const detail::DeviceModule& m = module_for(device);
-  detail::ScopedContext scope(m.ctx->get());
+  detail::ScopedContext scope(m.context);
   auto s = static_cast<CUstream>(stream);
   Scratch scratch(p, ptrs, inputs, outputs);
   int l2 = 0;

@@ -2,7 +2,9 @@
 // overflow checks and simplification.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
+#include <random>
 #include <vector>
 
 #include "kernelop/expr.hpp"
@@ -19,7 +21,16 @@ struct Env {
   std::map<std::string, std::vector<std::int64_t>> shapes = {{"x", {2, 3, 5}}, {"y", {7}}};
   std::map<std::string, std::int64_t> scalars = {{"n", 10}, {"k", -3}};
 
-  std::int64_t leaf(const ExprNode& e) const {
+  // A tree node or a flat one (Note [flat expressions]): op and value from the node itself,
+  // names and axes from its source.
+  template <class Node>
+  std::int64_t leaf(const Node& node) const {
+    struct {
+      ExprOp op;
+      std::int64_t value;
+      const std::string& name;
+      const std::vector<std::int64_t>& axes;
+    } e{node.op, node.value, expr_source(node).name, expr_source(node).axes};
     if (e.op == ExprOp::Scalar) return scalars.at(e.name);
     // x is float16 with strides [30, 5, 1] at address 0x1008; y is float32 at 0x1000.
     if (e.op == ExprOp::ItemSize) return e.name == "x" ? 2 : 4;
@@ -164,6 +175,82 @@ TEST(Expr, EvaluationTable) {
        }) {
     EXPECT_EQ(eval(row.text), row.value) << row.text;
   }
+}
+
+// Note [flat expressions]: a flat program evaluates every expression as its tree does, to the
+// same value or the same error, whatever else the program holds. A corpus of random expressions
+// over every operator and leaf, with constants that overflow and divisors that are zero.
+TEST(Expr, FlatProgramsAgreeWithTheirTreesOnARandomCorpus) {
+  std::mt19937 rng(2026);
+  auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
+  const std::vector<std::string> leaves = {
+      "numel(x)",
+      "dim(x, -1)",
+      "dim(y, 0)",
+      "n",
+      "k",
+      "itemsize(x)",
+      "stride(x, 0)",
+      "aligned(x, 8)",
+      "rank(x)",
+      "numel_except(x, 1)",
+      "0",
+      "1",
+      "7",
+      "-3",
+      "4611686018427387904",
+      "dim(x, 5)",  // out of range: an error
+  };
+  std::function<Expr(int)> gen = [&](int depth) -> Expr {
+    if (depth == 0 || pick(4) == 0)
+      return Expr::parse(leaves[static_cast<std::size_t>(pick(static_cast<int>(leaves.size())))]);
+    int op = pick(15);
+    if (op == 14) return select(gen(depth - 1), gen(depth - 1), gen(depth - 1));
+    static const ExprOp binary[] = {ExprOp::Add,     ExprOp::Sub, ExprOp::Mul, ExprOp::FloorDiv,
+                                    ExprOp::CeilDiv, ExprOp::Mod, ExprOp::Min, ExprOp::Max,
+                                    ExprOp::Lt,      ExprOp::Le,  ExprOp::Gt,  ExprOp::Ge,
+                                    ExprOp::Eq,      ExprOp::Ne};
+    return Expr::binary(binary[op], gen(depth - 1), gen(depth - 1));
+  };
+  auto outcome = [](const std::function<std::int64_t()>& f) {
+    try {
+      return std::to_string(f());
+    } catch (const Error& e) {
+      return "error: " + e.message();
+    } catch (const std::out_of_range&) {
+      return std::string("out of range");
+    }
+  };
+  FlatExprs program;  // one program for all: roots must not disturb each other
+  std::vector<std::pair<Expr, std::uint16_t>> added;
+  int errors = 0;
+  for (int i = 0; i < 3000; ++i) {
+    Expr e = gen(1 + pick(6));
+    added.emplace_back(e, program.add(e));
+    std::string tree = outcome([&] { return evaluate<std::int64_t>(e, Env{}); });
+    std::string flat =
+        outcome([&] { return evaluate<std::int64_t>(program, added.back().second, Env{}); });
+    ASSERT_EQ(flat, tree) << e.to_string();
+    errors += tree.starts_with("error") || tree == "out of range";
+  }
+  // Every root again, after the program grew.
+  for (const auto& [e, root] : added) {
+    ASSERT_EQ(outcome([&] { return evaluate<std::int64_t>(program, root, Env{}); }),
+              outcome([&] { return evaluate<std::int64_t>(e, Env{}); }))
+        << e.to_string();
+  }
+  EXPECT_GT(errors, 100);  // the corpus reaches the error paths too
+  EXPECT_LT(errors, 2900);
+}
+
+TEST(Expr, AFlatProgramRefusesMoreNodesThanItsIndicesReach) {
+  FlatExprs program;
+  Expr sum = Expr::parse("n");
+  for (int i = 0; i < 200; ++i) sum = sum + Expr::parse("n");  // 401 nodes
+  for (std::size_t i = 0; i + 401 <= FlatExprs::kMaxNodes; i += 401) program.add(sum);
+  std::size_t size = program.size();
+  expect_error([&] { program.add(sum); }, ErrorKind::Spec, "more than 65535 nodes");
+  EXPECT_EQ(program.size(), size);  // nothing of the refused expression stays
 }
 
 TEST(Expr, ComparisonsAndSelectParseAndPrintCanonically) {

@@ -1,0 +1,405 @@
+// Note [launch memo]: the memo must launch exactly what the full path launches, and refuse
+// exactly what it refuses. This test runs the whole launch path against tests/fake_driver (a
+// libcuda.so.1 that records each launch's function, geometry and parameter bytes), over a
+// corpus of random calls of the examples and of an op that reads every kind of leaf: each call
+// goes to an op without a memo (KERNELOP_LAUNCH_MEMO=0) and to the same op with one, and the two
+// records (a launch's text, or an error's message) must be equal, call after call.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernelop/kernelop.hpp"
+#include "test_util.hpp"
+
+namespace kernelop {
+namespace {
+
+struct FakeDriver {
+  void (*set_param_sizes)(const int*, int) = nullptr;
+  const char* (*launches)() = nullptr;
+  FakeDriver() {
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW);
+    if (!lib) return;
+    set_param_sizes =
+        reinterpret_cast<void (*)(const int*, int)>(dlsym(lib, "fake_cuda_set_param_sizes"));
+    launches = reinterpret_cast<const char* (*)()>(dlsym(lib, "fake_cuda_launches"));
+  }
+  bool ok() const { return set_param_sizes && launches; }
+};
+
+FakeDriver& fake() {
+  static FakeDriver f;
+  return f;
+}
+
+// An op that reads every kind of leaf the memo's key must cover: dtypes (a type parameter,
+// itemsize), shapes, strides (a strided input), int scalars (in shapes, requirements, extras,
+// geometry), a bool and a float scalar, requirements, edited and expression output shapes.
+const char* kRich = R"json({
+  "op": "memo_test::rich",
+  "kernel_name": "rich<T>",
+  "kernel_source": "#include <cuda_fp16.h>\ntemplate <class T> __global__ void rich(const T* x, const float* w, int n, bool flip, float alpha, long long sx, int m, int isz, T* y, T* z) {}\n",
+  "type_params": [{"name": "T", "dtypes": ["float32", "float16"]}],
+  "inputs": [{"name": "x", "dtype": "T", "strided": true}, {"name": "w", "dtype": "float32"},
+             {"name": "n", "scalar": "int"}, {"name": "flip", "scalar": "bool"},
+             {"name": "alpha", "scalar": "float"}],
+  "outputs": [{"name": "y", "shape": {"same_as": "x", "dims": {"-1": "dim(x, -1) * n"}}},
+              {"name": "z", "shape": ["n + 1", "numel(w)"], "dtype_from": "x"}],
+  "extras": [{"expr": "stride(x, 0)", "int64": true}, {"expr": "select(n > 2, numel(x), 7)"},
+             {"expr": "itemsize(x)"}],
+  "requires": ["n >= 1", "dim(w, 0) <= 64", "rank(x) >= 2"],
+  "geometry": {"custom": {"grid": ["cdiv(numel(x) * n, 128)", "max(dim(x, 0), 1)", 1],
+                          "block": [128, 1, 1], "shared_mem": "itemsize(x) * 128"}}
+})json";
+
+CompiledImage compile_for_test(const OpDecl& decl) {
+  CompileOptions o;
+  o.archs = {"sm_90"};
+  return compile(derive_plan(decl), o);
+}
+
+// One call: its arguments, owned.
+struct Call {
+  std::vector<TensorView> inputs, outputs;
+  std::vector<ScalarArg> scalars;
+  bool allocating = false;
+};
+
+class Corpus {
+ public:
+  explicit Corpus(unsigned seed) : rng_(seed) {}
+
+  int pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
+  bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
+
+  std::int64_t dim() {
+    static const std::int64_t dims[] = {0, 1, 2, 3, 4, 5, 8, 16, 64, 100};
+    return chance(0.05) ? 0 : dims[1 + pick(9)];
+  }
+  void* pointer() {
+    return reinterpret_cast<void*>(0x100000 + 0x1000 * static_cast<std::uintptr_t>(pick(64)));
+  }
+
+  TensorView tensor(const OpPlan& p, int slot) {
+    TensorView t;
+    const auto& decl = p.tensors[static_cast<std::size_t>(slot)].dtype;
+    static const DType dtypes[] = {DType::Float32, DType::Float16, DType::BFloat16, DType::Int32,
+                                   DType::Int64};
+    t.dtype = dtypes[pick(5)];
+    if (decl && std::holds_alternative<DType>(*decl) && chance(0.9))
+      t.dtype = std::get<DType>(*decl);
+    if (decl && std::holds_alternative<std::string>(*decl) && chance(0.8))
+      t.dtype = chance(0.5) ? DType::Float32 : DType::Float16;
+    int rank = 1 + pick(3);
+    for (int d = 0; d < rank; ++d) t.shape.push_back(dim());
+    if (p.tensors[static_cast<std::size_t>(slot)].strided && chance(0.5)) {
+      // A row-padded view: the leading stride wider than the row.
+      std::int64_t s = 1;
+      std::vector<std::int64_t> strides(static_cast<std::size_t>(rank));
+      for (int d = rank - 1; d >= 0; --d) {
+        strides[static_cast<std::size_t>(d)] = s;
+        s *= std::max<std::int64_t>(t.shape[d], 1) + (d == rank - 1 ? pick(3) : 0);
+      }
+      t.strides = Shape(std::span<const std::int64_t>(strides));
+    }
+    t.data = chance(0.03) ? nullptr : pointer();
+    t.device = chance(0.03) ? 1 : 0;
+    return t;
+  }
+
+  ScalarArg scalar(const ScalarSlot& s) {
+    if (chance(0.04)) return ScalarArg::of_bool(true);  // sometimes the wrong kind
+    switch (s.type) {
+      case ScalarType::Float:
+      case ScalarType::Float64:
+        return ScalarArg::of_float(0.5 * pick(7));
+      case ScalarType::Int:
+      case ScalarType::Int64: {
+        // Values that agree in their low bits too (0, 256, 2^32, 2^33): a key that kept only
+        // some bits would confuse them.
+        static const std::int64_t ints[] = {
+            -1, 0, 1, 2, 3, 256, 257, std::int64_t{1} << 32, (std::int64_t{1} << 33) + 1};
+        return ScalarArg::of_int(chance(0.7) ? pick(4) : ints[pick(9)]);
+      }
+      case ScalarType::Bool:
+        return chance(0.05) ? ScalarArg::of_int(1) : ScalarArg::of_bool(chance(0.5));
+    }
+    return {};
+  }
+
+  // A fresh call; outputs shaped as the op says (mostly), so that most calls launch.
+  Call fresh(const KernelOp& op) {
+    const OpPlan& p = op.plan();
+    Call c;
+    c.allocating = chance(0.4);
+    // A valid base: x and w-like inputs of shapes the op accepts are likelier with retries.
+    for (int attempt = 0; attempt < 20; ++attempt) {
+      c.inputs.clear();
+      c.scalars.clear();
+      for (int i = 0; i < p.num_tensor_inputs; ++i) c.inputs.push_back(tensor(p, i));
+      if (attempt < 19 && chance(0.7)) {
+        // Like shapes everywhere: elementwise ops and requirements tying dims are satisfied.
+        for (auto& t : c.inputs) {
+          if (&t != &c.inputs[0]) t.shape = c.inputs[0].shape, t.strides = {};
+        }
+      }
+      for (const ScalarSlot& s : p.scalars) c.scalars.push_back(scalar(s));
+      try {
+        op.output_shapes(c.inputs, c.scalars);
+        break;
+      } catch (const Error&) {
+        if (chance(0.1)) break;  // keep some refused calls
+      }
+    }
+    fill_outputs(op, c);
+    return c;
+  }
+
+  void fill_outputs(const KernelOp& op, Call& c) {
+    c.outputs.clear();
+    std::vector<Shape> shapes;
+    std::vector<DType> dtypes;
+    try {
+      shapes = op.output_shapes(c.inputs, c.scalars);
+      dtypes = op.output_dtypes(c.inputs);
+    } catch (const Error&) {
+    }
+    for (std::size_t o = 0; o < op.plan().outputs.size(); ++o) {
+      TensorView t;
+      t.data = pointer();
+      t.dtype = o < dtypes.size() && chance(0.95) ? dtypes[o] : DType::Float32;
+      t.shape = o < shapes.size() && chance(0.95) ? shapes[o] : Shape{3, 5};
+      c.outputs.push_back(t);
+    }
+  }
+
+  // The next call: fresh, the same again, the same with other pointers, or one thing changed.
+  Call next(const KernelOp& op, const Call& last) {
+    double r = std::uniform_real_distribution<double>(0, 1)(rng_);
+    if (last.inputs.empty() || r < 0.3) return fresh(op);
+    Call c = last;
+    if (r < 0.55) return c;  // exactly again
+    if (r < 0.8) {           // other buffers
+      for (auto& t : c.inputs) t.data = t.data ? pointer() : nullptr;
+      for (auto& t : c.outputs) t.data = pointer();
+      return c;
+    }
+    // Exactly one thing changed, so that whatever the memo's key left out would be confused.
+    const OpPlan& p = op.plan();
+    bool keep_outputs = false;
+    auto one_of = [&](std::vector<TensorView>& v) -> TensorView* {
+      return v.empty() ? nullptr : &v[static_cast<std::size_t>(pick(static_cast<int>(v.size())))];
+    };
+    TensorView* t = one_of(c.inputs);
+    switch (pick(9)) {
+      case 0:  // one dim
+        if (t && t->shape.rank() > 0) {
+          int d = pick(t->shape.rank());
+          t->shape[d] = t->shape[d] == 1 ? 2 : t->shape[d] * 2 - 1;
+          t->strides = {};
+        }
+        break;
+      case 1: {  // the strides alone: padded rows, or explicit contiguous ones, or none
+        if (!t || t->shape.rank() == 0) break;
+        std::vector<std::int64_t> strides(static_cast<std::size_t>(t->shape.rank()));
+        std::int64_t s = 1, pad = pick(3);
+        for (int d = t->shape.rank() - 1; d >= 0; --d) {
+          strides[static_cast<std::size_t>(d)] = s;
+          s *= std::max<std::int64_t>(t->shape[d], 1) + (d == t->shape.rank() - 1 ? pad : 0);
+        }
+        t->strides = chance(0.3) ? Shape{} : Shape(std::span<const std::int64_t>(strides));
+        break;
+      }
+      case 2:  // a dtype
+        if (t) t->dtype = t->dtype == DType::Float32 ? DType::Float16 : DType::Float32;
+        break;
+      case 3:  // a device
+        if (t) t->device = t->device == 0 ? 1 : 0;
+        break;
+      case 4:  // a null pointer
+        if (t) t->data = t->data ? nullptr : pointer();
+        break;
+      case 5:  // a scalar
+        if (!c.scalars.empty()) {
+          auto i = static_cast<std::size_t>(pick(static_cast<int>(c.scalars.size())));
+          c.scalars[i] = scalar(p.scalars[i]);
+        }
+        break;
+      case 6: {  // an output's shape, dtype, strides or device
+        keep_outputs = true;
+        TensorView* o = one_of(c.outputs);
+        if (!o) break;
+        int what = pick(4);
+        if (what == 0 && o->shape.rank() > 0) o->shape[0] += 1;
+        if (what == 1) o->dtype = o->dtype == DType::Float32 ? DType::Float16 : DType::Float32;
+        if (what == 2 && o->shape.rank() > 0) {
+          std::vector<std::int64_t> strides(static_cast<std::size_t>(o->shape.rank()), 1);
+          strides[0] = 2;
+          o->strides = Shape(std::span<const std::int64_t>(strides));
+        }
+        if (what == 3) o->device = 1;
+        break;
+      }
+      case 7:
+        c.allocating = !c.allocating;
+        keep_outputs = true;
+        break;
+      default:  // one argument fewer
+        if (!c.inputs.empty() && chance(0.5))
+          c.inputs.pop_back();
+        else if (!c.scalars.empty())
+          c.scalars.pop_back();
+        break;
+    }
+    if (!keep_outputs) fill_outputs(op, c);
+    return c;
+  }
+
+ private:
+  std::mt19937 rng_;
+};
+
+// What a call did: the launch the fake driver saw (or nothing), the outputs allocated, or the
+// error.
+std::string outcome(const KernelOp& op, const Call& c) {
+  std::string allocated;
+  try {
+    if (c.allocating) {
+      std::size_t next = 0;
+      auto allocate = [&](std::size_t index, DType dtype, const Shape& shape) {
+        allocated += "alloc " + std::to_string(index) + " " + std::string(dtype_name(dtype)) + " " +
+                     shape.to_string() + "\n";
+        TensorView t;
+        t.data = reinterpret_cast<void*>(0x900000 + 0x1000 * next++);
+        t.dtype = dtype;
+        t.shape = shape;
+        return t;
+      };
+      op.launch_allocating(c.inputs, c.scalars, allocate, reinterpret_cast<void*>(0x77));
+    } else {
+      op.launch(c.inputs, c.scalars, c.outputs, reinterpret_cast<void*>(0x77));
+    }
+  } catch (const Error& e) {
+    return allocated + "error " + std::string(error_kind_name(e.kind())) + ": " + e.message() +
+           "\n" + fake().launches();
+  }
+  return allocated + fake().launches();
+}
+
+class LaunchMemo : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LaunchMemo, LaunchesAndRefusesWhatTheFullPathDoes) {
+  ASSERT_TRUE(fake().ok()) << "libcuda.so.1 is not tests/fake_driver's (LD_LIBRARY_PATH)";
+  OpDecl decl = GetParam() == "rich" ? parse_op_json(kRich, testing::source_dir().string())
+                                     : testing::example(GetParam());
+  CompiledImage image = compile_for_test(decl);
+  ::setenv("KERNELOP_LAUNCH_MEMO", "0", 1);
+  KernelOp full(image);
+  ::unsetenv("KERNELOP_LAUNCH_MEMO");
+  KernelOp memo(image);
+  std::vector<int> sizes;
+  for (const KernelParam& k : image.plan.kernel_params()) sizes.push_back(k.size);
+  fake().set_param_sizes(sizes.data(), static_cast<int>(sizes.size()));
+  fake().launches();
+
+  Corpus corpus(static_cast<unsigned>(std::hash<std::string>{}(GetParam())));
+  Call call;
+  int launched = 0;
+  for (int i = 0; i < 1500; ++i) {
+    call = corpus.next(full, call);
+    std::string want = outcome(full, call);
+    std::string got = outcome(memo, call);
+    ASSERT_EQ(got, want) << "call " << i << " of " << GetParam();
+    launched += want.find(" grid=") != std::string::npos;
+  }
+  // The corpus launched often and the memo served many of those launches.
+  EXPECT_GT(launched, 300) << GetParam();
+  EXPECT_GT(memo.memoized_launches(), 150u) << GetParam();
+  EXPECT_EQ(full.memoized_launches(), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Examples, LaunchMemo,
+                         ::testing::Values("rich", "relu", "relu_generic", "add", "scale",
+                                           "bias_add_2d", "rowsum", "rowsum_keepdim", "repeat2",
+                                           "sin_cos", "softmax"));
+
+// Threads launching one op with shapes of their own, so that the memo changes hands all the
+// time: every launch must still be the one its own call asks for (a torn read of the seqlock
+// would mix two calls' geometry and arguments).
+TEST(LaunchMemoThreads, EveryLaunchIsItsOwnCallsUnderContention) {
+  ASSERT_TRUE(fake().ok());
+  CompiledImage image = compile_for_test(testing::example("repeat2"));
+  ::setenv("KERNELOP_LAUNCH_MEMO", "0", 1);
+  KernelOp full(image);
+  ::unsetenv("KERNELOP_LAUNCH_MEMO");
+  KernelOp memo(image);
+  std::vector<int> sizes;
+  for (const KernelParam& k : image.plan.kernel_params()) sizes.push_back(k.size);
+  fake().set_param_sizes(sizes.data(), static_cast<int>(sizes.size()));
+  fake().launches();
+  constexpr int kThreads = 4, kShapes = 2, kCalls = 3200;  // runs of 8, each shape alike
+  auto call_of = [](int thread, int shape) {
+    Call c;
+    TensorView x;
+    x.data = reinterpret_cast<void*>(0x100000 * (thread + 1));
+    x.shape = Shape{thread + 1, 64 * (shape + 1)};
+    TensorView y = x;
+    y.data = reinterpret_cast<void*>(0x100000 * (thread + 1) + 0x80000);
+    y.shape = Shape{thread + 1, 128 * (shape + 1)};
+    c.inputs = {x};
+    c.outputs = {y};
+    return c;
+  };
+  std::multiset<std::string> want;
+  for (int t = 0; t < kThreads; ++t) {
+    for (int s = 0; s < kShapes; ++s) {
+      std::string one = outcome(full, call_of(t, s));
+      ASSERT_NE(one.find(" grid="), std::string::npos) << one;
+      for (int i = 0; i < kCalls / kShapes; ++i) want.insert(one);
+    }
+  }
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      Call calls[kShapes] = {call_of(t, 0), call_of(t, 1)};
+      for (int i = 0; i < kCalls; ++i) {
+        const Call& c = calls[i / 8 % kShapes];  // runs of 8: hits, and changes of hands
+        memo.launch(c.inputs, c.scalars, c.outputs, reinterpret_cast<void*>(0x77));
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  std::multiset<std::string> got;
+  std::string all = fake().launches();
+  for (std::size_t at = 0; at < all.size();) {
+    std::size_t end = all.find('\n', at);
+    got.insert(all.substr(at, end - at + 1));
+    at = end + 1;
+  }
+  EXPECT_EQ(got.size(), want.size());
+  EXPECT_TRUE(got == want) << "a launch from the memo mixed two calls";
+  EXPECT_GT(memo.memoized_launches(), 0u);
+}
+
+TEST(LaunchMemoEligibility, TunedOpsAndInPlaceWritesTakeTheFullPathAlways) {
+  ASSERT_TRUE(fake().ok());
+  for (const char* name : {"softmax_tuned", "cache_scatter"}) {
+    KernelOp op(compile_for_test(testing::example(name)));
+    Corpus corpus(7);
+    Call call;
+    for (int i = 0; i < 50; ++i) {
+      call = corpus.next(op, call);
+      outcome(op, call);
+    }
+    EXPECT_EQ(op.memoized_launches(), 0u) << name;
+  }
+}
+
+}  // namespace
+}  // namespace kernelop

@@ -1,0 +1,213 @@
+// A CUDA driver that runs nothing and records launches: built as libcuda.so.1 into its own
+// folder, which a test puts first on LD_LIBRARY_PATH, so that the whole launch path (module
+// load, argument packing, cuLaunchKernel) runs on a machine without a GPU. One device, sm_90.
+// The test reads what was launched through fake_cuda_launches().
+#include <cuda.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace {
+
+std::mutex mu;
+CUcontext current = nullptr;
+const auto kPrimary = reinterpret_cast<CUcontext>(0x1000);
+std::vector<std::string> function_names;  // a CUfunction is its index + 1
+std::vector<int> param_sizes;             // bytes of each parameter a launch records
+std::vector<std::string> launches;        // one text per launch
+
+template <class T>
+CUresult ok(T* out, T v) {
+  if (out) *out = v;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+/// The test's view: the bytes of each kernel parameter, which each launch records in hex.
+void fake_cuda_set_param_sizes(const int* sizes, int n) {
+  std::lock_guard lock(mu);
+  param_sizes.assign(sizes, sizes + n);
+}
+/// Launches recorded since the last call, as text ("fn grid block smem stream | params"),
+/// separated by newlines; the caller frees nothing (the string lives until the next call).
+const char* fake_cuda_launches() {
+  static std::string out;
+  std::lock_guard lock(mu);
+  out.clear();
+  for (const auto& l : launches) out += l + "\n";
+  launches.clear();
+  return out.c_str();
+}
+
+CUresult cuInit(unsigned) {
+  return CUDA_SUCCESS;
+}
+CUresult cuGetErrorName(CUresult, const char** s) {
+  return ok(s, "CUDA_ERROR_FAKE");
+}
+CUresult cuGetErrorString(CUresult, const char** s) {
+  return ok(s, "fake driver");
+}
+CUresult cuDeviceGetCount(int* n) {
+  return ok(n, 1);
+}
+CUresult cuDeviceGet(CUdevice* d, int ordinal) {
+  return ordinal == 0 ? ok(d, CUdevice{0}) : CUDA_ERROR_INVALID_DEVICE;
+}
+CUresult cuDeviceGetName(char* name, int len, CUdevice) {
+  std::strncpy(name, "Fake sm_90", static_cast<std::size_t>(len));
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevice) {
+  switch (a) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+      return ok(v, 9);
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+      return ok(v, 0);
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
+      return ok(v, 232448);
+    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE:
+      return ok(v, 50 << 20);
+    default:
+      return ok(v, 1024);
+  }
+}
+CUresult cuDevicePrimaryCtxRetain(CUcontext* c, CUdevice) {
+  return ok(c, kPrimary);
+}
+CUresult cuDevicePrimaryCtxRelease(CUdevice) {
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxGetCurrent(CUcontext* c) {
+  std::lock_guard lock(mu);
+  return ok(c, current);
+}
+CUresult cuCtxSetCurrent(CUcontext c) {
+  std::lock_guard lock(mu);
+  current = c;
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxSynchronize() {
+  return CUDA_SUCCESS;
+}
+CUresult cuModuleLoadDataEx(CUmodule* m, const void*, unsigned, CUjit_option*, void**) {
+  return ok(m, reinterpret_cast<CUmodule>(0x2000));
+}
+CUresult cuModuleUnload(CUmodule) {
+  return CUDA_SUCCESS;
+}
+CUresult cuModuleGetFunction(CUfunction* f, CUmodule, const char* name) {
+  std::lock_guard lock(mu);
+  function_names.emplace_back(name);
+  return ok(f, reinterpret_cast<CUfunction>(function_names.size()));
+}
+CUresult cuFuncGetAttribute(int* v, CUfunction_attribute a, CUfunction) {
+  return ok(v, a == CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK ? 1024 : 0);
+}
+CUresult cuFuncSetAttribute(CUfunction, CUfunction_attribute, int) {
+  return CUDA_SUCCESS;
+}
+CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                        unsigned by, unsigned bz, unsigned smem, CUstream stream, void** params,
+                        void**) {
+  std::lock_guard lock(mu);
+  auto index = reinterpret_cast<std::uintptr_t>(f);
+  std::string l = (index >= 1 && index <= function_names.size() ? function_names[index - 1]
+                                                                : std::string("?")) +
+                  " grid=" + std::to_string(gx) + "," + std::to_string(gy) + "," +
+                  std::to_string(gz) + " block=" + std::to_string(bx) + "," + std::to_string(by) +
+                  "," + std::to_string(bz) + " smem=" + std::to_string(smem) +
+                  " stream=" + std::to_string(reinterpret_cast<std::uintptr_t>(stream)) + " |";
+  static const char* hex = "0123456789abcdef";
+  for (std::size_t i = 0; i < param_sizes.size(); ++i) {
+    l += " ";
+    const auto* bytes = static_cast<const unsigned char*>(params[i]);
+    for (int b = 0; b < param_sizes[i]; ++b) {
+      l += hex[bytes[b] >> 4];
+      l += hex[bytes[b] & 15];
+    }
+  }
+  launches.push_back(l);
+  return CUDA_SUCCESS;
+}
+CUresult cuMemAlloc(CUdeviceptr* p, size_t) {
+  return ok(p, CUdeviceptr{0x10000});
+}
+CUresult cuMemFree(CUdeviceptr) {
+  return CUDA_SUCCESS;
+}
+CUresult cuMemcpyHtoD(CUdeviceptr, const void*, size_t) {
+  return CUDA_SUCCESS;
+}
+CUresult cuMemcpyDtoH(void*, CUdeviceptr, size_t) {
+  return CUDA_SUCCESS;
+}
+CUresult cuMemsetD8(CUdeviceptr, unsigned char, size_t) {
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamCreate(CUstream* s, unsigned) {
+  return ok(s, reinterpret_cast<CUstream>(0x4000));
+}
+CUresult cuStreamDestroy(CUstream) {
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamSynchronize(CUstream) {
+  return CUDA_SUCCESS;
+}
+CUresult cuEventCreate(CUevent* e, unsigned) {
+  return ok(e, reinterpret_cast<CUevent>(0x5000));
+}
+CUresult cuEventDestroy(CUevent) {
+  return CUDA_SUCCESS;
+}
+CUresult cuEventRecord(CUevent, CUstream) {
+  return CUDA_SUCCESS;
+}
+CUresult cuEventSynchronize(CUevent) {
+  return CUDA_SUCCESS;
+}
+CUresult cuEventElapsedTime(float* ms, CUevent, CUevent) {
+  return ok(ms, 1.0f);
+}
+CUresult cuMemcpyDtoDAsync(CUdeviceptr, CUdeviceptr, size_t, CUstream) {
+  return CUDA_SUCCESS;
+}
+CUresult cuMemsetD8Async(CUdeviceptr, unsigned char, size_t, CUstream) {
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamIsCapturing(CUstream, CUstreamCaptureStatus* s) {
+  return ok(s, CU_STREAM_CAPTURE_STATUS_NONE);
+}
+CUresult cuMemAllocAsync(CUdeviceptr* p, size_t, CUstream) {
+  return ok(p, CUdeviceptr{0x20000});
+}
+CUresult cuMemFreeAsync(CUdeviceptr, CUstream) {
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamBeginCapture(CUstream, CUstreamCaptureMode) {
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamEndCapture(CUstream, CUgraph* g) {
+  return ok(g, reinterpret_cast<CUgraph>(0x7000));
+}
+CUresult cuGraphInstantiateWithFlags(CUgraphExec* e, CUgraph, unsigned long long) {
+  return ok(e, reinterpret_cast<CUgraphExec>(0x8000));
+}
+CUresult cuGraphLaunch(CUgraphExec, CUstream) {
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphExecDestroy(CUgraphExec) {
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphDestroy(CUgraph) {
+  return CUDA_SUCCESS;
+}
+
+}  // extern "C"
