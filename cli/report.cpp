@@ -68,9 +68,9 @@ void print_backward(std::ostream& out, const OpPlan& forward, const OpPlan& back
     }
   }
   auto joined = [](const std::vector<std::string>& names) {
-    std::string out;
-    for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
-    return out;
+    std::string text;
+    for (const std::string& n : names) text += (text.empty() ? "" : ", ") + n;
+    return text;
   };
   out << "  backward  op " << backward.op_name << ": gradients of " << joined(grads) << "; saves "
       << (saved.empty() ? "nothing" : joined(saved)) << "; reads " << joined(incoming) << "\n";

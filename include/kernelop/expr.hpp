@@ -426,6 +426,13 @@ bool is_nonnegative(const ExprNode& node);
 /// The canonical text of a node (see Note [expression text]).
 std::string to_string(const ExprNode& node);
 
+/// aligned(t, bytes) takes a power of two from 1 to 4096 (so that the low 12 bits of a pointer
+/// decide it: the launch and decision memos key on them).
+constexpr bool valid_alignment(std::int64_t bytes) {
+  return bytes >= 1 && bytes <= 4096 && (bytes & (bytes - 1)) == 0;
+}
+inline constexpr const char* kAlignmentRule = "aligned() takes a power of two from 1 to 4096 bytes";
+
 /// Normalises a possibly negative axis against a rank into *out; false when out of range.
 inline bool normalize_axis(std::int64_t axis, std::int64_t rank, std::int64_t* out) {
   std::int64_t a = axis < 0 ? axis + rank : axis;

@@ -161,6 +161,7 @@ Expr Expr::stride(std::string tensor, std::int64_t axis) {
   return Expr(make_leaf(ExprOp::Stride, std::move(tensor), axis));
 }
 Expr Expr::aligned(std::string tensor, std::int64_t bytes) {
+  if (!valid_alignment(bytes)) KERNELOP_FAIL(Spec) << kAlignmentRule << ", got " << bytes;
   return Expr(make_leaf(ExprOp::Aligned, std::move(tensor), bytes));
 }
 Expr Expr::tunable(std::string name) {

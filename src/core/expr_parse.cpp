@@ -228,10 +228,9 @@ class Parser {
         expect(",");
         std::size_t at = pos_;
         std::int64_t bytes = parse_int();
-        if (bytes < 1 || bytes > 4096 || (bytes & (bytes - 1)) != 0) {
+        if (!valid_alignment(bytes)) {
           pos_ = at;
-          KERNELOP_RAISE(error()) << "aligned() takes a power of two from 1 to 4096 bytes, got "
-                                  << bytes;
+          KERNELOP_RAISE(error()) << kAlignmentRule << ", got " << bytes;
         }
         expect(")");
         return {Expr::aligned(tensor, bytes)};

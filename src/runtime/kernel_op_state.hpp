@@ -58,6 +58,7 @@ struct KernelOp::State {
   // begin in a MemoValue (after the fixed words and the extra arguments).
   std::unique_ptr<detail::LaunchMemo> launch_memo;
   std::size_t memo_outputs = 0;
+  bool memo_pointer_bits = false;  // an expression reads aligned(): keys hold pointer bits
   std::unique_ptr<detail::TacticState> tactics = std::make_unique<detail::TacticState>();
 
   const OpPlan& plan() const { return image.plan; }
@@ -83,13 +84,20 @@ struct KernelOp::State {
                          std::span<const TensorView> outputs) const;
   // Tactics (tactic_selector.cpp). The config for this call: pinned, else the tuning table, else
   // timed now, else the first eligible config. Never one whose requires the inputs break.
+  // `chosen`: how (Note [launch memo]).
   int choose_config(Frame& f, std::span<const TensorView> inputs,
                     std::span<const ScalarArg> scalars, std::span<const TensorView> outputs,
-                    const TensorPtrs& ptrs, int device, void* stream);
+                    const TensorPtrs& ptrs, int device, void* stream, detail::Chosen& chosen);
+  // Counts a choice in tuning_stats() and as the last tactic (nothing for the only config).
+  void count_choice(detail::Chosen how, int config);
   // Evaluates the geometry and arguments with `config`'s values and launches them.
   void launch_config(Frame& f, int config, const TensorPtrs& ptrs,
                      std::span<const ScalarArg> scalars, int device, void* stream,
-                     detail::MemoValue* record = nullptr);
+                     detail::MemoValue* record = nullptr,
+                     detail::Chosen chosen = detail::Chosen::Unstable);
+  // Stores a launch's record in the memo unless the tactic state changed since `generation`.
+  void remember_launch(const detail::MemoKey& key, const detail::MemoValue& value,
+                       std::uint64_t generation);
   // Times every eligible config for `key` and records the fastest (tactics.cpp).
   int autotune(Frame& f, const detail::TuneKey& key, const std::vector<int>& eligible,
                std::span<const TensorView> inputs, std::span<const ScalarArg> scalars,

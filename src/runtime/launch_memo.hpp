@@ -4,6 +4,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <span>
 
 #include "kernelop/plan.hpp"
@@ -12,33 +13,94 @@
 namespace kernelop::detail {
 
 /// Note [launch memo]: a declared launch (KernelOp::launch, launch_allocating) checks its
-/// arguments, evaluates the op's shapes, requirements, geometry and extra arguments, and packs
-/// them: several hundred instructions over data a driver call between launches has evicted from
-/// the caches. Yet consecutive calls of an op mostly repeat each other (a layer loop, a decode
-/// step) in everything but the data pointers. The memo keeps what the last launch derived (the
-/// device, the instance, the geometry, the extra arguments, the outputs' dtypes and shapes),
-/// under a key of everything those were derived from: the number of arguments, each tensor's
-/// dtype, device, shape, strides and whether its pointer is null, each scalar's kind and, for
-/// ints and bools, value. A call whose key equals the memo's is launched from the memo: its
-/// arguments are packed (the same pack_arguments) and launched (the same launch_packed); any
-/// other call takes the full path, which then updates the memo.
+/// arguments, evaluates the op's shapes, requirements, geometry and extra arguments, chooses a
+/// config and packs it all: several hundred instructions over data that a driver call between
+/// launches has evicted from the caches. Yet consecutive calls of an op mostly repeat each other
+/// (a layer loop, a decode step) in everything but the data pointers. The memo keeps what the
+/// last launch derived (the device, the instance, the geometry, the extra arguments, the chosen
+/// config and how it was chosen, the outputs' dtypes and shapes), under the call's key
+/// (MemoKey): the number of arguments, each tensor's dtype, device, shape, strides and whether
+/// its pointer is null, with the low 12 bits of its pointer when the op reads aligned() (whose
+/// argument is a power of two up to 4096), and each scalar's kind and, for ints and bools,
+/// value. A call whose key equals the memo's is launched from it: its arguments are packed (the
+/// same pack_arguments) and launched (the same launch_packed); any other call takes the full
+/// path, which then updates the memo.
 ///
-/// This is exact only for ops whose derivations read nothing outside the key, so an op uses a
-/// memo only when (memo_eligible):
-///   - it has one config and that config has no requires (no tactic choice, which also reads
-///     the stream, the tuning tables and the clock);
-///   - no expression reads a data pointer (aligned());
-///   - no input is written in place (the overlap check reads the pointers);
-/// and a call only when its key fits kKeyWords. A launch that does nothing (zero elements, an
-/// empty grid) or fails is never memoised: errors always come from the full path. Outputs
-/// allocated on a hit (launch_allocating) must encode as those of the memoised call did (their
-/// dtype, device, shape and strides), else the full path checks them.
+/// This is exact because everything the full path derives is a function of the key, except:
+///   - pointers, beyond their null-ness and alignment: read by the overlap check of an input
+///     written in place, so ops with such an input use no memo;
+///   - the tactic state (a pin, the tuning tables): only a config chosen from a stable source
+///     (the only config, a pin, a table decision, the single eligible config) is memoised, and
+///     pin_tactic() and add_tuning_table() bump the tactic generation and clear the memo, which
+///     a store re-checks under the writer's lock; a hit counts in tuning_stats() as the full
+///     path would have.
+/// A launch that does nothing (zero elements, an empty grid) or fails is never memoised: errors
+/// always come from the full path. Outputs allocated on a hit (launch_allocating) must encode as
+/// those of the memoised call did, else the full path checks them.
 ///
-/// Concurrency: one memo per op, a seqlock; readers never block, a writer that finds another
-/// writing skips its update. KERNELOP_LAUNCH_MEMO=0 turns the memo off (tests/cpu/
-/// launch_memo_test.cpp compares both over a corpus of calls, launches and errors alike).
-inline constexpr std::size_t kKeyWords = 96;
+/// Concurrency: one memo per op, a SeqlockEntry. KERNELOP_LAUNCH_MEMO=0 turns the memo off
+/// (tests/cpu/launch_memo_test.cpp compares both over a corpus of calls, launches and errors
+/// alike, on a recording fake driver).
+inline constexpr std::size_t kKeyWords = 128;
 inline constexpr std::size_t kValueWords = 128;
+
+/// One entry of key and value words behind a seqlock: readers never block and never see a torn
+/// entry; a writer that finds another writing skips its update. The launch memo and the tactic
+/// selector's decision memo (Note [decision memo]) are each one.
+template <std::size_t KeyWords, std::size_t ValueWords>
+class SeqlockEntry {
+ public:
+  /// Copies the value into `value` (room for ValueWords) when the entry's key is `key`.
+  bool find(std::span<const std::uint64_t> key, std::uint64_t* value,
+            std::size_t* value_size) const {
+    std::uint64_t s1 = seq_.load(std::memory_order_acquire);
+    if ((s1 & 1u) || key_size_.load(std::memory_order_relaxed) != key.size()) return false;
+    for (std::size_t i = 0; i < key.size(); ++i) {
+      if (key_[i].load(std::memory_order_relaxed) != key[i]) return false;
+    }
+    std::size_t n = value_size_.load(std::memory_order_relaxed);
+    if (n > ValueWords) return false;
+    for (std::size_t i = 0; i < n; ++i) value[i] = value_[i].load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (seq_.load(std::memory_order_relaxed) != s1) return false;  // a store came between
+    *value_size = n;
+    return true;
+  }
+  /// Replaces the entry, unless another thread is storing or `valid()`, checked under the
+  /// writer's lock, is false.
+  template <class Valid>
+  void store(std::span<const std::uint64_t> key, std::span<const std::uint64_t> value,
+             Valid valid) {
+    std::unique_lock lock(writer_, std::try_to_lock);
+    if (!lock || key.size() > KeyWords || value.size() > ValueWords || !valid()) return;
+    write(key, value);
+  }
+  /// Empties the entry (waits for a writer).
+  void clear() {
+    std::lock_guard lock(writer_);
+    write({}, {});
+  }
+
+ private:
+  void write(std::span<const std::uint64_t> key, std::span<const std::uint64_t> value) {
+    std::uint64_t s = seq_.load(std::memory_order_relaxed);
+    seq_.store(s + 1, std::memory_order_relaxed);  // odd: readers miss
+    std::atomic_thread_fence(std::memory_order_release);
+    // An empty entry has a key size no key has.
+    key_size_.store(key.empty() ? KeyWords + 1 : key.size(), std::memory_order_relaxed);
+    for (std::size_t i = 0; i < key.size(); ++i) key_[i].store(key[i], std::memory_order_relaxed);
+    value_size_.store(value.size(), std::memory_order_relaxed);
+    for (std::size_t i = 0; i < value.size(); ++i)
+      value_[i].store(value[i], std::memory_order_relaxed);
+    seq_.store(s + 2, std::memory_order_release);
+  }
+
+  std::atomic<std::uint64_t> seq_{0};
+  std::atomic<std::size_t> key_size_{KeyWords + 1}, value_size_{0};
+  std::array<std::atomic<std::uint64_t>, KeyWords> key_{};
+  std::array<std::atomic<std::uint64_t>, ValueWords> value_{};
+  std::mutex writer_;
+};
 
 enum class MemoMode : std::uint8_t { Launch = 1, Allocating = 2 };
 
@@ -46,53 +108,50 @@ enum class MemoMode : std::uint8_t { Launch = 1, Allocating = 2 };
 struct MemoKey {
   std::array<std::uint64_t, kKeyWords> words;
   std::size_t size = 0;
+  /// `pointer_bits`: the op reads aligned(), so the low 12 bits of each pointer count.
   bool build(MemoMode mode, std::span<const TensorView> inputs, std::span<const ScalarArg> scalars,
-             std::span<const TensorView> outputs);
-  bool add_tensor(const TensorView& t);
+             std::span<const TensorView> outputs, bool pointer_bits);
+  bool add_tensor(const TensorView& t, bool pointer_bits);
   bool push(std::uint64_t w) {
     if (size == kKeyWords) return false;
     words[size++] = w;
     return true;
   }
+  std::span<const std::uint64_t> span() const { return {words.data(), size}; }
 };
+
+/// How a launch's config was chosen: what a hit counts in tuning_stats() (Note [launch memo]).
+/// Unstable choices (the first eligible for want of a table entry, a tuning run) are not
+/// memoised.
+enum class Chosen : std::uint8_t { Only, Pinned, Table, Single, Unstable };
 
 /// What a launch derived from its key. Words, so that the seqlock copies them as atomics.
 struct MemoValue {
   std::array<std::uint64_t, kValueWords> words;
   std::size_t size = 0;
-  // Layout: device, instance, grid[3], block[3], smem, then each ExtraValue argument's value in
-  // argument order, then per output its dtype, rank and dims, then (allocating mode) the key
-  // words of each output as the full path allocated it.
+  // Layout: device, instance, grid[3], block[3], smem, how the config was chosen, the config,
+  // then each ExtraValue argument's value in argument order, then per output its dtype, rank
+  // and dims, then (allocating mode) the key words of each output as the full path allocated
+  // it.
   static constexpr std::size_t kDevice = 0, kInstance = 1, kGrid = 2, kBlock = 5, kSmem = 8,
-                               kExtras = 9;
+                               kChosen = 9, kConfig = 10, kExtras = 11;
   bool push(std::uint64_t w) {
     if (size == kValueWords) return false;
     words[size++] = w;
     return true;
   }
+  std::span<const std::uint64_t> span() const { return {words.data(), size}; }
 };
 
-/// The memo itself: one entry, a seqlock.
-class LaunchMemo {
- public:
-  /// Copies the entry into `value` when its key is `key`.
-  bool find(const MemoKey& key, MemoValue& value) const;
-  /// Replaces the entry (skipped when another thread is storing).
-  void store(const MemoKey& key, const MemoValue& value);
-  /// Counts a launch from the memo (KernelOp::memoized_launches()).
-  void count_hit() { hits_.fetch_add(1, std::memory_order_relaxed); }
-  std::uint64_t hits() const { return hits_.load(std::memory_order_relaxed); }
-
- private:
-  std::atomic<std::uint64_t> seq_{0};
-  std::atomic<bool> writing_{false};
-  std::atomic<std::uint32_t> key_size_{0}, value_size_{0};
-  std::array<std::atomic<std::uint64_t>, kKeyWords> key_{};
-  std::array<std::atomic<std::uint64_t>, kValueWords> value_{};
-  alignas(64) std::atomic<std::uint64_t> hits_{0};  // apart from what readers read
+/// The launch memo itself, and how often it served.
+struct LaunchMemo {
+  SeqlockEntry<kKeyWords, kValueWords> entry;
+  alignas(64) std::atomic<std::uint64_t> hits{0};  // apart from what readers read
 };
 
-/// Whether the op may use a memo (see the note), and KERNELOP_LAUNCH_MEMO is not 0.
+/// Whether the op may use a launch memo (see the note), and KERNELOP_LAUNCH_MEMO is not 0.
 bool memo_eligible(const OpPlan& plan);
+/// Whether an expression of the op reads aligned() (its calls' keys then hold pointer bits).
+bool reads_pointer_alignment(const OpPlan& plan);
 
 }  // namespace kernelop::detail

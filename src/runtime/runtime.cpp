@@ -79,6 +79,7 @@ KernelOp::KernelOp(CompiledImage image, LoadOptions options) : state_(std::make_
   for (const ConfigPlan& c : p.configs) {
     for (const RequirementPlan& r : c.requirements) note_arch(r.condition);
   }
+  state_->memo_pointer_bits = detail::reads_pointer_alignment(p);
   if (detail::memo_eligible(p)) {
     state_->launch_memo = std::make_unique<detail::LaunchMemo>();
     state_->memo_outputs = detail::MemoValue::kExtras;
@@ -147,7 +148,7 @@ void KernelOp::check_arguments(std::span<const TensorView> inputs,
 }
 
 std::uint64_t KernelOp::memoized_launches() const {
-  return state_->launch_memo ? state_->launch_memo->hits() : 0;
+  return state_->launch_memo ? state_->launch_memo->hits.load(std::memory_order_relaxed) : 0;
 }
 
 LoadInfo KernelOp::load(int device) const {
@@ -166,16 +167,25 @@ void KernelOp::launch(std::span<const TensorView> inputs, std::span<const Scalar
   // Note [launch memo]: a call that repeats the last one in everything but its pointers.
   detail::MemoKey key;
   detail::MemoValue memo;
-  bool keyed = s.launch_memo && key.build(detail::MemoMode::Launch, inputs, scalars, outputs);
-  if (keyed && s.launch_memo->find(key, memo)) {
+  bool keyed = s.launch_memo &&
+               key.build(detail::MemoMode::Launch, inputs, scalars, outputs, s.memo_pointer_bits);
+  if (keyed && s.launch_memo->entry.find(key.span(), memo.words.data(), &memo.size)) {
     s.launch_memoized(memo, inputs, scalars, outputs, stream);
     return;
   }
+  std::uint64_t generation = s.tactics->generation.load(std::memory_order_acquire);
   Frame f;
   detail::prepare(p, inputs, scalars, f, outputs);
   memo.size = 0;
   s.launch_prepared(f, inputs, scalars, outputs, stream, keyed ? &memo : nullptr);
-  if (keyed && memo.size > 0) s.launch_memo->store(key, memo);
+  if (keyed && memo.size > 0) s.remember_launch(key, memo, generation);
+}
+
+void KernelOp::State::remember_launch(const detail::MemoKey& key, const detail::MemoValue& value,
+                                      std::uint64_t generation) {
+  launch_memo->entry.store(key.span(), value.span(), [&] {
+    return tactics->generation.load(std::memory_order_acquire) == generation;
+  });
 }
 
 void KernelOp::launch_allocating(std::span<const TensorView> inputs,
@@ -192,8 +202,9 @@ void KernelOp::launch_allocating(std::span<const TensorView> inputs,
   std::span<const TensorView> outputs(made.data(), p.outputs.size());
   detail::MemoKey key;
   detail::MemoValue memo;
-  bool keyed = s.launch_memo && key.build(detail::MemoMode::Allocating, inputs, scalars, {});
-  if (keyed && s.launch_memo->find(key, memo)) {
+  bool keyed = s.launch_memo &&
+               key.build(detail::MemoMode::Allocating, inputs, scalars, {}, s.memo_pointer_bits);
+  if (keyed && s.launch_memo->entry.find(key.span(), memo.words.data(), &memo.size)) {
     // The outputs the memoised call had, allocated again; launched from the memo when the
     // allocator made them as it did then (else the full path below checks them).
     std::size_t w = s.memo_outputs;
@@ -209,7 +220,7 @@ void KernelOp::launch_allocating(std::span<const TensorView> inputs,
     as_allocated.size = 0;
     bool same = true;
     for (std::size_t o = 0; o < p.outputs.size() && same; ++o) {
-      same = as_allocated.add_tensor(made[o]);
+      same = as_allocated.add_tensor(made[o], s.memo_pointer_bits);
     }
     same = same && w + as_allocated.size == memo.size &&
            std::equal(as_allocated.words.begin(), as_allocated.words.begin() + as_allocated.size,
@@ -223,6 +234,7 @@ void KernelOp::launch_allocating(std::span<const TensorView> inputs,
     s.launch_prepared(f, inputs, scalars, outputs, stream);
     return;
   }
+  std::uint64_t generation = s.tactics->generation.load(std::memory_order_acquire);
   Frame f;
   detail::prepare(p, inputs, scalars, f);
   for (std::size_t o = 0; o < p.outputs.size(); ++o) {
@@ -237,10 +249,11 @@ void KernelOp::launch_allocating(std::span<const TensorView> inputs,
     detail::MemoKey as_allocated;
     as_allocated.size = 0;
     bool fits = true;
-    for (const TensorView& t : outputs) fits = fits && as_allocated.add_tensor(t);
+    for (const TensorView& t : outputs)
+      fits = fits && as_allocated.add_tensor(t, s.memo_pointer_bits);
     for (std::size_t i = 0; fits && i < as_allocated.size; ++i)
       fits = memo.push(as_allocated.words[i]);
-    if (fits) s.launch_memo->store(key, memo);
+    if (fits) s.remember_launch(key, memo, generation);
   }
 }
 
@@ -263,10 +276,13 @@ void KernelOp::State::launch_prepared(Frame& f, std::span<const TensorView> inpu
   if (!work) return;  // zero-element outputs: nothing to launch
   TensorPtrs ptrs = tensor_ptrs(inputs, outputs);
   // One config: its requires are checked like the op's (choose_config raises when they fail).
+  detail::Chosen chosen = detail::Chosen::Only;
   int config = p.configs.size() == 1 && p.configs[0].requirements.empty()
                    ? 0
-                   : choose_config(f, inputs, scalars, outputs, ptrs, device, stream);
-  launch_config(f, config, ptrs, scalars, device, stream, record);
+                   : choose_config(f, inputs, scalars, outputs, ptrs, device, stream, chosen);
+  // Only a config chosen from a stable source may be replayed (Note [launch memo]).
+  if (chosen == detail::Chosen::Unstable) record = nullptr;
+  launch_config(f, config, ptrs, scalars, device, stream, record, chosen);
   if (record && record->size > 0) {
     // The outputs' dtypes and shapes, for a hit of launch_allocating to allocate.
     bool fits = true;
@@ -286,6 +302,7 @@ void KernelOp::State::launch_memoized(const detail::MemoValue& memo,
                                       std::span<const TensorView> outputs, void* stream) {
   using V = detail::MemoValue;
   const std::uint64_t* w = memo.words.data();
+  count_choice(static_cast<detail::Chosen>(w[V::kChosen]), static_cast<int>(w[V::kConfig]));
   auto word = [&](std::size_t i) { return static_cast<std::int64_t>(w[i]); };
   TensorPtrs ptrs = tensor_ptrs(inputs, outputs);
   PackedArgs packed;
@@ -295,12 +312,12 @@ void KernelOp::State::launch_memoized(const detail::MemoValue& memo,
                 {word(V::kGrid), word(V::kGrid + 1), word(V::kGrid + 2)},
                 {word(V::kBlock), word(V::kBlock + 1), word(V::kBlock + 2)}, word(V::kSmem),
                 packed.kernel_params(plan()), stream);
-  launch_memo->count_hit();
+  launch_memo->hits.fetch_add(1, std::memory_order_relaxed);
 }
 
 void KernelOp::State::launch_config(Frame& f, int config, const TensorPtrs& ptrs,
                                     std::span<const ScalarArg> scalars, int device, void* stream,
-                                    detail::MemoValue* record) {
+                                    detail::MemoValue* record, detail::Chosen chosen) {
   const OpPlan& p = plan();
   f.tunables = p.configs[static_cast<std::size_t>(config)].values.data();
   if (reads_arch) f.arch = module_for(device).arch;
@@ -327,8 +344,9 @@ void KernelOp::State::launch_config(Frame& f, int config, const TensorPtrs& ptrs
 
   int instance = config * p.dtype_combinations() + f.instance;
   if (record) {
-    for (std::int64_t v : {std::int64_t{device}, std::int64_t{instance}, grid[0], grid[1], grid[2],
-                           block[0], block[1], block[2], smem})
+    for (std::int64_t v :
+         {std::int64_t{device}, std::int64_t{instance}, grid[0], grid[1], grid[2], block[0],
+          block[1], block[2], smem, static_cast<std::int64_t>(chosen), std::int64_t{config}})
       record->push(static_cast<std::uint64_t>(v));
   }
   PackedArgs packed;

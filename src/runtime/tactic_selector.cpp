@@ -74,40 +74,6 @@ struct Selection {
   }
 };
 
-// Note [decision memo]: the exact signature of this call; false when it does not fit the memo.
-using Signature = std::array<std::int64_t, detail::DecisionMemo::kWords>;
-bool call_signature(const OpPlan& p, const Frame& f, std::span<const TensorView> inputs,
-                    std::span<const TensorView> outputs, int device, Signature& sig,
-                    std::size_t& n) {
-  n = 0;
-  auto put = [&](std::int64_t v) {
-    if (n < sig.size()) sig[n] = v;
-    ++n;
-  };
-  auto low_bits = [](const void* data) {
-    return static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(data) & 4095u);
-  };
-  put(device);
-  put(f.instance);
-  for (const TensorView& v : inputs) {
-    put(v.shape.rank());
-    for (int d = 0; d < v.shape.rank(); ++d) put(v.shape[d]);
-    put(low_bits(v.data));
-    // Strides too: a requirement may read stride() of any tensor, and a contiguous one's
-    // strides along size-1 axes are free.
-    for (int d = 0; d < v.shape.rank(); ++d) put(v.stride(d));
-  }
-  for (const TensorView& v : outputs) {
-    put(low_bits(v.data));
-    for (int d = 0; d < v.shape.rank(); ++d) put(v.stride(d));
-  }
-  for (std::size_t i = 0; i < p.scalars.size(); ++i) {
-    if (p.scalars[i].type != ScalarType::Float && p.scalars[i].type != ScalarType::Float64)
-      put(f.ints[i]);
-  }
-  return n <= sig.size();
-}
-
 // The tuning key (Note [tuning key]): dtype combination, eligible set, bucketed sizes. nullopt
 // when the spec's tuning key cannot be evaluated for these inputs (`why` says why).
 std::optional<detail::TuneKey> tuning_key(
@@ -137,35 +103,63 @@ std::optional<detail::TuneKey> tuning_key(
 
 }  // namespace
 
+void KernelOp::State::count_choice(detail::Chosen how, int config) {
+  detail::TacticState& t = *tactics;
+  std::atomic<std::uint64_t>* counter = nullptr;
+  switch (how) {
+    case detail::Chosen::Only:
+      return;
+    case detail::Chosen::Pinned:
+      counter = &t.pins;
+      break;
+    case detail::Chosen::Table:
+      counter = &t.table_hits;
+      break;
+    case detail::Chosen::Single:
+      counter = &t.single;
+      break;
+    case detail::Chosen::Unstable:
+      counter = &t.defaults;
+      break;
+  }
+  counter->fetch_add(1, std::memory_order_relaxed);
+  t.last.store(config, std::memory_order_relaxed);
+}
+
 int KernelOp::State::choose_config(Frame& f, std::span<const TensorView> inputs,
                                    std::span<const ScalarArg> scalars,
                                    std::span<const TensorView> outputs, const TensorPtrs& ptrs,
-                                   int device, void* stream) {
+                                   int device, void* stream, detail::Chosen& chosen) {
   const OpPlan& p = plan();
   detail::TacticState& t = *tactics;
   detail::check_device_index(p, device);
   if (reads_arch) f.arch = module_for(device).arch;
   FrameSizes sizes{f};
   Selection sel(p, f, sizes);
-  auto chose = [&](int c, std::atomic<std::uint64_t>& counter) {
-    counter.fetch_add(1, std::memory_order_relaxed);
-    t.last.store(c, std::memory_order_relaxed);
+  chosen = detail::Chosen::Unstable;
+  auto chose = [&](int c, detail::Chosen how) {
+    count_choice(how, c);
+    chosen = how;
     return c;
   };
   // 1. The pin.
   int pinned = t.pinned.load(std::memory_order_relaxed);
   if (pinned >= 0) {
-    if (sel.holds(pinned)) return chose(pinned, t.pins);
+    if (sel.holds(pinned)) return chose(pinned, detail::Chosen::Pinned);
     KERNELOP_RAISE(error(ErrorKind::Launch))
         << sel.config_text(pinned) << " is pinned but cannot run these inputs: it requires "
         << sel.why_not(pinned);
   }
   // 2. The memo.
-  Signature sig;
-  std::size_t n = 0;
-  bool memo = p.configs.size() > 1 && call_signature(p, f, inputs, outputs, device, sig, n);
+  detail::MemoKey sig;
+  bool memo = p.configs.size() > 1 &&
+              sig.build(detail::MemoMode::Launch, inputs, scalars, outputs, memo_pointer_bits);
   if (memo) {
-    if (int c = t.memo.find(sig.data(), n); c >= 0) return chose(c, t.table_hits);
+    std::uint64_t c = 0;
+    std::size_t n = 0;
+    if (t.memo.find(sig.span(), &c, &n) && n == 1) {
+      return chose(static_cast<int>(c), detail::Chosen::Table);
+    }
   }
   // 3. Eligibility.
   std::array<std::uint64_t, detail::kEligibleWords> mask{};
@@ -177,8 +171,11 @@ int KernelOp::State::choose_config(Frame& f, std::span<const TensorView> inputs,
     ++num_eligible;
   }
   if (first < 0) sel.fail_none_eligible();
-  if (p.configs.size() == 1) return 0;  // one config, and it can run: nothing to choose
-  if (num_eligible == 1) return chose(first, t.single);
+  if (p.configs.size() == 1) {
+    chosen = detail::Chosen::Only;
+    return 0;  // one config, and it can run: nothing to choose
+  }
+  if (num_eligible == 1) return chose(first, detail::Chosen::Single);
   auto eligible = [&](int c) { return (mask[static_cast<std::size_t>(c) / 64] >> (c % 64)) & 1u; };
   // 4. The table.
   std::string why;
@@ -189,18 +186,22 @@ int KernelOp::State::choose_config(Frame& f, std::span<const TensorView> inputs,
       std::cerr << "kernelop: op " << p.op_name << ": " << why << "; using "
                 << sel.config_text(first) << " untuned\n";
     }
-    return chose(first, t.defaults);
+    return chose(first, detail::Chosen::Unstable);
   }
   // A decision read before add_tuning_table changes the tables is not memoised after it.
   std::uint64_t generation = t.generation.load(std::memory_order_acquire);
   auto remember = [&](int c) {
-    if (memo && t.generation.load(std::memory_order_acquire) == generation) {
-      t.memo.store(sig.data(), n, c);
+    if (memo) {
+      std::uint64_t value = static_cast<std::uint64_t>(c);
+      t.memo.store(sig.span(), {&value, 1},
+                   [&] { return t.generation.load(std::memory_order_acquire) == generation; });
     }
     return c;
   };
   detail::DeviceTuning& table = device_tuning(device);
-  if (int c = table.find(*key); c >= 0 && eligible(c)) return remember(chose(c, t.table_hits));
+  if (int c = table.find(*key); c >= 0 && eligible(c)) {
+    return remember(chose(c, detail::Chosen::Table));
+  }
   // 5. Tuning now, 6. else the first eligible.
   bool tune = options.tune && env_flag("KERNELOP_TUNE", true);
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -219,7 +220,7 @@ int KernelOp::State::choose_config(Frame& f, std::span<const TensorView> inputs,
                 << "; no tuning for this call, using " << sel.config_text(first)
                 << " (the first eligible)\n";
     }
-    return chose(first, t.defaults);
+    return chose(first, detail::Chosen::Unstable);
   }
   std::vector<int> candidates;
   for (int c = 0; c < static_cast<int>(p.configs.size()); ++c) {

@@ -181,7 +181,11 @@ void KernelOp::pin_tactic(std::int64_t tactic) const {
     KERNELOP_RAISE(state_->error(ErrorKind::Spec))
         << "cannot pin tactic " << tactic << "; expected -1 (unpin) or 0.." << num_tactics() - 1;
   }
-  state_->tactics->pinned.store(static_cast<int>(tactic), std::memory_order_relaxed);
+  State& s = *state_;
+  s.tactics->pinned.store(static_cast<int>(tactic), std::memory_order_relaxed);
+  // A launch memoised under the previous pin is not replayed (Note [launch memo]).
+  s.tactics->generation.fetch_add(1, std::memory_order_acq_rel);
+  if (s.launch_memo) s.launch_memo->entry.clear();
 }
 
 int KernelOp::pinned_tactic() const {
@@ -236,6 +240,7 @@ void KernelOp::add_tuning_table(const TuningTable& table) const {
   }
   t.generation.fetch_add(1, std::memory_order_acq_rel);  // a decision may change
   t.memo.clear();
+  if (s.launch_memo) s.launch_memo->entry.clear();
 }
 
 }  // namespace kernelop

@@ -15,6 +15,7 @@
 
 #include "kernelop/runtime.hpp"
 #include "kernelop/tuning.hpp"
+#include "runtime/launch_memo.hpp"
 
 namespace kernelop::detail {
 
@@ -68,56 +69,19 @@ struct DeviceTuning {
   void put(TuningEntry entry);
 };
 
-/// Note [decision memo]: the latest table decision of the op with the exact call signature it
-/// was made for (device, dtype combination, every input's and output's shape, the low 12 bits of
-/// every data pointer, which aligned() reads, strides of strided inputs, integer and bool
-/// scalars): a call with the same signature repeats the decision without evaluating the
-/// configs' requires, the key or the table. A seqlock over atomic words: readers never block and
-/// never see a torn signature; a writer that finds another writing skips the update.
-struct DecisionMemo {
-  static constexpr std::size_t kWords = 128;
-  std::atomic<std::uint64_t> seq{0};
-  std::atomic<std::size_t> size{0};
-  std::atomic<int> config{-1};
-  std::array<std::atomic<std::int64_t>, kWords> words{};
-  std::mutex writer;
-
-  /// The decision for `sig` (size n), or -1.
-  int find(const std::int64_t* sig, std::size_t n) const {
-    std::uint64_t s1 = seq.load(std::memory_order_acquire);
-    if ((s1 & 1u) || size.load(std::memory_order_relaxed) != n) return -1;
-    for (std::size_t i = 0; i < n; ++i) {
-      if (words[i].load(std::memory_order_relaxed) != sig[i]) return -1;
-    }
-    int c = config.load(std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_acquire);
-    return seq.load(std::memory_order_relaxed) == s1 ? c : -1;
-  }
-  /// Forgets the decision (waits for a writer).
-  void clear() {
-    std::lock_guard lock(writer);
-    write(nullptr, 0, -1);
-  }
-  void store(const std::int64_t* sig, std::size_t n, int c) {
-    std::unique_lock lock(writer, std::try_to_lock);
-    if (lock && n <= kWords) write(sig, n, c);
-  }
-
- private:
-  void write(const std::int64_t* sig, std::size_t n, int c) {
-    seq.fetch_add(1, std::memory_order_relaxed);  // odd: readers miss
-    std::atomic_thread_fence(std::memory_order_release);
-    for (std::size_t i = 0; i < n; ++i) words[i].store(sig[i], std::memory_order_relaxed);
-    size.store(n, std::memory_order_relaxed);
-    config.store(c, std::memory_order_relaxed);
-    seq.fetch_add(1, std::memory_order_release);
-  }
-};
+/// Note [decision memo]: the latest table decision of the op with the exact key of the call it
+/// was made for (MemoKey, Note [launch memo]: dtypes, devices, shapes, strides, the low 12 bits
+/// of pointers when the op reads aligned(), integer and bool scalars): a call with the same key
+/// repeats the decision without evaluating the configs' requires, the tuning key or the table.
+/// It serves the calls the launch memo does not: ops that write an input in place, and calls
+/// between two others. Its value is the config.
+using DecisionMemo = SeqlockEntry<kKeyWords, 1>;
 
 struct TacticState {
   DecisionMemo memo;
-  /// Bumped when tables change under a running op (add_tuning_table): a decision read from the
-  /// table before the change is not memoised after it (Note [decision memo]).
+  /// Bumped when the pin or the tables change under a running op (pin_tactic, add_tuning_table):
+  /// a decision read before the change is not memoised after it (Note [decision memo], Note
+  /// [launch memo]).
   std::atomic<std::uint64_t> generation{0};
   std::atomic<int> pinned{-1};
   std::atomic<int> last{-1};

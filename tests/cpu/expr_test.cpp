@@ -471,7 +471,9 @@ TEST(Expr, TheOperatorTableDrivesThePrinterTheParserAndTheReservedNames) {
         break;
     }
     Expr e = Expr::parse(text);
-    if (row.op != ExprOp::Tunable) EXPECT_EQ(e.op(), row.op) << text;  // a name parses as Scalar
+    if (row.op != ExprOp::Tunable) {
+      EXPECT_EQ(e.op(), row.op) << text;  // a name parses as Scalar
+    }
     EXPECT_EQ(e.to_string(), text);
     bool call = row.form == ExprForm::Call || row.form == ExprForm::LeafCall;
     EXPECT_EQ(is_reserved_name(row.spelling), call) << row.spelling;
