@@ -49,6 +49,7 @@ std::unique_ptr<DeviceModule> load_device_module(const CompiledImage& image,
   auto m = std::make_unique<DeviceModule>();
   m->ctx = std::make_unique<detail::PrimaryContext>(device);
   m->context = m->ctx->get();
+  m->driver = &d;
   CUdevice dev = 0;
   check_cuda(d.cuDeviceGet(&dev, device), "cuDeviceGet", std::to_string(device));
   int major = 0, minor = 0, optin = 0;

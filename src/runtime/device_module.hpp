@@ -19,7 +19,8 @@ bool log_enabled(const LoadOptions& options);
 /// module's context current before unloading it (cuModuleUnload acts on the current context).
 struct DeviceModule {
   // What every launch reads comes first and per instance in one record (Note [launch path]).
-  CUcontext context = nullptr;  // ctx->get()
+  const Driver* driver = nullptr;  // loaded: a module exists only once the driver does
+  CUcontext context = nullptr;     // ctx->get()
   int max_dynamic_shared = 48 * 1024;
   int arch = 0;  // compute capability, major * 10 + minor (arch() in expressions)
   struct Scratch {

@@ -99,19 +99,16 @@ PrimaryContext::~PrimaryContext() {
   }
 }
 
-ScopedContext::ScopedContext(CUcontext ctx) {
-  const Driver& d = Driver::require();
-  check_cuda(d.cuCtxGetCurrent(&previous_), "cuCtxGetCurrent", "");
+ScopedContext::ScopedContext(const Driver& driver, CUcontext ctx) : driver_(driver) {
+  check_cuda(driver_.cuCtxGetCurrent(&previous_), "cuCtxGetCurrent", "");
   if (previous_ != ctx) {
-    check_cuda(d.cuCtxSetCurrent(ctx), "cuCtxSetCurrent", "");
+    check_cuda(driver_.cuCtxSetCurrent(ctx), "cuCtxSetCurrent", "");
     switched_ = true;
   }
 }
 
 ScopedContext::~ScopedContext() {
-  if (switched_) {
-    if (const Driver* d = Driver::get()) d->cuCtxSetCurrent(previous_);
-  }
+  if (switched_) driver_.cuCtxSetCurrent(previous_);
 }
 
 }  // namespace kernelop::detail

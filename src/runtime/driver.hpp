@@ -95,12 +95,15 @@ class PrimaryContext {
 /// Makes `ctx` current for a scope when it is not already, restoring the previous one.
 class ScopedContext {
  public:
-  explicit ScopedContext(CUcontext ctx);
+  explicit ScopedContext(CUcontext ctx) : ScopedContext(Driver::require(), ctx) {}
+  /// With the driver at hand (a launch: no lookup of it).
+  ScopedContext(const Driver& driver, CUcontext ctx);
   ~ScopedContext();
   ScopedContext(const ScopedContext&) = delete;
   ScopedContext& operator=(const ScopedContext&) = delete;
 
  private:
+  const Driver& driver_;
   CUcontext previous_ = nullptr;
   bool switched_ = false;
 };

@@ -52,8 +52,9 @@ struct KernelOp::State {
   CompiledImage image;
   LoadOptions options;
   detail::ModuleCache modules{image, options};
-  bool reads_arch = false;           // an expression reads arch(): the device must be known first
-  std::optional<LaunchExprs> exprs;  // declared launches (the plan has a geometry)
+  bool reads_arch = false;            // an expression reads arch(): the device must be known first
+  std::optional<LaunchExprs> exprs;   // declared launches (the plan has a geometry)
+  std::vector<detail::ArgCode> args;  // arg_codes(plan())
   // Note [launch memo]: null when the op may not use one; memo_outputs: where the outputs
   // begin in a MemoValue (after the fixed words and the extra arguments).
   std::unique_ptr<detail::LaunchMemo> launch_memo;

@@ -17,6 +17,15 @@ const char* scalar_kind_name(ScalarArg::Kind kind) {
   return "?";
 }
 
+std::vector<ArgCode> arg_codes(const OpPlan& p) {
+  std::vector<ArgCode> out;
+  for (const ArgSlot& a : p.args) {
+    // Slots index at most kMaxKernelArgs tensors, scalars or extras (checked at construction).
+    out.push_back({a.kind, a.value_type, static_cast<std::uint16_t>(a.index)});
+  }
+  return out;
+}
+
 void** PackedArgs::kernel_params(const OpPlan& plan) {
   if (plan.structs.empty()) return params.data();
   auto* bytes = reinterpret_cast<unsigned char*>(struct_bytes.data());

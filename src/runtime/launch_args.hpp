@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 #include "kernelop/runtime.hpp"
 #include "kernelop/shape_eval.hpp"
@@ -100,15 +101,24 @@ const char* scalar_kind_name(ScalarArg::Kind kind);
 void pack_scalar(void* slot, ScalarType type, const ScalarArg& value);
 void pack_pointer(void* slot, const void* data);
 
-/// Fills `packed` with the kernel's arguments in the plan's order: tensors' pointers from `ptrs`
-/// (by tensor slot), scalars as the kernel's by-value types, and ExtraValue argument i as
-/// `extra(i)` gives it (called in argument order). Both the full launch and a memoised one
-/// (Note [launch memo]) pack with it.
+/// What packing reads of an ArgSlot, 4 bytes a slot (Note [launch path]): the plan's ArgSlots
+/// (names, expressions) span several cache lines each.
+struct ArgCode {
+  ArgSlot::Kind kind;
+  ScalarType value_type;
+  std::uint16_t index;
+};
+std::vector<ArgCode> arg_codes(const OpPlan& p);
+
+/// Fills `packed` with the kernel's arguments in the plan's order (`args`, from arg_codes):
+/// tensors' pointers from `ptrs` (by tensor slot), scalars as the kernel's by-value types, and
+/// ExtraValue argument i as `extra(i)` gives it (called in argument order). Both the full launch
+/// and a memoised one (Note [launch memo]) pack with it.
 template <class Extra>
-void pack_arguments(const OpPlan& p, const TensorPtrs& ptrs, std::span<const ScalarArg> scalars,
-                    PackedArgs& packed, Extra&& extra) {
-  for (std::size_t i = 0; i < p.args.size(); ++i) {
-    const ArgSlot& a = p.args[i];
+void pack_arguments(std::span<const ArgCode> args, const TensorPtrs& ptrs,
+                    std::span<const ScalarArg> scalars, PackedArgs& packed, Extra&& extra) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const ArgCode& a = args[i];
     void* slot = packed.slot(i);
     switch (a.kind) {
       case ArgSlot::Kind::TensorInput:

@@ -1,6 +1,7 @@
 // The launch memo: an op's last launch, replayed when a call repeats it (Note [launch memo]).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -50,9 +51,10 @@ inline constexpr std::size_t kValueWords = 128;
 template <std::size_t KeyWords, std::size_t ValueWords>
 class SeqlockEntry {
  public:
-  /// Copies the value into `value` (room for ValueWords) when the entry's key is `key`.
-  bool find(std::span<const std::uint64_t> key, std::uint64_t* value,
-            std::size_t* value_size) const {
+  /// Copies the value into `value` (room for ValueWords) when the entry's key is `key`: its
+  /// first `max_words` words at most, the size it has in `value_size`.
+  bool find(std::span<const std::uint64_t> key, std::uint64_t* value, std::size_t* value_size,
+            std::size_t max_words = ValueWords) const {
     std::uint64_t s1 = seq_.load(std::memory_order_acquire);
     if ((s1 & 1u) || key_size_.load(std::memory_order_relaxed) != key.size()) return false;
     for (std::size_t i = 0; i < key.size(); ++i) {
@@ -60,7 +62,8 @@ class SeqlockEntry {
     }
     std::size_t n = value_size_.load(std::memory_order_relaxed);
     if (n > ValueWords) return false;
-    for (std::size_t i = 0; i < n; ++i) value[i] = value_[i].load(std::memory_order_relaxed);
+    for (std::size_t i = 0; i < std::min(n, max_words); ++i)
+      value[i] = value_[i].load(std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_acquire);
     if (seq_.load(std::memory_order_relaxed) != s1) return false;  // a store came between
     *value_size = n;

@@ -28,8 +28,8 @@ void KernelOp::State::launch_packed(int device, int inst, const std::array<std::
         << m.max_dynamic_shared << " bytes a block may use";
   }
 
-  const Driver& d = Driver::require();
-  detail::ScopedContext scope(m.context);
+  const Driver& d = *m.driver;
+  detail::ScopedContext scope(d, m.context);
   // Global scratch (a Triton kernel's): per block, allocated stream-ordered for this launch (so a
   // CUDA graph capture records it as allocation nodes), freed after it on the same stream.
   const DeviceModule::Scratch& scratch = k.scratch;

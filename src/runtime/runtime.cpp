@@ -79,6 +79,7 @@ KernelOp::KernelOp(CompiledImage image, LoadOptions options) : state_(std::make_
   for (const ConfigPlan& c : p.configs) {
     for (const RequirementPlan& r : c.requirements) note_arch(r.condition);
   }
+  state_->args = detail::arg_codes(p);
   state_->memo_pointer_bits = detail::reads_pointer_alignment(p);
   if (detail::memo_eligible(p)) {
     state_->launch_memo = std::make_unique<detail::LaunchMemo>();
@@ -169,7 +170,9 @@ void KernelOp::launch(std::span<const TensorView> inputs, std::span<const Scalar
   detail::MemoValue memo;
   bool keyed = s.launch_memo &&
                key.build(detail::MemoMode::Launch, inputs, scalars, outputs, s.memo_pointer_bits);
-  if (keyed && s.launch_memo->entry.find(key.span(), memo.words.data(), &memo.size)) {
+  // (Up to the extra arguments: launch() has its outputs.)
+  if (keyed &&
+      s.launch_memo->entry.find(key.span(), memo.words.data(), &memo.size, s.memo_outputs)) {
     s.launch_memoized(memo, inputs, scalars, outputs, stream);
     return;
   }
@@ -307,7 +310,7 @@ void KernelOp::State::launch_memoized(const detail::MemoValue& memo,
   TensorPtrs ptrs = tensor_ptrs(inputs, outputs);
   PackedArgs packed;
   std::size_t extra = V::kExtras;
-  detail::pack_arguments(plan(), ptrs, scalars, packed, [&](std::size_t) { return word(extra++); });
+  detail::pack_arguments(args, ptrs, scalars, packed, [&](std::size_t) { return word(extra++); });
   launch_packed(static_cast<int>(word(V::kDevice)), static_cast<int>(word(V::kInstance)),
                 {word(V::kGrid), word(V::kGrid + 1), word(V::kGrid + 2)},
                 {word(V::kBlock), word(V::kBlock + 1), word(V::kBlock + 2)}, word(V::kSmem),
@@ -350,7 +353,7 @@ void KernelOp::State::launch_config(Frame& f, int config, const TensorPtrs& ptrs
       record->push(static_cast<std::uint64_t>(v));
   }
   PackedArgs packed;
-  detail::pack_arguments(p, ptrs, scalars, packed, [&](std::size_t i) {
+  detail::pack_arguments(args, ptrs, scalars, packed, [&](std::size_t i) {
     const ArgSlot& a = p.args[i];
     std::int64_t v = env.eval(x.program, x.extras[i]);
     if (a.value_type == ScalarType::Int) {
