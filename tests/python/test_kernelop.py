@@ -547,10 +547,17 @@ class TacticsCuda(unittest.TestCase):
             k.pin_tactic(None)
             torch.testing.assert_close(op(x), want)
         report = k.tuning_report()
-        self.assertGreater(report["stats"]["tunings"], 0)
+        # Timed now, or by an earlier process whose table the disk cache kept.
+        self.assertGreater(report["stats"]["tunings"] + report["stats"]["table_hits"], 0, report)
         entry = report["tables"][0]["entries"][0]
-        timed = [t for t in entry["times_ms"] if t is not None]
-        self.assertEqual(entry["times_ms"][entry["config"]], min(timed))
+        times, chosen = entry["times_ms"], entry["config"]
+        fastest = min(t for t in times if t is not None)
+        # Note [tuning runs]: the fastest median wins, or a lower id within the noise of it (a
+        # tie: never more than 3%, always within 1%).
+        self.assertLessEqual(times[chosen], fastest * 1.03, entry)
+        for c in range(chosen):
+            if times[c] is not None:
+                self.assertGreater(times[c], fastest * 1.01, (c, entry))
 
     def test_capture_times_nothing_and_replays(self):
         code = f"""
