@@ -1,0 +1,26 @@
+# ctest: install the build into a fresh prefix, build tests/consumer against it as a user would
+# (a fresh build folder, CMAKE_PREFIX_PATH only), and run it on examples/relu.json.
+#   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -P run.cmake
+file(REMOVE_RECURSE "${WORK_DIR}")
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "failed (${rc}): ${ARGN}\n${out}\n${err}")
+  endif()
+  set(out "${out}" PARENT_SCOPE)
+endfunction()
+run(${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${WORK_DIR}/prefix")
+foreach(stray _kernelop kernelop.py)
+  file(GLOB at_root "${WORK_DIR}/prefix/${stray}*")
+  if(at_root)
+    message(FATAL_ERROR "the install put ${at_root} at the prefix's root")
+  endif()
+endforeach()
+run(${CMAKE_COMMAND} -S "${SOURCE_DIR}/tests/consumer" -B "${WORK_DIR}/build" -G Ninja
+    "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix")
+run(${CMAKE_COMMAND} --build "${WORK_DIR}/build")
+run("${WORK_DIR}/build/my_app" "${SOURCE_DIR}/examples/relu.json")
+message("${out}")
+if(NOT out MATCHES "kernelop_examples::relu: output \\[4096\\]")
+  message(FATAL_ERROR "unexpected output: ${out}")
+endif()
