@@ -102,7 +102,8 @@ int for_each_spec(const std::vector<std::string>& specs, Fn fn) {
 
 int run_cli(int argc, char** argv) {
   CLI::App app{"kernelop: hand-written CUDA kernels + a declarative spec -> operators"};
-  app.require_subcommand(1);
+  app.require_subcommand(0, 1);  // bare `kernelop`: the help, below
+  app.set_version_flag("--version", "kernelop " + std::string(version()));
 
   std::vector<std::string> specs;
   auto* check = app.add_subcommand("check", "Validate spec files and print what they imply");
@@ -147,9 +148,15 @@ int run_cli(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return 2;
+  }
+  if (app.get_subcommands().empty()) {
+    std::cout << app.help();
+    return 0;
   }
 
   if (*check) {

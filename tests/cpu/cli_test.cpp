@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "kernelop/package.hpp"
 #include "test_util.hpp"
 
 namespace kernelop {
@@ -89,10 +90,19 @@ TEST_F(CliTest, OnlyTheExamplesRunnerChecksAgainstReferences) {
   EXPECT_TRUE(contains(bad.err, "--bogus")) << bad.err;
 }
 
+// A newcomer's first two commands: bare `kernelop` is the help, `--version` the version (the
+// one in CMakeLists.txt's project(), which packages record too).
+TEST_F(CliTest, BareIsHelpAndVersionIsTheProjects) {
+  CliRun bare = run("");
+  EXPECT_EQ(bare.code, 0) << bare.err;
+  EXPECT_TRUE(contains(bare.out, "Usage:")) << bare.out;
+  EXPECT_TRUE(contains(bare.out, "build")) << bare.out;
+  CliRun version = run("--version");
+  EXPECT_EQ(version.code, 0) << version.err;
+  EXPECT_EQ(version.out, "kernelop " + std::string(kernelop::version()) + "\n");
+}
+
 TEST_F(CliTest, UsageErrorsExitWithTwo) {
-  CliRun none = run("");
-  EXPECT_EQ(none.code, 2);
-  EXPECT_FALSE(none.err.empty());
   CliRun missing = run("check does/not/exist.json");
   EXPECT_EQ(missing.code, 2);
   EXPECT_TRUE(contains(missing.err, "does/not/exist.json")) << missing.err;

@@ -123,5 +123,51 @@ class Lazy(unittest.TestCase):
                               "AttributeError module 'kernelop' has no attribute 'no_such_name'\n")
 
 
+class CommandLine(unittest.TestCase):
+    """``python -m kernelop`` (and the wheel's ``kernelop`` console script, the same function): the C++ tool the
+    package carries, from any working directory."""
+
+    def kernelop(self, *args, cwd=None):
+        import subprocess
+        import sys
+
+        return subprocess.run([sys.executable, "-m", "kernelop", *args], capture_output=True, text=True, cwd=cwd,
+                              timeout=120)
+
+    def test_version_is_the_packages(self):
+        r = self.kernelop("--version")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, f"kernelop {ko.__version__}\n")
+
+    def test_bare_is_the_help(self):
+        r = self.kernelop()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("Usage:", r.stdout)
+        for command in ("check", "build", "run", "tune"):
+            self.assertIn(command, r.stdout)
+
+    def test_it_checks_a_spec_from_another_directory(self):
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as cwd:
+            r = self.kernelop("check", os.path.abspath(os.path.join(EXAMPLES, "relu.json")), cwd=cwd)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("op kernelop_examples::relu", r.stdout)
+
+    def test_a_package_without_the_tool_says_so(self):
+        import shutil
+        import subprocess
+        import sys
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as root:
+            shutil.copytree(os.path.dirname(ko.__file__), os.path.join(root, "kernelop"),
+                            ignore=shutil.ignore_patterns("bin", "__pycache__"))
+            r = subprocess.run([sys.executable, "-m", "kernelop", "--version"], capture_output=True, text=True,
+                               env=dict(os.environ, PYTHONPATH=root), timeout=120)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("the command-line tool is not part of this installation", r.stderr)
+
+
 if __name__ == "__main__":
-    run_tests(cpu=[WithoutTorch, Lazy], gpu=[], cuda=CUDA)
+    run_tests(cpu=[WithoutTorch, Lazy, CommandLine], gpu=[], cuda=CUDA)
