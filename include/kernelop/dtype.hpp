@@ -36,20 +36,23 @@ struct DTypeInfo {
   std::string_view name;       ///< PyTorch's, without "torch."
   std::size_t size;            ///< bytes
   std::string_view cuda_type;  ///< the CUDA C++ element type
+  /// The toolkit header that declares cuda_type ("" for C++'s own types): NVRTC pre-includes it
+  /// for the dtypes a type parameter is instantiated with, which the kernel's source may not name.
+  std::string_view cuda_header;
 };
 inline constexpr std::array<DTypeInfo, kAllDTypes.size()> kDTypeTable = {{
-    {DType::Float32, "float32", 4, "float"},
-    {DType::Float16, "float16", 2, "__half"},
-    {DType::BFloat16, "bfloat16", 2, "__nv_bfloat16"},
-    {DType::Float64, "float64", 8, "double"},
-    {DType::Float8E4M3, "float8_e4m3fn", 1, "__nv_fp8_e4m3"},
-    {DType::Float8E5M2, "float8_e5m2", 1, "__nv_fp8_e5m2"},
-    {DType::Int8, "int8", 1, "signed char"},
-    {DType::UInt8, "uint8", 1, "unsigned char"},
-    {DType::Int16, "int16", 2, "short"},
-    {DType::Int32, "int32", 4, "int"},
-    {DType::Int64, "int64", 8, "long long"},
-    {DType::Bool, "bool", 1, "bool"},
+    {DType::Float32, "float32", 4, "float", ""},
+    {DType::Float16, "float16", 2, "__half", "cuda_fp16.h"},
+    {DType::BFloat16, "bfloat16", 2, "__nv_bfloat16", "cuda_bf16.h"},
+    {DType::Float64, "float64", 8, "double", ""},
+    {DType::Float8E4M3, "float8_e4m3fn", 1, "__nv_fp8_e4m3", "cuda_fp8.h"},
+    {DType::Float8E5M2, "float8_e5m2", 1, "__nv_fp8_e5m2", "cuda_fp8.h"},
+    {DType::Int8, "int8", 1, "signed char", ""},
+    {DType::UInt8, "uint8", 1, "unsigned char", ""},
+    {DType::Int16, "int16", 2, "short", ""},
+    {DType::Int32, "int32", 4, "int", ""},
+    {DType::Int64, "int64", 8, "long long", ""},
+    {DType::Bool, "bool", 1, "bool", ""},
 }};
 
 /// PyTorch's name without the "torch." prefix: "float32", "bfloat16", "float8_e4m3fn", ...
@@ -63,5 +66,8 @@ std::size_t dtype_size(DType dtype);
 
 /// The CUDA C++ element type a kernel uses for this dtype: "float", "__half", "__nv_bfloat16".
 std::string_view dtype_cuda_type(DType dtype);
+
+/// The toolkit header that declares dtype_cuda_type(dtype), or "" (see DTypeInfo::cuda_header).
+std::string_view dtype_cuda_header(DType dtype);
 
 }  // namespace kernelop

@@ -175,6 +175,17 @@ void Compiler::build_options() {
     add_dir(dir);
     rules_.toolkit_dirs.push_back(rules_.dirs.back());
   }
+  // The headers of the dtypes type parameters are instantiated with: kernelop names __half in
+  // the instantiations it asks for (relu<__half>), which a generic source need not include.
+  std::vector<std::string_view> headers;
+  for (const KernelInstance& inst : plan_.instances) {
+    for (DType d : inst.bindings) {
+      std::string_view h = dtype_cuda_header(d);
+      if (!h.empty() && std::find(headers.begin(), headers.end(), h) == headers.end())
+        headers.push_back(h);
+    }
+  }
+  for (std::string_view h : headers) options_list_.push_back("--pre-include=" + std::string(h));
   for (const auto& d : spec.defines) options_list_.push_back("-D" + d);
   for (const auto& d : options_.defines) options_list_.push_back("-D" + d);
   if (options_.fast_math.value_or(spec.fast_math)) options_list_.push_back("--use_fast_math");

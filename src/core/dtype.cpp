@@ -36,6 +36,10 @@ std::string_view dtype_cuda_type(DType dtype) {
   return info(dtype).cuda_type;
 }
 
+std::string_view dtype_cuda_header(DType dtype) {
+  return info(dtype).cuda_header;
+}
+
 std::optional<DType> parse_dtype(std::string_view name) {
   if (name.substr(0, 6) == "torch.") name.remove_prefix(6);
   for (const auto& entry : kDTypeTable) {

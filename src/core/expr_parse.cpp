@@ -28,7 +28,7 @@ class Parser {
     Expr e = parse_expr().expr;
     skip_space();
     if (pos_ != text_.size())
-      KERNELOP_RAISE(error()) << "unexpected '" << std::string(1, text_[pos_]) << "'";
+      KERNELOP_RAISE(error()) << "unexpected '" << std::string(1, text_[pos_]) << "'" << hint();
     return e;
   }
 
@@ -75,7 +75,27 @@ class Parser {
       KERNELOP_RAISE(error()) << "expected '" << token << "'"
                               << (pos_ < text_.size()
                                       ? ", found '" + std::string(1, text_[pos_]) + "'"
-                                      : ", found the end");
+                                      : ", found the end")
+                              << hint();
+    }
+  }
+
+  // What the user likely meant by the character at the error, from other languages.
+  std::string hint() const {
+    if (pos_ >= text_.size()) return "";
+    switch (text_[pos_]) {
+      case '/':
+        return " (integer division is '//', which floors; cdiv(a, b) rounds up)";
+      case '&':
+      case '|':
+      case '!':
+        return text_.substr(pos_, 2) == "!=" ? ""
+                                             : " (there are no logical operators: a requirement "
+                                               "list is their 'and'; select(c, a, b) chooses)";
+      case '?':
+        return " (there is no '?:': select(c, a, b) is a if c != 0, else b)";
+      default:
+        return "";
     }
   }
 

@@ -6,6 +6,7 @@
 
 #include "kernelop/cache.hpp"
 #include "kernelop/compile.hpp"
+#include "kernelop/spec_json.hpp"
 #include "test_util.hpp"
 
 namespace kernelop {
@@ -134,6 +135,29 @@ TEST(Compile, CppStandardIsPassed) {
                "needs c++20");
   d.spec.compile_std = "c++20";
   EXPECT_NO_THROW(compile(derive_plan(d), no_cache({"sm_90"})));
+}
+
+// A dtype-generic source names no CUDA type: kernelop's instantiations (k<__half>,
+// k<__nv_bfloat16>) get their headers pre-included; the source's own include of one is harmless.
+TEST(Compile, TypeParametersBringTheHeadersOfTheirDtypes) {
+  for (std::string include : {"", "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"}) {
+    SCOPED_TRACE(include);
+    OpDecl d = parse_op_json(R"json({
+      "op": "t::generic", "kernel_name": "k<T>",
+      "kernel_source": "template <class T> __global__ void k(const T* x, int n, T* y) { if (n) y[0] = x[0]; }",
+      "type_params": [{"name": "T", "dtypes": ["float32", "float16", "bfloat16"]}],
+      "inputs": [{"name": "x", "dtype": "T"}], "outputs": [{"name": "y", "shape": {"same_as": "x"}}],
+      "extras": [{"numel": "x"}], "geometry": {"elementwise": {}}})json",
+                             "");
+    d.spec.kernel_source = include + d.spec.kernel_source;
+    CompiledImage image = compile(derive_plan(d), no_cache({"sm_90"}));
+    EXPECT_EQ(image.lowered_names.size(), 3u);
+  }
+  // Without a type parameter nothing is pre-included: a float16 kernel includes its header.
+  OpDecl plain = op("__global__ void k(const __half* x, int n, __half* y) {}");
+  plain.spec.inputs = std::vector<Input>{InputDecl{"x", DType::Float16, false}};
+  expect_error([&] { compile(derive_plan(plain), no_cache({"sm_90"})); }, ErrorKind::Compile,
+               "__half");
 }
 
 TEST(Compile, LoweredNamesForExternCAndTemplates) {

@@ -316,6 +316,22 @@ TEST(Expr, ParseErrorsNameTheColumn) {
   expect_error([] { Expr::parse("dim(3, 0)"); }, ErrorKind::Spec, "expected a name");
 }
 
+// Spellings from other languages get what to write instead.
+TEST(Expr, OtherLanguagesSpellingsGetAHint) {
+  expect_error([] { Expr::parse("numel(x) / 1"); }, ErrorKind::Spec,
+               "at column 10: unexpected '/' (integer division is '//', which floors; cdiv(a, b) "
+               "rounds up)");
+  expect_error([] { Expr::parse("cdiv(numel(x) / 2, 3)"); }, ErrorKind::Spec,
+               "expected ',', found '/' (integer division is '//'");
+  expect_error([] { Expr::parse("n > 1 && n < 4"); }, ErrorKind::Spec,
+               "unexpected '&' (there are no logical operators: a requirement list is their "
+               "'and'; select(c, a, b) chooses)");
+  expect_error([] { Expr::parse("n > 1 || n < 4"); }, ErrorKind::Spec, "no logical operators");
+  expect_error([] { Expr::parse("n > 1 ? 1 : 2"); }, ErrorKind::Spec,
+               "unexpected '?' (there is no '?:': select(c, a, b) is a if c != 0, else b)");
+  EXPECT_EQ(Expr::parse("n // 2").to_string(), "n // 2");  // the spelling that works
+}
+
 TEST(Expr, SimplificationFoldsConstantsAndIdentities) {
   auto simp = [](const char* text) { return Expr::parse(text).simplified().to_string(); };
   EXPECT_EQ(simp("2 * 128"), "256");
