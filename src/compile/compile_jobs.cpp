@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
+#include <filesystem>
 #include <thread>
 
 #include <nvrtc.h>
@@ -12,9 +13,11 @@
 #include "compile/nvrtc_program.hpp"
 #include "compile/resource_usage.hpp"
 #include "compile/signature.hpp"
+#include "core/file_io.hpp"
 #include "core/words.hpp"
 
 namespace kernelop::detail {
+namespace fs = std::filesystem;
 namespace {
 
 std::size_t count_lines(const std::string& text) {
@@ -215,7 +218,33 @@ void Compiler::fail_compile(const Job& job, nvrtcResult result, std::string log)
   KERNELOP_FAIL(Compile).context(ctx)
       << "op " << plan_.op_name << ": NVRTC failed to compile " << shown << " for "
       << job.arch_option << " (options:" << opts << ")"
-      << (has_error_line ? ":\n" + user_log : "; no error message; the compiler's report:\n" + log);
+      << (has_error_line ? ":\n" + user_log : "; no error message; the compiler's report:\n" + log)
+      << missing_include_note(user_log);
+}
+
+std::string Compiler::missing_include_note(const std::string& log) const {
+  if (log.find("cannot open source file") == std::string::npos) return "";
+  // The spec's include_paths that name no directory (NVRTC skips them without a word).
+  std::string note;
+  const KernelSpec& spec = plan_.spec;
+  for (std::size_t i = 0; i < spec.include_paths.size(); ++i) {
+    const std::string& p = spec.include_paths[i];
+    fs::path resolved = fs::path(p).is_absolute() || plan_.base_dir.empty()
+                            ? fs::path(p)
+                            : fs::path(plan_.base_dir) / p;
+    std::error_code ec;
+    if (fs::is_directory(resolved, ec)) continue;
+    note += "\n  include_paths[" + std::to_string(i) + "] '" + detail::shorten(p) + "' (" +
+            detail::shorten(detail::normalized_path(resolved.string())) + ") is not a directory";
+  }
+  std::string searched;
+  for (const std::string& d : rules_.dirs) {
+    bool toolkit = std::find(rules_.toolkit_dirs.begin(), rules_.toolkit_dirs.end(), d) !=
+                   rules_.toolkit_dirs.end();
+    if (!toolkit) searched += (searched.empty() ? "" : ", ") + detail::shorten(d);
+  }
+  return "\nnote: a header was not found; the directories searched besides the toolkit's: " +
+         (searched.empty() ? std::string("none") : searched) + note;
 }
 
 }  // namespace kernelop::detail

@@ -76,6 +76,9 @@ class Compiler {
   // errors as "<file>(<line>): error ...".
   bool only_generated_errors(const std::string& log) const;
   [[noreturn]] void fail_compile(const Job& job, nvrtcResult result, std::string log) const;
+  // A note for a log that could not open a header: the directories searched and the spec's
+  // include_paths that name no directory ("" for any other log).
+  std::string missing_include_note(const std::string& log) const;
 
   const OpPlan& plan_;
   const CompileOptions& options_;

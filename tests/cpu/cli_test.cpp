@@ -331,6 +331,27 @@ TEST_F(CliTest, HostileIncludesEndInAMessageNotASignalOrAHang) {
   EXPECT_EQ(r.code, 0) << r.err;
 }
 
+// A header that is not found names where it was looked for, and the include path that names no
+// directory (which NVRTC skips without a word).
+TEST_F(CliTest, AMissingHeaderNamesTheDirectoriesAndTheBrokenIncludePath) {
+  std::ofstream(dir_ / "k.cu") << "#include \"helper.h\"\n"
+                               << "__global__ void k(const float* x, int n, float* y) {}\n";
+  fs::create_directories(dir_ / "inc");
+  std::ofstream(dir_ / "t.json") << R"({"op": "t::inc", "kernel_name": "k", "source_file": "k.cu",
+    "include_paths": ["incs", "inc"],
+    "inputs": [{"name": "x", "dtype": "float32"}], "outputs": [{"name": "y", "shape": {"same_as": "x"}}],
+    "extras": [{"numel": "x"}], "geometry": {"elementwise": {}}})";
+  CliRun r = run("build t.json --arch sm_90 --no-cache", "", dir_.string());
+  expect_clean_failure(r, "cannot open source file \"helper.h\"");
+  std::string base = fs::canonical(dir_).string();
+  EXPECT_TRUE(contains(r.err, "the directories searched besides the toolkit's: " + base + ", " +
+                                  base + "/incs, " + base + "/inc"))
+      << r.err;
+  EXPECT_TRUE(contains(r.err, "include_paths[0] 'incs' (" + base + "/incs) is not a directory"))
+      << r.err;
+  EXPECT_FALSE(contains(r.err, "include_paths[1]")) << r.err;  // inc is a directory
+}
+
 TEST_F(CliTest, CheckRefusesExpressionsThatCanNeverBeEvaluated) {
   struct Case {
     std::string field, message;
