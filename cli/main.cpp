@@ -183,13 +183,17 @@ int run_cli(int argc, char** argv) {
       std::cout << "package " << inspect_path << "\n";
       std::cout << "  format    version " << pkg.format_version << ", " << pkg.file_size
                 << " bytes, checksum " << pkg.checksum << " (verified)\n";
-      std::cout << "  built by  " << pkg.created_by << " with NVRTC " << image.nvrtc_version
+      const auto& foreign = image.plan.spec.foreign;
+      std::cout << "  built by  " << pkg.created_by << " with "
+                << (foreign ? std::string(foreign->display()) + " " + foreign->version
+                            : "NVRTC " + image.nvrtc_version)
                 << "\n";
-      std::cout << "  options  ";
-      for (const auto& opt : image.options) std::cout << " " << opt;
-      std::cout << "\n  symbols  ";
-      for (const auto& name : image.lowered_names) std::cout << " " << name;
-      std::cout << "\n";
+      if (!foreign) {
+        std::cout << "  options  ";
+        for (const auto& opt : image.options) std::cout << " " << opt;
+        std::cout << "\n";
+      }
+      std::cout << "  symbols   " << cli::distinct_text(image.lowered_names) << "\n";
       cli::print_plan(std::cout, image.plan);
       cli::print_images(std::cout, image, false);
       cli::print_tuning(std::cout, image.tuning);

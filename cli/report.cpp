@@ -1,6 +1,7 @@
 // Plan and image reports.
 #include "report.hpp"
 
+#include <algorithm>
 #include <iomanip>
 #include <sstream>
 
@@ -76,13 +77,30 @@ void print_backward(std::ostream& out, const OpPlan& forward, const OpPlan& back
       << (saved.empty() ? "nothing" : joined(saved)) << "; reads " << joined(incoming) << "\n";
 }
 
+std::string distinct_text(const std::vector<std::string>& names) {
+  // In first-seen order; a name repeated (one per config of a foreign kernel) once, counted.
+  std::vector<std::pair<std::string, int>> seen;
+  for (const std::string& n : names) {
+    auto at = std::find_if(seen.begin(), seen.end(), [&](const auto& s) { return s.first == n; });
+    if (at == seen.end()) {
+      seen.emplace_back(n, 1);
+    } else {
+      ++at->second;
+    }
+  }
+  std::string text;
+  for (const auto& [name, count] : seen) {
+    text += (text.empty() ? "" : ", ") + name;
+    if (count > 1) text += " (x" + std::to_string(count) + ")";
+  }
+  return text;
+}
+
 void print_plan(std::ostream& out, const OpPlan& plan) {
   out << "  schema    " << plan.qualified_schema() << "\n";
-  out << "  kernel    ";
-  for (std::size_t i = 0; i < plan.instances.size(); ++i) {
-    out << (i ? ", " : "") << plan.instances[i].name_expression;
-  }
-  out << "\n";
+  std::vector<std::string> names;
+  for (const KernelInstance& k : plan.instances) names.push_back(k.name_expression);
+  out << "  kernel    " << distinct_text(names) << "\n";
   for (const auto& slot : plan.tensors) {
     if (slot.is_output || !slot.mutated) continue;
     out << "  mutates   " << slot.name << "\n";

@@ -2,12 +2,16 @@
 #pragma once
 
 #include <ostream>
+#include <string>
+#include <vector>
 
 #include "kernelop/compile.hpp"
 
 namespace kernelop::cli {
 
 /// Schema, symbolic output shapes and dtypes, launch geometry and the argument layout.
+/// The names, each once in first-seen order, a repeated one with its count: "k (x6)".
+std::string distinct_text(const std::vector<std::string>& names);
 void print_plan(std::ostream& out, const OpPlan& plan);
 /// "  backward  op ns::name_backward: gradients of x; saves y; reads grad_y"
 void print_backward(std::ostream& out, const OpPlan& forward, const OpPlan& backward);

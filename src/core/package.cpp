@@ -299,7 +299,12 @@ std::string write_package_bytes(const CompiledImage& image,
   meta["spec"] = Json::parse(print_op_json(packaged_decl(image), JsonWriteOptions{-1, true}));
   meta["lowered_names"] = image.lowered_names;
   meta["nvrtc_version"] = image.nvrtc_version;
-  meta["compile_options"] = image.options;
+  // Include directories are the builder's paths (its checkout, its toolkit): not recorded.
+  Json options = Json::array();
+  for (const std::string& o : image.options) {
+    if (!o.starts_with("-I")) options.push_back(o);
+  }
+  meta["compile_options"] = options;
   Json images = Json::array();
   for (const ArchImage& a : image.images) {
     images.push_back(Json{{"arch", a.arch},

@@ -73,6 +73,20 @@ TEST(Package, GoldenBytesPinFormatVersion1) {
   EXPECT_EQ(bytes[8], 1) << "a package without version-2 features is written as version 1";
 }
 
+// A package carries no path of the machine that built it: its NVRTC options keep everything but
+// the include directories.
+TEST(Package, IncludeDirectoriesOfTheBuilderAreNotRecorded) {
+  CompiledImage image = synthetic_image();
+  image.options = {"--std=c++17", "-I/home/someone/src/kernels", "-I/usr/local/cuda/include",
+                   "-DSCALE=2", "--pre-include=cuda_fp16.h"};
+  std::string bytes = write_package_bytes(image);
+  EXPECT_EQ(bytes.find("/home/someone"), std::string::npos);
+  EXPECT_EQ(bytes.find("/usr/local/cuda"), std::string::npos);
+  Package pkg = parse_package(bytes);
+  EXPECT_EQ(pkg.image.options,
+            (std::vector<std::string>{"--std=c++17", "-DSCALE=2", "--pre-include=cuda_fp16.h"}));
+}
+
 TEST(Package, GoldenFileReadsBack) {
   Package pkg = load_package(golden_path());
   EXPECT_EQ(pkg.format_version, 1u);

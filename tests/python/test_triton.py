@@ -497,6 +497,22 @@ class Registration(unittest.TestCase):
         self.assertRegex(lines[0], r"^kop_tt_pkg::scale_mul\(Tensor X, Tensor Y, float b=0\.2\d*, int a=2\) -> Tensor$")
         self.assertEqual(lines[1:4], ["(4, 1024)", "6", "False"])
 
+    def test_inspect_names_triton_as_the_compiler_and_each_symbol_once(self):
+        import subprocess
+        import triton
+
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "scale_mul.kop")
+            r = ko.record_plugin(ko.triton(tk.elementwise_scale_mul, tk.ELEMENTWISE_SCALE_MUL_CONFIGS),
+                                 tk.elementwise_scale_mul_meta, op_name="kop_tt_inspect::scale_mul")
+            r.build_package(path)
+            out = subprocess.run([sys.executable, "-m", "kernelop", "inspect", path], capture_output=True, text=True,
+                                 timeout=120)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn(f"  built by  kernelop {ko.__version__} with Triton {triton.__version__}\n", out.stdout)
+        self.assertNotIn("NVRTC", out.stdout)
+        self.assertIn("  symbols   elementwise_scale_mul_kernel (x6)\n", out.stdout)
+
 
 @unittest.skipUnless(CUDA, "needs a CUDA device")
 class Cuda(unittest.TestCase):
