@@ -82,6 +82,8 @@ def eval_expr(text: str, leaves: Mapping[str, int]) -> int:
 
 def cuda_available() -> bool: ...
 
+built_with_torch: str = '2.11.0'
+
 class Op:
     """A compiled op on no engine: launches on device pointers and a stream."""
 

@@ -18,7 +18,16 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 
-from . import _kernelop, _kernelop_torch
+from . import _kernelop
+
+# The adapter links one torch: another one would fail to load it, or worse, load it.
+if torch.__version__.split("+")[0] != _kernelop.built_with_torch:
+    raise ImportError(
+        f"kernelop was built against torch {_kernelop.built_with_torch}, but torch {torch.__version__} is installed "
+        f"({os.path.dirname(torch.__file__)}): install torch=={_kernelop.built_with_torch}, or build kernelop against "
+        "this torch (pip install . in this environment)")
+
+from . import _kernelop_torch  # noqa: E402
 from ._spec import InputDecl, KernelSpec, _r, _str_list
 
 # The reference's TensorRT-only keywords: kernelop has no engine to act on them yet, so passing

@@ -200,6 +200,8 @@ void bind_values(nb::module_& m) {
       "Evaluates an expression with the given value of each leaf (by its text), as a launch does.");
   m.def("cuda_available", &cuda_available);
   m.attr("__version__") = std::string(version());
+  // The torch this build's _kernelop_torch links (checked before it is imported: kernelop._ops).
+  m.attr("built_with_torch") = KERNELOP_BUILT_WITH_TORCH;
 }
 
 }  // namespace

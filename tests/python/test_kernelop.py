@@ -66,6 +66,23 @@ EX = tex.register(archs=ARCHS)
 
 
 class Registration(unittest.TestCase):
+    def test_another_torch_than_the_built_one_is_refused_at_import_by_name(self):
+        from isolated import run_python
+
+        out = run_python("""
+            import torch
+            torch.__version__ = "2.10.0+cpu"  # as if another torch were installed
+            import kernelop
+            try:
+                kernelop.cuda_kernel_op
+            except ImportError as e:
+                print(e)
+            """)
+        built = ko._kernelop.built_with_torch
+        self.assertEqual(built, torch.__version__.split("+")[0])
+        self.assertIn(f"kernelop was built against torch {built}, but torch 2.10.0+cpu is installed", out)
+        self.assertIn(f"install torch=={built}", out)
+
     def test_schemas(self):
         self.assertEqual(str(OPS["scale"].default._schema), "kop_py::scale(Tensor x, float alpha) -> Tensor")
         self.assertEqual(str(OPS["relu"].default._schema), "kop_py::relu(Tensor x) -> Tensor")
