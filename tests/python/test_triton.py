@@ -479,12 +479,18 @@ class Registration(unittest.TestCase):
             x = mode.from_tensor(torch.empty(8, 16), static_shapes=False)
             self.assertEqual(str(op(x, x).shape), str(x.shape))
 
+    @staticmethod
+    def scale_mul_package(directory, op_name):
+        """The seed's elementwise_scale_mul, recorded as `op_name` and packaged into `directory`."""
+        path = os.path.join(directory, "scale_mul.kop")
+        r = ko.record_plugin(ko.triton(tk.elementwise_scale_mul, tk.ELEMENTWISE_SCALE_MUL_CONFIGS),
+                             tk.elementwise_scale_mul_meta, op_name=op_name)
+        r.build_package(path)
+        return path
+
     def test_a_package_loads_where_triton_cannot_be_imported(self):
         with tempfile.TemporaryDirectory() as d:
-            path = os.path.join(d, "scale_mul.kop")
-            r = ko.record_plugin(ko.triton(tk.elementwise_scale_mul, tk.ELEMENTWISE_SCALE_MUL_CONFIGS),
-                                 tk.elementwise_scale_mul_meta, op_name="kop_tt_pkg::scale_mul")
-            r.build_package(path)
+            path = self.scale_mul_package(d, "kop_tt_pkg::scale_mul")
             out = run_python(f"""
                 import torch, kernelop as ko
                 op = ko.load_package({path!r})
@@ -502,10 +508,7 @@ class Registration(unittest.TestCase):
         import triton
 
         with tempfile.TemporaryDirectory() as d:
-            path = os.path.join(d, "scale_mul.kop")
-            r = ko.record_plugin(ko.triton(tk.elementwise_scale_mul, tk.ELEMENTWISE_SCALE_MUL_CONFIGS),
-                                 tk.elementwise_scale_mul_meta, op_name="kop_tt_inspect::scale_mul")
-            r.build_package(path)
+            path = self.scale_mul_package(d, "kop_tt_inspect::scale_mul")
             out = subprocess.run([sys.executable, "-m", "kernelop", "inspect", path], capture_output=True, text=True,
                                  timeout=120)
         self.assertEqual(out.returncode, 0, out.stderr)
