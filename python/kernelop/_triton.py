@@ -23,6 +23,8 @@ one compiled for alignment it lacks.
 from __future__ import annotations
 
 import inspect
+import json
+import re
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
@@ -124,6 +126,7 @@ class _Arguments:
     signature: Dict[str, str] = field(default_factory=dict)
     constexprs: Dict[str, Any] = field(default_factory=dict)
     pointers: List[str] = field(default_factory=list)  # tensor names passed as pointers, for alignment requirements
+    tensors: Dict[str, str] = field(default_factory=dict)  # pointer parameter -> the input or output it gets
     int_args: List[Tuple[int, str]] = field(default_factory=list)  # (position, expression) of ints not known here
     static_divisible: List[int] = field(default_factory=list)  # positions of constant ints divisible by 16
 
@@ -171,6 +174,9 @@ def _translate(ctx: Recording, spec: TritonSpec, launch: _Launch) -> RecordedPlu
                      reserved=set(constexpr) | set(_ADDED_TUNABLES))
     args = _arguments(ctx, kernel, bound, position)
     tactics = _tactics(ctx, spec, kernel, args, constexpr, options, position)
+    # The inputs the kernel writes, known once the spec's shape is validated; meanwhile an op without outputs is
+    # validated as writing every input (it must write one).
+    mutated: Set[str] = set() if ctx.outputs else {t.name for t in ctx.rec.tensors}
 
     def spec_doc(grid: List[str], shapes: List[Dict[str, Any]], requires: List[str]) -> Dict[str, Any]:
         doc: Dict[str, Any] = {
@@ -179,7 +185,7 @@ def _translate(ctx: Recording, spec: TritonSpec, launch: _Launch) -> RecordedPlu
             "kernel_source": kernel.src if isinstance(getattr(kernel, "src", None), str) else
             inspect.getsource(kernel.fn),
             "triton": {"version": triton_module.__version__},
-            "inputs": ctx.inputs_json(),
+            "inputs": [dict(i, mutated=True) if i["name"] in mutated else i for i in ctx.inputs_json()],
             "outputs": shapes,
             "params": args.params,
             "geometry": {"custom": {"grid": grid, "block": ["num_warps * 32"]}},
@@ -193,6 +199,9 @@ def _translate(ctx: Recording, spec: TritonSpec, launch: _Launch) -> RecordedPlu
     # Validated (kernelop's own rules, in C++) before the grid is traced for each config, and again once complete:
     # a spec kernelop refuses is never compiled.
     ctx.validate(spec_doc(["1"], ctx.output_shapes(None), []))
+    # Inputs the kernel writes in any config are Tensor(a!) (Note [written pointers]).
+    written = _kernel_writes(ctx, kernel, args.signature, [c["constexprs"] for c in tactics.compile_configs])
+    mutated = {args.tensors[p] for p in written if p in args.tensors}
 
     tuned, values = tactics.tuned, tactics.values
     if not callable(launch.grid) and len({tuple(v[k] for k in tuned) for v in values}) > 1:
@@ -243,6 +252,7 @@ def _arguments(ctx: Recording, kernel: Any, bound: inspect.BoundArguments, posit
             signature[p.name] = "*" + _TYPES[value.dtype]
             params.append(name)
             out.pointers.append(name)
+            out.tensors[p.name] = name
         elif isinstance(value, FloatProbe):
             signature[p.name] = "fp32"
             params.append(value.kernelop_name)
@@ -417,6 +427,148 @@ def _unify(ctx: Recording, launch: _Launch, bound: inspect.BoundArguments, value
 def _sympy(v: Any) -> Any:
     import sympy
     return v.node.expr if isinstance(v, torch.SymInt) else sympy.Integer(int(v))
+
+
+# -- what the kernel writes -----------------------------------------------------------------------------------------
+
+# Note [written pointers]: a kernel that stores through an input's pointer (Liger's cross entropy zeroes the logits of
+# ignored rows) writes that input in place, and the op's schema must say so (Tensor(a!)), or functionalization,
+# torch.compile and CUDA graphs would treat a written tensor as read-only. Triton's IR knows every write: each
+# tt.store, atomic and descriptor store names its pointer, whose value is built from a kernel parameter by pointer
+# arithmetic (addptr, splat, broadcast, ...), selects between pointers, loop-carried pointers and branch arguments.
+# kernelop lowers each config's kernel to TTIR (after Triton's inliner and its rewrite of block pointers, before any
+# GPU-specific pass; a fraction of a second) and follows every written pointer back to the parameters it can come
+# from. A pointer it cannot follow (an int cast to a pointer, a pointer loaded from memory, a write in a function
+# that was not inlined) may be any of them: every tensor parameter is then taken as written, with a warning.
+_POINTER_SOURCES = {  # op -> which operands a pointer result comes from
+    "tt.addptr": (0,), "tt.splat": (0,), "tt.broadcast": (0,), "tt.expand_dims": (0,), "tt.reshape": (0,),
+    "tt.trans": (0,), "tt.bitcast": (0,), "ttg.convert_layout": (0,), "tt.advance": (0,), "tt.make_tensor_ptr": (0,),
+    "tt.make_tensor_descriptor": (0,), "tt.split": (0,), "tt.cat": (0, 1), "tt.join": (0, 1),
+    "arith.select": (1, 2),
+}
+_WRITES = ("tt.store", "tt.atomic_rmw", "tt.atomic_cas", "tt.descriptor_store", "tt.descriptor_reduce",
+           "tt.descriptor_scatter")  # the pointer (or descriptor) is the op's first value operand
+_VALUE = r"%[\w$.-]+(?:#\d+)?"
+_OP_LINE = re.compile(r"^(?:(%[\w$.-]+)(?::\d+)? = )?\"?([a-z_]+\.[\w.]+)\"?(.*)$")
+
+
+class Unfollowable(Exception):
+    """A written pointer whose origin the IR does not tell."""
+
+
+def written_parameters(ttir: str) -> Tuple[Set[int], List[str]]:
+    """The positions (among the entry function's parameters) of the pointers a kernel's TTIR (``str_nodebug``) may
+    write through, and the lines of the writes it could not follow (then every parameter is in the set)."""
+    lines = [line.strip() for line in ttir.splitlines()]
+    defs: Dict[str, Tuple[str, List[str]]] = {}  # value -> (op, operands)
+    incoming: Dict[str, List[str]] = {}  # loop-carried or branch argument -> the values it may take
+    block_args: Dict[str, List[str]] = {}  # "^bb1" -> its arguments
+    params: Dict[str, int] = {}
+    writes: List[Tuple[str, str, bool]] = []  # (the written value, the line, whether it must be a pointer)
+    unfollowable: List[str] = []
+    in_entry = False
+    for line in lines:
+        if line.startswith("tt.func"):
+            in_entry = " public " in f" {line} "
+            if in_entry:
+                params = {n: i for i, n in enumerate(re.findall(r"(%[\w$.-]+): ", line.split("(", 1)[1]))}
+            continue
+        block = re.match(r"^(\^[\w]+)\((.*)\):", line)
+        if block:
+            block_args[block.group(1)] = re.findall(r"(%[\w$.-]+): ", block.group(2))
+            continue
+        m = _OP_LINE.match(line)
+        if not m:
+            continue
+        result, op, rest = m.groups()
+        if op in _WRITES or op == "tt.elementwise_inline_asm":
+            operands = re.findall(_VALUE, rest)
+            if not in_entry:
+                unfollowable.append(line)
+            elif op == "tt.elementwise_inline_asm":  # asm may write through any pointer it is given
+                writes += [(v, line, False) for v in operands]
+            elif operands:
+                writes.append((operands[0], line, True))
+        if op in ("cf.br", "cf.cond_br"):
+            for target, args in re.findall(r"(\^[\w]+)\(([^)]*)\)", rest):
+                for i, v in enumerate(re.findall(_VALUE, args.split(":")[0])):
+                    incoming.setdefault(f"{target}:{i}", []).append(v)
+        if result is None:
+            continue
+        if op == "scf.for":
+            carried = re.search(r"iter_args\((.*?)\)\s*->", rest)
+            for k, (arg, init) in enumerate(re.findall(rf"(%[\w$.-]+) = ({_VALUE})", carried.group(1) if carried
+                                                          else "")):
+                incoming.setdefault(arg, []).append(init)
+                incoming.setdefault(f"{result}#{k}" if k else result, []).append(init)
+            continue
+        defs[result] = (op, re.findall(_VALUE, rest.split(" : ")[0]))
+    for target, names in block_args.items():
+        for i, name in enumerate(names):
+            incoming.setdefault(name, []).extend(incoming.get(f"{target}:{i}", []))
+
+    def origins(value: str, seen: Set[str]) -> Set[int]:
+        if value in seen:
+            return set()
+        seen.add(value)
+        if value in params:
+            return {params[value]}
+        value = value[:-2] if value.endswith("#0") else value
+        if value in incoming:
+            return set().union(*[origins(v, seen) for v in incoming[value]])
+        op_operands = defs.get(value.split("#")[0])
+        if op_operands is None or op_operands[0] not in _POINTER_SOURCES:
+            raise Unfollowable(value)
+        op, operands = op_operands
+        picked = [operands[i] for i in _POINTER_SOURCES[op] if i < len(operands)]
+        return set().union(*[origins(v, seen) for v in picked])
+
+    written: Set[int] = set()
+    for value, line, pointer in writes:
+        try:
+            written |= origins(value, set())
+        except Unfollowable:
+            if pointer:
+                unfollowable.append(line)
+    if unfollowable:
+        written = set(params.values())
+    return written, unfollowable
+
+
+def _kernel_writes(ctx: Recording, kernel: Any, signature: Dict[str, str], constexpr_sets: List[Dict[str, Any]]
+                   ) -> Set[str]:
+    """The parameters each config's kernel may write through (Note [written pointers])."""
+    from triton._C.libtriton import ir
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from triton.compiler.compiler import make_backend
+
+    runtime = [n for n in kernel.arg_names if signature.get(n) != "constexpr"]
+    target = GPUTarget("cuda", arch_number(DEFAULT_ARCHS[0]), 32)
+    backend = make_backend(target)
+    written: Set[str] = set()
+    for constexprs in {json.dumps(c, sort_keys=True, default=str): c for c in constexpr_sets}.values():
+        src = ASTSource(kernel, dict(signature), constexprs=dict(constexprs), attrs={})
+        try:
+            options = backend.parse_options(src.parse_options())
+            context = ir.context()
+            ir.load_dialects(context)
+            backend.load_dialects(context)
+            module = src.make_ir(target, options, backend.get_codegen_implementation(options),
+                                 backend.get_module_map(), context)
+            stages: Dict[str, Any] = {}
+            backend.add_stages(stages, options, src.language)
+            text = stages["ttir"](module, {}).str_nodebug()
+        except Exception as e:  # noqa: BLE001 - Triton's own error, named with the config
+            raise ValueError(f"{ctx.where}: Triton cannot build {shorten(kernel.__name__)} with "
+                             f"{shorten(constexprs, 300)}: {type(e).__name__}: {shorten(e, 1000)}") from e
+        positions, unfollowable = written_parameters(text)
+        if unfollowable:
+            warnings.warn(f"{ctx.where}: {shorten(kernel.__name__)} writes through a pointer kernelop cannot follow "
+                          f"to a parameter ({shorten(unfollowable[0], 200)}); every tensor it is given is taken as "
+                          "written (inputs become Tensor(a!))", stacklevel=5)
+        written |= {runtime[i] for i in positions if i < len(runtime)}
+    return written
 
 
 # -- compilation ----------------------------------------------------------------------------------------------------

@@ -238,7 +238,9 @@ class Nesting(unittest.TestCase):
 
 class Limits(unittest.TestCase):
     def test_too_many_tactics_are_refused_before_anything_is_compiled(self):
-        configs = [{"BLOCK": 16 * (i + 1)} for i in range(86)]  # x 3 of Triton's specialisations: 258 tactics
+        # x 3 of Triton's specialisations: 258 tactics (blocks Triton can build: powers of two)
+        configs = [{"BLOCK": 2 ** (4 + i % 8), "num_warps": 2 ** (i // 8 % 4), "num_stages": 2 + i // 32}
+                   for i in range(86)]
         start = time.monotonic()
         with no_compiling():
             msg = expect_error(self, ValueError, "kernelop.custom_plugin('kop_hr::many'): 86 configs x 3 Triton "

@@ -92,6 +92,105 @@ def strided_offset_launch(x: torch.Tensor) -> torch.Tensor:
     return y
 
 
+# Kernels that write through their inputs (Note [written pointers] in kernelop/_triton.py).
+@triton.jit
+def zero_ignored_rows(X, T, loss, n, stride, IGNORE: tl.constexpr, BLOCK: tl.constexpr):
+    # Liger's cross entropy in miniature: the row sum as the loss, and ignored rows of X zeroed in place.
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    t = tl.load(T + row)
+    x = tl.load(X + row * stride + offs, mask=offs < n, other=0.0)
+    if t == IGNORE:
+        tl.store(X + row * stride + offs, tl.zeros([BLOCK], tl.float32), mask=offs < n)
+        tl.store(loss + row, 0.0)
+    else:
+        tl.store(loss + row, tl.sum(x, 0))
+
+
+def zero_ignored_rows_launch(x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    loss = torch.empty(x.shape[0], device=x.device, dtype=torch.float32)
+    zero_ignored_rows[(x.shape[0],)](x, target, loss, x.shape[1], x.stride(0), IGNORE=-100, BLOCK=1024)
+    return loss
+
+
+@triton.jit
+def add_one(X, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(X + offs, tl.load(X + offs, mask=offs < n) + 1, mask=offs < n)
+
+
+def add_one_returning_it(x: torch.Tensor) -> torch.Tensor:
+    add_one[(triton.cdiv(x.numel(), 256),)](x, x.numel(), BLOCK=256)
+    return x
+
+
+def add_one_returning_nothing(x: torch.Tensor) -> None:
+    add_one[(triton.cdiv(x.numel(), 256),)](x, x.numel(), BLOCK=256)
+
+
+@triton.jit
+def scatter_rows(Src, Index, Dst, width, BLOCK: tl.constexpr):
+    # The written pointer's offsets come from a loaded index: only Dst is written, never Index.
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    to = tl.load(Index + row)
+    tl.store(Dst + to * width + offs, tl.load(Src + row * width + offs, mask=offs < width), mask=offs < width)
+
+
+def scatter_rows_launch(src: torch.Tensor, index: torch.Tensor, dst: torch.Tensor) -> None:
+    scatter_rows[(src.shape[0],)](src, index, dst, src.shape[1], BLOCK=128)
+
+
+@triton.jit
+def tiled_matmul(A, B, C, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    # Loop-carried pointers into A and B (read), a store into C.
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    a = A + rm[:, None] * K + rk[None, :]
+    b = B + rk[:, None] * N + rn[None, :]
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for _ in range(0, K, BK):
+        acc += tl.dot(tl.load(a), tl.load(b))
+        a += BK
+        b += BK * N
+    tl.store(C + rm[:, None] * N + rn[None, :], acc)
+
+
+def tiled_matmul_launch(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    c = torch.empty(a.shape[0], b.shape[1], device=a.device, dtype=torch.float32)
+    tiled_matmul[(triton.cdiv(a.shape[0], 32), triton.cdiv(b.shape[1], 32))](
+        a, b, c, a.shape[0], b.shape[1], a.shape[1], BM=32, BN=32, BK=32)
+    return c
+
+
+@triton.jit
+def store_to_either(X, Y, Z, n, BLOCK: tl.constexpr, INTO_INPUTS: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    if INTO_INPUTS:
+        tl.store(tl.where(offs < n, X + offs, Y + offs), tl.zeros([BLOCK], tl.float32))
+    tl.store(Z + offs, tl.zeros([BLOCK], tl.float32), mask=offs < n)
+
+
+def store_to_either_launch(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    z = torch.empty_like(x)
+    store_to_either[(1,)](x, y, z, x.numel(), BLOCK=128, INTO_INPUTS=False)
+    return z
+
+
+@triton.jit
+def store_through_an_int(X, Y, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    address = (Y + 0).to(tl.uint64, bitcast=True)
+    tl.store(address.to(tl.pointer_type(tl.float32), bitcast=True) + offs, tl.load(X + offs), mask=offs < n)
+
+
+def store_through_an_int_launch(x: torch.Tensor) -> torch.Tensor:
+    y = torch.empty_like(x)
+    store_through_an_int[(1,)](x, y, x.numel(), BLOCK=128)
+    return y
+
+
 def meta_tensor(*shape):
     return torch.empty(*shape, device="meta")
 
@@ -282,6 +381,80 @@ class Recording(unittest.TestCase):
         self.assertNotEqual(a.op_name, half.op_name)  # the same kernel and configs for another dtype
 
 
+class WrittenInputs(unittest.TestCase):
+    """A kernel that writes an input is never recorded as only reading it (Note [written pointers])."""
+
+    def schema(self, recorded):
+        recorded.register()
+        return str(getattr(torch.ops, recorded.op_name.split("::")[0]).__getattr__(
+            recorded.op_name.split("::")[1]).default._schema)
+
+    def mutated(self, recorded):
+        return [i["name"] for i in recorded.doc["inputs"] if i.get("mutated")]
+
+    def test_an_input_written_by_the_kernel_is_mutated(self):
+        r = ko.record_plugin(ko.triton(zero_ignored_rows_launch), op_name="kop_tt_w::xent",
+                             example_inputs=(torch.empty(4, 1000), torch.empty(4, dtype=torch.int32)))
+        self.assertEqual(self.mutated(r), ["x"])
+        self.assertEqual(self.schema(r), "kop_tt_w::xent(Tensor(a!) x, Tensor target) -> Tensor")
+        out = torch.ops.kop_tt_w.xent(torch.empty(8, 1000, device="meta"), torch.empty(8, dtype=torch.int32,
+                                                                                       device="meta"))
+        self.assertEqual(tuple(out.shape), (8,))
+
+    def test_in_place_ops_return_nothing(self):
+        for launch, name in ((add_one_returning_it, "inc"), (add_one_returning_nothing, "inc_none")):
+            r = ko.record_plugin(ko.triton(launch), op_name=f"kop_tt_w::{name}")
+            self.assertEqual((self.mutated(r), r.doc["outputs"]), (["x"], []))
+            self.assertEqual(self.schema(r), f"kop_tt_w::{name}(Tensor(a!) x) -> ()")
+            self.assertIsNone(getattr(torch.ops.kop_tt_w, name)(torch.empty(3, 5, device="meta")))
+
+    def test_pointers_read_or_offset_by_loaded_values_are_not_written(self):
+        r = ko.record_plugin(ko.triton(scatter_rows_launch), op_name="kop_tt_w::scatter",
+                             example_inputs=(torch.empty(4, 64), torch.empty(4, dtype=torch.int64),
+                                             torch.empty(16, 64)))
+        self.assertEqual(self.mutated(r), ["dst"])
+        self.assertEqual(self.schema(r), "kop_tt_w::scatter(Tensor src, Tensor index, Tensor(a!) dst) -> ()")
+        r = ko.record_plugin(ko.triton(tiled_matmul_launch), op_name="kop_tt_w::mm",
+                             example_inputs=(torch.empty(64, 64, dtype=torch.float16),
+                                             torch.empty(64, 64, dtype=torch.float16)))
+        self.assertEqual(self.mutated(r), [])
+
+    def test_every_config_counts(self):
+        # INTO_INPUTS=False writes only z; a config that turns it on writes x or y (a select between them).
+        r = ko.record_plugin(ko.triton(store_to_either_launch), op_name="kop_tt_w::either")
+        self.assertEqual(self.mutated(r), [])
+        r = ko.record_plugin(ko.triton(store_to_either_launch, [{"INTO_INPUTS": False}, {"INTO_INPUTS": True}]),
+                             op_name="kop_tt_w::either2")
+        self.assertEqual(self.mutated(r), ["x", "y"])
+
+    def test_a_pointer_that_cannot_be_followed_makes_every_input_written(self):
+        with self.assertWarnsRegex(UserWarning, "writes through a pointer kernelop cannot follow to a parameter .*"
+                                   "every tensor it is given is taken as written"):
+            r = ko.record_plugin(ko.triton(store_through_an_int_launch), op_name="kop_tt_w::int_ptr")
+        self.assertEqual(self.mutated(r), ["x"])
+
+    def test_no_recorded_example_is_marked_written(self):
+        # The corpus of kernels that only read their inputs: the examples and this file's.
+        corpus = [(r, []) for r in tk.recorded("kop_tt_w_ex").values()]
+        corpus += [(ko.record_plugin(ko.triton(launch), op_name=f"kop_tt_w::c{i}"), [])
+                   for i, launch in enumerate((desc_scale_launch, negate_scale_launch, strided_offset_launch))]
+        self.assertEqual(len(corpus), 6)
+        for r, want in corpus:
+            self.assertEqual(self.mutated(r), want, r.op_name)
+
+    def test_the_package_keeps_the_mutation(self):
+        r = ko.record_plugin(ko.triton(add_one_returning_it), op_name="kop_tt_w_pkg::inc")
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "inc.kop")
+            r.build_package(path)
+            out = run_python(f"""
+                import torch, kernelop as ko
+                op = ko.load_package({path!r})
+                print(op.default._schema)
+            """)
+        self.assertEqual(out.split("\n")[0], "kop_tt_w_pkg::inc(Tensor(a!) x) -> ()")
+
+
 class Refusals(unittest.TestCase):
     def test_what_cannot_be_recorded_is_refused_naming_it(self):
         def two_launches(x: torch.Tensor) -> torch.Tensor:
@@ -335,9 +508,16 @@ class Refusals(unittest.TestCase):
                      ko.triton(float_math, [{"BLOCK_SIZE": 256}]))
 
         def returns_input(x: torch.Tensor) -> torch.Tensor:
-            copy_kernel[(1,)](x, x, x.numel(), BLOCK=128)
-            return x
-        expect_error(self, ValueError, "returns (a view of) an input as output 0", record, returns_input)
+            y = torch.empty_like(x)
+            copy_kernel[(1,)](x, y, x.numel(), BLOCK=128)
+            return y, x
+        expect_error(self, ValueError, "launch_fn returns input 'x', which the kernel does not write", record,
+                     returns_input)
+
+        def returns_a_view(x: torch.Tensor) -> torch.Tensor:
+            copy_kernel[(1,)](x, torch.empty_like(x), x.numel(), BLOCK=128)
+            return x.view(-1)
+        expect_error(self, ValueError, "returns a view of input 'x' as output 0", record, returns_a_view)
 
         def unannotated(x):
             return x
@@ -576,6 +756,40 @@ class Cuda(unittest.TestCase):
         self.assertNotIn("divisible=0", k.tactics[k.last_tactic])
         self.assertNotIn("divisible=2", k.tactics[k.last_tactic])
 
+    def test_kernels_that_write_inputs(self):
+        # Eager values against Triton's own launch, opcheck (the Tensor(a!) schema is honoured), torch.compile
+        # (functionalization keeps the write) and a CUDA graph.
+        xent = ko.custom_plugin(ko.triton(zero_ignored_rows_launch), op_name="kop_tt_wg::xent")
+        inc = ko.custom_plugin(ko.triton(add_one_returning_it), op_name="kop_tt_wg::inc")
+        x = torch.randn(6, 1000, device="cuda")
+        t = torch.tensor([1, -100, 3, -100, 0, 2], device="cuda", dtype=torch.int32)
+        want_x = x.clone()
+        want_loss = zero_ignored_rows_launch(want_x, t)  # Triton's own launch
+        loss = xent(x, t)
+        torch.testing.assert_close(loss, want_loss)
+        torch.testing.assert_close(x, want_x)
+        self.assertTrue(bool((x[1] == 0).all()) and bool((x[0] != 0).any()))
+        torch.library.opcheck(xent, (torch.randn(6, 1000, device="cuda"), t))
+        torch.library.opcheck(inc, (torch.randn(33, 17, device="cuda"),))
+
+        def step(a, b):
+            inc(a)
+            return a * 2 + b
+        a, b = torch.randn(5, 7, device="cuda"), torch.randn(5, 7, device="cuda")
+        want = (a + 1) * 2 + b
+        got = torch.compile(step, fullgraph=True, dynamic=True)(a, b)
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(a, want.sub(b).div(2))
+        y = torch.zeros(4096, device="cuda")
+        inc(y)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            inc(y)
+        for _ in range(3):
+            graph.replay()
+        torch.cuda.synchronize()
+        self.assertTrue(bool((y == 4).all()), y[:4])  # once eagerly, three replays (capture runs nothing)
+
     def test_opcheck(self):
         for name, args in (("elementwise_scale_mul", (torch.randn(8, 1024, device="cuda"),
                                                       torch.randn(8, 1024, device="cuda"), 0.25, 5)),
@@ -683,4 +897,4 @@ class Cuda(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    run_tests(cpu=[Recording, Refusals, Compilation, Registration], gpu=[Cuda], cuda=CUDA)
+    run_tests(cpu=[Recording, WrittenInputs, Refusals, Compilation, Registration], gpu=[Cuda], cuda=CUDA)

@@ -18,8 +18,8 @@ from . import compiling
 from .compiling import CompiledKernel, CompileJob, KernelBinary
 from .configs import check_config_values, validate_recorded
 from .interception import Handlers, NestedRecording, current_recording, intercepting, nested_message, recording
-from .tracing import (Input, examples, inputs_json, make_fakes, name_outputs, output_shapes, outputs_of,
-                      run_launch_fn, signature_inputs, tensor_name)
+from .tracing import (Input, check_returned_inputs, examples, inputs_json, make_fakes, name_outputs, output_shapes,
+                      outputs_of, run_launch_fn, signature_inputs, tensor_name)
 
 
 def _accept_inputs(where: str, inputs: List[Input]) -> None:
@@ -248,7 +248,7 @@ def _record(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], op_nam
     launches: List[Any] = []
     result, writes = run_launch_fn(where, rec, spec.launch_fn, fakes, intercepting(dsl.intercept(launches)))
     launch, kernel_name = dsl.one_launch(where, launches)
-    outputs = outputs_of(where, result, rec)
+    outputs, returned = outputs_of(where, result, rec)
     writes.check(where, rec, outputs)
     named = op_name is not None
     if op_name is None:  # named at the end after what was recorded; the kernel's name meanwhile
@@ -261,5 +261,6 @@ def _record(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], op_nam
         identity = json.dumps(body if recording_.name_key is None else [recording_.name_key, body], sort_keys=True)
         recorded.op_name = recorded.doc["op"] = \
             f"kernelop_{dsl.name}::{kernel_name}_{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
+    check_returned_inputs(where, recorded.doc, returned)
     recording_.validate(recorded.doc)
     return recorded

@@ -169,22 +169,42 @@ _VIEWS = {"view", "reshape", "_reshape_alias", "as_strided", "unsqueeze", "squee
           "permute", "transpose", "t", "slice", "select", "detach", "contiguous", "lift_fresh"}
 
 
-def outputs_of(where: str, result: Any, rec: Recorder) -> List[Any]:
-    """What launch_fn returned, checked: new contiguous tensors of their own."""
-    outs = list(result) if isinstance(result, (tuple, list)) else [result]
-    if result is None or not outs:
-        raise ValueError(f"{where}: launch_fn returned {result!r}; it must return the output tensor(s) it allocates")
-    inputs = [t.fake for t in rec.tensors]
+def outputs_of(where: str, result: Any, rec: Recorder) -> Tuple[List[Any], List[str]]:
+    """What launch_fn returned, checked: the new contiguous tensors it allocated (the outputs), and the inputs it
+    returns as they are (the kernel must write them: they become Tensor(a!) and the op does not return them).
+    Nothing at all is returned by an op whose only effect is writing inputs."""
+    outs = [] if result is None else list(result) if isinstance(result, (tuple, list)) else [result]
+    inputs = {t.fake.untyped_storage()._cdata: t for t in rec.tensors}
+    new: List[Any] = []
+    returned: List[str] = []
     for i, o in enumerate(outs):
         if not isinstance(o, torch.Tensor):
             raise ValueError(f"{where}: launch_fn returned a {type(o).__name__} as output {i}; outputs are tensors")
-        if any(o.untyped_storage()._cdata == x.untyped_storage()._cdata for x in inputs):
-            raise ValueError(f"{where}: launch_fn returns (a view of) an input as output {i}; outputs must be new "
-                             "tensors (torch.empty_like(...))")
+        source = inputs.get(o.untyped_storage()._cdata)
+        if source is not None:
+            if o is not source.fake:
+                raise ValueError(f"{where}: launch_fn returns a view of input '{source.name}' as output {i}; return "
+                                 "the input itself (an input the kernel writes in place) or a new tensor")
+            returned.append(source.name)
+            continue
         if not o.is_contiguous() or o.storage_offset() != 0:
             raise ValueError(f"{where}: output {i} is not a contiguous tensor of its own; kernelop allocates outputs "
                              "contiguous")
-    return outs
+        new.append(o)
+    return new, returned
+
+
+def check_returned_inputs(where: str, doc: Dict[str, Any], returned: List[str]) -> None:
+    """Inputs launch_fn returns must be inputs the kernel writes; an op must return or write something."""
+    mutated = {i["name"] for i in doc["inputs"] if i.get("mutated")}
+    for name in returned:
+        if name not in mutated:
+            raise ValueError(f"{where}: launch_fn returns input '{name}', which the kernel does not write; outputs "
+                             "must be new tensors (torch.empty_like(...)), and an input is returned only when the "
+                             "kernel writes it in place")
+    if not doc["outputs"] and not mutated:
+        raise ValueError(f"{where}: launch_fn returned no tensor and the kernel writes no input; it must return the "
+                         "output tensor(s) it allocates")
 
 
 def name_outputs(outputs: List[Any], tensors: Dict[str, Any], rec: Recorder, reserved: Any = ()) -> List[str]:
