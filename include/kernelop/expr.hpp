@@ -47,6 +47,9 @@ enum class ExprOp : std::uint8_t {
   Ne,
   // select(c, a, b): a when c != 0, else b; only the chosen operand is evaluated
   Select,
+  // same_shape(a, b): 1 when tensors a and b have the same rank and sizes, else 0 (any rank). Its
+  // operands are rank(a) and rank(b), so that leaves name and resolve its tensors as any other.
+  SameShape,
 };
 
 /// How an operator is written (Note [operator table]).
@@ -69,7 +72,7 @@ struct ExprOpInfo {
   int precedence;             ///< Infix: 0 comparisons, 1 + -, 2 * // %; else 3 (an atom)
   int arity;                  ///< expression operands: Infix and cdiv/min/max 2, select 3, else 0
 };
-inline constexpr std::array<ExprOpInfo, 26> kExprOps = {{
+inline constexpr std::array<ExprOpInfo, 27> kExprOps = {{
     {ExprOp::Const, ExprForm::Literal, "", 3, 0},
     {ExprOp::Dim, ExprForm::LeafCall, "dim", 3, 0},
     {ExprOp::Numel, ExprForm::LeafCall, "numel", 3, 0},
@@ -96,13 +99,14 @@ inline constexpr std::array<ExprOpInfo, 26> kExprOps = {{
     {ExprOp::Eq, ExprForm::Infix, "==", 0, 2},
     {ExprOp::Ne, ExprForm::Infix, "!=", 0, 2},
     {ExprOp::Select, ExprForm::Call, "select", 3, 3},
+    {ExprOp::SameShape, ExprForm::Call, "same_shape", 3, 0},  // operands: tensors, not expressions
 }};
 namespace detail {
 constexpr bool expr_ops_in_enum_order() {
   for (std::size_t i = 0; i < kExprOps.size(); ++i) {
     if (static_cast<std::size_t>(kExprOps[i].op) != i) return false;
   }
-  return static_cast<std::size_t>(ExprOp::Select) + 1 == kExprOps.size();
+  return static_cast<std::size_t>(ExprOp::SameShape) + 1 == kExprOps.size();
 }
 }  // namespace detail
 static_assert(detail::expr_ops_in_enum_order(), "kExprOps needs one row per ExprOp, in order");
@@ -139,6 +143,7 @@ constexpr bool expr_categories_match_table() {
         comparison = true;
         break;
       case ExprOp::Select:
+      case ExprOp::SameShape:
         break;
     }
     bool is_leaf_form = row.form == ExprForm::Literal || row.form == ExprForm::Name ||
@@ -209,6 +214,7 @@ class Expr {
   static Expr rank(std::string tensor);
   static Expr binary(ExprOp op, Expr lhs, Expr rhs);
   static Expr select(Expr cond, Expr if_true, Expr if_false);
+  static Expr same_shape(std::string a, std::string b);
 
   /// Parses the text form; throws Error(Spec) naming the column on malformed input or on
   /// nesting deeper than kMaxExprDepth.
@@ -298,6 +304,7 @@ struct ExprArith {
         return a != b ? one : zero;
       case KERNELOP_EXPR_LEAVES:
       case ExprOp::Select:
+      case ExprOp::SameShape:
         break;
     }
     KERNELOP_FAIL(Internal) << "ExprArith::apply: not a binary operator";
@@ -370,6 +377,27 @@ struct FlatWalk {
 };
 }  // namespace detail
 
+namespace detail {
+/// same_shape(a, b) of two rank leaves: their ranks, then each axis, compared with Int's own
+/// comparisons (a SymInt guards on each); `env.leaf` of each axis as a dim() of the same tensor.
+template <class Int, class Env, class Node>
+Int same_shape(const Node& a, const Node& b, const Env& env) {
+  using A = ExprArith<Int>;
+  const Int ra = env.leaf(a), rb = env.leaf(b);
+  if (!A::truthy(A::apply(ExprOp::Eq, ra, rb, expr_source(a)))) return A::constant(0);
+  Node da = a, db = b;
+  da.op = db.op = ExprOp::Dim;
+  for (std::int64_t d = 0; A::truthy(A::apply(ExprOp::Lt, A::constant(d), ra, expr_source(a)));
+       ++d) {
+    da.value = db.value = d;
+    if (!A::truthy(A::apply(ExprOp::Eq, env.leaf(da), env.leaf(db), expr_source(a)))) {
+      return A::constant(0);
+    }
+  }
+  return A::constant(1);
+}
+}  // namespace detail
+
 /// Evaluates node `node` (an ExprNode, or a FlatNode of `walk`'s program) with integers of type
 /// Int. `env.leaf(node) -> Int` supplies the value of every leaf but constants (node.op,
 /// node.slot, node.value; expr_source(node) for the rest). Walks raw nodes: no allocation and
@@ -394,6 +422,8 @@ Int evaluate_nodes(const Node& node, const Env& env, const Walk& walk) {
       return ExprArith<Int>::truthy(evaluate_nodes<Int>(walk.cond(node), env, walk))
                  ? evaluate_nodes<Int>(walk.lhs(node), env, walk)
                  : evaluate_nodes<Int>(walk.rhs(node), env, walk);
+    case ExprOp::SameShape:
+      return detail::same_shape<Int>(walk.lhs(node), walk.rhs(node), env);
     case KERNELOP_EXPR_ARITHMETIC:
     case KERNELOP_EXPR_COMPARISONS:
       break;

@@ -112,6 +112,7 @@ struct SizeEnv {
       case KERNELOP_EXPR_COMPARISONS:
       case ExprOp::Const:
       case ExprOp::Select:
+      case ExprOp::SameShape:
         break;
     }
     KERNELOP_FAIL(Internal) << "SizeEnv::leaf: not a leaf";

@@ -27,7 +27,7 @@ import torch
 from . import _llvm_host as H
 from ._dtypes import DTYPES
 from ._recording import (CompiledKernel, CompileJob, Dsl, Handlers, RecordedPlugin, Recording, check_archs,
-                         check_configs, count, from_inputs, int_scalar_name, select_over_configs)
+                         check_configs, count, from_inputs, int_scalar_name, select_over_configs, user_requires)
 from ._symbolic import FloatProbe, canonical, shorten, uses_dims
 
 DEFAULT_ARCHS = ("sm_80", "sm_90a")  # CUBIN each (sm_90a: Hopper's wgmma/TMA), plus the PTX of the oldest
@@ -201,12 +201,12 @@ def _translate(ctx: Recording, spec: CuteDslSpec, call: _Call) -> RecordedPlugin
 
     user_configs = list(spec.configs) or [{}]
     for i, c in enumerate(user_configs):
-        bad = [k for k in c if k not in constexpr_params]
+        bad = [k for k in c if k not in constexpr_params and k != "requires"]
         if bad:
             raise ValueError(f"{where}: configs[{i}] sets {shorten(', '.join(bad))}, which {jname} has no "
                              "cutlass.Constexpr parameter of (its Constexpr parameters: "
                              f"{shorten(', '.join(constexpr_params) or 'none', 300)})")
-    tuned = [p for p in params if any(p in c for c in user_configs)]
+    tuned = [p for p in params if p != "requires" and any(p in c for c in user_configs)]
     ctx.check_config_values(user_configs, tuned, constexprs)
     values: List[Dict[str, Any]] = [{k: c.get(k, constexprs.get(k)) for k in tuned} for c in user_configs]
 
@@ -228,7 +228,9 @@ def _translate(ctx: Recording, spec: CuteDslSpec, call: _Call) -> RecordedPlugin
     }
     if tuned:
         doc["tunables"] = tuned
-        doc["configs"] = [{k: int(v[k]) for k in tuned} for v in values]
+        doc["configs"] = [{**{k: int(v[k]) for k in tuned},
+                           **({"requires": user_requires(c)} if c.get("requires") else {})}
+                          for c, v in zip(user_configs, values)]
     # Validated before anything is compiled (kernelop's own rules, in C++): the parameters and the geometry are read
     # from the compiled host function, so they stand in here as what launch_fn passes (checked again once read).
     ctx.validate({

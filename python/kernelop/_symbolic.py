@@ -19,7 +19,7 @@ import json
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import sympy
 import torch
@@ -33,6 +33,7 @@ from ._dtypes import DTYPES
 # Hints of dims counted from the last: distinct primes, so no two dims are equal or divisible by 16 by accident.
 _HINTS = (1031, 1021, 1019, 1013, 1009, 997, 991, 983)
 _DEFAULT_RANK = 2
+_FLOAT_PROBE = 0.8735619230117291  # the value of a float scalar input while recording (Recorder.add_scalar)
 
 
 class Unexpressible(ValueError):
@@ -150,6 +151,11 @@ class Recorder:
         self.scalars: List[ScalarArg] = []
         self._leaf: Dict[sympy.Symbol, str] = {}  # every symbol created -> its leaf (before replacements)
         self.tunables: Dict[sympy.Symbol, str] = {}
+        # Note [rank-free recording]: a recording made to be compared with one at another rank names axes so that
+        # the same code gives the same text at every rank: the first axis 0, the last -1, others from the end; the
+        # product of all of a tensor's sizes but one axis numel_except; a tensor whose every size another tensor's
+        # equals same_shape. The recorder records at two ranks this way and keeps the op rank-free when both agree.
+        self.rank_free: Set[str] = set()  # the tensors recorded so (those of rank >= 2)
 
     # -- inputs --------------------------------------------------------------------------------------------------
     def add_tensor(self, name: str, dtype: torch.dtype, shape: Optional[Sequence[int]],
@@ -179,8 +185,9 @@ class Recorder:
             s.symbol = s.fake.node.expr
             self._leaf[s.symbol] = name
         elif kind == "float":
-            value = float(default) if isinstance(default, (int, float)) and not isinstance(default, bool) else 0.5
-            s.fake = FloatProbe(value, name)
+            # A value no literal has by chance, distinct per scalar: float(x) of the probe (a plain float) is still
+            # recognised as the scalar (float_scalar_name), never compiled in as a constant.
+            s.fake = FloatProbe(_FLOAT_PROBE + len(self.scalars) * 2.0 ** -40, name)
         else:
             s.fake = BoolProbe(name)
         self.scalars.append(s)
@@ -195,12 +202,18 @@ class Recorder:
     def canonical_symbol(self, sym: sympy.Symbol) -> sympy.Expr:
         return self.shape_env.replace(sym)
 
+    def axis_text(self, t: TensorArg, axis: int) -> str:
+        """How an axis of `t` is written (Note [rank-free recording])."""
+        if t.name not in self.rank_free:
+            return str(axis)
+        return "-1" if axis == t.rank - 1 else "0" if axis == 0 else str(axis - t.rank)
+
     def _leaf_of(self, sym: sympy.Symbol, what: str) -> str:
         # The first tensor (in input order) whose dim is this symbol after replacements names it.
         for t in self.tensors:
             for axis, s in enumerate(t.symbols):
                 if self.canonical_symbol(s) == sym:
-                    return f"dim({t.name}, {axis})"
+                    return f"dim({t.name}, {self.axis_text(t, axis)})"
         if sym in self._leaf:
             return self._leaf[sym]
         if sym in self.tunables:
@@ -248,6 +261,20 @@ class Recorder:
                 for k, n in need.items():
                     factors[k] -= n
                 out.append(f"numel({t.name})")
+        if self.rank_free:  # all sizes of a tensor but one axis (rank >= 3: a product of two or more)
+            for t in self.tensors:
+                if t.rank < 3 or t.name not in self.rank_free:
+                    continue
+                for skip in (t.rank - 1, 0):
+                    need = {}
+                    for axis, s in enumerate(t.symbols):
+                        if axis != skip:
+                            c = self.canonical_symbol(s)
+                            need[c] = need.get(c, 0) + 1
+                    while all(factors.get(k, 0) >= n for k, n in need.items()):
+                        for k, n in need.items():
+                            factors[k] -= n
+                        out.append(f"numel_except({t.name}, {self.axis_text(t, skip)})")
         return out
 
     def _text(self, e: sympy.Basic, what: str) -> str:
@@ -346,20 +373,47 @@ class Recorder:
                     out.append(text)
         # Unifications (x.shape == y.shape, n == x.shape[0], y.shape[0] == 2 * x.shape[0]) are replacements:
         # their guards read as always true once replaced, so each replacement is a requirement of its own.
+        same = self._same_shapes() if self.rank_free else {}
+        for later, earlier in same.items():
+            text = canonical(f"same_shape({self.tensors[later].name}, {self.tensors[earlier].name})")
+            if text not in out:
+                out.append(text)
+        covered = {s for pair in same.items() for i in pair for s in self.tensors[i].symbols}
         order = {sym: i for i, sym in enumerate(s for t in self.tensors for s in t.symbols)}
         order.update({s.symbol: len(order) + i for i, s in enumerate(self.scalars) if s.symbol is not None})
         pairs = []
         for sym, repl in self.shape_env.replacements.items():
-            if sym not in order:
+            if sym not in order or sym in covered:
                 continue
             if repl in order:
                 later, earlier = (sym, repl) if order[sym] > order[repl] else (repl, sym)
-                pairs.append((order[later], f"{self._leaf[later]} == {self._leaf[earlier]}"))
+                pairs.append((order[later], f"{self._symbol_text(later)} == {self._symbol_text(earlier)}"))
             else:
-                pairs.append((order[sym], f"{self._leaf[sym]} == {self._text(repl, self.where)}"))
+                pairs.append((order[sym], f"{self._symbol_text(sym)} == {self._text(repl, self.where)}"))
         for _, text in sorted(pairs):
             if canonical(text) not in out:
                 out.append(canonical(text))
+        return out
+
+    def _symbol_text(self, sym: sympy.Symbol) -> str:
+        """The leaf a symbol was created for (before replacements), its axis written as axis_text does."""
+        for t in self.tensors:
+            for axis, s in enumerate(t.symbols):
+                if s == sym:
+                    return f"dim({t.name}, {self.axis_text(t, axis)})"
+        return self._leaf[sym]
+
+    def _same_shapes(self) -> Dict[int, int]:
+        """Tensors (by index) whose every size equals the same axis of an earlier tensor of the same rank
+        (x.shape == y.shape), each with the first such tensor."""
+        out: Dict[int, int] = {}
+        for i, t in enumerate(self.tensors):
+            for j, earlier in enumerate(self.tensors[:i]):
+                if earlier.rank == t.rank and t.rank > 0 and j not in out and all(
+                        self.canonical_symbol(a) == self.canonical_symbol(b)
+                        for a, b in zip(t.symbols, earlier.symbols)):
+                    out[i] = j
+                    break
         return out
 
     def describe(self, e: sympy.Basic) -> str:

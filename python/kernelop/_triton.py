@@ -33,8 +33,10 @@ import torch
 
 from ._dtypes import DTYPES
 from ._recording import (CompiledKernel, CompileJob, Dsl, Handlers, Input, NestedRecording, RecordedPlugin, Recording,
-                         arch_number, caller_location, check_archs, check_configs, conjunction, count, from_inputs,
-                         int_scalar_name, select_over_configs, tactic_text, traced_error)
+                         arch_number, caller_location, check_archs, check_configs, conjunction, count,
+                         float_scalar_name, from_inputs, int_scalar_name, select_over_configs, tactic_text,
+                         traced_error, user_requires)
+from ._recording import sizes
 from ._symbolic import BoolProbe, FloatProbe, Unexpressible, canonical, shorten, uses_dims
 
 DEFAULT_ARCHS = ("sm_80", "sm_90")  # CUBIN each, plus the PTX of the oldest for newer GPUs
@@ -52,12 +54,18 @@ class TritonSpec:
 
     launch_fn: Callable[..., Any]
     configs: Tuple[Dict[str, Any], ...] = ()
+    specialize: Any = None  # the size classes to record (Note [size classes]); None: every one launch_fn accepts
 
 
-def triton(launch_fn: Callable[..., Any], configs: Optional[Sequence[Mapping[str, Any]]] = None) -> TritonSpec:
+def triton(launch_fn: Callable[..., Any], configs: Optional[Sequence[Mapping[str, Any]]] = None, *,
+           specialize: Any = None) -> TritonSpec:
     """A Triton kernel spec (the reference's ``tta.triton``): ``configs`` replace the launch's meta-parameters
-    (constexprs, ``num_warps``, ``num_stages``); each is a tactic kernelop tunes between."""
-    return TritonSpec(launch_fn, check_configs("kernelop.triton", launch_fn, configs))
+    (constexprs, ``num_warps``, ``num_stages``); each is a tactic kernelop tunes between. A config may carry
+    ``"requires": [...]``, conditions (kernelop expressions) on the sizes it is right for. ``specialize``: the
+    values of ``triton.next_power_of_2(size)`` to compile for (powers of two, or a dict of size -> powers of two),
+    when launch_fn computes a constexpr that way (Note [size classes])."""
+    return TritonSpec(launch_fn, check_configs("kernelop.triton", launch_fn, configs),
+                      sizes.check_specialize("kernelop.triton", specialize))
 
 
 def triton_archs(where: str, archs: Any) -> List[str]:
@@ -96,7 +104,9 @@ def _intercept(launches: List[Any]) -> Handlers:
                             "@triton.autotune, which times kernels on real tensors; give its configs to "
                             "kernelop.triton(launch_fn, configs=[...]) instead (kernelop tunes them as tactics)")
 
-    return {(jit.JITFunction, "run"): run, (autotuner.Autotuner, "run"): autotuned}
+    import triton as triton_module
+    return {(jit.JITFunction, "run"): run, (autotuner.Autotuner, "run"): autotuned,
+            (triton_module, "next_power_of_2"): sizes.power_of_two}
 
 
 def _one_launch(where: str, launches: List[Any]) -> Tuple[Any, str]:
@@ -127,6 +137,7 @@ class _Arguments:
     constexprs: Dict[str, Any] = field(default_factory=dict)
     pointers: List[str] = field(default_factory=list)  # tensor names passed as pointers, for alignment requirements
     tensors: Dict[str, str] = field(default_factory=dict)  # pointer parameter -> the input or output it gets
+    derived: Dict[str, str] = field(default_factory=dict)  # constexpr -> the size-derived value it gets
     int_args: List[Tuple[int, str]] = field(default_factory=list)  # (position, expression) of ints not known here
     static_divisible: List[int] = field(default_factory=list)  # positions of constant ints divisible by 16
 
@@ -218,7 +229,9 @@ def _translate(ctx: Recording, spec: TritonSpec, launch: _Launch) -> RecordedPlu
     requires = ctx.requirements()
     exprs = grid + [p["expr"] for p in args.params if isinstance(p, dict)] + requires + \
         [d for s in shapes for d in (s["shape"] if isinstance(s["shape"], list) else [])]
-    requires = [f"rank({t.name}) == {t.rank}" for t in ctx.rec.tensors if uses_dims(exprs, t.name)] + requires
+    # Tensors recorded rank-free state no rank (Note [rank-free recording]).
+    requires = [f"rank({t.name}) == {t.rank}" for t in ctx.rec.tensors
+                if t.name not in ctx.rec.rank_free and uses_dims(exprs, t.name)] + requires
     ctx.name_key = kernel.cache_key
     return RecordedPlugin(ctx.op_name, spec_doc(grid, shapes, requires), ctx.dsl, kernel, args.constexprs,
                           tactics.compile_configs, DEFAULT_ARCHS, scratch_param=len(args.params) - 2,
@@ -237,10 +250,14 @@ def _arguments(ctx: Recording, kernel: Any, bound: inspect.BoundArguments, posit
         if p.is_constexpr:
             if from_inputs(value):
                 raise ValueError(f"{where}: constexpr '{shorten(p.name)}' gets a value computed from the inputs (a "
-                                 "size or a scalar input); it must be a Python constant or come from configs (Triton "
-                                 "compiles one kernel per value)")
+                                 "size or a scalar input); it must be a Python constant, come from configs (Triton "
+                                 "compiles one kernel per value), or be triton.next_power_of_2 of a size, which "
+                                 "kernelop compiles per size class (docs/triton.md)")
             signature[p.name] = "constexpr"
             constexprs[p.name] = value
+            if isinstance(value, sizes.DerivedInt):  # next_power_of_2 of a size, in this size class
+                out.derived[p.name] = value.derived
+                constexprs[p.name] = int(value)
         elif value is None:
             signature[p.name] = "constexpr"
             constexprs[p.name] = None
@@ -281,8 +298,13 @@ def _arguments(ctx: Recording, kernel: Any, bound: inspect.BoundArguments, posit
                 else:
                     out.int_args.append((position[p.name], text))
         elif isinstance(value, float):
-            raise ValueError(f"{where}: {what} is the float {value!r}, which is neither a float scalar of "
-                             "launch_fn nor a constexpr; pass the scalar input itself or make it tl.constexpr")
+            scalar = float_scalar_name(value, ctx.rec)
+            if scalar is not None:  # float(x) of a float scalar input: the input itself
+                signature[p.name] = "fp32"
+                params.append(scalar)
+            else:  # a literal: compiled in, as Triton's JIT does with constants
+                signature[p.name] = "constexpr"
+                constexprs[p.name] = value
         else:
             raise ValueError(f"{where}: {what} is a {type(value).__name__}; kernelop passes tensors, scalars, "
                              "sizes and constants")
@@ -297,13 +319,24 @@ def _tactics(ctx: Recording, spec: TritonSpec, kernel: Any, args: _Arguments, co
     tunable kernelop adds. Each is compiled once per Triton specialisation it can run (module docstring)."""
     where, kname = ctx.where, shorten(kernel.__name__)
     user_configs = list(spec.configs) or [{}]
+    # A config that sets a constexpr the launch derives from a size (Note [size classes]) is right only where that
+    # value is the derived one: it belongs to that size class alone.
+    overriding = [c for c in user_configs
+                  if any(k in c and int(c[k]) != args.constexprs[k] for k in args.derived)]
+    if overriding and len(overriding) == len(user_configs):
+        k = next(k for k in args.derived if k in user_configs[0])
+        raise sizes.NoConfigForClass(f"{where}: no config is for this size class: every config sets {k}, which the "
+                                     f"launch computes as {args.derived[k]} = {args.constexprs[k]} here")
+    user_configs = [c for c in user_configs if c not in overriding]
     for i, c in enumerate(user_configs):
-        bad = [k for k in c if k not in constexpr and k not in _OPTIONS]
+        bad = [k for k in c if k not in constexpr and k not in _OPTIONS and k != "requires"]
         if bad:
             raise ValueError(f"{where}: configs[{i}] sets {shorten(', '.join(bad))}, which {kname} has no constexpr "
                              f"of (its constexprs: {shorten(', '.join(sorted(constexpr)) or 'none', 300)}; options: "
                              f"{', '.join(_OPTIONS)})")
-    tuned = sorted({k for c in user_configs for k in c if k in constexpr}, key=position.__getitem__)
+    # Constexprs derived from a size are tuned too: each size class compiles its own value.
+    tuned = sorted({k for c in user_configs for k in c if k in constexpr and k != "requires"} | set(args.derived),
+                   key=position.__getitem__)
     clash = [k for k in tuned if k in _ADDED_TUNABLES]
     if clash:
         raise ValueError(f"{where}: the configs set {kname}'s constexpr '{clash[0]}', but '{clash[0]}' is the name of "
@@ -313,10 +346,15 @@ def _tactics(ctx: Recording, spec: TritonSpec, kernel: Any, args: _Arguments, co
     ctx.check_config_values(user_configs, tuned, args.constexprs)
     base_options = {"num_warps": options.get("num_warps", 4), "num_stages": options.get("num_stages", 3)}
     values: List[Dict[str, Any]] = []
+    kept: List[Dict[str, Any]] = []
     for c in user_configs:
         v = {k: c.get(k, args.constexprs.get(k)) for k in tuned}
         v.update({k: c.get(k, base_options[k]) for k in _OPTIONS})
+        if args.derived and v in values:  # configs that differ only in a derived value they restate: one
+            continue
         values.append(v)
+        kept.append(c)
+    user_configs = kept
 
     # Triton's specialisations, as guarded variants of each config. Their requires exclude each other, so a call
     # can run exactly one variant of a config, the one Triton's JIT would pick, and tuning compares configs only.
@@ -334,13 +372,13 @@ def _tactics(ctx: Recording, spec: TritonSpec, kernel: Any, args: _Arguments, co
     pointer_positions = [position[p] for p, t in args.signature.items() if t.startswith("*")]
     configs: List[Dict[str, Any]] = []
     compile_configs: List[Dict[str, Any]] = []
-    for v in values:
+    for user, v in zip(user_configs, values):
         for d in variants:
             cfg: Dict[str, Any] = {k: int(v[k]) for k in tuned}  # a bool as 0 or 1: the spec's tunables are ints
             cfg.update({k: v[k] for k in _OPTIONS})
             cfg[_DIVISIBLE] = d
-            if requires_of[d]:
-                cfg["requires"] = list(requires_of[d])
+            if requires_of[d] or user.get("requires"):
+                cfg["requires"] = user_requires(user) + list(requires_of[d])
             configs.append(cfg)
             attrs = [i for i, _ in args.int_args] if d == 2 else []
             if d >= 1:

@@ -47,6 +47,9 @@ void print(const ExprNode& n, std::ostream& out) {
     case ExprOp::Rank:
       out << expr_op_info(n.op).spelling << "(" << n.name << ")";
       return;
+    case ExprOp::SameShape:
+      out << expr_op_info(n.op).spelling << "(" << n.lhs->name << ", " << n.rhs->name << ")";
+      return;
     case ExprOp::Select:
       out << expr_op_info(n.op).spelling << "(";
       print(*n.cond, out);
@@ -114,6 +117,7 @@ bool is_nonnegative(const ExprNode& node) {
     case ExprOp::Const:
       return node.value >= 0;
     case KERNELOP_EXPR_COMPARISONS:
+    case ExprOp::SameShape:
     case ExprOp::Dim:
     case ExprOp::Numel:
     case ExprOp::NumelExcept:
@@ -184,8 +188,19 @@ Expr Expr::select(Expr cond, Expr if_true, Expr if_false) {
   return Expr(std::move(n));
 }
 
+Expr Expr::same_shape(std::string a, std::string b) {
+  auto n = std::make_shared<ExprNode>();
+  n->op = ExprOp::SameShape;
+  n->lhs = Expr::rank(std::move(a)).node_;
+  n->rhs = Expr::rank(std::move(b)).node_;
+  return Expr(std::move(n));
+}
+
 Expr Expr::binary(ExprOp op, Expr lhs, Expr rhs) {
   KERNELOP_INTERNAL_CHECK(!is_leaf(op) && op != ExprOp::Select) << "(not a binary operator)";
+  KERNELOP_INTERNAL_CHECK(op != ExprOp::SameShape ||
+                          (lhs.op() == ExprOp::Rank && rhs.op() == ExprOp::Rank))
+      << "(same_shape's operands are rank leaves)";
   auto n = std::make_shared<ExprNode>();
   n->op = op;
   n->lhs = std::move(lhs.node_);
@@ -261,6 +276,7 @@ Expr Expr::simplified() const {
       break;
     case KERNELOP_EXPR_COMPARISONS:
     case ExprOp::Mod:
+    case ExprOp::SameShape:
       break;
     case KERNELOP_EXPR_LEAVES:
     case ExprOp::Select:
@@ -382,6 +398,7 @@ std::int64_t ExprArith<std::int64_t>::apply(ExprOp op, std::int64_t a, std::int6
       return a != b;
     case KERNELOP_EXPR_LEAVES:
     case ExprOp::Select:
+    case ExprOp::SameShape:
       break;
   }
   KERNELOP_FAIL(Internal) << "ExprArith<int64_t>::apply: not a binary operator";

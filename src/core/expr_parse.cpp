@@ -266,6 +266,13 @@ class Parser {
         if (axes.empty()) KERNELOP_RAISE(error()) << "numel_except() needs at least one axis";
         return {Expr::numel_except(tensor, axes)};
       }
+      case ExprOp::SameShape: {
+        std::string a = parse_ident();
+        expect(",");
+        std::string b = parse_ident();
+        expect(")");
+        return {Expr::same_shape(a, b), 2};
+      }
       case ExprOp::Select: {
         Parsed cond = parse_nested();
         expect(",");

@@ -81,6 +81,7 @@ Expr Deriver::resolve(const Expr& e) const {
       case KERNELOP_EXPR_COMPARISONS:
       case ExprOp::Const:
       case ExprOp::Select:
+      case ExprOp::SameShape:
         break;
     }
     KERNELOP_FAIL(Internal) << "resolve: '" << leaf.to_string() << "' is not a leaf";

@@ -69,6 +69,10 @@ std::string param_text(const OpPlan& p, int slot) {
   } else {
     e << broken_requirement_text<std::int64_t>(r, nullptr, nullptr);
   }
+  if (c.op() == ExprOp::SameShape) {
+    e << ": " << c.lhs().name() << " has shape " << sizes.view(c.lhs().slot()).shape.to_string()
+      << ", " << c.rhs().name() << " " << sizes.view(c.rhs().slot()).shape.to_string();
+  }
   c.for_each_leaf([&](const Expr& leaf) {
     if (leaf.op() != ExprOp::Aligned || sizes.aligned(leaf.slot(), leaf.node().value)) return;
     e << "; " << leaf.name() << "'s data pointer " << sizes.view(leaf.slot()).data << " is not "

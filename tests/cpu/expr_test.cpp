@@ -265,6 +265,39 @@ TEST(Expr, ComparisonsAndSelectParseAndPrintCanonically) {
             "select(n < 3, 1, 2)");
 }
 
+TEST(Expr, SameShapeComparesTheRanksAndEverySize) {
+  Env env;
+  env.shapes["z"] = {2, 3, 5};
+  env.shapes["w"] = {2, 5, 3};
+  env.shapes["v"] = {2, 3};
+  for (auto [text, want] : std::vector<std::pair<std::string, std::int64_t>>{
+           {"same_shape(x, z)", 1},
+           {"same_shape(x, w)", 0},
+           {"same_shape(x, v)", 0},
+           {"same_shape(v, x)", 0},
+           {"same_shape(y, y)", 1},
+           {"same_shape(x, z) * (dim(x, -1) == 5)", 1},
+           {"select(same_shape(x, w), 1, 2)", 2}}) {
+    Expr e = Expr::parse(text);
+    EXPECT_EQ(e.to_string(), text);
+    EXPECT_EQ(evaluate<std::int64_t>(e, env), want) << text;
+    FlatExprs flat;
+    std::uint16_t root = flat.add(e);
+    EXPECT_EQ(evaluate<std::int64_t>(flat, root, env), want) << text << " (flat)";
+  }
+  EXPECT_EQ(Expr::same_shape("x", "z"), Expr::parse("same_shape(x, z)"));
+  // Its operands are tensors, each a leaf that names and resolves like rank(t).
+  std::vector<std::string> leaves;
+  Expr::parse("same_shape(a, b)").for_each_leaf([&](const Expr& l) {
+    leaves.push_back(std::string(expr_op_info(l.op()).spelling) + ":" + l.name());
+  });
+  EXPECT_EQ(leaves, (std::vector<std::string>{"rank:a", "rank:b"}));
+  for (const char* bad :
+       {"same_shape(x)", "same_shape(x, 1)", "same_shape(x + 1, y)", "same_shape()"}) {
+    EXPECT_THROW(Expr::parse(bad), Error) << bad;
+  }
+}
+
 TEST(Expr, SelectEvaluatesOnlyTheChosenOperand) {
   // The other operand would divide by zero.
   Env env;
@@ -497,7 +530,7 @@ TEST(Expr, TheOperatorTableDrivesThePrinterTheParserAndTheReservedNames) {
       expect_error([&] { Expr::parse(std::string(row.spelling) + "x(a)"); }, ErrorKind::Spec,
                    "unknown function '" + std::string(row.spelling) +
                        "x' (known: dim, numel, numel_except, itemsize, stride, aligned, arch, "
-                       "rank, cdiv, min, max, select)");
+                       "rank, cdiv, min, max, select, same_shape)");
     }
   }
 }

@@ -191,6 +191,63 @@ def store_through_an_int_launch(x: torch.Tensor) -> torch.Tensor:
     return y
 
 
+@triton.jit
+def row_norm(Y, y_stride, X, x_stride, W, n_cols, eps, BLOCK: tl.constexpr):
+    # An RMSNorm row per program, written as Liger writes its host code (below).
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n_cols
+    x = tl.load(X + row * x_stride + offs, mask=mask, other=0.0).to(tl.float32)
+    rstd = 1 / tl.sqrt(tl.sum(x * x, 0) / n_cols + eps)
+    w = tl.load(W + offs, mask=mask, other=0.0).to(tl.float32)
+    tl.store(Y + row * y_stride + offs, (x * rstd * w).to(Y.dtype.element_ty), mask=mask)
+
+
+def row_norm_launch(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    shape = x.shape
+    dim = shape[-1]
+    x = x.view(-1, dim)  # host-side views, as Liger's rms_norm_forward
+    n_rows, n_cols = x.shape
+    y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+    assert x.shape[1] == w.shape[0]
+    row_norm[(n_rows,)](y, y.stride(0), x, x.stride(0), w, n_cols, float(eps), BLOCK=4096)
+    return y.view(*shape)
+
+
+def first_two_dims_launch(x: torch.Tensor) -> torch.Tensor:
+    # Reads the sizes of axes 0 and 1 by index: right only at rank 2.
+    y = torch.empty_like(x)
+    copy_kernel[(x.shape[0],)](x, y, x.shape[0] * x.shape[1], BLOCK=128)
+    return y
+
+
+MAX_FUSED_SIZE = 16384  # this file's limit, as Liger's calculate_settings has its own (65536)
+
+
+def calculate_settings(n):
+    # The block a row needs and the warps for it, from the size: Liger's calculate_settings, with a smaller limit.
+    block = triton.next_power_of_2(n)
+    if block > MAX_FUSED_SIZE:
+        raise RuntimeError(f"Cannot launch Triton kernel since n = {n} exceeds the recommended Triton blocksize")
+    num_warps = 4
+    if block >= 8192:
+        num_warps = 16
+    elif block >= 2048:
+        num_warps = 8
+    return block, num_warps
+
+
+def row_norm_sized_launch(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    shape = x.shape
+    dim = shape[-1]
+    x = x.view(-1, dim)
+    n_rows, n_cols = x.shape
+    block, num_warps = calculate_settings(n_cols)
+    y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+    row_norm[(n_rows,)](y, y.stride(0), x, x.stride(0), w, n_cols, eps, BLOCK=block, num_warps=num_warps)
+    return y.view(*shape)
+
+
 def meta_tensor(*shape):
     return torch.empty(*shape, device="meta")
 
@@ -219,8 +276,8 @@ class Recording(unittest.TestCase):
         self.assertEqual(d["params"], ["X", "Y", "Z", "a", "b", {"expr": "0", "int64": True},
                                        {"expr": "0", "int64": True}])
         self.assertEqual(d["geometry"], {"custom": {"grid": ["numel(X) // BLOCK_SIZE"], "block": ["num_warps * 32"]}})
-        self.assertEqual(d["requires"], ["rank(X) == 2", "rank(Y) == 2", "dim(Y, 0) == dim(X, 0)",
-                                         "dim(Y, 1) == dim(X, 1)"])
+        # Recorded at two ranks and the same at both: no rank (Note [rank-free recording]).
+        self.assertEqual(d["requires"], ["same_shape(Y, X)"])
         self.assertEqual(d["tunables"], ["BLOCK_SIZE", "num_warps", "num_stages", "divisible"])
         self.assertEqual([(c["BLOCK_SIZE"], c["divisible"]) for c in d["configs"]],
                          [(256, 2), (256, 1), (256, 0), (1024, 2), (1024, 1), (1024, 0)])
@@ -236,8 +293,7 @@ class Recording(unittest.TestCase):
         add = rec["vector_add"].doc
         self.assertEqual(add["geometry"]["custom"]["grid"], ["cdiv(numel(x), BLOCK_SIZE)"])
         self.assertEqual(add["params"][:4], ["x", "y", "output_ptr", {"expr": "numel(x)"}])
-        self.assertEqual(add["requires"], ["rank(x) == 2", "rank(y) == 2", "dim(y, 0) == dim(x, 0)",
-                                           "dim(y, 1) == dim(x, 1)"])
+        self.assertEqual(add["requires"], ["same_shape(y, x)"])
         self.assertEqual(add["configs"][0]["requires"][-1], "numel(x) % 16 == 0")
         sm = rec["softmax"].doc
         self.assertEqual(sm["geometry"]["custom"]["grid"], ["dim(x, 0)"])
@@ -348,7 +404,7 @@ class Recording(unittest.TestCase):
                                              torch.empty(2, 3, 4, dtype=torch.float16, device="meta")))
         self.assertEqual(r.doc["inputs"][0], {"name": "x", "dtype": "float16"})
         self.assertEqual(r.doc["params"][3], {"expr": "numel(x)"})
-        self.assertIn("rank(x) == 3", r.doc["requires"])
+        self.assertEqual(r.doc["requires"], ["same_shape(y, x)"])  # rank-free: the examples give dtypes
 
     def test_grids_over_the_configs(self):
         def squared(x: torch.Tensor) -> torch.Tensor:
@@ -453,6 +509,173 @@ class WrittenInputs(unittest.TestCase):
                 print(op.default._schema)
             """)
         self.assertEqual(out.split("\n")[0], "kop_tt_w_pkg::inc(Tensor(a!) x) -> ()")
+
+
+class RankFree(unittest.TestCase):
+    """An op recorded from a launch_fn that works at every rank works at every rank (Note [rank-free recording])."""
+
+    def test_the_seed_example_runs_at_ranks_1_to_4(self):
+        op = ko.custom_plugin(ko.triton(tk.elementwise_scale_mul, configs=tk.ELEMENTWISE_SCALE_MUL_CONFIGS),
+                              op_name="kop_tt_rf::scale_mul")
+        for shape in ((7,), (3, 5), (2, 3, 4), (2, 1, 3, 2)):
+            x = torch.empty(shape, device="meta")
+            self.assertEqual(tuple(op(x, torch.empty(shape, device="meta")).shape), shape)
+        for a, b in (((3, 5), (5, 3)), ((3, 5), (15,)), ((2, 3, 4), (2, 3, 5))):
+            with self.assertRaisesRegex(RuntimeError, r"op kop_tt_rf::scale_mul: the inputs break the requirement "
+                                        r"'same_shape\(Y, X\)': Y has shape \[.*\], X \["):
+                op(torch.empty(a, device="meta"), torch.empty(b, device="meta"))
+
+    def test_host_views_record_as_shape_algebra(self):
+        r = ko.record_plugin(ko.triton(row_norm_launch), op_name="kop_tt_rf::row_norm",
+                             example_inputs=(torch.empty(4, 4096), torch.empty(4096)))
+        d = r.doc
+        self.assertNotIn("rank(x)", " ".join(d.get("requires", [])))
+        # w was recorded at its example's rank only (a weight): that rank is required.
+        self.assertEqual(d["requires"], ["rank(w) == 1", "dim(w, 0) == dim(x, -1)"])
+        self.assertEqual(d["geometry"]["custom"]["grid"], ["numel_except(x, -1)"])
+        self.assertEqual(d["params"][:6], ["Y", {"expr": "dim(x, -1)"}, "x", {"expr": "dim(x, -1)"}, "w",
+                                           {"expr": "dim(x, -1)"}])
+        self.assertEqual(d["params"][6], "eps")  # float(eps) is still the scalar input
+        self.assertEqual(d["outputs"], [{"name": "Y", "shape": {"same_as": "x"}, "dtype": "float32"}])
+        op = r.register()
+        for shape in ((4096,), (3, 4096), (2, 3, 4096), (2, 2, 3, 4096)):
+            self.assertEqual(tuple(op(torch.empty(shape, device="meta"), torch.empty(4096, device="meta"),
+                                      1e-6).shape), shape)
+
+    def test_a_launch_that_needs_a_rank_says_so(self):
+        r = ko.record_plugin(ko.triton(first_two_dims_launch), op_name="kop_tt_rf::two_dims")
+        self.assertIn("rank(x) == 2", r.doc["requires"])
+        op = r.register()
+        self.assertEqual(tuple(op(torch.empty(3, 5, device="meta")).shape), (3, 5))
+        with self.assertRaisesRegex(RuntimeError, "rank"):
+            op(torch.empty(2, 3, 5, device="meta"))
+
+    def test_a_literal_float_is_compiled_in(self):
+        def launch(x: torch.Tensor) -> torch.Tensor:
+            y = torch.empty_like(x)
+            negate_scale[(triton.cdiv(x.numel(), 128),)](x, y, x.numel(), True, 2.5, BLOCK=128)
+            return y
+        r = ko.record_plugin(ko.triton(launch), op_name="kop_tt_rf::literal")
+        self.assertEqual(r.constexprs["scale"], 2.5)
+        self.assertNotIn("scale", [p for p in r.doc["params"] if isinstance(p, str)])
+
+
+def eligible(recorded, sizes):
+    """The configs whose requires hold for `sizes` (leaf text -> value; aligned() true), by kernelop's evaluator."""
+    import re
+    out = []
+    for i, c in enumerate(recorded.doc["configs"]):
+        ok = True
+        for r in c.get("requires", []):
+            leaves = {leaf: 1 if leaf.startswith("aligned(") else sizes[leaf]
+                      for leaf in set(re.findall(r"(?:aligned|dim|numel_except|numel)\([^()]*\)", r))}
+            ok = ok and ko._kernelop.eval_expr(r, leaves) != 0
+        if ok:
+            out.append(i)
+    return out
+
+
+class SizeClasses(unittest.TestCase):
+    """Constexprs computed from sizes (Note [size classes])."""
+
+    CLASSES = [256, 1024, 4096, 8192, 32768]
+
+    def recorded(self, configs=None, **kw):
+        return ko.record_plugin(ko.triton(row_norm_sized_launch, configs, specialize=kw.pop("specialize", self.CLASSES)),
+                                op_name=kw.pop("op_name", "kop_tt_sc::norm"),
+                                example_inputs=(torch.empty(4, 4096), torch.empty(4096)), **kw)
+
+    def test_each_class_is_recorded_with_its_bounds(self):
+        r = self.recorded()
+        d = r.doc
+        # 32768 is refused by launch_fn itself (above MAX_FUSED_SIZE): dropped.
+        self.assertEqual(sorted({c["size_class"] for c in d["configs"]}), [256, 1024, 4096, 8192])
+        self.assertEqual(d["tunables"], ["BLOCK", "num_warps", "num_stages", "divisible", "size_class"])
+        for c, cc in zip(d["configs"], r.compile_configs):
+            v = c["size_class"]
+            self.assertEqual(c["requires"][:2], [f"dim(x, -1) <= {v}", f"dim(x, -1) > {v // 2}"])
+            self.assertEqual(cc["constexprs"]["BLOCK"], v)
+            self.assertEqual(cc["options"]["num_warps"], 16 if v >= 8192 else 8 if v >= 2048 else 4)
+        self.assertIn("(dim(x, -1) <= 256) * (dim(x, -1) > 128) + ", d["requires"][-1])
+
+    def test_the_meta_kernel_refuses_a_size_no_class_covers(self):
+        op = self.recorded(op_name="kop_tt_sc::meta").register()
+        for n, shape in ((200, (3, 200)), (1000, (2, 3, 1000)), (3000, (3000,)), (8000, (1, 2, 3, 8000))):
+            self.assertEqual(tuple(op(torch.empty(shape, device="meta"), torch.empty(n, device="meta"), 1e-6).shape),
+                             shape)
+        for n in (100, 2000, 10000):
+            with self.assertRaisesRegex(RuntimeError, r"op kop_tt_sc::meta: the inputs break the requirement "
+                                        r"'\(dim\(x, -1\) <= 256\)"):
+                op(torch.empty(2, n, device="meta"), torch.empty(n, device="meta"), 1e-6)
+
+    def test_the_configs_a_size_can_run_are_those_of_its_class(self):
+        # Differential: for every size of a corpus, the eligible configs are exactly those whose BLOCK is the
+        # next power of two of the size (never a smaller, faster, wrong one), or none where no class covers it.
+        r = self.recorded()
+        blocks = [cc["constexprs"]["BLOCK"] for cc in r.compile_configs]
+        corpus = sorted({*range(120, 140), *range(250, 260), *range(500, 530), *range(1020, 1030), *range(2040, 2060),
+                         4095, 4096, 4097, 6000, 8191, 8192, 8193, 16384, 65536})
+        for n in corpus:
+            sizes = {"dim(x, -1)": n}
+            for variant in (n % 16 == 0,):
+                picks = eligible(r, sizes)
+                want = sizes_class = 1 << (n - 1).bit_length()
+                covered = sizes_class in (256, 1024, 4096, 8192)
+                self.assertEqual(sorted({blocks[i] for i in picks}), [want] if covered else [], n)
+                self.assertEqual(ko._kernelop.eval_expr(r.doc["requires"][-1], {"dim(x, -1)": n}) != 0, covered, n)
+                self.assertTrue(all(blocks[i] >= n for i in picks))
+                del variant
+
+    def test_a_config_that_overrides_a_derived_constexpr_belongs_to_its_class(self):
+        r = self.recorded([{"BLOCK": 1024, "num_warps": 2}, {"BLOCK": 4096}, {"num_warps": 8}],
+                          op_name="kop_tt_sc::override")
+        by_class = {}
+        for c, cc in zip(r.doc["configs"], r.compile_configs):
+            by_class.setdefault(c["size_class"], set()).add((cc["constexprs"]["BLOCK"], cc["options"]["num_warps"]))
+        # BLOCK=1024 only in class 1024, BLOCK=4096 only in class 4096; the config without BLOCK everywhere.
+        # In class 4096, {"BLOCK": 4096} and {"num_warps": 8} are the same config (the launch's 8 warps): one.
+        self.assertEqual(by_class, {256: {(256, 8)}, 1024: {(1024, 2), (1024, 8)}, 4096: {(4096, 8)},
+                                    8192: {(8192, 8)}})
+
+    def test_configs_state_their_own_requirements(self):
+        r = ko.record_plugin(ko.triton(tk.vector_add, [{"BLOCK_SIZE": 256, "requires": ["numel(x) < 4096"]},
+                                                       {"BLOCK_SIZE": 1024}]), op_name="kop_tt_sc::req")
+        self.assertEqual(r.doc["configs"][0]["requires"][0], "numel(x) < 4096")
+        self.assertNotIn("numel(x) < 4096", r.doc["configs"][3].get("requires", []))
+        expect_error(self, TypeError, "configs[0]['requires'] must be a list of conditions", ko.triton, tk.vector_add,
+                     [{"BLOCK_SIZE": 256, "requires": "numel(x) < 4096"}])
+        expect_error(self, ValueError, "numel(x) <", ko.record_plugin,
+                     ko.triton(tk.vector_add, [{"BLOCK_SIZE": 256, "requires": ["numel(x) <"]}]))
+
+    def test_values_derived_otherwise_are_refused(self):
+        def two_sizes(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+            triton.next_power_of_2(x.shape[0])
+            return row_norm_sized_launch(x, w, eps)
+        expect_error(self, ValueError, "launch_fn derives compile-time values from 2 sizes (dim(x, 0), dim(x, -1))",
+                     ko.record_plugin, ko.triton(two_sizes), op_name="kop_tt_sc::two",
+                     example_inputs=(torch.empty(4, 4096), torch.empty(4096)))
+
+        def of_a_product(x: torch.Tensor) -> torch.Tensor:
+            y = torch.empty_like(x)
+            copy_kernel[(1,)](x, y, x.numel(), BLOCK=triton.next_power_of_2(x.shape[0] * x.shape[1]))
+            return y
+        expect_error(self, ValueError, "kernelop specialises on one size of an input", ko.record_plugin,
+                     ko.triton(of_a_product), op_name="kop_tt_sc::product")
+
+        def of_a_scalar(x: torch.Tensor, n: int) -> torch.Tensor:
+            y = torch.empty_like(x)
+            copy_kernel[(1,)](x, y, x.numel(), BLOCK=triton.next_power_of_2(n))
+            return y
+        expect_error(self, ValueError, "next_power_of_2(n): kernelop specialises on sizes of inputs", ko.record_plugin,
+                     ko.triton(of_a_scalar), op_name="kop_tt_sc::scalar")
+
+    def test_specialize_is_checked(self):
+        expect_error(self, ValueError, "specialize must list powers of two >= 4", self.recorded,
+                     specialize=[256, 1000])
+        expect_error(self, ValueError, "specialize names 'dim(x, 1)', not 'dim(x, -1)'", self.recorded,
+                     specialize={"dim(x, 1)": [256]})
+        expect_error(self, TypeError, "specialize must be a list of powers of two", ko.triton, row_norm_sized_launch,
+                     specialize=256)
 
 
 class Refusals(unittest.TestCase):
@@ -641,7 +864,8 @@ class Registration(unittest.TestCase):
         x = torch.empty(64, 64, device="meta")
         self.assertEqual(op(x, x).shape, (64, 64))
         self.assertEqual(op(x, x, 0.5, 3).shape, (64, 64))
-        expect_error(self, RuntimeError, "the inputs break the requirement 'dim(Y, 1) == dim(X, 1)': 9 == 64",
+        expect_error(self, RuntimeError, "the inputs break the requirement 'same_shape(Y, X)': Y has shape [64, 9], "
+                     "X [64, 64]",
                      op, x, torch.empty(64, 9, device="meta"))
         sm = ops()["softmax"]
         expect_error(self, RuntimeError, "rank(x) == 2", sm, torch.empty(2, 3, 4, device="meta"))
@@ -755,6 +979,28 @@ class Cuda(unittest.TestCase):
         torch.testing.assert_close(op(a, b), a + b)
         self.assertNotIn("divisible=0", k.tactics[k.last_tactic])
         self.assertNotIn("divisible=2", k.tactics[k.last_tactic])
+
+    def test_the_seed_example_at_ranks_1_to_4(self):
+        op = ops()["elementwise_scale_mul"]
+        for shape in ((4096,), (8, 1024), (2, 4, 1024), (2, 2, 2, 1024)):
+            x, y = torch.randn(shape, device="cuda"), torch.randn(shape, device="cuda")
+            torch.testing.assert_close(op(x, y, 0.5, 3), x * y * 3 + 0.5)
+
+    def test_size_classes_run_the_block_of_their_class(self):
+        r = ko.record_plugin(ko.triton(row_norm_sized_launch, specialize=[256, 1024, 4096, 8192]),
+                             op_name="kop_tt_scg::norm", example_inputs=(torch.empty(4, 4096), torch.empty(4096)))
+        op = r.register()
+        blocks = [cc["constexprs"]["BLOCK"] for cc in r.compile_configs]
+        k = ko.kernel("kop_tt_scg::norm")
+        for n, lead in ((129, (3,)), (256, (2, 5)), (777, ()), (1024, (4, 1, 3)), (2049, (7,)), (4096, (2,)),
+                        (5000, (3,)), (8192, (1,))):
+            x, w = torch.randn(*lead, n, device="cuda"), torch.randn(n, device="cuda")
+            y = op(x, w, 1e-6)
+            want = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+            torch.testing.assert_close(y, want, rtol=1e-4, atol=1e-4)
+            self.assertEqual(blocks[k.last_tactic], 1 << (n - 1).bit_length(), n)
+        with self.assertRaisesRegex(RuntimeError, "break the requirement"):
+            op(torch.randn(3, 100, device="cuda"), torch.randn(100, device="cuda"), 1e-6)
 
     def test_kernels_that_write_inputs(self):
         # Eager values against Triton's own launch, opcheck (the Tensor(a!) schema is honoured), torch.compile
@@ -897,4 +1143,5 @@ class Cuda(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    run_tests(cpu=[Recording, WrittenInputs, Refusals, Compilation, Registration], gpu=[Cuda], cuda=CUDA)
+    run_tests(cpu=[Recording, WrittenInputs, RankFree, SizeClasses, Refusals, Compilation, Registration], gpu=[Cuda],
+              cuda=CUDA)

@@ -290,6 +290,7 @@ c10::SymBool sym_compare(const c10::SymInt& a, ExprOp op, const c10::SymInt& b) 
     case KERNELOP_EXPR_LEAVES:
     case KERNELOP_EXPR_ARITHMETIC:
     case ExprOp::Select:
+    case ExprOp::SameShape:
       break;
   }
   return a.sym_ne(c10::SymInt(0));  // not a comparison: a condition holds when nonzero
@@ -333,6 +334,7 @@ c10::SymBool comparison_guard(const Expr& c, const c10::SymInt& a, const c10::Sy
     case ExprOp::Eq:
     case ExprOp::Ne:
     case ExprOp::Select:
+    case ExprOp::SameShape:
       break;
   }
   return guard ? *guard : sym_compare(a, c.op(), b);
@@ -399,6 +401,22 @@ class MetaKernel final : public c10::OperatorKernel {
           c10::SymInt b = env.eval_requirement(c.rhs(), r.text);
           TORCH_SYM_CHECK(comparison_guard(c, a, b), "op ", p.op_name, ": ",
                           broken_requirement_text(r, &a, &b));
+        } else if (c.op() == ExprOp::SameShape) {
+          // The ranks, then one check per axis: the guards (or export's runtime assertions) that
+          // dim(a, i) == dim(b, i) would make, for whatever rank the call has.
+          const at::Tensor& ta = sizes.t(c.lhs().slot());
+          const at::Tensor& tb = sizes.t(c.rhs().slot());
+          auto shapes = [&] {
+            std::ostringstream s;
+            s << broken_requirement_text<c10::SymInt>(r, nullptr, nullptr) << ": " << c.lhs().name()
+              << " has shape " << ta.sym_sizes() << ", " << c.rhs().name() << " " << tb.sym_sizes();
+            return s.str();
+          };
+          TORCH_CHECK(ta.dim() == tb.dim(), "op ", p.op_name, ": ", shapes());
+          for (std::int64_t d = 0; d < ta.dim(); ++d) {
+            TORCH_SYM_CHECK(ta.sym_size(d).sym_eq(tb.sym_size(d)), "op ", p.op_name, ": ",
+                            shapes());
+          }
         } else {
           TORCH_SYM_CHECK(env.eval_requirement(c, r.text).sym_ne(0), "op ", p.op_name, ": ",
                           broken_requirement_text<c10::SymInt>(r, nullptr, nullptr));

@@ -66,6 +66,7 @@ struct ExprArith<c10::SymInt> {
         return of(a.sym_ne(b));
       case KERNELOP_EXPR_LEAVES:
       case ExprOp::Select:
+      case ExprOp::SameShape:
         break;
     }
     KERNELOP_FAIL(Internal) << "ExprArith<SymInt>: not a binary operator";

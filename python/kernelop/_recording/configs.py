@@ -27,11 +27,22 @@ def check_configs(where: str, launch_fn: Any, configs: Any) -> Tuple[Dict[str, A
         for k, v in c.items():
             if not isinstance(k, str):
                 raise TypeError(f"{where}: configs[{i}] has key {shorten(repr(k))}; keys are meta-parameter names")
+            if k == "requires":  # conditions on the sizes the config is right for (kernelop expressions)
+                if isinstance(v, (str, bytes)) or not isinstance(v, Sequence) or \
+                        not all(isinstance(r, str) for r in v):
+                    raise TypeError(f"{where}: configs[{i}]['requires'] must be a list of conditions such as "
+                                    f"['BLOCK_SIZE >= dim(x, -1)'], got {shorten(repr(v))}")
+                continue
             if not isinstance(v, int):  # bools are ints
                 raise TypeError(f"{where}: configs[{i}][{shorten(repr(k))}] is {shorten(repr(v))}; config values are "
                                 "ints or bools")
-        out.append(dict(c))
+        out.append({k: (list(v) if k == "requires" else v) for k, v in c.items()})
     return tuple(out)
+
+
+def user_requires(config: Mapping[str, Any]) -> List[str]:
+    """The conditions a user's config states (``"requires"``), canonical."""
+    return [canonical(r) for r in config.get("requires", ())]
 
 
 def check_config_values(where: str, user_configs: Sequence[Dict[str, Any]], tuned: Sequence[str],

@@ -7,19 +7,20 @@ import dataclasses
 import hashlib
 import json
 import os
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 
 from .. import _dsls, _kernelop, _kernelop_torch
-from .._symbolic import Recorder, Unexpressible, shorten
-from . import compiling
+from .._symbolic import _HINTS, Recorder, Unexpressible, canonical, shorten
+from . import compiling, sizes
 from .compiling import CompiledKernel, CompileJob, KernelBinary
-from .configs import check_config_values, validate_recorded
+from .configs import check_config_values, conjunction, select_over_configs, validate_recorded
 from .interception import Handlers, NestedRecording, current_recording, intercepting, nested_message, recording
-from .tracing import (Input, check_returned_inputs, examples, inputs_json, make_fakes, name_outputs, output_shapes,
-                      outputs_of, run_launch_fn, signature_inputs, tensor_name)
+from .tracing import (Input, LaunchFnRaised, check_returned_inputs, examples, inputs_json, make_fakes, name_outputs,
+                      output_shapes, outputs_of, run_launch_fn, signature_inputs, tensor_name)
 
 
 def _accept_inputs(where: str, inputs: List[Input]) -> None:
@@ -236,17 +237,192 @@ def _record_specs(where: str, spec_or_list: Any, meta_impl: Optional[Callable[..
 
 def _record(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], op_name: Optional[str],
             example_inputs: Any) -> RecordedPlugin:
-    """launch_fn run once on fakes, its one launch translated by its DSL, the op named after what was recorded
-    (unless the user named it) and validated."""
+    """launch_fn recorded rank-free where it can be (Note [rank-free recording]), once per size class where it
+    derives a constexpr from a size (Note [size classes])."""
     fn_name = getattr(spec.launch_fn, "__name__", "launch_fn")
     where = f"kernelop.custom_plugin({shorten(repr(op_name if op_name is not None else fn_name))})"
     inputs = signature_inputs(where, spec.launch_fn)
     dsl.check_inputs(where, inputs)
     tensors = examples(where, [n for n, k, _ in inputs if k == "tensor"], example_inputs)
+    tensors = {name: tensors[name] if name in tensors else torch.empty(_HINTS[1], _HINTS[0], device="meta")
+               for name, kind, _ in inputs if kind == "tensor"}
+    rec, derived = _discover(dsl, spec, where, inputs, tensors)
+    if not derived:
+        return _record_at_ranks(dsl, spec, meta_impl, op_name, where, inputs, tensors)[0]
+    d, values = sizes.classes_of(where, derived, rec, getattr(spec, "specialize", None))
+    values_of = rec.shape_env.backed_var_to_val if hasattr(rec.shape_env, "backed_var_to_val") else \
+        rec.shape_env.var_to_val
+    hint = values_of.get(d.symbol)
+    if hint is None:
+        raise ValueError(f"{where}: {d!r}: kernelop specialises on one size of an input, and {d.text} is not one")
+    classes: List[Tuple[int, RecordedPlugin]] = []
+    refused: List[Tuple[int, Exception]] = []
+    for v in values:
+        inside = {name: torch.empty([v * 3 // 4 if int(s) == int(hint) else int(s) for s in t.shape], dtype=t.dtype,
+                                    device="meta") for name, t in tensors.items()}
+        try:
+            r, _, again = _record_at_ranks(dsl, spec, meta_impl, op_name, where, inputs, inside)
+        except NestedRecording:
+            raise
+        except (LaunchFnRaised, sizes.NoConfigForClass) as e:  # launch_fn refuses the class, or no config is for it
+            refused.append((v, e))
+            continue
+        if not again or len({x.text for x in again}) != 1:
+            raise ValueError(f"{where}: launch_fn derives {', '.join(map(repr, again))} for sizes where "
+                             f"{d.text} is about {v * 3 // 4}, but {', '.join(map(repr, derived))} for the examples; "
+                             "kernelop records the classes of one size")
+        classes.append((v, r))
+    if not classes:
+        first, error = refused[0]
+        raise ValueError(f"{where}: launch_fn derives {d!r} and refuses every class of it kernelop recorded "
+                         f"({', '.join(str(v) for v, _ in refused)}); for {d.text} <= {first}: "
+                         f"{shorten(error, 1000)}") from error
+    return _merge_classes(where, d, classes, op_name is not None)
+
+
+def _discover(dsl: Dsl, spec: Any, where: str, inputs: List[Input], tensors: Dict[str, torch.Tensor]
+              ) -> Tuple[Recorder, List[sizes.Derived]]:
+    """launch_fn run once at the examples' ranks, for what it derives from sizes (Note [size classes]); its errors
+    are left to the recordings that follow."""
     rec = Recorder(where)
+    rec.rank_free = {name for name, t in tensors.items() if t.dim() >= 2}  # sizes named as rank-free ops name them
+    fakes = make_fakes(rec, inputs, tensors)
+    derived = sizes.begin(rec)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            run_launch_fn(where, rec, spec.launch_fn, fakes, intercepting(dsl.intercept([])))
+    except NestedRecording:
+        raise
+    except Exception:  # noqa: BLE001 - the recording proper reports it
+        pass
+    finally:
+        sizes.end()
+    return rec, derived
+
+
+def _record_at_ranks(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], op_name: Optional[str],
+                     where: str, inputs: List[Input], tensors: Dict[str, torch.Tensor]
+                     ) -> Tuple[RecordedPlugin, Recorder, List[sizes.Derived]]:
+    """Recorded at two ranks above the examples', kept when both give the same op; else at the examples' ranks,
+    with the ranks as requirements (Note [rank-free recording])."""
+    probes = []
+    for extra in (1, 2):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                probes.append((_record_once(dsl, spec, meta_impl, op_name, where, inputs,
+                                            _higher_ranks(tensors, extra), True), caught))
+            except NestedRecording:
+                raise
+            except Exception:  # noqa: BLE001 - rank-specific code: recorded at the examples' ranks below
+                break
+    if len(probes) == 2 and _same_op(probes[0][0][0], probes[1][0][0]):
+        for w in probes[0][1]:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        return probes[0][0]
+    return _record_once(dsl, spec, meta_impl, op_name, where, inputs, tensors, False)
+
+
+def _merge_classes(where: str, d: sizes.Derived, classes: List[Tuple[int, RecordedPlugin]], named: bool
+                   ) -> RecordedPlugin:
+    """One op of the size classes' recordings (Note [size classes]): their configs side by side, each requiring its
+    class; the op requiring that one class holds."""
+    base = classes[0][1]
+    for v, r in classes[1:]:
+        for k in set(base.doc) | set(r.doc):
+            if k in ("op", "requires", "configs", "inputs") or (k == "geometry" and _grid_only_differs(base, r)):
+                continue
+            if base.doc.get(k) != r.doc.get(k):
+                raise ValueError(f"{where}: the op recorded for {d.text} <= {v} differs from the one for "
+                                 f"{d.text} <= {classes[0][0]} in {k!r}; kernelop merges size classes that differ "
+                                 "only in constexprs, compile options, configs and the grid")
+    requires = [r.doc.get("requires", []) for _, r in classes]
+    common = [c for c in requires[0] if all(c in other for other in requires[1:])]
+    extra = [[c for c in req if c not in common] for req in requires]
+    grids = [r.doc["geometry"]["custom"]["grid"] for _, r in classes] if "geometry" in base.doc else []
+    by_grid = bool(grids) and any(g != grids[0] for g in grids)
+    doc = dict(base.doc)
+    mutated = {i["name"] for _, r in classes for i in r.doc["inputs"] if i.get("mutated")}
+    doc["inputs"] = [dict(i, mutated=True) if i["name"] in mutated else i for i in base.doc["inputs"]]
+    configs: List[Dict[str, Any]] = []
+    compile_configs: List[Dict[str, Any]] = []
+    for (v, r), more in zip(classes, extra):
+        for c in r.doc["configs"]:
+            c = dict(c)
+            c[_SIZE_CLASS] = v  # configs of different classes bind different values (tactics are told apart)
+            if more or c.get("requires"):
+                c["requires"] = more + [x for x in c.get("requires", []) if x not in more]
+            configs.append(c)
+        compile_configs += r.compile_configs
+    if _SIZE_CLASS in doc["tunables"]:
+        raise ValueError(f"{where}: the kernel has a meta-parameter named '{_SIZE_CLASS}', the tunable kernelop gives "
+                         "an op's size classes; rename it")
+    doc["tunables"] = doc["tunables"] + [_SIZE_CLASS]
+    if by_grid:
+        doc["geometry"] = dict(doc["geometry"], custom=dict(doc["geometry"]["custom"], grid=select_over_configs(
+            grids, [{_SIZE_CLASS: v} for v, _ in classes], [_SIZE_CLASS])))
+    if all(extra):  # a size no class covers is refused by the Meta kernel too, not only at launch
+        common.append(canonical(" + ".join(conjunction(more) for more in extra) + " != 0"))
+    doc["requires"] = common
+    doc["configs"] = configs
+    merged = dataclasses.replace(base, doc=doc, compile_configs=compile_configs, _binaries={})
+    if not named:
+        body = {k: v for k, v in doc.items() if k != "op"}
+        name = doc["op"].rsplit("_", 1)[0]
+        digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:12]
+        merged.op_name = doc["op"] = f"{name}_{digest}"
+    validate_recorded(where, doc, f"{len(classes)} size classes of {d!r} ({', '.join(str(v) for v, _ in classes)}) "
+                      f"make {len(configs)} tactics")
+    return merged
+
+
+_SIZE_CLASS = "size_class"
+
+
+def _grid_only_differs(a: RecordedPlugin, b: RecordedPlugin) -> bool:
+    ga, gb = a.doc.get("geometry", {}), b.doc.get("geometry", {})
+    if "custom" not in ga or "custom" not in gb:
+        return False
+    return {k: v for k, v in ga["custom"].items() if k != "grid"} == {k: v for k, v in gb["custom"].items()
+                                                                     if k != "grid"}
+
+
+_LEADING_HINTS = (971, 967)  # sizes of the axes added to record at higher ranks: primes no default hint has
+
+
+def _higher_ranks(tensors: Dict[str, torch.Tensor], extra: int) -> Dict[str, torch.Tensor]:
+    """The example tensors `extra` ranks above: leading axes added to every tensor of rank >= 2; tensors of rank 0
+    and 1 kept (a bias, a weight)."""
+    out = {}
+    for name, ex in tensors.items():
+        shape = list(ex.shape)
+        if len(shape) >= 2:
+            shape = list(_LEADING_HINTS[:extra]) + shape
+        out[name] = torch.empty(shape, dtype=ex.dtype, device="meta")
+    return out
+
+
+def _same_op(a: RecordedPlugin, b: RecordedPlugin) -> bool:
+    strip = lambda r: {k: v for k, v in r.doc.items() if k != "op"}
+    return strip(a) == strip(b) and a.compile_configs == b.compile_configs
+
+
+def _record_once(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], op_name: Optional[str], where: str,
+                 inputs: List[Input], tensors: Dict[str, torch.Tensor], rank_free: bool
+                 ) -> Tuple[RecordedPlugin, Recorder, List[sizes.Derived]]:
+    """launch_fn run once on fakes, its one launch translated by its DSL, the op named after what was recorded
+    (unless the user named it) and validated; with the recorder and what launch_fn derived from sizes."""
+    rec = Recorder(where)
+    if rank_free:  # the tensors recorded at two ranks (_higher_ranks)
+        rec.rank_free = {name for name, t in tensors.items() if t.dim() >= 3}
     fakes = make_fakes(rec, inputs, tensors)
     launches: List[Any] = []
-    result, writes = run_launch_fn(where, rec, spec.launch_fn, fakes, intercepting(dsl.intercept(launches)))
+    derived = sizes.begin(rec)
+    try:
+        result, writes = run_launch_fn(where, rec, spec.launch_fn, fakes, intercepting(dsl.intercept(launches)))
+    finally:
+        sizes.end()
     launch, kernel_name = dsl.one_launch(where, launches)
     outputs, returned = outputs_of(where, result, rec)
     writes.check(where, rec, outputs)
@@ -263,4 +439,4 @@ def _record(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], op_nam
             f"kernelop_{dsl.name}::{kernel_name}_{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
     check_returned_inputs(where, recorded.doc, returned)
     recording_.validate(recorded.doc)
-    return recorded
+    return recorded, rec, derived

@@ -97,9 +97,14 @@ def run_launch_fn(where: str, rec: Recorder, launch_fn: Callable[..., Any], fake
     except (Unexpressible, NestedRecording) as e:
         raise type(e)(f"{where}: {e}" if isinstance(e, Unexpressible) else str(e)) from None
     except Exception as e:  # noqa: BLE001 - named and re-raised with what kernelop was doing
-        raise traced_error(where, rec, e, "launch_fn", "while kernelop recorded it on fake tensors with symbolic "
-                           "sizes") from e
+        error = traced_error(where, rec, e, "launch_fn", "while kernelop recorded it on fake tensors with symbolic "
+                             "sizes")
+        raise LaunchFnRaised(str(error)) from e
     return result, writes
+
+
+class LaunchFnRaised(ValueError):
+    """launch_fn itself raised while it was recorded (its own checks, such as a size limit)."""
 
 
 def traced_error(where: str, rec: Recorder, e: Exception, what: str, doing: str) -> ValueError:
@@ -151,8 +156,8 @@ class HostOps(TorchDispatchMode):
         return out
 
     def check(self, where: str, rec: Recorder, outputs: List[Any]) -> None:
-        for t in rec.tensors:
-            ops = self.ops.get(t.fake.untyped_storage()._cdata, [])
+        for t in rec.tensors:  # a view of an input (x.view(-1, h), reshape, transpose) is shape algebra
+            ops = [op for op in self.ops.get(t.fake.untyped_storage()._cdata, []) if op not in _VIEWS]
             if ops:
                 raise ValueError(f"{where}: launch_fn writes input '{t.name}' on the host (aten.{ops[0]}); kernelop "
                                  "runs the kernel alone")
@@ -214,6 +219,9 @@ def name_outputs(outputs: List[Any], tensors: Dict[str, Any], rec: Recorder, res
     names = []
     for i, o in enumerate(outputs):
         name = next((n for n, v in tensors.items() if v is o), None)
+        if name is None:  # passed to the kernel as another view of its storage (y, returned as y.view(*shape))
+            name = next((n for n, v in tensors.items() if isinstance(v, torch.Tensor) and v.storage_offset() == 0
+                         and v.untyped_storage()._cdata == o.untyped_storage()._cdata), None)
         if name is None or name in taken:
             name = f"out{i}" if len(outputs) > 1 else "out"
             while name in taken:
@@ -245,6 +253,16 @@ def int_scalar_name(value: Any, rec: Recorder) -> Optional[str]:
         for s in rec.scalars:
             if s.symbol is not None and value.node.expr == s.symbol:
                 return s.name
+    return None
+
+
+def float_scalar_name(value: float, rec: Recorder) -> Optional[str]:
+    """The float scalar input a float launch value is (the probe itself, or float() of it), or None."""
+    if isinstance(value, FloatProbe):
+        return value.kernelop_name
+    for s in rec.scalars:
+        if s.kind == "float" and float(s.fake) == value:
+            return s.name
     return None
 
 

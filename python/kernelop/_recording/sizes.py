@@ -1,0 +1,128 @@
+"""Values host code computes from sizes and feeds to the kernel as compile-time constants, such as
+``BLOCK_SIZE = triton.next_power_of_2(n_cols)`` (Note [size classes]).
+
+Note [size classes]: a constexpr computed from a size cannot be one symbolic value: the kernel is compiled for each
+value it takes. The recorder therefore records launch_fn once per *size class*: for ``next_power_of_2(n)`` with n a
+size of an input, the class of the power of two v is ``v // 2 < n <= v``. Each class is recorded with example sizes
+inside it, so host code branches as it would for such sizes (Liger's ``calculate_settings`` picks num_warps from
+BLOCK_SIZE), and the class's bounds are guards, hence requirements of its configs. The classes' recordings are then
+merged into one op: their configs side by side, each requiring its class; the op requires that some class holds, so
+the Meta kernel and tracing refuse a size no config can run. The classes recorded are the powers of two from 4 to
+65536 that launch_fn accepts (its own checks, such as Liger's "BLOCK_SIZE > MAX_FUSED_SIZE" error, drop the rest), or
+the values ``specialize`` gives. (Sizes 1 and 2 are not recorded: PyTorch records sizes over [2, inf), where the
+class of 2 would pin a size.)
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
+
+import torch
+
+from .._symbolic import Recorder, Unexpressible, shorten
+
+DEFAULT_CLASSES = tuple(2 ** k for k in range(2, 17))  # 4 .. 65536
+_state = threading.local()  # .rec: the recorder of this thread's recording; .calls: what it derived
+
+
+def next_power_of_2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
+
+
+class NoConfigForClass(ValueError):
+    """Every config sets a size-derived constexpr to another class's value: the class has no config."""
+
+
+class DerivedInt(int):
+    """A value launch_fn derived from a size (next_power_of_2(n) in the recorded class): an int that says so, so a
+    DSL can tell a constexpr it feeds from a constant (a config that overrides it must equal it)."""
+
+    derived: str = ""
+
+    def __new__(cls, value: int, derived: str) -> "DerivedInt":
+        self = super().__new__(cls, value)
+        self.derived = derived
+        return self
+
+
+class Derived:
+    """One value launch_fn derived from a size: the size (its text and symbol) and the function."""
+
+    def __init__(self, function: str, text: str, symbol: Any) -> None:
+        self.function, self.text, self.symbol = function, text, symbol
+
+    def __repr__(self) -> str:
+        return f"{self.function}({self.text})"
+
+
+def begin(rec: Recorder) -> List[Derived]:
+    """Starts logging what this thread's recording derives from sizes; returns the log."""
+    _state.rec = rec
+    _state.calls = []
+    return _state.calls
+
+
+def end() -> None:
+    _state.rec = None
+    _state.calls = None
+
+
+def power_of_two(original: Any, n: Any) -> Any:
+    """triton.next_power_of_2 while recording: of a size, the power of two of the example's class, with the class's
+    bounds as guards (Note [size classes]); of anything else, Triton's own."""
+    rec: Optional[Recorder] = getattr(_state, "rec", None)
+    if rec is None or not isinstance(n, torch.SymInt):
+        return original(n)
+    text = rec.expr(n, "next_power_of_2's argument")
+    hint = n.node.hint
+    if hint is None:
+        raise Unexpressible(f"next_power_of_2({text}): kernelop specialises on sizes of inputs, and {text} is an int "
+                            "scalar's value, which the recording does not know; pass a size, or give the values as "
+                            "configs")
+    v = next_power_of_2(int(hint))
+    _state.calls.append(Derived("next_power_of_2", text, n.node.expr))
+    # The class's bounds, as the guards a size comparison makes (hence requirements of the class's configs).
+    bool(n <= v)
+    bool(n > v // 2)
+    return DerivedInt(v, f"next_power_of_2({text})")
+
+
+def classes_of(where: str, derived: List[Derived], rec: Recorder, specialize: Any) -> Tuple[Derived, List[int]]:
+    """The one size derived from, and the classes (powers of two) to record it at."""
+    sizes = {d.text: d for d in derived}
+    if len(sizes) > 1:
+        raise ValueError(f"{where}: launch_fn derives compile-time values from {len(sizes)} sizes "
+                         f"({shorten(', '.join(sizes), 300)}); kernelop records the classes of one size: derive them "
+                         "from one size, or give the other values as configs")
+    d = derived[0]
+    values: Optional[Sequence[int]] = DEFAULT_CLASSES
+    if specialize is not None:
+        values = specialize.get(d.text) if isinstance(specialize, Mapping) else specialize
+        if values is None:
+            raise ValueError(f"{where}: specialize names {shorten(', '.join(map(repr, specialize)), 300)}, not "
+                             f"{d.text!r}, the size launch_fn derives {d.function}() from")
+        bad = [v for v in values if isinstance(v, bool) or not isinstance(v, int) or v < 4 or v & (v - 1)]
+        if bad or not values:
+            raise ValueError(f"{where}: specialize must list powers of two >= 4 (the values of {d.function}"
+                             f"({d.text})), got {shorten(repr(list(values)), 300)}")
+    return d, sorted(set(values or ()))
+
+
+def check_specialize(where: str, specialize: Any) -> Any:
+    """`specialize` as the user gave it: None, a list of powers of two, or a dict of size text -> such a list."""
+    if specialize is None:
+        return None
+    if isinstance(specialize, Mapping):
+        for k, v in specialize.items():
+            if not isinstance(k, str):
+                raise TypeError(f"{where}: specialize's keys are sizes as kernelop writes them ('dim(x, -1)'), got "
+                                f"{shorten(repr(k))}")
+            if isinstance(v, (str, bytes)) or not isinstance(v, Sequence):
+                raise TypeError(f"{where}: specialize[{k!r}] must be a list of powers of two, got "
+                                f"{type(v).__name__}")
+        return {k: tuple(v) for k, v in specialize.items()}
+    if isinstance(specialize, (str, bytes)) or not isinstance(specialize, Sequence):
+        raise TypeError(f"{where}: specialize must be a list of powers of two (or a dict of size -> list), got "
+                        f"{type(specialize).__name__}")
+    return tuple(specialize)
