@@ -23,6 +23,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import unittest
 
 from kernelop_testing import run_tests
@@ -87,7 +88,13 @@ def lines_match(want, got):
 
 
 def run_python(test, block):
-    r = subprocess.run([sys.executable, "-c", block.text], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    # From a file, as a reader runs it (Triton reads a @triton.jit function's source from its file), in the
+    # repository's root (the blocks' paths are relative to it).
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "block.py")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(block.text + "\n")
+        r = subprocess.run([sys.executable, path], cwd=ROOT, capture_output=True, text=True, timeout=900)
     test.assertEqual(r.returncode, 0, f"{block.where}: the block failed:\n{r.stdout}\n{r.stderr}")
 
 

@@ -1005,7 +1005,8 @@ class Cuda(unittest.TestCase):
     def test_kernels_that_write_inputs(self):
         # Eager values against Triton's own launch, opcheck (the Tensor(a!) schema is honoured), torch.compile
         # (functionalization keeps the write) and a CUDA graph.
-        xent = ko.custom_plugin(ko.triton(zero_ignored_rows_launch), op_name="kop_tt_wg::xent")
+        xent = ko.custom_plugin(ko.triton(zero_ignored_rows_launch), op_name="kop_tt_wg::xent",
+                                example_inputs=(torch.empty(4, 1000), torch.empty(4, dtype=torch.int32)))
         inc = ko.custom_plugin(ko.triton(add_one_returning_it), op_name="kop_tt_wg::inc")
         x = torch.randn(6, 1000, device="cuda")
         t = torch.tensor([1, -100, 3, -100, 0, 2], device="cuda", dtype=torch.int32)

@@ -3,6 +3,7 @@ progress (Recording) and its result (RecordedPlugin). Nothing here names a DSL: 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -272,6 +273,10 @@ def _record(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], op_nam
                              f"{d.text} is about {v * 3 // 4}, but {', '.join(map(repr, derived))} for the examples; "
                              "kernelop records the classes of one size")
         classes.append((v, r))
+    if classes and refused:
+        warnings.warn(f"{where}: launch_fn refuses size classes {', '.join(str(v) for v, _ in refused)} of {d!r}; "
+                      f"sizes there are refused too (for {d.text} <= {refused[0][0]}: {shorten(refused[0][1], 300)})",
+                      stacklevel=4)
     if not classes:
         first, error = refused[0]
         raise ValueError(f"{where}: launch_fn derives {d!r} and refuses every class of it kernelop recorded "
@@ -291,7 +296,7 @@ def _discover(dsl: Dsl, spec: Any, where: str, inputs: List[Input], tensors: Dic
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            run_launch_fn(where, rec, spec.launch_fn, fakes, intercepting(dsl.intercept([])))
+            run_launch_fn(where, rec, spec.launch_fn, fakes, intercepting({**_HOST, **dsl.intercept([])}))
     except NestedRecording:
         raise
     except Exception:  # noqa: BLE001 - the recording proper reports it
@@ -388,6 +393,10 @@ def _grid_only_differs(a: RecordedPlugin, b: RecordedPlugin) -> bool:
                                                                      if k != "grid"}
 
 
+# Host calls library code makes around a launch that need a GPU and change nothing kernelop records: replaced while
+# launch_fn runs (the op launches on its inputs' device, on the caller's stream).
+_HOST = {(torch.cuda, "device"): lambda original, *args, **kwargs: contextlib.nullcontext()}
+
 _LEADING_HINTS = (971, 967)  # sizes of the axes added to record at higher ranks: primes no default hint has
 
 
@@ -420,7 +429,8 @@ def _record_once(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], o
     launches: List[Any] = []
     derived = sizes.begin(rec)
     try:
-        result, writes = run_launch_fn(where, rec, spec.launch_fn, fakes, intercepting(dsl.intercept(launches)))
+        result, writes = run_launch_fn(where, rec, spec.launch_fn, fakes,
+                                       intercepting({**_HOST, **dsl.intercept(launches)}))
     finally:
         sizes.end()
     launch, kernel_name = dsl.one_launch(where, launches)
