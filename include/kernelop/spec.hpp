@@ -146,7 +146,13 @@ struct ExtraExpr {
   bool int64 = false;
   bool operator==(const ExtraExpr&) const = default;
 };
-using Extra = std::variant<Numel, DimSize, ExtraExpr>;
+/// A float constant passed as a 32-bit float (a literal a library's host code passes, such as
+/// Liger's `offset=0.0`).
+struct ExtraFloat {
+  double value = 0;
+  bool operator==(const ExtraFloat&) const = default;
+};
+using Extra = std::variant<Numel, DimSize, ExtraExpr, ExtraFloat>;
 
 /// A kernel parameter that receives the input (tensor or scalar) or output of this name.
 struct ParamName {

@@ -227,7 +227,7 @@ def _translate(ctx: Recording, spec: TritonSpec, launch: _Launch) -> RecordedPlu
     # traced first), and ranks.
     shapes = ctx.output_shapes(ctx.meta_impl)
     requires = ctx.requirements()
-    exprs = grid + [p["expr"] for p in args.params if isinstance(p, dict)] + requires + \
+    exprs = grid + [p["expr"] for p in args.params if isinstance(p, dict) and "expr" in p] + requires + \
         [d for s in shapes for d in (s["shape"] if isinstance(s["shape"], list) else [])]
     # Tensors recorded rank-free state no rank (Note [rank-free recording]).
     requires = [f"rank({t.name}) == {t.rank}" for t in ctx.rec.tensors
@@ -302,9 +302,9 @@ def _arguments(ctx: Recording, kernel: Any, bound: inspect.BoundArguments, posit
             if scalar is not None:  # float(x) of a float scalar input: the input itself
                 signature[p.name] = "fp32"
                 params.append(scalar)
-            else:  # a literal: compiled in, as Triton's JIT does with constants
-                signature[p.name] = "constexpr"
-                constexprs[p.name] = value
+            else:  # a literal: a constant of the op, passed as Triton passes it (fp32)
+                signature[p.name] = "fp32"
+                params.append({"float": value})
         else:
             raise ValueError(f"{where}: {what} is a {type(value).__name__}; kernelop passes tensors, scalars, "
                              "sizes and constants")

@@ -1,6 +1,8 @@
 // The plan deriver, the launch: the kernel's arguments (tensors, scalars, extras, struct
 // parameters) and the launch geometry, resolved to slots.
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <sstream>
 
 #include "core/deriver.hpp"
@@ -70,12 +72,28 @@ ArgSlot Deriver::scalar_arg(int slot) const {
 }
 
 ArgSlot Deriver::extra_arg(const Extra& extra, int index) {
+  if (const auto* f = std::get_if<ExtraFloat>(&extra)) {
+    // Note [float extras]: the value is the constant's float32 bit pattern, an int32 expression,
+    // which packing writes as its 4 bytes (value_type Float); every other path (the memo, the
+    // raw launch, packages) treats it as any constant extra.
+    auto bits = std::bit_cast<std::int32_t>(static_cast<float>(f->value));
+    ArgSlot arg;
+    arg.kind = ArgSlot::Kind::ExtraValue;
+    arg.index = index;
+    arg.value = Expr(static_cast<std::int64_t>(bits));
+    std::ostringstream text;
+    text << static_cast<float>(f->value) << "f";
+    arg.name = text.str();
+    arg.value_type = ScalarType::Float;
+    return arg;
+  }
   Expr value = 0;
   bool int64 = false;
   std::visit(Overloaded{
                  [&](const Numel& e) { value = Expr::numel(e.input), int64 = e.int64; },
                  [&](const DimSize& e) { value = Expr::dim(e.input, e.axis), int64 = e.int64; },
                  [&](const ExtraExpr& e) { value = e.value, int64 = e.int64; },
+                 [&](const ExtraFloat&) {},
              },
              extra);
   ArgSlot arg;

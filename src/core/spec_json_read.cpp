@@ -1,5 +1,7 @@
 // The JSON spec reader, the calling convention: inputs (tensors and scalars), outputs and their
 // shapes, the kernel's params and extras, and the launch geometry.
+#include <cmath>
+#include <limits>
 #include <string>
 
 #include "core/spec_json_reader.hpp"
@@ -173,8 +175,21 @@ Extra SpecReader::read_extra(const Json& j, const std::string& path) const {
     expect_keys(j, path, {"expr", "int64"});
     return ExtraExpr{get_expr(j["expr"], join(path, "expr")), int64};
   }
-  KERNELOP_RAISE(error(path)) << "expected {\"numel\": ...}, {\"dim_size\": ..., \"axis\": ...} "
-                                 "or {\"expr\": ...}, found "
+  if (j.is_object() && j.contains("float")) {
+    expect_keys(j, path, {"float"});
+    const Json& v = j["float"];
+    if (!v.is_number()) {
+      KERNELOP_RAISE(error(join(path, "float"))) << "expected a number, found " << type_name(v);
+    }
+    double d = v.get<double>();
+    if (!(std::fabs(d) <= static_cast<double>(std::numeric_limits<float>::max()))) {
+      KERNELOP_RAISE(error(join(path, "float")))
+          << "expected a finite 32-bit float, found " << v.dump();
+    }
+    return ExtraFloat{d};
+  }
+  KERNELOP_RAISE(error(path)) << "expected {\"numel\": ...}, {\"dim_size\": ..., \"axis\": ...}, "
+                                 "{\"expr\": ...} or {\"float\": ...}, found "
                               << j.dump();
 }
 

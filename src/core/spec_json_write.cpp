@@ -42,6 +42,10 @@ Json extra_json(const Extra& extra) {
                                 j["expr"] = expr_json(x.value);
                                 return x.int64;
                               },
+                              [&](const ExtraFloat& x) {
+                                j["float"] = x.value;
+                                return false;
+                              },
                           },
                           extra);
   if (int64) j["int64"] = true;

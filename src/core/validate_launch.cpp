@@ -18,6 +18,7 @@ void Validator::check_extra(const Extra& extra, const std::string& path) {
                    check_expr(Expr::dim(e.input, e.axis), path + ".dim_size", ExprUse::Launch);
                  },
                  [&](const ExtraExpr& e) { check_expr(e.value, path + ".expr", ExprUse::Launch); },
+                 [&](const ExtraFloat&) {},  // a finite float32, checked when read
              },
              extra);
 }

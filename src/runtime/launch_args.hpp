@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
 #include <string_view>
@@ -129,7 +130,12 @@ void pack_arguments(std::span<const ArgCode> args, const TensorPtrs& ptrs,
         pack_scalar(slot, a.value_type, scalars[static_cast<std::size_t>(a.index)]);
         break;
       case ArgSlot::Kind::ExtraValue:
-        pack_scalar(slot, a.value_type, ScalarArg::of_int(extra(i)));
+        if (a.value_type == ScalarType::Float) {  // Note [float extras]: the bits of a float32
+          auto bits = static_cast<std::int32_t>(extra(i));
+          std::memcpy(slot, &bits, sizeof bits);
+        } else {
+          pack_scalar(slot, a.value_type, ScalarArg::of_int(extra(i)));
+        }
         break;
     }
   }

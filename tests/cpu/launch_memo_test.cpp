@@ -422,5 +422,49 @@ TEST(LaunchMemoEligibility, InPlaceWritesTakeTheFullPathAlways) {
   }
 }
 
+// Note [float extras]: a float constant of the spec reaches the kernel as the bytes of a float32,
+// through the full path and the memo alike; the spec round-trips and refuses what no float32 is.
+TEST(FloatExtras, PassTheBytesOfAFloat32AndRoundTrip) {
+  ASSERT_TRUE(fake().ok());
+  const std::string spec = R"json({
+    "op": "float_extra::scale",
+    "kernel_name": "scale",
+    "kernel_source": "extern \"C\" __global__ void scale(const float* x, float c, int n, float* y) {}\n",
+    "inputs": [{"name": "x", "dtype": "float32"}],
+    "outputs": [{"name": "y", "shape": {"same_as": "x"}}],
+    "params": ["x", {"float": -1.5}, {"expr": "numel(x)"}, "y"],
+    "geometry": {"custom": {"grid": ["cdiv(numel(x), 128)"], "block": [128]}}
+  })json";
+  OpDecl decl = parse_op_json(spec, ".");
+  EXPECT_EQ(parse_op_json(print_op_json(decl), "."), decl);
+  EXPECT_NE(print_op_json(decl).find("\"float\": -1.5"), std::string::npos) << print_op_json(decl);
+  CompiledImage image = compile_for_test(decl);
+  EXPECT_EQ(image.plan.c_type(image.plan.args[1]), "float");
+  std::vector<int> sizes;
+  for (const KernelParam& k : image.plan.kernel_params()) sizes.push_back(k.size);
+  fake().set_param_sizes(sizes.data(), static_cast<int>(sizes.size()));
+  fake().launches();
+  KernelOp op(image);
+  Call c;
+  TensorView x;
+  x.data = reinterpret_cast<void*>(0x100000);
+  x.shape = Shape{300};
+  TensorView y = x;
+  y.data = reinterpret_cast<void*>(0x200000);
+  c.inputs = {x};
+  c.outputs = {y};
+  std::string first = outcome(op, c), second = outcome(op, c);  // the full path, then the memo
+  EXPECT_EQ(first, second);
+  EXPECT_GT(op.memoized_launches(), 0u);
+  // -1.5f is 0xbfc00000: little-endian bytes 00 00 c0 bf.
+  EXPECT_NE(first.find("0000c0bf"), std::string::npos) << first;
+  for (const char* bad :
+       {R"({"float": "1.0"})", R"({"float": 1e39})", R"({"float": 1.0, "int64": true})"}) {
+    std::string text = spec;
+    text.replace(text.find(R"({"float": -1.5})"), 15, bad);
+    testing::expect_error([&] { parse_op_json(text, "."); }, ErrorKind::Spec, "params[1]");
+  }
+}
+
 }  // namespace
 }  // namespace kernelop

@@ -861,7 +861,7 @@ TEST(SpecJsonTest, ShapeOfTheWrongForm) {
 TEST(SpecJsonTest, ExtraOfTheWrongForm) {
   expect_parse_error(Doc().set("extras", R"([{"foo": 1}])"), ErrorKind::Spec,
                      "t.json: extras[0]: expected {\"numel\": ...}, {\"dim_size\": ..., "
-                     "\"axis\": ...} or {\"expr\": ...}, found {\"foo\":1}");
+                     "\"axis\": ...}, {\"expr\": ...} or {\"float\": ...}, found {\"foo\":1}");
   expect_parse_error(Doc().set("extras", R"(["x"])"), ErrorKind::Spec,
                      "t.json: extras[0]: expected {\"numel\": ...}");
 }

@@ -214,6 +214,12 @@ def row_norm_launch(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tenso
     return y.view(*shape)
 
 
+def literal_float_launch(x: torch.Tensor) -> torch.Tensor:
+    y = torch.empty_like(x)
+    negate_scale[(triton.cdiv(x.numel(), 128),)](x, y, x.numel(), True, 2.5, BLOCK=128)
+    return y
+
+
 def first_two_dims_launch(x: torch.Tensor) -> torch.Tensor:
     # Reads the sizes of axes 0 and 1 by index: right only at rank 2.
     y = torch.empty_like(x)
@@ -550,14 +556,10 @@ class RankFree(unittest.TestCase):
         with self.assertRaisesRegex(RuntimeError, "rank"):
             op(torch.empty(2, 3, 5, device="meta"))
 
-    def test_a_literal_float_is_compiled_in(self):
-        def launch(x: torch.Tensor) -> torch.Tensor:
-            y = torch.empty_like(x)
-            negate_scale[(triton.cdiv(x.numel(), 128),)](x, y, x.numel(), True, 2.5, BLOCK=128)
-            return y
-        r = ko.record_plugin(ko.triton(launch), op_name="kop_tt_rf::literal")
-        self.assertEqual(r.constexprs["scale"], 2.5)
-        self.assertNotIn("scale", [p for p in r.doc["params"] if isinstance(p, str)])
+    def test_a_literal_float_is_a_constant_of_the_op(self):
+        r = ko.record_plugin(ko.triton(literal_float_launch), op_name="kop_tt_rf::literal")
+        self.assertEqual(r.doc["params"][3], {"float": 2.5})  # passed as Triton passes it: fp32
+        self.assertEqual(r.dsl_state.signature["scale"], "fp32")
 
 
 def eligible(recorded, sizes):
@@ -979,6 +981,11 @@ class Cuda(unittest.TestCase):
         torch.testing.assert_close(op(a, b), a + b)
         self.assertNotIn("divisible=0", k.tactics[k.last_tactic])
         self.assertNotIn("divisible=2", k.tactics[k.last_tactic])
+
+    def test_a_literal_float_reaches_the_kernel(self):
+        op = ko.custom_plugin(ko.triton(literal_float_launch), op_name="kop_tt_rfg::literal")
+        x = torch.randn(1000, device="cuda")
+        torch.testing.assert_close(op(x), x * -2.5)
 
     def test_the_seed_example_at_ranks_1_to_4(self):
         op = ops()["elementwise_scale_mul"]
