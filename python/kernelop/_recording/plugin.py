@@ -10,7 +10,7 @@ import json
 import os
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import torch
 
@@ -256,13 +256,29 @@ def _record(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], op_nam
     hint = values_of.get(d.symbol)
     if hint is None:
         raise ValueError(f"{where}: {d!r}: kernelop specialises on one size of an input, and {d.text} is not one")
-    classes: List[Tuple[int, RecordedPlugin]] = []
+    classes = _record_classes(dsl, spec, meta_impl, op_name, where, inputs, tensors, d, derived, values, hint, None)
+    if len({bool(rank_free) for _, _, rank_free in classes}) > 1:  # one op has one convention: the examples' ranks
+        classes = _record_classes(dsl, spec, meta_impl, op_name, where, inputs, tensors, d, derived, values, hint,
+                                  False)
+    return _merge_classes(where, d, [(v, r) for v, r, _ in classes], op_name is not None)
+
+
+def _record_classes(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], op_name: Optional[str], where: str,
+                    inputs: List[Input], tensors: Dict[str, torch.Tensor], d: sizes.Derived,
+                    derived: List[sizes.Derived], values: List[int], hint: Any, rank_free: Optional[bool]
+                    ) -> List[Tuple[int, RecordedPlugin, Set[str]]]:
+    """Each size class recorded (rank-free where it can be, unless rank_free is False), with its rank-free
+    tensors; the classes launch_fn refuses dropped, with a warning (Note [size classes])."""
+    classes: List[Tuple[int, RecordedPlugin, Set[str]]] = []
     refused: List[Tuple[int, Exception]] = []
     for v in values:
         inside = {name: torch.empty([v * 3 // 4 if int(s) == int(hint) else int(s) for s in t.shape], dtype=t.dtype,
                                     device="meta") for name, t in tensors.items()}
         try:
-            r, _, again = _record_at_ranks(dsl, spec, meta_impl, op_name, where, inputs, inside)
+            if rank_free is False:
+                r, rec_v, again = _record_once(dsl, spec, meta_impl, op_name, where, inputs, inside, False)
+            else:
+                r, rec_v, again = _record_at_ranks(dsl, spec, meta_impl, op_name, where, inputs, inside)
         except NestedRecording:
             raise
         except (LaunchFnRaised, sizes.NoConfigForClass) as e:  # launch_fn refuses the class, or no config is for it
@@ -272,7 +288,7 @@ def _record(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], op_nam
             raise ValueError(f"{where}: launch_fn derives {', '.join(map(repr, again))} for sizes where "
                              f"{d.text} is about {v * 3 // 4}, but {', '.join(map(repr, derived))} for the examples; "
                              "kernelop records the classes of one size")
-        classes.append((v, r))
+        classes.append((v, r, rec_v.rank_free))
     if classes and refused:
         warnings.warn(f"{where}: launch_fn refuses size classes {', '.join(str(v) for v, _ in refused)} of {d!r}; "
                       f"sizes there are refused too (for {d.text} <= {refused[0][0]}: {shorten(refused[0][1], 300)})",
@@ -282,7 +298,7 @@ def _record(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], op_nam
         raise ValueError(f"{where}: launch_fn derives {d!r} and refuses every class of it kernelop recorded "
                          f"({', '.join(str(v) for v, _ in refused)}); for {d.text} <= {first}: "
                          f"{shorten(error, 1000)}") from error
-    return _merge_classes(where, d, classes, op_name is not None)
+    return classes
 
 
 def _discover(dsl: Dsl, spec: Any, where: str, inputs: List[Input], tensors: Dict[str, torch.Tensor]
@@ -397,17 +413,18 @@ def _grid_only_differs(a: RecordedPlugin, b: RecordedPlugin) -> bool:
 # launch_fn runs (the op launches on its inputs' device, on the caller's stream).
 _HOST = {(torch.cuda, "device"): lambda original, *args, **kwargs: contextlib.nullcontext()}
 
-_LEADING_HINTS = (971, 967)  # sizes of the axes added to record at higher ranks: primes no default hint has
+_LEADING_HINTS = (3, 5)  # sizes of the axes added to record at higher ranks: small, so products of leading sizes
+# stay in the range a library's branches on them (Liger's "n_rows < 4096 * 8") take for the examples
 
 
 def _higher_ranks(tensors: Dict[str, torch.Tensor], extra: int) -> Dict[str, torch.Tensor]:
-    """The example tensors `extra` ranks above: leading axes added to every tensor of rank >= 2; tensors of rank 0
-    and 1 kept (a bias, a weight)."""
+    """The example tensors `extra` ranks above: axes added after the first to every tensor of rank >= 2; tensors of
+    rank 0 and 1 kept (a bias, a weight)."""
     out = {}
     for name, ex in tensors.items():
         shape = list(ex.shape)
-        if len(shape) >= 2:
-            shape = list(_LEADING_HINTS[:extra]) + shape
+        if len(shape) >= 2:  # after the first axis: the first and the last keep the examples' sizes
+            shape = shape[:1] + list(_LEADING_HINTS[:extra]) + shape[1:]
         out[name] = torch.empty(shape, dtype=ex.dtype, device="meta")
     return out
 
