@@ -248,33 +248,30 @@ class Recorder:
         return [canonical(self._text(expr, what))]
 
     def _numel_factors(self, factors: Dict[sympy.Expr, int]) -> List[str]:
-        """Replaces the product of all of a tensor's dims (rank >= 2) by numel(t), in place."""
+        """Replaces the product of all of a tensor's dims (rank >= 2) by numel(t), and in a rank-free recording the
+        product of all but its first or last (rank >= 3) by numel_except(t, axis), in place."""
         out = []
         for t in self.tensors:
-            if t.rank < 2:
-                continue
-            need: Dict[sympy.Expr, int] = {}
-            for s in t.symbols:
+            if t.rank >= 2:
+                out += self._take(factors, t, None, f"numel({t.name})")
+        for t in self.tensors:
+            if t.rank >= 3 and t.name in self.rank_free:
+                for skip in (t.rank - 1, 0):
+                    out += self._take(factors, t, skip, f"numel_except({t.name}, {self.axis_text(t, skip)})")
+        return out
+
+    def _take(self, factors: Dict[sympy.Expr, int], t: TensorArg, skip: Optional[int], text: str) -> List[str]:
+        """`text` once for each time the product of t's sizes (but axis `skip`) divides `factors`, removed."""
+        need: Dict[sympy.Expr, int] = {}
+        for axis, s in enumerate(t.symbols):
+            if axis != skip:
                 c = self.canonical_symbol(s)
                 need[c] = need.get(c, 0) + 1
-            while all(factors.get(k, 0) >= n for k, n in need.items()):
-                for k, n in need.items():
-                    factors[k] -= n
-                out.append(f"numel({t.name})")
-        if self.rank_free:  # all sizes of a tensor but one axis (rank >= 3: a product of two or more)
-            for t in self.tensors:
-                if t.rank < 3 or t.name not in self.rank_free:
-                    continue
-                for skip in (t.rank - 1, 0):
-                    need = {}
-                    for axis, s in enumerate(t.symbols):
-                        if axis != skip:
-                            c = self.canonical_symbol(s)
-                            need[c] = need.get(c, 0) + 1
-                    while all(factors.get(k, 0) >= n for k, n in need.items()):
-                        for k, n in need.items():
-                            factors[k] -= n
-                        out.append(f"numel_except({t.name}, {self.axis_text(t, skip)})")
+        out = []
+        while all(factors.get(k, 0) >= n for k, n in need.items()):
+            for k, n in need.items():
+                factors[k] -= n
+            out.append(text)
         return out
 
     def _text(self, e: sympy.Basic, what: str) -> str:

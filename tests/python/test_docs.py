@@ -136,15 +136,19 @@ class Docs(unittest.TestCase):
             checked += 1
         self.assertGreater(checked, 3)
 
+    def marked(self, marker):
+        """The blocks with `marker`, each with the text of the repository file its marker names."""
+        for b in all_blocks():
+            if b.marker == marker:
+                file = os.path.join(ROOT, b.argument)
+                self.assertTrue(os.path.isfile(file), f"{b.where}: {b.argument} is not a file of the repository")
+                yield b, open(file, encoding="utf-8").read()
+
     def test_in_blocks_are_in_their_files(self):
         checked = 0
-        for b in all_blocks():
-            if b.marker != "in":
-                continue
-            file = os.path.join(ROOT, b.argument)
-            self.assertTrue(os.path.isfile(file), f"{b.where}: {b.argument} is not a file of the repository")
+        for b, text in self.marked("in"):
             want = [line.rstrip() for line in b.text.split("\n")]
-            got = [line.rstrip() for line in open(file, encoding="utf-8").read().split("\n")]
+            got = [line.rstrip() for line in text.split("\n")]
             found = any(got[k:k + len(want)] == want for k in range(len(got) - len(want) + 1))
             self.assertTrue(found, f"{b.where}: the block's lines are not, together and in order, in {b.argument}")
             checked += 1
@@ -155,12 +159,8 @@ class Docs(unittest.TestCase):
             text = re.sub(r"/\*.*?\*/|//[^\n]*", " ", text, flags=re.S)
             return [" ".join(re.findall(r"\w+|[^\w\s]", st)) for st in text.split(";") if st.strip()]
         checked = 0
-        for b in all_blocks():
-            if b.marker != "declared in":
-                continue
-            header = os.path.join(ROOT, b.argument)
-            self.assertTrue(os.path.isfile(header), f"{b.where}: {b.argument} is not a file of the repository")
-            have = set(statements(open(header, encoding="utf-8").read()))
+        for b, text in self.marked("declared in"):
+            have = set(statements(text))
             for st in statements(b.text):
                 self.assertTrue(st in have, f"{b.where}: `{st};` is not declared so in {b.argument}")
                 checked += 1
