@@ -586,27 +586,41 @@ def _kernel_writes(ctx: Recording, kernel: Any, signature: Dict[str, str], const
     backend = make_backend(target)
     written: Set[str] = set()
     for constexprs in {json.dumps(c, sort_keys=True, default=str): c for c in constexpr_sets}.values():
-        src = ASTSource(kernel, dict(signature), constexprs=dict(constexprs), attrs={})
-        try:
-            options = backend.parse_options(src.parse_options())
-            context = ir.context()
-            ir.load_dialects(context)
-            backend.load_dialects(context)
-            module = src.make_ir(target, options, backend.get_codegen_implementation(options),
-                                 backend.get_module_map(), context)
-            stages: Dict[str, Any] = {}
-            backend.add_stages(stages, options, src.language)
-            text = stages["ttir"](module, {}).str_nodebug()
-        except Exception as e:  # noqa: BLE001 - Triton's own error, named with the config
-            raise ValueError(f"{ctx.where}: Triton cannot build {shorten(kernel.__name__)} with "
-                             f"{shorten(constexprs, 300)}: {type(e).__name__}: {shorten(e, 1000)}") from e
-        positions, unfollowable = written_parameters(text)
+        # One analysis per kernel (Triton's cache key: its source and every function it calls), signature and
+        # constexprs in a process: a recording runs launch_fn at several ranks and size classes.
+        key = json.dumps([kernel.cache_key, signature, constexprs], sort_keys=True, default=str)
+        if key not in _ANALYSED:
+            _ANALYSED[key] = _ttir_writes(ctx, kernel, signature, constexprs, target, backend, ir, ASTSource)
+        positions, unfollowable = _ANALYSED[key]
         if unfollowable:
             warnings.warn(f"{ctx.where}: {shorten(kernel.__name__)} writes through a pointer kernelop cannot follow "
                           f"to a parameter ({shorten(unfollowable[0], 200)}); every tensor it is given is taken as "
                           "written (inputs become Tensor(a!))", stacklevel=5)
         written |= {runtime[i] for i in positions if i < len(runtime)}
     return written
+
+
+_ANALYSED: Dict[str, Tuple[Set[int], List[str]]] = {}  # _kernel_writes' analyses by kernel, signature, constexprs
+
+
+def _ttir_writes(ctx: Recording, kernel: Any, signature: Dict[str, str], constexprs: Dict[str, Any], target: Any,
+                 backend: Any, ir: Any, ASTSource: Any) -> Tuple[Set[int], List[str]]:
+    """written_parameters of one config's kernel, lowered to TTIR."""
+    src = ASTSource(kernel, dict(signature), constexprs=dict(constexprs), attrs={})
+    try:
+        options = backend.parse_options(src.parse_options())
+        context = ir.context()
+        ir.load_dialects(context)
+        backend.load_dialects(context)
+        module = src.make_ir(target, options, backend.get_codegen_implementation(options),
+                             backend.get_module_map(), context)
+        stages: Dict[str, Any] = {}
+        backend.add_stages(stages, options, src.language)
+        text = stages["ttir"](module, {}).str_nodebug()
+    except Exception as e:  # noqa: BLE001 - Triton's own error, named with the config
+        raise ValueError(f"{ctx.where}: Triton cannot build {shorten(kernel.__name__)} with "
+                         f"{shorten(constexprs, 300)}: {type(e).__name__}: {shorten(e, 1000)}") from e
+    return written_parameters(text)
 
 
 # -- compilation ----------------------------------------------------------------------------------------------------

@@ -495,6 +495,21 @@ class WrittenInputs(unittest.TestCase):
             r = ko.record_plugin(ko.triton(store_through_an_int_launch), op_name="kop_tt_w::int_ptr")
         self.assertEqual(self.mutated(r), ["x"])
 
+    def test_each_kernel_is_analysed_once_per_process(self):
+        # A recording runs launch_fn at two ranks (and size classes): the kernel's TTIR is analysed once.
+        import kernelop._triton as kt
+        calls = []
+        original = kt._ttir_writes
+        kt._ttir_writes = lambda *args: calls.append(1) or original(*args)
+        try:
+            ko.record_plugin(ko.triton(add_one_returning_it, [{"BLOCK": 64}]), op_name="kop_tt_w::once")
+            first = len(calls)
+            r = ko.record_plugin(ko.triton(add_one_returning_it, [{"BLOCK": 64}]), op_name="kop_tt_w::again")
+        finally:
+            kt._ttir_writes = original
+        self.assertEqual((first, len(calls)), (1, 1))
+        self.assertEqual(self.mutated(r), ["x"])
+
     def test_no_recorded_example_is_marked_written(self):
         # The corpus of kernels that only read their inputs: the examples and this file's.
         corpus = [(r, []) for r in tk.recorded("kop_tt_w_ex").values()]
