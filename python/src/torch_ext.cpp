@@ -44,6 +44,14 @@ torch_ops::Registration register_compiled(const OpPlan& plan, const CompileOptio
                                            registration);
 }
 
+// set_removal_guard: an unregistration frees the op's schema and kernels holding the GIL, as
+// PyTorch's Python entry reads them (Note [registration lifetime]). Not at interpreter exit.
+void under_the_gil(void (*body)(void*), void* context) {
+  if (!nb::is_alive()) return body(context);
+  nb::gil_scoped_acquire gil;
+  body(context);
+}
+
 }  // namespace
 
 // Note [registration and the GIL]: registering and unregistering run without the GIL. Both may
@@ -52,6 +60,7 @@ torch_ops::Registration register_compiled(const OpPlan& plan, const CompileOptio
 // an eager_fn, the fast entry returning its results).
 NB_MODULE(_kernelop_torch, m) {
   if (!python::init_fast_entry()) throw nb::python_error();
+  torch_ops::set_removal_guard(&under_the_gil);
   // Note [nanobind leak warnings]: registrations live for the process (Note [torch
   // registration]), and a script may keep a kernelop.Kernel (which holds one) in a module global.
   // CPython's finalisation frees this extension's module before it clears __main__, so nanobind

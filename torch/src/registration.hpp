@@ -23,6 +23,16 @@ namespace kernelop::torch_ops {
 // covered too; a C++ caller that calls through a dispatcher handle while another thread may
 // unregister the op holds a CallScope of its Registration around the call (PyTorch's dispatcher
 // itself does not support deregistration concurrent with calls).
+//
+// PyTorch's own Python entry (a torch.ops packet that PyTorch made outside kernelop's: a lookup
+// racing with the registration on another thread, since torch.ops caches without a lock) holds
+// no scope. It reads the op's schema holding the GIL (matching the arguments), then calls the
+// dispatcher without it. The Python extension therefore frees schema and kernels holding the GIL
+// (set_removal_guard): such a call reads either the whole schema or PyTorch's "Tried to access
+// the schema" error, never freed memory. What remains is PyTorch's: a call of such a packet
+// already inside the dispatcher (GIL released, before it reaches a kernelop kernel) when the
+// kernels are removed reads a dispatch table being rewritten; only a lookup racing with a
+// registration makes such a packet, and kernelop's entry replaces it at the next lookup.
 struct Registration::State {
   State(KernelOp o, std::string print) : op(std::move(o)), fingerprint(std::move(print)) {}
   KernelOp op;

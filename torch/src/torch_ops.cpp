@@ -80,6 +80,7 @@ void check_schema(const OpPlan& p, const std::string& text) {
 }
 
 std::atomic<std::uint64_t> generation{0};
+std::atomic<RemovalGuard> removal_guard{nullptr};  // set_removal_guard
 
 // The registrations this thread is inside a call of (CallScopes, innermost last): an
 // unregistration from inside one would wait for itself.
@@ -385,6 +386,10 @@ void Registration::keep_alive(std::shared_ptr<void> owner) const {
   previous = std::exchange(state_->owned, std::move(owner));
 }
 
+void set_removal_guard(RemovalGuard guard) {
+  removal_guard.store(guard);
+}
+
 void unregister_op(const std::string& op_name) {
   std::shared_ptr<Registration::State> state;
   {
@@ -423,8 +428,17 @@ void unregister_op(const std::string& op_name) {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
-  state->definition.reset();  // the schema first: no lookup finds the op from here on
-  state->library.reset();     // then the kernels
+  // The schema first: no lookup finds the op from here on; then the kernels.
+  auto remove = [](void* s) {
+    auto* st = static_cast<Registration::State*>(s);
+    st->definition.reset();
+    st->library.reset();
+  };
+  if (RemovalGuard guard = removal_guard.load()) {
+    guard(remove, state.get());
+  } else {
+    remove(state.get());
+  }
   // The caller's functions (a Python Library with a meta_fn or eager_fn) go before the name is
   // free again: a registration waiting for it must not meet them. Released without the lock:
   // releasing them may run the owner's code (and take the GIL).

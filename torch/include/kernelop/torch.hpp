@@ -115,6 +115,14 @@ Registration register_with_backward(KernelOp op, std::vector<KernelOp> chain,
 /// called from inside a call of the op itself (it would wait for itself).
 void unregister_op(const std::string& op_name);
 
+/// Where PyTorch's own callers read what an unregistration frees without a lock of the
+/// dispatcher's (PyTorch's Python entry reads an op's schema holding only the GIL), the embedding
+/// layer serialises with them: unregister_op() frees an op's schema and kernels inside
+/// `guard(body, context)`, which must call `body(context)` exactly once. kernelop's Python
+/// extension installs one that holds the GIL (Note [registration lifetime]); none by default.
+using RemovalGuard = void (*)(void (*body)(void*), void* context);
+void set_removal_guard(RemovalGuard guard);
+
 /// True when an op of this name was registered through kernelop in this process.
 bool is_registered(const std::string& op_name);
 
