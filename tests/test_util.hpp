@@ -31,7 +31,8 @@ inline OpDecl relu_like_op(const std::string& source, const std::string& kernel 
   d.spec.kernel_source = source;
   d.spec.kernel_name = kernel;
   d.spec.inputs = std::vector<Input>{InputDecl{"x", DType::Float32, false}};
-  d.spec.outputs = std::vector<OutputDecl>{OutputDecl{"y", SameAs{std::string("x"), {}}, {}, {}}};
+  d.spec.outputs =
+      std::vector<OutputDecl>{OutputDecl{"y", SameAs{std::string("x"), {}}, {}, {}, {}}};
   d.spec.extras = {Numel{"x", false}};
   d.spec.geometry = Elementwise{};
   return d;

@@ -59,6 +59,10 @@ struct OutputPlan {
   /// The output takes the dtype of this tensor slot (-1: its own declared dtype). The dtype
   /// itself lives in OpPlan::tensors[slot].
   int dtype_from = -1;
+  /// Note [initialised outputs]: filled with this value before the launch, or a copy of the
+  /// tensor slot `clone_slot` (-1: none); neither: left uninitialised.
+  std::optional<FillInit> fill;
+  int clone_slot = -1;
   bool operator==(const OutputPlan&) const = default;
 };
 

@@ -35,10 +35,10 @@ std::string broken_requirement_text(const RequirementPlan& r, const Int* lhs, co
 ///   Int itemsize(int slot) const;             // bytes per element
 ///   Int stride(int slot, std::int64_t a) const; // stride of a normalised axis, in elements
 ///   bool aligned(int slot, std::int64_t bytes) const; // data pointer % bytes == 0
-///   (launch only) std::int64_t tunable(int slot) const, arch() const: the chosen config's
-///   value of a tunable, the device's compute capability
-///   bool negative(const Int& v) const;        // v < 0 (a SymInt may guard)
-///   std::string shape_text(int slot) const;   // "[8, s0]", for messages
+///   (launch only) std::int64_t tunable(int slot) const, arch() const, sm_count() const: the chosen
+///   config's value of a tunable, the device's compute capability bool negative(const Int& v)
+///   const;        // v < 0 (a SymInt may guard) std::string shape_text(int slot) const;   // "[8,
+///   s0]", for messages
 ///
 /// Errors are Error(Launch) naming the op, the expression and the shape, whatever Int is.
 template <class Int, class Sizes>
@@ -82,11 +82,13 @@ struct SizeEnv {
         return ExprArith<Int>::constant(sizes.aligned(n.slot, n.value) ? 1 : 0);
       case ExprOp::Tunable:
       case ExprOp::Arch:
+      case ExprOp::SmCount:
         // Launch values and configs' requires only (validate() keeps them out of shapes and
-        // requirements, which a Meta kernel evaluates with sizes that know no config).
+        // requirements, which a Meta kernel evaluates with sizes that know no config or device).
         if constexpr (requires { sizes.tunable(0); }) {
-          return ExprArith<Int>::constant(n.op == ExprOp::Arch ? sizes.arch()
-                                                               : sizes.tunable(n.slot));
+          return ExprArith<Int>::constant(n.op == ExprOp::Arch      ? sizes.arch()
+                                          : n.op == ExprOp::SmCount ? sizes.sm_count()
+                                                                    : sizes.tunable(n.slot));
         } else {
           KERNELOP_FAIL(Internal) << "'" << to_string(expr_source(n)) << "' read outside a launch";
         }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -119,6 +120,26 @@ struct ShapeExprs {
 
 using ShapeRel = std::variant<SameAs, ReduceDims, ShapeExprs>;
 
+/// Note [initialised outputs]: kernelop allocates outputs uninitialised; a kernel that writes
+/// part of an output, or accumulates into it, declares what it holds before the launch. kernelop
+/// writes it on the launch's stream, before the kernel, on every path (C++, torch, packages, the
+/// C ABI, CUDA graphs); an empty grid still leaves the output initialised.
+/// Every element set to `value` (a recorded torch.zeros_like / full / fill_), converted to the
+/// output's dtype as PyTorch would; an integer or bool output needs a value it holds exactly.
+struct FillInit {
+  double value = 0;                           ///< may be +-inf or NaN for a floating-point output
+  bool operator==(const FillInit& o) const {  // by bits: NaN equals itself here
+    return std::bit_cast<std::uint64_t>(value) == std::bit_cast<std::uint64_t>(o.value);
+  }
+};
+/// A copy of a tensor input (a recorded x.clone()): the output is `same_as` that input, with its
+/// dtype, and the input is contiguous (not `strided`).
+struct CloneInit {
+  std::string input;
+  bool operator==(const CloneInit&) const = default;
+};
+using OutputInit = std::variant<FillInit, CloneInit>;
+
 struct OutputDecl {
   std::string name;
   ShapeRel shape;
@@ -126,6 +147,7 @@ struct OutputDecl {
   /// relation's source input (the first tensor input for expression shapes).
   std::optional<std::string> dtype_from;
   std::optional<DTypeDecl> dtype;
+  std::optional<OutputInit> init;  ///< Note [initialised outputs]; none: uninitialised
   bool operator==(const OutputDecl&) const = default;
 };
 

@@ -6,6 +6,8 @@ crosses into C++: one validator and one set of error messages serve C++, JSON an
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -161,6 +163,35 @@ ShapeRel = Union[SameAs, ReduceDims, Sequence[Union[int, str]]]
 
 
 @dataclass
+class Fill:
+    """Note [initialised outputs]: the output holds ``value`` everywhere before the kernel runs (``Fill(0)``: zeros,
+    for a kernel that writes part of it or accumulates into it); ``float("inf")`` and NaN are allowed."""
+
+    value: float = 0.0
+
+    def _json(self) -> Dict[str, Any]:
+        v = self.value
+        if isinstance(v, bool):
+            return {"fill": v}
+        if not isinstance(v, (int, float)):
+            raise TypeError(f"Fill.value: expected a number, got {type(v).__name__}")
+        if isinstance(v, float) and not math.isfinite(v):
+            return {"fill": "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")}
+        return {"fill": v}
+
+
+@dataclass
+class Clone:
+    """Note [initialised outputs]: the output starts as a copy of tensor input ``input`` (its shape and dtype: the
+    output's shape is ``SameAs(input)``)."""
+
+    input: str
+
+    def _json(self) -> Dict[str, Any]:
+        return {"clone": self.input}
+
+
+@dataclass
 class OutputDecl:
     """An output: ``shape`` is SameAs, ReduceDims, or a list of expressions ("dim(x, 1) * 2")."""
 
@@ -168,6 +199,7 @@ class OutputDecl:
     shape: ShapeRel
     dtype_from: Optional[str] = None
     dtype: Any = None
+    init: Optional[Union[Fill, Clone]] = None
 
     def _json(self) -> Dict[str, Any]:
         if isinstance(self.shape, (SameAs, ReduceDims)):
@@ -183,6 +215,11 @@ class OutputDecl:
             out["dtype_from"] = self.dtype_from
         if self.dtype is not None:
             out["dtype"] = _dtype_name(self.dtype)
+        if self.init is not None:
+            if not isinstance(self.init, (Fill, Clone)):
+                raise TypeError(f"OutputDecl {_r(self.name)}: init must be Fill or Clone, got "
+                                f"{type(self.init).__name__}")
+            out["init"] = self.init._json()
         return out
 
 

@@ -151,6 +151,7 @@ class Recorder:
         self.scalars: List[ScalarArg] = []
         self._leaf: Dict[sympy.Symbol, str] = {}  # every symbol created -> its leaf (before replacements)
         self.tunables: Dict[sympy.Symbol, str] = {}
+        self._sm_count: Optional[torch.SymInt] = None  # sm_count(), made when host code asks for it
         # Note [rank-free recording]: a recording made to be compared with one at another rank names axes so that
         # the same code gives the same text at every rank: the first axis 0, the last -1, others from the end; the
         # product of all of a tensor's sizes but one axis numel_except; a tensor whose every size another tensor's
@@ -192,6 +193,19 @@ class Recorder:
             s.fake = BoolProbe(name)
         self.scalars.append(s)
         return s.fake
+
+    def sm_count(self) -> Any:
+        """The device's number of SMs (torch.cuda.get_device_properties(...).multi_processor_count): the leaf
+        sm_count(), evaluated per device at launch. Unbacked, as an int scalar: host code may compute with it (a
+        persistent kernel's grid, rows per program), never decide on its value."""
+        if self._sm_count is None:
+            self._sm_count = self.shape_env.create_unbacked_symint()
+            self._leaf[self._sm_count.node.expr] = "sm_count()"
+        return self._sm_count
+
+    def sm_count_symbol(self) -> Optional[sympy.Symbol]:
+        """sm_count()'s symbol, if host code asked for it."""
+        return None if self._sm_count is None else self._sm_count.node.expr
 
     def tunable(self, name: str, hint: int) -> Any:
         sym = self.shape_env.create_symbol(int(hint), ConstantSource(f"config.{name}"), dynamic_dim=DimDynamic.DYNAMIC)
@@ -323,6 +337,11 @@ class Recorder:
             x = sympy.expand(a - b + 1)
             if sympy.count_ops(x) < sympy.count_ops(a):  # (x + b - 1) // b is triton.cdiv(x, b)
                 return f"cdiv({self._text(x, what)}, {self._text(b, what)})"
+            return f"{t(a)} // {t(b)}"
+        if isinstance(e, (F.CeilToInt, F.FloorToInt)) and isinstance(e.args[0], F.IntTrueDiv):
+            a, b = e.args[0].args  # math.ceil(a / b), math.floor(a / b) of sizes
+            if isinstance(e, F.CeilToInt):
+                return f"cdiv({self._text(a, what)}, {self._text(b, what)})"
             return f"{t(a)} // {t(b)}"
         ceil_div = getattr(F, "CeilDiv", None)
         if ceil_div is not None and isinstance(e, ceil_div):

@@ -1,7 +1,11 @@
 // DType names, sizes and CUDA types.
 #include "kernelop/dtype.hpp"
 
+#include <cmath>
+#include <cstring>
 #include <string>
+
+#include "kernelop/host_tensor.hpp"
 
 namespace kernelop {
 namespace {
@@ -32,6 +36,50 @@ std::string_view dtype_name(DType dtype) {
 std::size_t dtype_size(DType dtype) {
   return info(dtype).size;
 }
+std::optional<std::uint64_t> fill_bits(DType dtype, double value) {
+  auto bits_of = [](auto v) {
+    std::uint64_t out = 0;
+    std::memcpy(&out, &v, sizeof v);
+    return out;
+  };
+  // An integer value within [lo, hi], as the dtype's two's complement bytes (`mask`: its width).
+  auto integer = [&](double lo, double hi,
+                     std::uint64_t mask = ~std::uint64_t{0}) -> std::optional<std::uint64_t> {
+    if (!(value >= lo && value <= hi) || std::trunc(value) != value) return std::nullopt;
+    return static_cast<std::uint64_t>(static_cast<std::int64_t>(value)) & mask;
+  };
+  switch (dtype) {
+    case DType::Float32:
+      return bits_of(static_cast<float>(value));
+    case DType::Float64:
+      return bits_of(value);
+    case DType::Float16:
+      return float_to_half(static_cast<float>(value));
+    case DType::BFloat16:
+      return float_to_bfloat16(static_cast<float>(value));
+    case DType::Float8E4M3:
+    case DType::Float8E5M2:
+      return value == 0 && !std::signbit(value) ? std::optional<std::uint64_t>(0) : std::nullopt;
+    case DType::Int8:
+      return integer(-128, 127, 0xffu);
+    case DType::UInt8:
+      return integer(0, 255);
+    case DType::Int16:
+      return integer(-32768, 32767, 0xffffu);
+    case DType::Int32:
+      return integer(-2147483648.0, 2147483647.0, 0xffffffffu);
+    case DType::Int64:
+      // [-2^63, 2^63): the double given is the value (one past the top is 2^63 itself).
+      return value == 9223372036854775808.0
+                 ? std::nullopt
+                 : integer(-9223372036854775808.0, 9223372036854775808.0);
+    case DType::Bool:
+      return value == 0 || value == 1 ? std::optional<std::uint64_t>(value == 1 ? 1 : 0)
+                                      : std::nullopt;
+  }
+  return std::nullopt;
+}
+
 std::string_view dtype_cuda_type(DType dtype) {
   return info(dtype).cuda_type;
 }

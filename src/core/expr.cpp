@@ -40,6 +40,7 @@ void print(const ExprNode& n, std::ostream& out) {
       out << expr_op_info(n.op).spelling << "(" << n.name << ", " << n.value << ")";
       return;
     case ExprOp::Arch:
+    case ExprOp::SmCount:
       out << expr_op_info(n.op).spelling << "()";
       return;
     case ExprOp::Numel:
@@ -125,6 +126,7 @@ bool is_nonnegative(const ExprNode& node) {
     case ExprOp::Aligned:
     case ExprOp::Arch:
     case ExprOp::Rank:
+    case ExprOp::SmCount:
       return true;
     case ExprOp::Scalar:
     case ExprOp::Tunable:
@@ -173,6 +175,9 @@ Expr Expr::tunable(std::string name) {
 }
 Expr Expr::arch() {
   return Expr(make_leaf(ExprOp::Arch, {}, 0));
+}
+Expr Expr::sm_count() {
+  return Expr(make_leaf(ExprOp::SmCount, {}, 0));
 }
 
 Expr Expr::rank(std::string tensor) {

@@ -258,6 +258,9 @@ class Parser {
       case ExprOp::Arch:
         expect(")");
         return {Expr::arch()};
+      case ExprOp::SmCount:
+        expect(")");
+        return {Expr::sm_count()};
       case ExprOp::NumelExcept: {
         std::string tensor = parse_ident();
         std::vector<std::int64_t> axes;

@@ -68,6 +68,7 @@ Expr Deriver::resolve(const Expr& e) const {
         return static_cast<int>(std::find(tunables.begin(), tunables.end(), leaf.name()) -
                                 tunables.begin());
       case ExprOp::Arch:
+      case ExprOp::SmCount:
         return 0;
       case ExprOp::Dim:
       case ExprOp::Numel:
@@ -207,6 +208,13 @@ void Deriver::derive_outputs() {
     } else {
       out.dtype_from = decl.dtype_from ? plan_.tensor_slot(*decl.dtype_from) : source;
       dtype = plan_.tensors[static_cast<std::size_t>(out.dtype_from)].dtype;
+    }
+    if (decl.init) {
+      std::visit(Overloaded{
+                     [&](const FillInit& f) { out.fill = f; },
+                     [&](const CloneInit& c) { out.clone_slot = plan_.tensor_slot(c.input); },
+                 },
+                 *decl.init);
     }
     plan_.outputs.push_back(std::move(out));
   }

@@ -115,7 +115,7 @@ ShapeRel SpecReader::read_shape(const Json& j, const std::string& path) const {
 }
 
 OutputDecl SpecReader::read_output(const Json& j, const std::string& path) const {
-  expect_keys(j, path, {"name", "shape", "dtype_from", "dtype"});
+  expect_keys(j, path, {"name", "shape", "dtype_from", "dtype", "init"});
   OutputDecl o;
   o.name = get_string(j.value("name", Json()), join(path, "name"));
   if (!j.contains("shape")) KERNELOP_RAISE(error(join(path, "shape"))) << "missing";
@@ -123,7 +123,32 @@ OutputDecl SpecReader::read_output(const Json& j, const std::string& path) const
   if (j.contains("dtype_from"))
     o.dtype_from = get_string(j["dtype_from"], join(path, "dtype_from"));
   if (j.contains("dtype")) o.dtype = get_dtype_decl(j["dtype"], join(path, "dtype"));
+  if (j.contains("init")) o.init = read_output_init(j["init"], join(path, "init"));
   return o;
+}
+
+// {"fill": number | "inf" | "-inf" | "nan"} or {"clone": input name} (Note [initialised outputs]).
+OutputInit SpecReader::read_output_init(const Json& j, const std::string& path) const {
+  if (j.is_object() && j.contains("fill")) {
+    expect_keys(j, path, {"fill"});
+    const Json& v = j["fill"];
+    if (v.is_number()) return FillInit{v.get<double>()};
+    if (v.is_boolean()) return FillInit{v.get<bool>() ? 1.0 : 0.0};
+    if (v.is_string()) {
+      const std::string& text = v.get_ref<const std::string&>();
+      if (text == "inf") return FillInit{std::numeric_limits<double>::infinity()};
+      if (text == "-inf") return FillInit{-std::numeric_limits<double>::infinity()};
+      if (text == "nan") return FillInit{std::numeric_limits<double>::quiet_NaN()};
+    }
+    KERNELOP_RAISE(error(join(path, "fill")))
+        << "expected a number, true, false, \"inf\", \"-inf\" or \"nan\", found " << v.dump();
+  }
+  if (j.is_object() && j.contains("clone")) {
+    expect_keys(j, path, {"clone"});
+    return CloneInit{get_string(j["clone"], join(path, "clone"))};
+  }
+  KERNELOP_RAISE(error(path)) << "expected {\"fill\": value} or {\"clone\": \"input\"}, found "
+                              << j.dump();
 }
 
 void SpecReader::read_params(const Json& arr, KernelSpec& s) const {

@@ -68,6 +68,7 @@ class SpecReader {
   Input read_input(const Json& j, const std::string& path) const;
   ShapeRel read_shape(const Json& j, const std::string& path) const;
   OutputDecl read_output(const Json& j, const std::string& path) const;
+  OutputInit read_output_init(const Json& j, const std::string& path) const;
   // The kernel's parameters in order: names of inputs and outputs, and extras in place.
   void read_params(const Json& arr, KernelSpec& s) const;
   // A parameter or struct field: an input or output name, or an extra.

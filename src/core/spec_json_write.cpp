@@ -1,5 +1,6 @@
 // OpDecl -> JSON: the canonical form of a spec (what `kernelop check --json`, packages and the
 // compile cache's key print). Its reader, strict about every field, is spec_json.cpp.
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "kernelop/spec_json.hpp"
@@ -115,6 +116,24 @@ Json write_spec(const KernelSpec& s, const JsonWriteOptions& options, Json root)
                  o.shape);
       if (o.dtype_from) j["dtype_from"] = *o.dtype_from;
       if (o.dtype) j["dtype"] = dtype_json(*o.dtype);
+      if (o.init) {
+        std::visit(Overloaded{
+                       [&](const FillInit& f) {
+                         // JSON has no infinities or NaN: those are written as read.
+                         if (std::isnan(f.value)) {
+                           j["init"] = Json{{"fill", "nan"}};
+                         } else if (std::isinf(f.value)) {
+                           j["init"] = Json{{"fill", f.value > 0 ? "inf" : "-inf"}};
+                         } else {
+                           j["init"] = Json{{"fill", f.value}};
+                         }
+                       },
+                       [&](const CloneInit& c) {
+                         j["init"] = Json{{"clone", c.input}};
+                       },
+                   },
+                   *o.init);
+      }
       arr.push_back(std::move(j));
     }
     root["outputs"] = std::move(arr);

@@ -372,7 +372,48 @@ void Validator::check_outputs() {
     }
     if (out.dtype_from) check_tensor_input_name(*out.dtype_from, path + ".dtype_from");
     check_dtype_decl(out.dtype, path + ".dtype");
+    if (out.init) check_output_init(out, path);
   }
+}
+
+// Note [initialised outputs]: a fill the output's dtype holds (checked again at launch where the
+// dtype comes from an input), a clone of a contiguous input with that input's shape and dtype.
+void Validator::check_output_init(const OutputDecl& out, const std::string& path) {
+  std::visit(Overloaded{
+                 [&](const FillInit& fill) {
+                   const auto* dtype = out.dtype ? std::get_if<DType>(&*out.dtype) : nullptr;
+                   if (dtype && !fill_bits(*dtype, fill.value)) {
+                     KERNELOP_RAISE(fail_at(path + ".init.fill"))
+                         << "output '" << out.name << "' is " << dtype_name(*dtype)
+                         << ", which cannot hold " << fill.value << " as it is";
+                   }
+                 },
+                 [&](const CloneInit& clone) {
+                   std::string where = path + ".init.clone";
+                   check_tensor_input_name(clone.input, where);
+                   for (const Input& input : *spec_.inputs) {
+                     const auto* t = std::get_if<InputDecl>(&input);
+                     if (t && t->name == clone.input && t->strided) {
+                       KERNELOP_RAISE(fail_at(where))
+                           << "input '" << clone.input
+                           << "' is strided; kernelop clones contiguous inputs (drop \"strided\")";
+                     }
+                   }
+                   const auto* same = std::get_if<SameAs>(&out.shape);
+                   if (!same || !same->edits.empty() ||
+                       check_input_ref(same->input, path + ".shape.same_as") != clone.input) {
+                     KERNELOP_RAISE(fail_at(path + ".shape"))
+                         << "output '" << out.name << "' is a clone of '" << clone.input
+                         << "': expected {\"same_as\": \"" << clone.input << "\"} with no dims";
+                   }
+                   if (out.dtype || (out.dtype_from && *out.dtype_from != clone.input)) {
+                     KERNELOP_RAISE(fail_at(path + (out.dtype ? ".dtype" : ".dtype_from")))
+                         << "output '" << out.name << "' is a clone of '" << clone.input
+                         << "' and has its dtype; expected no dtype or dtype_from";
+                   }
+                 },
+             },
+             *out.init);
 }
 
 // The shape rule of the output at `path`: its input reference, axes and expressions.

@@ -16,13 +16,14 @@ void Validator::check_expr(const Expr& expr, const std::string& path, ExprUse us
   fold_constants(expr, path);
   expr.for_each_leaf([&](const Expr& leaf) {
     const std::string& name = leaf.name();
-    if (leaf.op() == ExprOp::Arch || (leaf.op() == ExprOp::Scalar && tunables_.count(name))) {
+    bool device = leaf.op() == ExprOp::Arch || leaf.op() == ExprOp::SmCount;
+    if (device || (leaf.op() == ExprOp::Scalar && tunables_.count(name))) {
       if (at_launch) {
         used_tunables_.insert(name);
         return;
       }
       KERNELOP_RAISE(fail_at(path) << "'" << expr.to_string() << "': ")
-          << (leaf.op() == ExprOp::Arch ? "arch()" : "tunable '" + name + "'")
+          << (device ? leaf.to_string() : "tunable '" + name + "'")
           << (use == ExprUse::Shape
                   ? " cannot shape an output: every config (and every device) must give the "
                     "same shapes"

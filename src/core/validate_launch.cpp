@@ -60,8 +60,12 @@ void Validator::check_params() {
           << "'" << detail::shorten(name)
           << "' is not an input or output (known: " << join_or_none(all) << ")";
     }
-    if (!seen.insert(name).second) {
-      KERNELOP_RAISE(fail_at(path)) << "'" << detail::shorten(name) << "' is passed twice";
+    // An input may feed several parameters (Liger passes n_cols as a size and a stride, dY as
+    // the input and, in place, the output); an output is written through one.
+    bool output =
+        std::find(output_names_.begin(), output_names_.end(), name) != output_names_.end();
+    if (!seen.insert(name).second && output) {
+      KERNELOP_RAISE(fail_at(path)) << "output '" << detail::shorten(name) << "' is passed twice";
     }
   };
   for (std::size_t i = 0; i < spec_.params->size(); ++i) {

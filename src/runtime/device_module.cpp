@@ -52,7 +52,7 @@ std::unique_ptr<DeviceModule> load_device_module(const CompiledImage& image,
   m->driver = &d;
   CUdevice dev = 0;
   check_cuda(d.cuDeviceGet(&dev, device), "cuDeviceGet", std::to_string(device));
-  int major = 0, minor = 0, optin = 0;
+  int major = 0, minor = 0, optin = 0, sms = 0;
   check_cuda(d.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
              "cuDeviceGetAttribute", "compute capability");
   check_cuda(d.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
@@ -60,6 +60,8 @@ std::unique_ptr<DeviceModule> load_device_module(const CompiledImage& image,
   check_cuda(
       d.cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev),
       "cuDeviceGetAttribute", "shared memory");
+  check_cuda(d.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev),
+             "cuDeviceGetAttribute", "multiprocessor count");
   char name[256] = {};
   check_cuda(d.cuDeviceGetName(name, sizeof name, dev), "cuDeviceGetName", std::to_string(device));
   detail::ScopedContext scope(m->ctx->get());
@@ -119,6 +121,7 @@ std::unique_ptr<DeviceModule> load_device_module(const CompiledImage& image,
   }
   m->max_dynamic_shared = dynamic_shared ? optin : 48 * 1024;
   m->arch = major * 10 + minor;
+  m->sm_count = sms;
   m->info.device = device;
   m->info.device_name = name;
   m->info.device_arch = "sm_" + std::to_string(major * 10 + minor);

@@ -22,7 +22,8 @@ struct DeviceModule {
   const Driver* driver = nullptr;  // loaded: a module exists only once the driver does
   CUcontext context = nullptr;     // ctx->get()
   int max_dynamic_shared = 48 * 1024;
-  int arch = 0;  // compute capability, major * 10 + minor (arch() in expressions)
+  int arch = 0;      // compute capability, major * 10 + minor (arch() in expressions)
+  int sm_count = 0;  // streaming multiprocessors (sm_count() in expressions)
   struct Scratch {
     int bytes = 0, align = 0, param = -1;  // the loaded image's ArchImage::scratch_*
   };

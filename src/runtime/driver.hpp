@@ -46,6 +46,9 @@ namespace kernelop::detail {
   X(cuEventElapsedTime)              \
   X(cuMemcpyDtoDAsync)               \
   X(cuMemsetD8Async)                 \
+  X(cuMemsetD16Async)                \
+  X(cuMemsetD32Async)                \
+  X(cuMemsetD2D32Async)              \
   X(cuStreamIsCapturing)             \
   X(cuMemAllocAsync)                 \
   X(cuMemFreeAsync)                  \

@@ -52,7 +52,7 @@ struct KernelOp::State {
   CompiledImage image;
   LoadOptions options;
   detail::ModuleCache modules{image, options};
-  bool reads_arch = false;            // an expression reads arch(): the device must be known first
+  bool reads_device = false;  // an expression reads arch() or sm_count(): the device comes first
   std::optional<LaunchExprs> exprs;   // declared launches (the plan has a geometry)
   std::vector<detail::ArgCode> args;  // arg_codes(plan())
   // Note [launch memo]: null when the op may not use one; memo_outputs: where the outputs
@@ -60,6 +60,7 @@ struct KernelOp::State {
   std::unique_ptr<detail::LaunchMemo> launch_memo;
   std::size_t memo_outputs = 0;
   bool memo_pointer_bits = false;  // an expression reads aligned(): keys hold pointer bits
+  bool inits_outputs = false;      // an output is filled or cloned first (output_init.cpp)
   std::unique_ptr<detail::TacticState> tactics = std::make_unique<detail::TacticState>();
 
   const OpPlan& plan() const { return image.plan; }
@@ -70,6 +71,11 @@ struct KernelOp::State {
     return detail::op_error(plan(), kind, separator);
   }
   const DeviceModule& module_for(int device) { return modules.get(device); }
+  void read_device(Frame& f, int device) {
+    const DeviceModule& m = module_for(device);
+    f.arch = m.arch;
+    f.sm_count = m.sm_count;
+  }
 
   // After prepare(): the tensors checked (check_tensors), the config chosen and launched.
   // `record`: where to note what the launch derived (Note [launch memo]); left empty when
@@ -81,6 +87,10 @@ struct KernelOp::State {
   void launch_memoized(const detail::MemoValue& memo, std::span<const TensorView> inputs,
                        std::span<const ScalarArg> scalars, std::span<const TensorView> outputs,
                        void* stream);
+  // Note [initialised outputs] (output_init.cpp): fills and clones on `stream`, before the
+  // kernel; outputs with no element are skipped.
+  void init_outputs(std::span<const TensorView> inputs, std::span<const TensorView> outputs,
+                    int device, void* stream);
   TensorPtrs tensor_ptrs(std::span<const TensorView> inputs,
                          std::span<const TensorView> outputs) const;
   // Tactics (tactic_selector.cpp). The config for this call: pinned, else the tuning table, else

@@ -43,6 +43,7 @@ struct Frame {
   int instance = 0;                        // the dtype combination (Note [instances and configs])
   const std::int64_t* tunables = nullptr;  // the chosen config's values
   int arch = 0;                            // the device's compute capability (arch())
+  int sm_count = 0;                        // the device's number of SMs (sm_count())
 };
 
 /// The sizes a frame knows, for the one shape evaluator (Note [one shape evaluator]).
@@ -71,6 +72,7 @@ struct FrameSizes {
   bool negative(std::int64_t v) const { return v < 0; }
   std::int64_t tunable(int slot) const { return frame.tunables[slot]; }
   std::int64_t arch() const { return frame.arch; }
+  std::int64_t sm_count() const { return frame.sm_count; }
   std::string shape_text(int slot) const { return shape(slot).to_string(); }
 };
 using FrameEnv = SizeEnv<std::int64_t, FrameSizes>;

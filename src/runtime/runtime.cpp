@@ -60,7 +60,8 @@ KernelOp::KernelOp(CompiledImage image, LoadOptions options) : state_(std::make_
   }
   auto note_arch = [&](const Expr& e) {
     e.for_each_leaf([&](const Expr& leaf) {
-      state_->reads_arch = state_->reads_arch || leaf.op() == ExprOp::Arch;
+      state_->reads_device =
+          state_->reads_device || leaf.op() == ExprOp::Arch || leaf.op() == ExprOp::SmCount;
     });
   };
   for (const ArgSlot& a : p.args) {
@@ -81,6 +82,9 @@ KernelOp::KernelOp(CompiledImage image, LoadOptions options) : state_(std::make_
   }
   state_->args = detail::arg_codes(p);
   state_->memo_pointer_bits = detail::reads_pointer_alignment(p);
+  state_->inits_outputs = std::any_of(p.outputs.begin(), p.outputs.end(), [](const OutputPlan& o) {
+    return o.fill || o.clone_slot >= 0;
+  });
   if (detail::memo_eligible(p)) {
     state_->launch_memo = std::make_unique<detail::LaunchMemo>();
     state_->memo_outputs = detail::MemoValue::kExtras;
@@ -277,6 +281,7 @@ void KernelOp::State::launch_prepared(Frame& f, std::span<const TensorView> inpu
   const OpPlan& p = plan();
   auto [device, work] = detail::check_tensors(p, inputs, outputs, f);
   if (!work) return;  // zero-element outputs: nothing to launch
+  if (inits_outputs) init_outputs(inputs, outputs, device, stream);
   TensorPtrs ptrs = tensor_ptrs(inputs, outputs);
   // One config: its requires are checked like the op's (choose_config raises when they fail).
   detail::Chosen chosen = detail::Chosen::Only;
@@ -307,6 +312,7 @@ void KernelOp::State::launch_memoized(const detail::MemoValue& memo,
   const std::uint64_t* w = memo.words.data();
   count_choice(static_cast<detail::Chosen>(w[V::kChosen]), static_cast<int>(w[V::kConfig]));
   auto word = [&](std::size_t i) { return static_cast<std::int64_t>(w[i]); };
+  if (inits_outputs) init_outputs(inputs, outputs, static_cast<int>(word(V::kDevice)), stream);
   TensorPtrs ptrs = tensor_ptrs(inputs, outputs);
   PackedArgs packed;
   std::size_t extra = V::kExtras;
@@ -323,7 +329,7 @@ void KernelOp::State::launch_config(Frame& f, int config, const TensorPtrs& ptrs
                                     detail::MemoValue* record, detail::Chosen chosen) {
   const OpPlan& p = plan();
   f.tunables = p.configs[static_cast<std::size_t>(config)].values.data();
-  if (reads_arch) f.arch = module_for(device).arch;
+  if (reads_device) read_device(f, device);
   FrameSizes sizes{f};
   FrameEnv env{p, sizes};
   const LaunchExprs& x = *exprs;

@@ -133,7 +133,7 @@ int KernelOp::State::choose_config(Frame& f, std::span<const TensorView> inputs,
   const OpPlan& p = plan();
   detail::TacticState& t = *tactics;
   detail::check_device_index(p, device);
-  if (reads_arch) f.arch = module_for(device).arch;
+  if (reads_device) read_device(f, device);
   FrameSizes sizes{f};
   Selection sel(p, f, sizes);
   chosen = detail::Chosen::Unstable;

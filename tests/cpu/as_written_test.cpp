@@ -73,7 +73,7 @@ TEST(AsWritten, ParamsMistakesNameTheEntry) {
   };
   bad(R"(["out", "x", "y"])",
       "op t::rows: params[2]: 'y' is not an input or output (known: x, out)");
-  bad(R"(["out", "x", "x"])", "params[2]: 'x' is passed twice");
+  bad(R"(["out", "x", "out"])", "params[2]: output 'out' is passed twice");
   bad(R"(["x"])", "params: does not pass output 'out'; the kernel must receive every output");
   expect_error([&] { derive_plan(parse(spec(R"(, "extras": [{"numel": "x"}])"))); },
                ErrorKind::Spec, "extras: cannot be combined with 'params'");

@@ -42,7 +42,8 @@ class CacheTest : public ::testing::Test {
         body + "\n}\n";
     d.spec.kernel_name = "k";
     d.spec.inputs = std::vector<Input>{InputDecl{"x", DType::Float32, false}};
-    d.spec.outputs = std::vector<OutputDecl>{OutputDecl{"y", SameAs{std::string("x"), {}}, {}, {}}};
+    d.spec.outputs =
+        std::vector<OutputDecl>{OutputDecl{"y", SameAs{std::string("x"), {}}, {}, {}, {}}};
     d.spec.extras = {Numel{"x", false}};
     d.spec.geometry = Elementwise{};
     return d;

@@ -505,7 +505,8 @@ TEST(Expr, TheOperatorTableDrivesThePrinterTheParserAndTheReservedNames) {
         text = std::string(row.spelling) + (row.arity == 3 ? "(a, b, c)" : "(a, b)");
         break;
       case ExprForm::LeafCall:
-        text = row.op == ExprOp::Arch ? "arch()"
+        text = row.op == ExprOp::Arch || row.op == ExprOp::SmCount
+                   ? std::string(row.spelling) + "()"
                : row.op == ExprOp::Dim || row.op == ExprOp::Stride
                    ? std::string(row.spelling) + "(x, 1)"
                : row.op == ExprOp::Aligned     ? "aligned(x, 16)"
@@ -530,7 +531,7 @@ TEST(Expr, TheOperatorTableDrivesThePrinterTheParserAndTheReservedNames) {
       expect_error([&] { Expr::parse(std::string(row.spelling) + "x(a)"); }, ErrorKind::Spec,
                    "unknown function '" + std::string(row.spelling) +
                        "x' (known: dim, numel, numel_except, itemsize, stride, aligned, arch, "
-                       "rank, cdiv, min, max, select, same_shape)");
+                       "rank, sm_count, cdiv, min, max, select, same_shape)");
     }
   }
 }

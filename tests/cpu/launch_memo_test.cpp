@@ -23,14 +23,16 @@ namespace {
 struct FakeDriver {
   void (*set_param_sizes)(const int*, int) = nullptr;
   const char* (*launches)() = nullptr;
+  const char* (*memory_ops)() = nullptr;
   FakeDriver() {
     void* lib = dlopen("libcuda.so.1", RTLD_NOW);
     if (!lib) return;
     set_param_sizes =
         reinterpret_cast<void (*)(const int*, int)>(dlsym(lib, "fake_cuda_set_param_sizes"));
     launches = reinterpret_cast<const char* (*)()>(dlsym(lib, "fake_cuda_launches"));
+    memory_ops = reinterpret_cast<const char* (*)()>(dlsym(lib, "fake_cuda_memory_ops"));
   }
-  bool ok() const { return set_param_sizes && launches; }
+  bool ok() const { return set_param_sizes && launches && memory_ops; }
 };
 
 FakeDriver& fake() {
@@ -464,6 +466,158 @@ TEST(FloatExtras, PassTheBytesOfAFloat32AndRoundTrip) {
     text.replace(text.find(R"({"float": -1.5})"), 15, bad);
     testing::expect_error([&] { parse_op_json(text, "."); }, ErrorKind::Spec, "params[1]");
   }
+}
+
+// Note [initialised outputs]: each fill is one memset of the dtype's bytes (two for an 8-byte
+// value whose halves differ), each clone one device copy, before the launch, on the full path,
+// from the memo and when allocating; an empty grid still initialises; a zero-size output and a
+// fill the dtype cannot hold launch nothing.
+TEST(InitialisedOutputs, FillsAndClonesComeBeforeEveryLaunch) {
+  ASSERT_TRUE(fake().ok());
+  OpDecl decl = parse_op_json(R"json({
+    "op": "init_test::outs",
+    "kernel_name": "outs<T>",
+    "kernel_source": "template <class T> __global__ void outs(const T* x, const float* w, int n, T* a, T* b, double* c, bool* d, T* e) {}\n",
+    "type_params": [{"name": "T", "dtypes": ["float32", "float16", "int32"]}],
+    "inputs": [{"name": "x", "dtype": "T"}, {"name": "w", "dtype": "float32"}],
+    "outputs": [{"name": "a", "shape": {"same_as": "x"}, "init": {"fill": 0}},
+                {"name": "b", "shape": {"same_as": "x"}, "init": {"fill": -2}},
+                {"name": "c", "shape": ["dim(x, 0)"], "dtype": "float64", "init": {"fill": 1.5}},
+                {"name": "d", "shape": ["dim(w, 0)"], "dtype": "bool", "init": {"fill": true}},
+                {"name": "e", "shape": {"same_as": "x"}, "init": {"clone": "x"}}],
+    "extras": [{"expr": "numel(x)"}],
+    "geometry": {"custom": {"grid": ["cdiv(numel(w), 128)"], "block": [128]}}
+  })json",
+                              ".");
+  EXPECT_NO_THROW(validate(decl));
+  CompiledImage image = compile_for_test(decl);
+  std::vector<int> sizes;
+  for (const KernelParam& k : image.plan.kernel_params()) sizes.push_back(k.size);
+  fake().set_param_sizes(sizes.data(), static_cast<int>(sizes.size()));
+  fake().launches();
+  fake().memory_ops();
+  KernelOp op(image);
+  auto tensor = [](std::uintptr_t at, DType dtype, Shape shape) {
+    TensorView t;
+    t.data = reinterpret_cast<void*>(at);
+    t.dtype = dtype;
+    t.shape = shape;
+    return t;
+  };
+  auto call = [&](DType t, std::int64_t n, std::int64_t m) {
+    Call c;
+    c.inputs = {tensor(0x100000, t, Shape{n, 3}), tensor(0x200000, DType::Float32, Shape{m})};
+    c.outputs = {tensor(0x300000, t, Shape{n, 3}), tensor(0x400000, t, Shape{n, 3}),
+                 tensor(0x500000, DType::Float64, Shape{n}),
+                 tensor(0x600000, DType::Bool, Shape{m}), tensor(0x700000, t, Shape{n, 3})};
+    return c;
+  };
+  const std::string float32_ops =
+      "memset32 0x300000 0x0 x15\n"
+      "memset32 0x400000 0xc0000000 x15\n"            // -2.0f
+      "memset2d32 0x500000 pitch=8 0x0 1x5\n"         // 1.5: 0x3ff8000000000000, low words
+      "memset2d32 0x500004 pitch=8 0x3ff80000 1x5\n"  // then high words
+      "memset8 0x600000 0x1 x200\n"
+      "copy 0x700000 <- 0x100000 bytes=60\n";
+  for (int round = 0; round < 2; ++round) {  // the full path, then the memo
+    std::string launched = outcome(op, call(DType::Float32, 5, 200));
+    EXPECT_EQ(std::string(fake().memory_ops()), float32_ops) << round;
+    EXPECT_NE(launched.find("outs"), std::string::npos) << launched;
+  }
+  EXPECT_GT(op.memoized_launches(), 0u);
+  std::string launched = outcome(op, call(DType::Float16, 2, 1));
+  EXPECT_EQ(std::string(fake().memory_ops()),
+            "memset16 0x300000 0x0 x6\nmemset16 0x400000 0xc000 x6\n"
+            "memset2d32 0x500000 pitch=8 0x0 1x2\nmemset2d32 0x500004 pitch=8 0x3ff80000 1x2\n"
+            "memset8 0x600000 0x1 x1\ncopy 0x700000 <- 0x100000 bytes=12\n");
+  // An empty grid (w has no element) launches nothing, yet leaves the other outputs initialised.
+  launched = outcome(op, call(DType::Int32, 2, 0));
+  EXPECT_EQ(launched, "");
+  EXPECT_EQ(std::string(fake().memory_ops()),
+            "memset32 0x300000 0x0 x6\nmemset32 0x400000 0xfffffffe x6\n"
+            "memset2d32 0x500000 pitch=8 0x0 1x2\nmemset2d32 0x500004 pitch=8 0x3ff80000 1x2\n"
+            "copy 0x700000 <- 0x100000 bytes=24\n");
+  // Allocating: the same, into what the allocator made.
+  Call allocating = call(DType::Float32, 1, 1);
+  allocating.allocating = true;
+  launched = outcome(op, allocating);
+  EXPECT_NE(launched.find("alloc 4 float32 [1, 3]"), std::string::npos) << launched;
+  EXPECT_EQ(std::string(fake().memory_ops()),
+            "memset32 0x900000 0x0 x3\nmemset32 0x901000 0xc0000000 x3\n"
+            "memset2d32 0x902000 pitch=8 0x0 1x1\nmemset2d32 0x902004 pitch=8 0x3ff80000 1x1\n"
+            "memset8 0x903000 0x1 x1\ncopy 0x904000 <- 0x100000 bytes=12\n");
+
+  // A fill the output's dtype, known at launch, cannot hold: refused before anything runs.
+  OpDecl frac = parse_op_json(R"json({
+    "op": "init_test::frac",
+    "kernel_name": "frac<T>",
+    "kernel_source": "template <class T> __global__ void frac(const T* x, T* y) {}\n",
+    "type_params": [{"name": "T", "dtypes": ["float32", "int32"]}],
+    "inputs": [{"name": "x", "dtype": "T"}],
+    "outputs": [{"name": "y", "shape": {"same_as": "x"}, "init": {"fill": 2.5}}],
+    "geometry": {"custom": {"grid": [1], "block": [32]}}
+  })json",
+                              ".");
+  KernelOp frac_op(compile_for_test(frac));
+  Call c;
+  c.inputs = {tensor(0x100000, DType::Int32, Shape{4})};
+  c.outputs = {tensor(0x300000, DType::Int32, Shape{4})};
+  EXPECT_EQ(outcome(frac_op, c),
+            "error TypeError: op init_test::frac: output 'y' is filled with 2.5 before the launch, "
+            "which int32 cannot hold as it is\n");
+  EXPECT_EQ(std::string(fake().memory_ops()), "");
+  c.inputs[0].dtype = c.outputs[0].dtype = DType::Float32;
+  c.outputs[0].shape = c.inputs[0].shape = Shape{0};
+  EXPECT_EQ(outcome(frac_op, c), "");  // nothing to fill, nothing to launch
+  EXPECT_EQ(std::string(fake().memory_ops()), "");
+}
+
+// sm_count(): the device's number of SMs, read at launch (the fake device has 132), for a
+// persistent kernel's grid and arguments; refused where a Meta kernel would need it.
+TEST(SmCount, IsTheDevicesAtLaunchAndNowhereElse) {
+  ASSERT_TRUE(fake().ok());
+  const std::string spec = R"json({
+    "op": "sm_test::persistent",
+    "kernel_name": "persistent",
+    "kernel_source": "extern \"C\" __global__ void persistent(const float* x, int rows_per_program, float* y) {}\n",
+    "inputs": [{"name": "x", "dtype": "float32"}],
+    "outputs": [{"name": "y", "shape": {"same_as": "x"}}],
+    "params": ["x", {"expr": "cdiv(dim(x, 0), sm_count())"}, "y"],
+    "geometry": {"custom": {"grid": ["min(sm_count(), dim(x, 0))"], "block": [128]}}
+  })json";
+  OpDecl decl = parse_op_json(spec, ".");
+  EXPECT_EQ(parse_op_json(print_op_json(decl), "."), decl);
+  CompiledImage image = compile_for_test(decl);
+  std::vector<int> sizes;
+  for (const KernelParam& k : image.plan.kernel_params()) sizes.push_back(k.size);
+  fake().set_param_sizes(sizes.data(), static_cast<int>(sizes.size()));
+  fake().launches();
+  KernelOp op(image);
+  Call c;
+  TensorView x;
+  x.data = reinterpret_cast<void*>(0x100000);
+  x.shape = Shape{1000, 4};
+  TensorView y = x;
+  y.data = reinterpret_cast<void*>(0x200000);
+  c.inputs = {x};
+  c.outputs = {y};
+  std::string first = outcome(op, c), second = outcome(op, c);  // the full path, then the memo
+  EXPECT_EQ(first, second);
+  // 132 programs of cdiv(1000, 132) = 8 rows: 08000000 after the pointer.
+  EXPECT_NE(first.find("grid=132,1,1"), std::string::npos) << first;
+  EXPECT_NE(first.find(" 0000100000000000 08000000 0000200000000000"), std::string::npos) << first;
+  c.inputs[0].shape = c.outputs[0].shape = Shape{7, 4};
+  EXPECT_NE(outcome(op, c).find("grid=7,1,1"), std::string::npos);
+
+  auto refused = [&](const std::string& from, const std::string& to, const std::string& want) {
+    std::string text = spec;
+    text.replace(text.find(from), from.size(), to);
+    testing::expect_error([&] { validate(parse_op_json(text, ".")); }, ErrorKind::Spec, want);
+  };
+  refused(R"J("shape": {"same_as": "x"})J", R"J("shape": ["sm_count()"])J",
+          "outputs[0].shape[0]: 'sm_count()': sm_count() cannot shape an output");
+  refused(R"J("params")J", R"J("requires": ["dim(x, 0) >= sm_count()"], "params")J",
+          "requires[0]: 'dim(x, 0) >= sm_count()': sm_count() cannot be read by the op's requires");
 }
 
 }  // namespace

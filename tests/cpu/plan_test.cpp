@@ -114,7 +114,8 @@ OpDecl base_decl() {
   d.spec.inputs =
       std::vector<Input>{InputDecl{"x", DType::Float16, false}, ScalarInput{"n", ScalarType::Int},
                          InputDecl{"w", std::nullopt, false}};
-  d.spec.outputs = std::vector<OutputDecl>{OutputDecl{"y", SameAs{std::string("x"), {}}, {}, {}}};
+  d.spec.outputs =
+      std::vector<OutputDecl>{OutputDecl{"y", SameAs{std::string("x"), {}}, {}, {}, {}}};
   d.spec.geometry = Elementwise{};
   return d;
 }
@@ -141,8 +142,8 @@ TEST(Plan, NdBlockRequiresRankAndFoldsLeadingAxes) {
 
 TEST(Plan, ReductionOverNegativeAndSeveralAxes) {
   OpDecl d = base_decl();
-  d.spec.outputs =
-      std::vector<OutputDecl>{OutputDecl{"y", ReduceDims{std::int64_t{0}, {0, -1}, true}, {}, {}}};
+  d.spec.outputs = std::vector<OutputDecl>{
+      OutputDecl{"y", ReduceDims{std::int64_t{0}, {0, -1}, true}, {}, {}, {}}};
   d.spec.geometry = Reduction{{0, -1}, 128, Expr::parse("128 * 4")};
   OpPlan p = derive_plan(d);
   EXPECT_EQ(shape(p, 0), "reduce(x, dims=[0, -1], keepdim=true)");
@@ -156,8 +157,8 @@ TEST(Plan, ReductionOverNegativeAndSeveralAxes) {
 TEST(Plan, ScalarsKeepTheirPositionAndDtypeFromOverridesTheSource) {
   OpDecl d = base_decl();
   d.spec.outputs = std::vector<OutputDecl>{
-      OutputDecl{"y", SameAs{std::int64_t{1}, {}}, std::string("x"), {}},
-      OutputDecl{"z", ShapeExprs{{Expr::parse("dim(x, 0) * n"), 4}}, {}, DType::Int64}};
+      OutputDecl{"y", SameAs{std::int64_t{1}, {}}, std::string("x"), {}, {}},
+      OutputDecl{"z", ShapeExprs{{Expr::parse("dim(x, 0) * n"), 4}}, {}, DType::Int64, {}}};
   d.spec.extras = {Numel{"z", true}, DimSize{"w", -2, false},
                    ExtraExpr{Expr::parse("cdiv(numel(x), n)"), false}};
   OpPlan p = derive_plan(d);
@@ -217,7 +218,7 @@ TEST(Plan, MultipleTypeParametersInstantiateTheCartesianProduct) {
                         TypeParam{"Out", {DType::BFloat16, DType::Int8}}};
   d.spec.inputs = std::vector<Input>{InputDecl{"x", std::string("In"), false}};
   d.spec.outputs = std::vector<OutputDecl>{
-      OutputDecl{"y", SameAs{std::string("x"), {}}, {}, std::string("Out")}};
+      OutputDecl{"y", SameAs{std::string("x"), {}}, {}, std::string("Out"), {}}};
   OpPlan p = derive_plan(d);
   std::vector<std::string> names;
   for (const auto& inst : p.instances) names.push_back(inst.name_expression);
@@ -250,7 +251,7 @@ TEST(Plan, ExtremeAxesNeedAnUnreachableRank) {
   }
   OpDecl d = base_decl();
   d.spec.outputs = std::vector<OutputDecl>{
-      OutputDecl{"y", ReduceDims{std::string("x"), {kMin, 0}, false}, {}, {}}};
+      OutputDecl{"y", ReduceDims{std::string("x"), {kMin, 0}, false}, {}, {}, {}}};
   EXPECT_EQ(derive_plan(d).rank_requirements.at(0).min_rank, kMax);
 }
 

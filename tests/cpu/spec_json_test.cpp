@@ -6,13 +6,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "kernelop/plan.hpp"
 #include "kernelop/validate.hpp"
 #include "test_util.hpp"
 
@@ -633,7 +636,7 @@ TEST(SpecJsonTest, UnknownNestedField) {
       Doc().set("outputs", R"([{"name": "y", "shape": {"same_as": "x"}, "dtype_form": "x"}])"),
       ErrorKind::Spec,
       "t.json: outputs[0].dtype_form: unknown field (known fields: name, shape, dtype_from, "
-      "dtype)");
+      "dtype, init)");
   expect_parse_error(
       Doc().set("outputs", R"([{"name": "y", "shape": {"same_as": "x", "dimz": [0]}}])"),
       ErrorKind::Spec,
@@ -955,6 +958,127 @@ TEST(SpecJsonStrictness, PrintingTextThatIsNotUtf8IsASpecError) {
   d.spec.kernel_source = "// caf\xe9 (Latin-1)\n__global__ void k() {}";
   testing::expect_error([&] { print_op_json(d); }, ErrorKind::Spec,
                         "op a::b: cannot print the spec as JSON: ");
+}
+
+// --- initialised outputs (Note [initialised outputs]) -----------------------------------------
+
+TEST(OutputInitTest, FillsAndClonesReadPrintAndRoundTrip) {
+  OpDecl d = parse(Doc().set("outputs", R"([
+      {"name": "a", "shape": {"same_as": "x"}, "init": {"fill": 0}},
+      {"name": "b", "shape": {"same_as": "x"}, "init": {"fill": -2.5}},
+      {"name": "c", "shape": {"same_as": "x"}, "init": {"fill": "-inf"}},
+      {"name": "e", "shape": {"same_as": "x"}, "init": {"fill": "nan"}},
+      {"name": "f", "shape": {"same_as": "x"}, "init": {"fill": true}},
+      {"name": "g", "shape": {"same_as": "x"}, "init": {"clone": "x"}},
+      {"name": "h", "shape": {"same_as": "x"}}])"));
+  const auto& o = *d.spec.outputs;
+  EXPECT_EQ(std::get<FillInit>(*o[0].init).value, 0.0);
+  EXPECT_EQ(std::get<FillInit>(*o[1].init).value, -2.5);
+  EXPECT_EQ(std::get<FillInit>(*o[2].init).value, -std::numeric_limits<double>::infinity());
+  EXPECT_TRUE(std::isnan(std::get<FillInit>(*o[3].init).value));
+  EXPECT_EQ(std::get<FillInit>(*o[4].init).value, 1.0);
+  EXPECT_EQ(std::get<CloneInit>(*o[5].init).input, "x");
+  EXPECT_FALSE(o[6].init.has_value());
+  EXPECT_NO_THROW(validate(d));
+  expect_round_trip(d);  // NaN included: a fill compares by its bits
+  std::string text = print_op_json(d);
+  EXPECT_NE(text.find(R"("fill": "-inf")"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"("fill": "nan")"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"("clone": "x")"), std::string::npos) << text;
+  // The plan carries them to the launch.
+  OpPlan p = derive_plan(d);
+  EXPECT_EQ(p.outputs[0].fill->value, 0.0);
+  EXPECT_EQ(p.outputs[5].clone_slot, p.tensor_slot("x"));
+  EXPECT_FALSE(p.outputs[6].fill.has_value());
+  EXPECT_EQ(p.outputs[6].clone_slot, -1);
+}
+
+TEST(OutputInitTest, MalformedInitsNameTheField) {
+  auto with = [](const std::string& init) {
+    return Doc().set("outputs",
+                     R"([{"name": "y", "shape": {"same_as": "x"}, "init": )" + init + "}]");
+  };
+  expect_parse_error(
+      with(R"({"fill": "zero"})"), ErrorKind::Spec,
+      R"(outputs[0].init.fill: expected a number, true, false, "inf", "-inf" or "nan", found "zero")");
+  expect_parse_error(with(R"({"fill": null})"), ErrorKind::Spec,
+                     "outputs[0].init.fill: expected a number");
+  expect_parse_error(
+      with(R"("zeros")"), ErrorKind::Spec,
+      R"(outputs[0].init: expected {"fill": value} or {"clone": "input"}, found "zeros")");
+  expect_parse_error(with(R"({"fill": 0, "clone": "x"})"), ErrorKind::Spec, "outputs[0].init");
+  expect_parse_error(with(R"({"clone": 3})"), ErrorKind::Spec,
+                     "outputs[0].init.clone: expected a string, found number");
+}
+
+TEST(OutputInitTest, InitsTheOutputCannotHoldAreRefused) {
+  auto invalid = [](const std::string& outputs, const std::string& inputs,
+                    const std::string& want) {
+    SCOPED_TRACE(outputs);
+    OpDecl d = parse(Doc().set("outputs", outputs).set("inputs", inputs));
+    expect_error([&] { validate(d); }, ErrorKind::Spec, want);
+  };
+  std::string x = R"J([{"name": "x", "dtype": "float32"}, {"name": "w", "dtype": "float16"}])J";
+  invalid(
+      R"J([{"name": "y", "shape": {"same_as": "x"}, "dtype": "int32", "init": {"fill": 1.5}}])J", x,
+      "op test::relu: outputs[0].init.fill: output 'y' is int32, which cannot hold 1.5 as it is");
+  invalid(R"J([{"name": "y", "shape": {"same_as": "x"}, "dtype": "bool", "init": {"fill": 2}}])J",
+          x, "output 'y' is bool, which cannot hold 2 as it is");
+  invalid(R"J([{"name": "y", "shape": {"same_as": "x"}, "dtype": "uint8", "init": {"fill": -1}}])J",
+          x, "output 'y' is uint8, which cannot hold -1 as it is");
+  invalid(R"J([{"name": "y", "shape": {"same_as": "x"}, "init": {"clone": "q"}}])J", x,
+          "outputs[0].init.clone: 'q' is not a tensor input (tensor inputs: x, w)");
+  invalid(
+      R"J([{"name": "y", "shape": {"same_as": "w"}, "init": {"clone": "x"}}])J", x,
+      R"J(outputs[0].shape: output 'y' is a clone of 'x': expected {"same_as": "x"} with no dims)J");
+  invalid(
+      R"J([{"name": "y", "shape": {"same_as": "x", "dims": {"0": 4}}, "init": {"clone": "x"}}])J",
+      x, "output 'y' is a clone of 'x': expected");
+  invalid(R"J([{"name": "y", "shape": ["dim(x, 0)"], "init": {"clone": "x"}}])J", x,
+          "output 'y' is a clone of 'x': expected");
+  invalid(
+      R"J([{"name": "y", "shape": {"same_as": "x"}, "dtype": "float32", "init": {"clone": "x"}}])J",
+      x,
+      "outputs[0].dtype: output 'y' is a clone of 'x' and has its dtype; expected no dtype or "
+      "dtype_from");
+  invalid(
+      R"J([{"name": "y", "shape": {"same_as": "x"}, "dtype_from": "w", "init": {"clone": "x"}}])J",
+      x, "outputs[0].dtype_from: output 'y' is a clone of 'x'");
+  invalid(
+      R"J([{"name": "y", "shape": {"same_as": "x"}, "init": {"clone": "x"}}])J",
+      R"J([{"name": "x", "dtype": "float32", "strided": true}])J",
+      R"J(outputs[0].init.clone: input 'x' is strided; kernelop clones contiguous inputs (drop "strided"))J");
+}
+
+TEST(OutputInitTest, FillBitsAreTheDtypesOwnBytes) {
+  EXPECT_EQ(fill_bits(DType::Float32, 1.0), 0x3f800000u);
+  EXPECT_EQ(fill_bits(DType::Float32, -std::numeric_limits<double>::infinity()), 0xff800000u);
+  EXPECT_EQ(fill_bits(DType::Float64, -2.0), 0xc000000000000000u);
+  EXPECT_EQ(fill_bits(DType::Float16, 1.0), 0x3c00u);
+  EXPECT_EQ(fill_bits(DType::Float16, 65520.0), 0x7c00u);  // rounds to inf, as PyTorch stores it
+  EXPECT_EQ(fill_bits(DType::BFloat16, -1.0), 0xbf80u);
+  EXPECT_EQ(fill_bits(DType::Int8, -1), 0xffu);
+  EXPECT_EQ(fill_bits(DType::Int16, -2), 0xfffeu);
+  EXPECT_EQ(fill_bits(DType::Int32, -1), 0xffffffffu);
+  EXPECT_EQ(fill_bits(DType::Int64, -1), ~std::uint64_t{0});
+  EXPECT_EQ(fill_bits(DType::Int64, -9223372036854775808.0), std::uint64_t{1} << 63);
+  EXPECT_EQ(fill_bits(DType::UInt8, 255), 0xffu);
+  EXPECT_EQ(fill_bits(DType::Bool, 1), 1u);
+  EXPECT_EQ(fill_bits(DType::Float8E4M3, 0), 0u);
+  for (auto [dtype, value] : std::vector<std::pair<DType, double>>{
+           {DType::Int8, 128},
+           {DType::Int8, 0.5},
+           {DType::UInt8, -1},
+           {DType::Int16, 40000},
+           {DType::Int32, 2147483648.0},
+           {DType::Int64, 9223372036854775808.0},
+           {DType::Int32, std::numeric_limits<double>::quiet_NaN()},
+           {DType::Int64, std::numeric_limits<double>::infinity()},
+           {DType::Bool, 0.5},
+           {DType::Float8E4M3, 1},
+           {DType::Float8E5M2, -0.0}}) {
+    EXPECT_FALSE(fill_bits(dtype, value).has_value()) << dtype_name(dtype) << " " << value;
+  }
 }
 
 }  // namespace

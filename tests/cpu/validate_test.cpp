@@ -821,7 +821,8 @@ TEST(ValidateTypeParams, OutputNamedLikeATypeParameter) {
   d.spec.kernel_name = "k<T>";
   d.spec.type_params = {TypeParam{"T", {DType::Float32}}};
   d.spec.inputs = std::vector<Input>{InputDecl{"x", std::string("T"), false}};
-  d.spec.outputs = std::vector<OutputDecl>{OutputDecl{"T", SameAs{std::string("x"), {}}, {}, {}}};
+  d.spec.outputs =
+      std::vector<OutputDecl>{OutputDecl{"T", SameAs{std::string("x"), {}}, {}, {}, {}}};
   d.spec.geometry = Elementwise{};
   testing::expect_error([&] { validate(d); }, ErrorKind::Spec,
                         "op t::g: outputs[0].name: 'T' is also a type parameter's name");

@@ -19,6 +19,21 @@ const auto kPrimary = reinterpret_cast<CUcontext>(0x1000);
 std::vector<std::string> function_names;  // a CUfunction is its index + 1
 std::vector<int> param_sizes;             // bytes of each parameter a launch records
 std::vector<std::string> launches;        // one text per launch
+std::vector<std::string> memory_ops;      // one text per memset or device copy
+
+std::string hex_of(std::uint64_t v) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  do {
+    out.insert(out.begin(), digits[v & 15]);
+    v >>= 4;
+  } while (v);
+  return "0x" + out;
+}
+void note(std::string text) {
+  std::lock_guard lock(mu);
+  memory_ops.push_back(std::move(text));
+}
 
 template <class T>
 CUresult ok(T* out, T v) {
@@ -34,6 +49,16 @@ extern "C" {
 void fake_cuda_set_param_sizes(const int* sizes, int n) {
   std::lock_guard lock(mu);
   param_sizes.assign(sizes, sizes + n);
+}
+/// Memsets and device-to-device copies recorded since the last call, one per line, as
+/// fake_cuda_launches() gives launches.
+const char* fake_cuda_memory_ops() {
+  std::lock_guard lock(mu);
+  static std::string out;
+  out.clear();
+  for (const std::string& m : memory_ops) out += m + "\n";
+  memory_ops.clear();
+  return out.c_str();
 }
 /// Launches recorded since the last call, as text ("fn grid block smem stream | params"),
 /// separated by newlines; the caller frees nothing (the string lives until the next call).
@@ -75,6 +100,8 @@ CUresult cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevice) {
       return ok(v, 232448);
     case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE:
       return ok(v, 50 << 20);
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+      return ok(v, 132);  // an H100 SXM
     default:
       return ok(v, 1024);
   }
@@ -176,10 +203,26 @@ CUresult cuEventSynchronize(CUevent) {
 CUresult cuEventElapsedTime(float* ms, CUevent, CUevent) {
   return ok(ms, 1.0f);
 }
-CUresult cuMemcpyDtoDAsync(CUdeviceptr, CUdeviceptr, size_t, CUstream) {
+CUresult cuMemcpyDtoDAsync(CUdeviceptr to, CUdeviceptr from, size_t bytes, CUstream) {
+  note("copy " + hex_of(to) + " <- " + hex_of(from) + " bytes=" + std::to_string(bytes));
   return CUDA_SUCCESS;
 }
-CUresult cuMemsetD8Async(CUdeviceptr, unsigned char, size_t, CUstream) {
+CUresult cuMemsetD8Async(CUdeviceptr p, unsigned char v, size_t n, CUstream) {
+  note("memset8 " + hex_of(p) + " " + hex_of(v) + " x" + std::to_string(n));
+  return CUDA_SUCCESS;
+}
+CUresult cuMemsetD16Async(CUdeviceptr p, unsigned short v, size_t n, CUstream) {
+  note("memset16 " + hex_of(p) + " " + hex_of(v) + " x" + std::to_string(n));
+  return CUDA_SUCCESS;
+}
+CUresult cuMemsetD32Async(CUdeviceptr p, unsigned v, size_t n, CUstream) {
+  note("memset32 " + hex_of(p) + " " + hex_of(v) + " x" + std::to_string(n));
+  return CUDA_SUCCESS;
+}
+CUresult cuMemsetD2D32Async(CUdeviceptr p, size_t pitch, unsigned v, size_t width, size_t height,
+                            CUstream) {
+  note("memset2d32 " + hex_of(p) + " pitch=" + std::to_string(pitch) + " " + hex_of(v) + " " +
+       std::to_string(width) + "x" + std::to_string(height));
   return CUDA_SUCCESS;
 }
 CUresult cuStreamIsCapturing(CUstream, CUstreamCaptureStatus* s) {

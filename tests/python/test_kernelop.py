@@ -535,6 +535,87 @@ class Cuda(unittest.TestCase):
         torch.testing.assert_close(op(x), torch.relu(x), rtol=0, atol=0)
 
 
+# A kernel that writes nothing: its output holds exactly what kernelop initialised it with.
+KEEP_SOURCE = "template <class T> __global__ void keep(const T* x, int n, T* y) {}"
+ALL_DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8, torch.uint8, torch.int16,
+              torch.int32, torch.int64, torch.bool]
+
+
+def keep_op(name, init, dtypes=ALL_DTYPES):
+    return ko.cuda_kernel_op(f"kop_py_init::{name}", ko.KernelSpec(
+        KEEP_SOURCE, "keep<T>", inputs=[ko.InputDecl("x", "T")], outputs=[ko.OutputDecl("y", ko.SameAs("x"), init=init)],
+        extras=[ko.Numel("x")], geometry=ko.Elementwise(), type_params={"T": list(dtypes)}), archs=ARCHS)
+
+
+def holds(dtype, value):
+    """Whether kernelop fills `dtype` with `value`: floats rounded as torch.full stores them; integers and bool only
+    with a value they hold exactly."""
+    if dtype.is_floating_point:
+        return True
+    if dtype == torch.bool:
+        return value in (0, 1)
+    if value != value or value in (float("inf"), float("-inf")) or value != int(value):
+        return False
+    return torch.iinfo(dtype).min <= value <= torch.iinfo(dtype).max
+
+
+@unittest.skipUnless(CUDA, "no CUDA device")
+class InitialisedOutputs(unittest.TestCase):
+    """Note [initialised outputs] on the GPU: a fill agrees with torch.full for every dtype and a corpus of values,
+    or is refused naming the op, the output and the value; a clone copies its input; both happen again on every
+    call and every CUDA graph replay."""
+
+    def test_fills_agree_with_torch_full_over_a_corpus(self):
+        values = [0, 1, -1, 2.5, -0.0, 127, 255, -128, 65504, 1e-8, 3.0e38, 2 ** 31 - 1, -2 ** 31, 2 ** 40 + 1,
+                  float("inf"), float("-inf"), float("nan")]
+        checked = refused = 0
+        for i, value in enumerate(values):
+            op = keep_op(f"fill{i}", ko.Fill(value))
+            for dtype in ALL_DTYPES:
+                x = torch.ones(1000, 3, device="cuda").to(dtype)
+                if not holds(dtype, value):  # where torch.full would truncate, wrap or overflow: refused
+                    with self.assertRaisesRegex(TypeError, f"op kop_py_init::fill{i}: output 'y' is filled with "
+                                                "[^ ]+ before the launch, which [a-z0-9]+ cannot hold as it is"):
+                        op(x)
+                    refused += 1
+                    continue
+                torch.testing.assert_close(op(x), torch.full_like(x, value), rtol=0, atol=0, equal_nan=True,
+                                           msg=f"fill {value} as {dtype}")
+                checked += 1
+        self.assertGreater(checked, 100)
+        self.assertGreater(refused, 20)
+
+    def test_a_clone_copies_its_input_on_every_call_and_replay(self):
+        op = keep_op("clone", ko.Clone("x"), [torch.float32, torch.bfloat16, torch.int64])
+        for dtype in (torch.float32, torch.bfloat16, torch.int64):
+            x = torch.arange(5000, device="cuda").to(dtype)
+            torch.testing.assert_close(op(x), x, rtol=0, atol=0)
+        x = torch.randn(64, 33, device="cuda")
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            y = op(x)
+        for _ in range(2):
+            x.copy_(torch.randn_like(x))
+            graph.replay()
+            torch.cuda.synchronize()
+            torch.testing.assert_close(y, x, rtol=0, atol=0)
+
+    def test_an_accumulating_kernel_starts_from_the_fill_in_graphs_too(self):
+        # 64-bit fills whose halves differ (1.5 as float64) take the two-pass memset.
+        op = keep_op("graph_fill", ko.Fill(1.5), [torch.float64])
+        y0 = op(torch.empty(7, device="cuda", dtype=torch.float64))
+        torch.testing.assert_close(y0, torch.full((7,), 1.5, device="cuda", dtype=torch.float64))
+        x = torch.empty(4096, device="cuda", dtype=torch.float64)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            y = op(x)
+        y.zero_()
+        graph.replay()
+        torch.cuda.synchronize()
+        self.assertTrue(bool((y == 1.5).all()))
+        self.assertEqual(tuple(op(torch.empty(0, 3, device="cuda", dtype=torch.float64)).shape), (0, 3))
+
+
 @unittest.skipUnless(CUDA, "no CUDA device")
 class TacticsCuda(unittest.TestCase):
     """A tuned op in PyTorch: chosen in C++ in eager mode, under torch.compile and in CUDA graphs."""
@@ -636,5 +717,5 @@ class MirroredTables(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    run_tests(cpu=[Registration, Examples, Meta, ExportBounds, Ptx, Tactics, MirroredTables], gpu=[Cuda, TacticsCuda],
-              cuda=CUDA)
+    run_tests(cpu=[Registration, Examples, Meta, ExportBounds, Ptx, Tactics, MirroredTables],
+              gpu=[Cuda, TacticsCuda, InitialisedOutputs], cuda=CUDA)

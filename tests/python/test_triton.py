@@ -8,6 +8,7 @@ packages built on the CPU machine run with no Triton in the process.
 """
 
 import json
+import math
 import os
 import pathlib
 import sys
@@ -254,6 +255,69 @@ def row_norm_sized_launch(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch
     return y.view(*shape)
 
 
+@triton.jit
+def column_sums(X, Out, n_rows, n_cols, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+    # Each program adds ROWS rows into Out: the output accumulates, so it must start at zero.
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK)
+    mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+    x = tl.load(X + rows[:, None] * n_cols + cols[None, :], mask=mask, other=0.0)
+    tl.atomic_add(Out + cols, tl.sum(x, axis=0), mask=cols < n_cols)
+
+
+def column_sums_launch(x: torch.Tensor) -> torch.Tensor:
+    n_rows, n_cols = x.shape
+    out = torch.zeros((n_cols,), dtype=torch.float32, device=x.device)
+    column_sums[(triton.cdiv(n_rows, 16),)](x, out, n_rows, n_cols, ROWS=16, BLOCK=128)
+    return out
+
+
+@triton.jit
+def even_rows_max(X, Out, n, width, BLOCK: tl.constexpr):
+    # Writes only even rows of Out: the odd ones keep what the output was initialised with.
+    row = tl.program_id(0) * 2
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(X + row * width + cols, mask=cols < width, other=float("-inf"))
+    tl.store(Out + row, tl.max(x, axis=0))
+
+
+def even_rows_max_launch(x: torch.Tensor) -> torch.Tensor:
+    n, width = x.shape
+    out = torch.full((n,), float("-inf"), dtype=x.dtype, device=x.device)
+    even_rows_max[(triton.cdiv(n, 2),)](x, out, n, width, BLOCK=128)
+    return out
+
+
+def add_one_to_a_clone_launch(x: torch.Tensor) -> torch.Tensor:
+    y = x.clone()
+    add_one[(triton.cdiv(x.numel(), 128),)](y, x.numel(), BLOCK=128)
+    return y
+
+
+def add_one_to_a_fill_launch(x: torch.Tensor) -> torch.Tensor:
+    y = torch.empty_like(x).fill_(2.5)
+    add_one[(triton.cdiv(x.numel(), 128),)](y, x.numel(), BLOCK=128)
+    return y
+
+
+@triton.jit
+def rows_persistent(X, Y, n_rows, n_cols, rows_per_program, BLOCK: tl.constexpr):
+    # A persistent kernel: one program per SM, each doubling its strip of rows.
+    cols = tl.arange(0, BLOCK)
+    first = tl.program_id(0) * rows_per_program
+    for r in range(first, tl.minimum(first + rows_per_program, n_rows)):
+        x = tl.load(X + r * n_cols + cols, mask=cols < n_cols)
+        tl.store(Y + r * n_cols + cols, x * 2, mask=cols < n_cols)
+
+
+def rows_persistent_launch(x: torch.Tensor) -> torch.Tensor:
+    n_rows, n_cols = x.shape
+    sm_count = torch.cuda.get_device_properties(x.device).multi_processor_count
+    y = torch.empty_like(x)
+    rows_persistent[(sm_count,)](x, y, n_rows, n_cols, math.ceil(n_rows / sm_count), BLOCK=128)
+    return y
+
+
 def meta_tensor(*shape):
     return torch.empty(*shape, device="meta")
 
@@ -340,11 +404,18 @@ class Recording(unittest.TestCase):
         r = record(plus, example_inputs=(meta_tensor(4), meta_tensor(5)))
         self.assertIn("dim(y, 0) == dim(x, 0) + 1", r.doc["requires"])
 
-        # A spec kernelop refuses (the kernel gets x twice) is refused as it is recorded, before any compilation.
+        # An input may feed several parameters (x + x; Liger passes a size as a size and a stride).
         def twice(x: torch.Tensor) -> torch.Tensor:
             return tk.vector_add(x, x)
-        expect_error(self, ValueError, "op kop_tt_rec::twice: params[1]: 'x' is passed twice", ko.record_plugin,
-                     ko.triton(twice, [{"BLOCK_SIZE": 128}]), op_name="kop_tt_rec::twice")
+        r = ko.record_plugin(ko.triton(twice, [{"BLOCK_SIZE": 128}]), op_name="kop_tt_rec::twice")
+        self.assertEqual(r.doc["params"][:2], ["x", "x"])
+
+        def scalar_twice(x: torch.Tensor, n: int) -> torch.Tensor:
+            y = torch.empty_like(x)
+            strided_offset[(1,)](x, y, 1, n, n, BLOCK=128, FLAG=False)  # n elements, each plus n
+            return y
+        r = record(scalar_twice, example_inputs=(meta_tensor(8),))
+        self.assertEqual(r.doc["params"][:4], ["x", "Y", "n", "n"])  # s = 1 is a Triton specialisation
 
         def head(x: torch.Tensor, n: int) -> torch.Tensor:
             torch._check(n <= x.shape[0])
@@ -376,18 +447,90 @@ class Recording(unittest.TestCase):
         r = record(gather, meta_impl=gather_meta, example_inputs=(meta_tensor(10), meta_tensor(10)))
         self.assertIn("dim(y, 0) == dim(x, 0)", r.doc["requires"])
 
-    def test_outputs_are_allocated_not_computed_on_the_host(self):
-        def zeros(x: torch.Tensor) -> torch.Tensor:
-            y = torch.zeros_like(x)
-            copy_kernel[(1,)](x, y, x.numel(), BLOCK=128)
-            return y
-        expect_error(self, ValueError, "output 0 is made or written on the host by aten.zero", record, zeros)
+    def test_outputs_initialised_as_a_whole_record_their_init(self):
+        # Note [initialised outputs]: each way host code initialises a new output, and what the spec says.
+        def init(launch, **kw):
+            return [o.get("init") for o in record(launch, **kw).doc["outputs"]]
 
-        def cloned(x: torch.Tensor) -> torch.Tensor:
-            y = x.clone()
-            copy_kernel[(1,)](x, y, x.numel(), BLOCK=128)
+        def made(make):
+            def launch(x: torch.Tensor) -> torch.Tensor:
+                y = make(x)
+                copy_kernel[(1,)](x, y, x.numel(), BLOCK=128)
+                return y
+            return launch
+        cases = [(torch.zeros_like, {"fill": 0}), (torch.ones_like, {"fill": 1}),
+                 (lambda x: x.new_zeros(x.shape), {"fill": 0}), (lambda x: torch.full_like(x, -3), {"fill": -3}),
+                 (lambda x: torch.full(x.shape, float("-inf"), device=x.device), {"fill": "-inf"}),
+                 (lambda x: torch.empty_like(x).fill_(0.25), {"fill": 0.25}),
+                 (lambda x: torch.zeros_like(x).fill_(7), {"fill": 7}),  # the last whole write wins
+                 (lambda x: torch.empty_like(x).zero_(), {"fill": 0}),
+                 (lambda x: torch.empty_like(x), None), (lambda x: x.clone(), {"clone": "x"}),
+                 (lambda x: torch.empty_like(x).copy_(x), {"clone": "x"})]
+        for i, (make, want) in enumerate(cases):
+            self.assertEqual(init(made(make)), [want], i)
+        r = record(add_one_to_a_clone_launch)
+        self.assertEqual(r.doc["outputs"], [{"name": "X", "shape": {"same_as": "x"}, "init": {"clone": "x"}}])
+        self.assertEqual(record(column_sums_launch, configs=[{}]).doc["outputs"][0]["init"], {"fill": 0})
+        # The C++ spec reads it back as written, the infinity included.
+        r = record(even_rows_max_launch, configs=[{}])
+        self.assertEqual(json.loads(r.spec_json())["outputs"][0]["init"], {"fill": "-inf"})
+
+    def test_the_sm_count_is_a_launch_expression(self):
+        r = record(rows_persistent_launch, configs=[{}], example_inputs=(meta_tensor(64, 100),))
+        self.assertEqual(r.doc["geometry"]["custom"]["grid"][0], "sm_count()")
+        self.assertIn({"expr": "cdiv(dim(x, 0), sm_count())"}, r.doc["params"])
+
+        def decides(x: torch.Tensor) -> torch.Tensor:
+            sm = torch.cuda.get_device_properties(x.device).multi_processor_count
+            y = torch.empty_like(x)
+            rows_persistent[(sm if sm > 100 else 100,)](x, y, x.shape[0], x.shape[1], 1, BLOCK=128)
             return y
-        expect_error(self, ValueError, "output 0 is made or written on the host by aten.clone", record, cloned)
+        expect_error(self, ValueError, "which depends on the device's number of SMs (multi_processor_count); "
+                     "kernelop records it as sm_count(), evaluated per device at launch", record, decides,
+                     configs=[{}], example_inputs=(meta_tensor(64, 100),))
+
+        def reads_major(x: torch.Tensor) -> torch.Tensor:
+            block = 256 if torch.cuda.get_device_properties(x.device).major >= 9 else 128
+            y = torch.empty_like(x)
+            copy_kernel[(1,)](x, y, x.numel(), BLOCK=block)
+            return y
+        expect_error(self, ValueError, "launch_fn reads torch.cuda.get_device_properties(...).major; the op runs on "
+                     "any device, and of the device kernelop records only multi_processor_count", record,
+                     reads_major, configs=[{}])
+
+        def shapes_with_it(x: torch.Tensor) -> torch.Tensor:
+            sm = torch.cuda.get_device_properties(x.device).multi_processor_count
+            y = torch.empty((sm, x.shape[1]), device=x.device)
+            rows_persistent[(sm,)](x, y, x.shape[0], x.shape[1], 1, BLOCK=128)
+            return y
+        expect_error(self, ValueError, "'sm_count()': sm_count() cannot shape an output", record, shapes_with_it,
+                     configs=[{}], example_inputs=(meta_tensor(64, 100),))
+
+    def test_outputs_are_not_computed_on_the_host(self):
+        def fill_a_part(x, s):
+            y = torch.zeros_like(x)
+            y[:2].fill_(1)
+            return y
+
+        def launch_making(make):
+            def launch(x: torch.Tensor, s: float) -> torch.Tensor:
+                y = make(x, s)
+                copy_kernel[(1,)](x, y, x.numel(), BLOCK=128)
+                return y
+            return launch
+        for make, message in [
+                (lambda x, s: torch.zeros_like(x).add_(1), "output 0 is made or written on the host by aten.add_"),
+                (lambda x, s: x * 2, "output 0 is made or written on the host by aten.mul"),
+                (fill_a_part, "output 0 is made or written on the host by aten.fill_ on a part of it"),
+                (lambda x, s: torch.full_like(x, s), "output 0 is filled (aten.full_like) with float scalar input "
+                 "'s', which is not a constant"),
+                (lambda x, s: torch.full_like(x, x.shape[0]), "which is not a constant; kernelop fills outputs "
+                 "with constants before the launch"),
+                (lambda x, s: torch.empty_like(x).copy_(x.flip(0)), "output 0 is a copy (aten.copy_) of something "
+                 "other than a whole input"),
+                (lambda x, s: torch.empty((x.shape[0] * 2,), device=x.device).copy_(x.repeat(2)),
+                 "is a copy (aten.copy_) of something other than a whole input")]:
+            expect_error(self, ValueError, message, record, launch_making(make), example_inputs=(torch.empty(8),))
 
         def writes_input(x: torch.Tensor) -> torch.Tensor:
             x.add_(1)
@@ -713,8 +856,9 @@ class Refusals(unittest.TestCase):
             y = torch.empty_like(x)
             copy_kernel[(int(x.sum().item()),)](x, y, x.numel(), BLOCK=128)
             return y
-        msg = expect_error(self, ValueError, "launch_fn needs the value of", record, data_grid)
-        self.assertIn("which depends on a tensor's data", msg)
+        msg = expect_error(self, ValueError, "launch_fn reads a value of a tensor on the host (.item(), int(t), "
+                           "float(t), a Python condition on a tensor) at ", record, data_grid)
+        self.assertIn("test_triton.py:", msg)  # the line
 
         def host_math(x: torch.Tensor) -> torch.Tensor:
             y = torch.empty_like(x)
@@ -1058,6 +1202,42 @@ class Cuda(unittest.TestCase):
             graph.replay()
         torch.cuda.synchronize()
         self.assertTrue(bool((y == 4).all()), y[:4])  # once eagerly, three replays (capture runs nothing)
+
+    def test_initialised_outputs(self):
+        # Note [initialised outputs]: host code's zeros / full / clone / fill_ happen before each launch, in CUDA
+        # graphs too, and an empty grid leaves the output initialised.
+        sums = ko.custom_plugin(ko.triton(column_sums_launch), op_name="kop_tt_init::sums",
+                                example_inputs=(torch.empty(64, 100),))
+        x = torch.randn(1000, 100, device="cuda")
+        torch.testing.assert_close(sums(x), x.sum(0), rtol=1e-4, atol=1e-3)
+        torch.testing.assert_close(sums(x[:0]), torch.zeros(100, device="cuda"), rtol=0, atol=0)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            y = sums(x)
+        for _ in range(3):
+            graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(y, x.sum(0), rtol=1e-4, atol=1e-3)  # not three sums piled up
+        maxes = ko.custom_plugin(ko.triton(even_rows_max_launch), op_name="kop_tt_init::maxes",
+                                 example_inputs=(torch.empty(8, 64),))
+        x = torch.randn(9, 100, device="cuda")
+        want = torch.full((9,), float("-inf"), device="cuda")
+        want[0::2] = x[0::2].max(1).values
+        torch.testing.assert_close(maxes(x), want, rtol=0, atol=0)
+        x = torch.randn(3, 1000, device="cuda")
+        for launch, add in ((add_one_to_a_clone_launch, x), (add_one_to_a_fill_launch, 2.5)):
+            op = ko.custom_plugin(ko.triton(launch), op_name=f"kop_tt_init::{launch.__name__[:-7]}")
+            torch.testing.assert_close(op(x), launch(x), rtol=0, atol=0)  # Triton's own launch
+            torch.testing.assert_close(op(x), torch.as_tensor(add, device="cuda").expand_as(x) + 1, rtol=0, atol=0)
+        torch.library.opcheck(sums, (torch.randn(40, 100, device="cuda"),))
+
+    def test_a_persistent_kernel_gets_the_devices_sm_count(self):
+        op = ko.custom_plugin(ko.triton(rows_persistent_launch), op_name="kop_tt_sm::persistent",
+                              example_inputs=(torch.empty(64, 100),))
+        for rows in (1, 131, 132, 133, 5000):
+            x = torch.randn(rows, 100, device="cuda")
+            torch.testing.assert_close(op(x), rows_persistent_launch(x), rtol=0, atol=0)  # Triton's own launch
+            torch.testing.assert_close(op(x), x * 2, rtol=0, atol=0)
 
     def test_opcheck(self):
         for name, args in (("elementwise_scale_mul", (torch.randn(8, 1024, device="cuda"),

@@ -123,6 +123,7 @@ class Recording:
     op_name: str  # as given, else kernelop_<dsl>::<kernel> until named after what was recorded
     named: bool  # whether the user gave op_name
     meta_impl: Optional[Callable[..., Any]]
+    inits: List[Optional[Dict[str, Any]]] = field(default_factory=list)  # per output (Note [initialised outputs])
     out_names: List[str] = field(default_factory=list)
     tactics: str = ""  # how the user's configs became the spec's tactics, for validate's messages
     name_key: Any = None  # what names the op by default besides its spec (Triton: the kernel's cache key)
@@ -136,7 +137,7 @@ class Recording:
         return tensor_name(self.where, value, self.rec, self.outputs, self.out_names, what)
 
     def output_shapes(self, meta_impl: Optional[Callable[..., Any]]) -> List[Dict[str, Any]]:
-        return output_shapes(self.where, self.rec, self.outputs, self.out_names, meta_impl, self.fakes)
+        return output_shapes(self.where, self.rec, self.outputs, self.out_names, meta_impl, self.fakes, self.inits)
 
     def requirements(self) -> List[str]:
         """Every condition launch_fn and meta_impl evaluated or asserted on the sizes."""
@@ -411,7 +412,8 @@ def _grid_only_differs(a: RecordedPlugin, b: RecordedPlugin) -> bool:
 
 # Host calls library code makes around a launch that need a GPU and change nothing kernelop records: replaced while
 # launch_fn runs (the op launches on its inputs' device, on the caller's stream).
-_HOST = {(torch.cuda, "device"): lambda original, *args, **kwargs: contextlib.nullcontext()}
+_HOST = {(torch.cuda, "device"): lambda original, *args, **kwargs: contextlib.nullcontext(),
+         (torch.cuda, "get_device_properties"): sizes.device_properties}
 
 _LEADING_HINTS = (3, 5)  # sizes of the axes added to record at higher ranks: small, so products of leading sizes
 # stay in the range a library's branches on them (Liger's "n_rows < 4096 * 8") take for the examples
@@ -452,12 +454,12 @@ def _record_once(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], o
         sizes.end()
     launch, kernel_name = dsl.one_launch(where, launches)
     outputs, returned = outputs_of(where, result, rec)
-    writes.check(where, rec, outputs)
+    inits = writes.check(where, rec, outputs)
     named = op_name is not None
     if op_name is None:  # named at the end after what was recorded; the kernel's name meanwhile
         op_name = f"kernelop_{dsl.name}::{kernel_name}"
     rec.where = where = f"kernelop.custom_plugin({shorten(repr(op_name))})"
-    recording_ = Recording(dsl, where, rec, inputs, fakes, outputs, op_name, named, meta_impl)
+    recording_ = Recording(dsl, where, rec, inputs, fakes, outputs, op_name, named, meta_impl, inits=inits)
     recorded = dsl.translate(recording_, spec, launch)
     if not named:  # the same in every process, and different for a different launch, dtype or config set
         body = {k: v for k, v in recorded.doc.items() if k != "op"}

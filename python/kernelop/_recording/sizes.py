@@ -68,6 +68,29 @@ def end() -> None:
     _state.calls = None
 
 
+class DeviceProperties:
+    """torch.cuda.get_device_properties(...) while recording: the op runs on whatever device its inputs are on, so of
+    the device kernelop records only its SM count, as sm_count() (evaluated per device at launch)."""
+
+    def __init__(self, rec: Recorder) -> None:
+        self._rec = rec
+
+    @property
+    def multi_processor_count(self) -> Any:
+        return self._rec.sm_count()
+
+    def __getattr__(self, name: str) -> Any:
+        raise Unexpressible(f"launch_fn reads torch.cuda.get_device_properties(...).{shorten(name)}; the op runs on "
+                            "any device, and of the device kernelop records only multi_processor_count (as "
+                            "sm_count(), evaluated at launch): decide on the rest in the kernel, or give it as configs")
+
+
+def device_properties(original: Any, *args: Any, **kwargs: Any) -> Any:
+    """torch.cuda.get_device_properties while recording (DeviceProperties); Triton's own otherwise."""
+    rec: Optional[Recorder] = getattr(_state, "rec", None)
+    return original(*args, **kwargs) if rec is None else DeviceProperties(rec)
+
+
 def power_of_two(original: Any, n: Any) -> Any:
     """triton.next_power_of_2 while recording: of a size, the power of two of the example's class, with the class's
     bounds as guards (Note [size classes]); of anything else, Triton's own."""

@@ -1,5 +1,6 @@
 """Running launch_fn once on fake tensors with symbolic sizes, and reading what it did: its inputs (from its type
-hints), its outputs (named, shaped, allocated uninitialised), the host-side work it may not do, and its errors."""
+hints), its outputs (named, shaped, allocated uninitialised or initialised as a whole), the host-side work it may not
+do, and its errors."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any, Callable, ContextManager, Dict, List, Mapping, Optional,
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .._spec import Fill
 from .._symbolic import BoolProbe, FloatProbe, Recorder, Unexpressible, shape_exprs, shorten, user_location
 from .interception import NestedRecording
 
@@ -118,56 +120,103 @@ def traced_error(where: str, rec: Recorder, e: Exception, what: str, doing: str)
         free: Set[Any] = getattr(e.cond, "free_symbols", set())
         verb = "decides on" if isinstance(e.cond, sympy.logic.boolalg.Boolean) else "needs the value of"
         head = f"{where}: {what} {verb} {rec.describe(e.cond)} on the host{f' (at {at})' if at else ''}"
+        if rec.sm_count_symbol() in free:
+            return ValueError(f"{head}, which depends on the device's number of SMs (multi_processor_count); "
+                              "kernelop records it as sm_count(), evaluated per device at launch: compute the grid "
+                              "and the kernel's arguments with it (+ - * // cdiv), decide nothing on it on the host")
         if free and all(s in scalars for s in free):
             return ValueError(f"{head}, which depends on the value of int scalar "
                               f"{', '.join(repr(scalars[s]) for s in free)}; kernelop records int scalars as unknown "
                               "values: pass them to the kernel as they are, or give the choices as configs")
-        return ValueError(f"{head}, which depends on a tensor's data; kernelop runs {what} once, on fake tensors "
-                          "that have none: compute it in the kernel")
+        # A value read from a tensor (.item(), int(t), float(t)): no sympy text, it means nothing to the user.
+        return ValueError(f"{where}: {what} reads a value of a tensor on the host (.item(), int(t), float(t), a "
+                          f"Python condition on a tensor){f' at {at}' if at else ''}; kernelop runs {what} once, on "
+                          "fake tensors that have no data: compute it in the kernel, or pass it as a scalar input")
     return ValueError(f"{where}: {what} raised {type(e).__name__} {doing}: {shorten(e, 2000)}")
 
 
 class HostOps(TorchDispatchMode):
-    """Which aten ops made or wrote each storage while launch_fn ran. kernelop allocates outputs uninitialised
-    (torch.empty) and runs nothing but the kernel, so an output made any other way (zeros, clone, full) or written
-    on the host, and an input written on the host, would change the result: refused."""
+    """Which aten ops made or wrote each storage while launch_fn ran. kernelop allocates outputs and runs nothing but
+    the kernel: an output may be allocated uninitialised (torch.empty) or initialised as a whole, with a constant
+    (zeros, ones, full, fill_, zero_) or as a copy of an input (clone, copy_), which kernelop then does before the
+    launch (Note [initialised outputs]); any other host work on an output, and any on an input, would change the
+    result: refused."""
 
     _ALLOCATE = {"empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided"}
+    # Note [initialised outputs]: ops that set every element of the tensor they make or write, and what to: a
+    # constant, or the argument at this position (a fill value, a copy's source).
+    _FILL = {"zeros": 0, "zeros_like": 0, "new_zeros": 0, "zero_": 0, "ones": 1, "ones_like": 1, "new_ones": 1}
+    _FILL_ARG = {"full": 1, "full_like": 1, "new_full": 2, "fill_": 1}
+    _COPY_ARG = {"clone": 0, "copy_": 1}
 
     def __init__(self) -> None:
         super().__init__()
-        self.ops: Dict[int, List[str]] = {}
+        # storage -> (op name, its arguments, the tensor an in-place op wrote: None for one that made a tensor)
+        self.ops: Dict[int, List[Tuple[str, Tuple[Any, ...], Any]]] = {}
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
         name = func._schema.name.split("::")[-1]
-        written = [out] if func._schema.returns and not func._schema.is_mutable else []
+        written: List[Tuple[Any, Any]] = [(out, None)] if func._schema.returns and not func._schema.is_mutable else []
         schema_args = func._schema.arguments
         for i, a in enumerate(args):
             if i < len(schema_args) and schema_args[i].is_write and isinstance(a, torch.Tensor):
-                written.append(a)
-        for t in written:
+                written.append((a, a))
+        for t, target in written:
             for x in (t if isinstance(t, (list, tuple)) else [t]):
                 if isinstance(x, torch.Tensor) and not func._schema.name.startswith("aten::_"):
                     try:
-                        self.ops.setdefault(x.untyped_storage()._cdata, []).append(name)
+                        self.ops.setdefault(x.untyped_storage()._cdata, []).append((name, tuple(args), target))
                     except (RuntimeError, NotImplementedError):
                         pass
         return out
 
-    def check(self, where: str, rec: Recorder, outputs: List[Any]) -> None:
+    def check(self, where: str, rec: Recorder, outputs: List[Any]) -> List[Optional[Dict[str, Any]]]:
+        """Refuses host work on inputs and outputs; returns each output's init ({"fill": v} / {"clone": input}, or
+        None: uninitialised)."""
         for t in rec.tensors:  # a view of an input (x.view(-1, h), reshape, transpose) is shape algebra
-            ops = [op for op in self.ops.get(t.fake.untyped_storage()._cdata, []) if op not in _VIEWS]
+            ops = [op for op, _, _ in self.ops.get(t.fake.untyped_storage()._cdata, []) if op not in _VIEWS]
             if ops:
                 raise ValueError(f"{where}: launch_fn writes input '{t.name}' on the host (aten.{ops[0]}); kernelop "
                                  "runs the kernel alone")
-        for i, o in enumerate(outputs):
-            ops = [op for op in self.ops.get(o.untyped_storage()._cdata, []) if op not in _VIEWS]
-            made = [op for op in ops if op not in self._ALLOCATE]
-            if made:
-                raise ValueError(f"{where}: output {i} is made or written on the host by aten.{made[0]}; kernelop "
-                                 "allocates outputs uninitialised and runs the kernel alone, so allocate it with "
-                                 "torch.empty / empty_like and let the kernel write all of it")
+        return [self._init_of(where, rec, i, o) for i, o in enumerate(outputs)]
+
+    def _init_of(self, where: str, rec: Recorder, i: int, o: Any) -> Optional[Dict[str, Any]]:
+        init: Optional[Dict[str, Any]] = None
+        inputs = {id(t.fake): t for t in rec.tensors}
+        for op, args, target in self.ops.get(o.untyped_storage()._cdata, []):
+            if op in _VIEWS or op in self._ALLOCATE:
+                continue
+            whole = target is None or target is o
+            if whole and op in self._FILL:
+                init = Fill(self._FILL[op])._json()
+                continue
+            if whole and op in self._FILL_ARG and len(args) > self._FILL_ARG[op]:
+                value = args[self._FILL_ARG[op]]
+                # A float scalar input reaches aten as its probe's value (Recorder.add_scalar), an int one as a SymInt.
+                probes = {float(s.fake): s.name for s in rec.scalars if isinstance(s.fake, FloatProbe)}
+                probe = probes.get(value) if isinstance(value, float) else None
+                if isinstance(value, (bool, int, float)) and probe is None:
+                    init = Fill(value)._json()  # the spec's own spelling of infinities and NaN
+                    continue
+                what = f"float scalar input '{probe}'" if probe else shorten(repr(value))
+                raise ValueError(f"{where}: output {i} is filled (aten.{op}) with {what}, which is not a constant; "
+                                 "kernelop fills outputs with constants before the launch: compute a value that "
+                                 "depends on the inputs in the kernel")
+            if whole and op in self._COPY_ARG and len(args) > self._COPY_ARG[op]:
+                source = inputs.get(id(args[self._COPY_ARG[op]]))
+                # Compared as text: comparing symbolic sizes would add a guard to the recording.
+                if source is not None and source.fake.dtype == o.dtype and \
+                        [str(d) for d in source.fake.shape] == [str(d) for d in o.shape]:
+                    init = {"clone": source.name}
+                    continue
+                raise ValueError(f"{where}: output {i} is a copy (aten.{op}) of something other than a whole input "
+                                 "of its shape and dtype; kernelop initialises an output as a copy of an input only")
+            raise ValueError(f"{where}: output {i} is made or written on the host by aten.{op}"
+                             f"{'' if whole else ' on a part of it'}; kernelop allocates outputs uninitialised "
+                             "(torch.empty / empty_like), or filled as a whole (zeros, full, fill_) or copied from "
+                             "an input (clone) before the launch, and runs the kernel alone")
+        return init
 
 
 _VIEWS = {"view", "reshape", "_reshape_alias", "as_strided", "unsqueeze", "squeeze", "flatten", "alias", "expand",
@@ -275,9 +324,10 @@ def from_inputs(value: Any) -> bool:
 
 
 def output_shapes(where: str, rec: Recorder, outputs: List[Any], out_names: List[str],
-                  meta_impl: Optional[Callable[..., Any]], fakes: List[Any]) -> List[Dict[str, Any]]:
-    """The outputs' spec entries (name, shape, dtype); with meta_impl, traced from it and checked against the
-    outputs launch_fn allocates."""
+                  meta_impl: Optional[Callable[..., Any]], fakes: List[Any],
+                  inits: Optional[List[Optional[Dict[str, Any]]]] = None) -> List[Dict[str, Any]]:
+    """The outputs' spec entries (name, shape, dtype, init: HostOps.check); with meta_impl, traced from it and checked
+    against the outputs launch_fn allocates. A clone of an input has that input's shape and dtype."""
     shaped = outputs
     if meta_impl is not None:
         try:
@@ -306,8 +356,15 @@ def output_shapes(where: str, rec: Recorder, outputs: List[Any], out_names: List
             like, dims = shape_exprs(rec, o.shape, f"{where}: output {i}")
         except Unexpressible as e:
             raise ValueError(str(e)) from None
-        out.append({"name": name, "shape": {"same_as": like} if like else dims,
-                    "dtype": str(o.dtype).replace("torch.", "")})
+        entry: Dict[str, Any] = {"name": name, "shape": {"same_as": like} if like else dims,
+                                 "dtype": str(o.dtype).replace("torch.", "")}
+        init = inits[i] if inits else None
+        if init is not None:
+            entry["init"] = init
+            if "clone" in init:
+                entry["shape"] = {"same_as": init["clone"]}
+                del entry["dtype"]
+        out.append(entry)
     return out
 
 
