@@ -67,7 +67,8 @@ std::size_t dtype_size(DType dtype);
 /// The device bytes of one `dtype` element holding `value` (an initialised output's fill, Note
 /// [initialised outputs]), in the low dtype_size() bytes: floating-point values rounded to
 /// nearest even as PyTorch stores them (+-inf and NaN kept); nullopt where the dtype cannot hold
-/// the value as it is (integers and bool: a fraction or out of range; float8: any value but 0).
+/// the value (a finite value beyond a float dtype's largest, as PyTorch's checked conversion;
+/// integers and bool: a fraction or out of range; float8: any value but 0).
 std::optional<std::uint64_t> fill_bits(DType dtype, double value);
 
 /// The CUDA C++ element type a kernel uses for this dtype: "float", "__half", "__nv_bfloat16".

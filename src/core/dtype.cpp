@@ -48,14 +48,20 @@ std::optional<std::uint64_t> fill_bits(DType dtype, double value) {
     if (!(value >= lo && value <= hi) || std::trunc(value) != value) return std::nullopt;
     return static_cast<std::uint64_t>(static_cast<std::int64_t>(value)) & mask;
   };
+  // A finite value beyond a float dtype's largest is refused, as PyTorch's checked conversion of a
+  // fill value does (c10::overflows): never an infinity nobody wrote.
+  auto beyond = [&](double max) { return std::isfinite(value) && std::fabs(value) > max; };
   switch (dtype) {
     case DType::Float32:
+      if (beyond(3.4028234663852886e38)) return std::nullopt;
       return bits_of(static_cast<float>(value));
     case DType::Float64:
       return bits_of(value);
     case DType::Float16:
+      if (beyond(65504.0)) return std::nullopt;
       return float_to_half(static_cast<float>(value));
     case DType::BFloat16:
+      if (beyond(3.3895313892515355e38)) return std::nullopt;
       return float_to_bfloat16(static_cast<float>(value));
     case DType::Float8E4M3:
     case DType::Float8E5M2:

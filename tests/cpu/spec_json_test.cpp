@@ -1055,7 +1055,8 @@ TEST(OutputInitTest, FillBitsAreTheDtypesOwnBytes) {
   EXPECT_EQ(fill_bits(DType::Float32, -std::numeric_limits<double>::infinity()), 0xff800000u);
   EXPECT_EQ(fill_bits(DType::Float64, -2.0), 0xc000000000000000u);
   EXPECT_EQ(fill_bits(DType::Float16, 1.0), 0x3c00u);
-  EXPECT_EQ(fill_bits(DType::Float16, 65520.0), 0x7c00u);  // rounds to inf, as PyTorch stores it
+  EXPECT_EQ(fill_bits(DType::Float16, 65504.0), 0x7bffu);
+  EXPECT_EQ(fill_bits(DType::Float16, 1e-8), 0u);  // rounds to zero, as PyTorch stores it
   EXPECT_EQ(fill_bits(DType::BFloat16, -1.0), 0xbf80u);
   EXPECT_EQ(fill_bits(DType::Int8, -1), 0xffu);
   EXPECT_EQ(fill_bits(DType::Int16, -2), 0xfffeu);
@@ -1076,7 +1077,10 @@ TEST(OutputInitTest, FillBitsAreTheDtypesOwnBytes) {
            {DType::Int64, std::numeric_limits<double>::infinity()},
            {DType::Bool, 0.5},
            {DType::Float8E4M3, 1},
-           {DType::Float8E5M2, -0.0}}) {
+           {DType::Float8E5M2, -0.0},
+           {DType::Float16, 65505},
+           {DType::BFloat16, -3.4e38},
+           {DType::Float32, 1e39}}) {
     EXPECT_FALSE(fill_bits(dtype, value).has_value()) << dtype_name(dtype) << " " << value;
   }
 }

@@ -3,6 +3,7 @@ with symbolic shapes, torch.export with fake inputs (CPU); eager, opcheck, torch
 round trips and CUDA graphs (GPU, skipped without one)."""
 
 import dataclasses
+import math
 import os
 import pathlib
 import subprocess
@@ -550,8 +551,8 @@ def keep_op(name, init, dtypes=ALL_DTYPES):
 def holds(dtype, value):
     """Whether kernelop fills `dtype` with `value`: floats rounded as torch.full stores them; integers and bool only
     with a value they hold exactly."""
-    if dtype.is_floating_point:
-        return True
+    if dtype.is_floating_point:  # rounded, but never beyond the largest finite value (PyTorch's checked conversion)
+        return not (math.isfinite(value) and abs(value) > torch.finfo(dtype).max)
     if dtype == torch.bool:
         return value in (0, 1)
     if value != value or value in (float("inf"), float("-inf")) or value != int(value):
