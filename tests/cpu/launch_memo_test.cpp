@@ -60,6 +60,16 @@ const char* kRich = R"json({
                           "block": [128, 1, 1], "shared_mem": "itemsize(x) * 128"}}
 })json";
 
+// The fake driver records each launch's parameters at the sizes of `image`'s, from now on;
+// what it recorded before is dropped.
+void record_launches_of(const CompiledImage& image) {
+  std::vector<int> sizes;
+  for (const KernelParam& k : image.plan.kernel_params()) sizes.push_back(k.size);
+  fake().set_param_sizes(sizes.data(), static_cast<int>(sizes.size()));
+  fake().launches();
+  fake().memory_ops();
+}
+
 CompiledImage compile_for_test(const OpDecl& decl) {
   CompileOptions o;
   o.archs = {"sm_90"};
@@ -312,10 +322,7 @@ TEST_P(LaunchMemo, LaunchesAndRefusesWhatTheFullPathDoes) {
   KernelOp full(image, options);
   ::unsetenv("KERNELOP_LAUNCH_MEMO");
   KernelOp memo(image, options);
-  std::vector<int> sizes;
-  for (const KernelParam& k : image.plan.kernel_params()) sizes.push_back(k.size);
-  fake().set_param_sizes(sizes.data(), static_cast<int>(sizes.size()));
-  fake().launches();
+  record_launches_of(image);
 
   Corpus corpus(static_cast<unsigned>(std::hash<std::string>{}(GetParam())));
   Call call;
@@ -362,10 +369,7 @@ TEST(LaunchMemoThreads, EveryLaunchIsItsOwnCallsUnderContention) {
   KernelOp full(image);
   ::unsetenv("KERNELOP_LAUNCH_MEMO");
   KernelOp memo(image);
-  std::vector<int> sizes;
-  for (const KernelParam& k : image.plan.kernel_params()) sizes.push_back(k.size);
-  fake().set_param_sizes(sizes.data(), static_cast<int>(sizes.size()));
-  fake().launches();
+  record_launches_of(image);
   constexpr int kThreads = 4, kShapes = 2, kCalls = 3200;  // runs of 8, each shape alike
   auto call_of = [](int thread, int shape) {
     Call c;
@@ -424,6 +428,23 @@ TEST(LaunchMemoEligibility, InPlaceWritesTakeTheFullPathAlways) {
   }
 }
 
+// A contiguous tensor at a made-up address (the fake driver dereferences nothing).
+TensorView tensor(std::uintptr_t at, DType dtype, Shape shape) {
+  TensorView t;
+  t.data = reinterpret_cast<void*>(at);
+  t.dtype = dtype;
+  t.shape = shape;
+  return t;
+}
+
+// A call of one float32 input x at 0x100000 and one output y at 0x200000, both of `shape`.
+Call x_to_y(Shape shape) {
+  Call c;
+  c.inputs = {tensor(0x100000, DType::Float32, shape)};
+  c.outputs = {tensor(0x200000, DType::Float32, shape)};
+  return c;
+}
+
 // Note [float extras]: a float constant of the spec reaches the kernel as the bytes of a float32,
 // through the full path and the memo alike; the spec round-trips and refuses what no float32 is.
 TEST(FloatExtras, PassTheBytesOfAFloat32AndRoundTrip) {
@@ -442,19 +463,9 @@ TEST(FloatExtras, PassTheBytesOfAFloat32AndRoundTrip) {
   EXPECT_NE(print_op_json(decl).find("\"float\": -1.5"), std::string::npos) << print_op_json(decl);
   CompiledImage image = compile_for_test(decl);
   EXPECT_EQ(image.plan.c_type(image.plan.args[1]), "float");
-  std::vector<int> sizes;
-  for (const KernelParam& k : image.plan.kernel_params()) sizes.push_back(k.size);
-  fake().set_param_sizes(sizes.data(), static_cast<int>(sizes.size()));
-  fake().launches();
+  record_launches_of(image);
   KernelOp op(image);
-  Call c;
-  TensorView x;
-  x.data = reinterpret_cast<void*>(0x100000);
-  x.shape = Shape{300};
-  TensorView y = x;
-  y.data = reinterpret_cast<void*>(0x200000);
-  c.inputs = {x};
-  c.outputs = {y};
+  Call c = x_to_y(Shape{300});
   std::string first = outcome(op, c), second = outcome(op, c);  // the full path, then the memo
   EXPECT_EQ(first, second);
   EXPECT_GT(op.memoized_launches(), 0u);
@@ -491,19 +502,8 @@ TEST(InitialisedOutputs, FillsAndClonesComeBeforeEveryLaunch) {
                               ".");
   EXPECT_NO_THROW(validate(decl));
   CompiledImage image = compile_for_test(decl);
-  std::vector<int> sizes;
-  for (const KernelParam& k : image.plan.kernel_params()) sizes.push_back(k.size);
-  fake().set_param_sizes(sizes.data(), static_cast<int>(sizes.size()));
-  fake().launches();
-  fake().memory_ops();
+  record_launches_of(image);
   KernelOp op(image);
-  auto tensor = [](std::uintptr_t at, DType dtype, Shape shape) {
-    TensorView t;
-    t.data = reinterpret_cast<void*>(at);
-    t.dtype = dtype;
-    t.shape = shape;
-    return t;
-  };
   auto call = [&](DType t, std::int64_t n, std::int64_t m) {
     Call c;
     c.inputs = {tensor(0x100000, t, Shape{n, 3}), tensor(0x200000, DType::Float32, Shape{m})};
@@ -588,19 +588,9 @@ TEST(SmCount, IsTheDevicesAtLaunchAndNowhereElse) {
   OpDecl decl = parse_op_json(spec, ".");
   EXPECT_EQ(parse_op_json(print_op_json(decl), "."), decl);
   CompiledImage image = compile_for_test(decl);
-  std::vector<int> sizes;
-  for (const KernelParam& k : image.plan.kernel_params()) sizes.push_back(k.size);
-  fake().set_param_sizes(sizes.data(), static_cast<int>(sizes.size()));
-  fake().launches();
+  record_launches_of(image);
   KernelOp op(image);
-  Call c;
-  TensorView x;
-  x.data = reinterpret_cast<void*>(0x100000);
-  x.shape = Shape{1000, 4};
-  TensorView y = x;
-  y.data = reinterpret_cast<void*>(0x200000);
-  c.inputs = {x};
-  c.outputs = {y};
+  Call c = x_to_y(Shape{1000, 4});
   std::string first = outcome(op, c), second = outcome(op, c);  // the full path, then the memo
   EXPECT_EQ(first, second);
   // 132 programs of cdiv(1000, 132) = 8 rows: 08000000 after the pointer.
