@@ -111,6 +111,10 @@ void print_plan(std::ostream& out, const OpPlan& plan) {
         << (t.dtype ? dtype_decl_text(*t.dtype) : "?");
     if (o.dtype_from >= 0)
       out << " (from " << plan.tensors[static_cast<std::size_t>(o.dtype_from)].name << ")";
+    // Note [initialised outputs]: what the runtime writes into it before each launch.
+    if (o.fill) out << "  init fill " << o.fill->value;
+    if (o.clone_slot >= 0)
+      out << "  init clone of " << plan.tensors[static_cast<std::size_t>(o.clone_slot)].name;
     out << "\n";
   }
   if (plan.geometry) {

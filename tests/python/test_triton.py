@@ -675,6 +675,33 @@ class WrittenInputs(unittest.TestCase):
         self.assertEqual(out.split("\n")[0], "kop_tt_w_pkg::inc(Tensor(a!) x) -> ()")
 
 
+class InitialisedOutputsPackaged(unittest.TestCase):
+    def test_packages_keep_the_init_and_the_sm_count(self):
+        # Note [initialised outputs]: the package's spec has the init; kernelop inspect says it; a process where
+        # Triton cannot be imported loads it.
+        import subprocess
+        ops = [(column_sums_launch, "sums", "  output    Out: [dim(x, 1)]  dtype float32  init fill 0\n"),
+               (even_rows_max_launch, "maxes", "  init fill -inf\n"),
+               (add_one_to_a_clone_launch, "clone", "  output    X: like(x)  dtype float32 (from x)  init clone of x\n"),
+               (rows_persistent_launch, "persistent", "            grid  = [sm_count(), 1, 1]\n")]
+        with tempfile.TemporaryDirectory() as d:
+            for launch, name, want in ops:
+                r = ko.record_plugin(ko.triton(launch), op_name=f"kop_tt_init_pkg::{name}",
+                                     example_inputs=(torch.empty(64, 100),))
+                path = os.path.join(d, f"{name}.kop")
+                r.build_package(path)
+                out = subprocess.run([sys.executable, "-m", "kernelop", "inspect", path], capture_output=True,
+                                     text=True, timeout=120)
+                self.assertEqual(out.returncode, 0, out.stderr)
+                self.assertIn(want, out.stdout)
+                loaded = run_python(f"""
+                    import torch, kernelop as ko
+                    op = ko.load_package({path!r})
+                    print(op.default._schema)
+                """)
+                self.assertEqual(loaded.split("\n")[0], f"kop_tt_init_pkg::{name}(Tensor x) -> Tensor")
+
+
 class RankFree(unittest.TestCase):
     """An op recorded from a launch_fn that works at every rank works at every rank (Note [rank-free recording])."""
 
@@ -1346,5 +1373,5 @@ class Cuda(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    run_tests(cpu=[Recording, WrittenInputs, RankFree, SizeClasses, Refusals, Compilation, Registration], gpu=[Cuda],
-              cuda=CUDA)
+    run_tests(cpu=[Recording, WrittenInputs, InitialisedOutputsPackaged, RankFree, SizeClasses, Refusals, Compilation,
+                   Registration], gpu=[Cuda], cuda=CUDA)
