@@ -682,7 +682,7 @@ class InitialisedOutputsPackaged(unittest.TestCase):
         import subprocess
         ops = [(column_sums_launch, "sums", "  output    Out: [dim(x, 1)]  dtype float32  init fill 0\n"),
                (even_rows_max_launch, "maxes", "  init fill -inf\n"),
-               (add_one_to_a_clone_launch, "clone", "  output    X: like(x)  dtype float32 (from x)  init clone of x\n"),
+               (add_one_to_a_clone_launch, "clone", "  X: like(x)  dtype float32 (from x)  init clone of x\n"),
                (rows_persistent_launch, "persistent", "            grid  = [sm_count(), 1, 1]\n")]
         with tempfile.TemporaryDirectory() as d:
             for launch, name, want in ops:
