@@ -1003,6 +1003,8 @@ TEST(OutputInitTest, MalformedInitsNameTheField) {
       R"(outputs[0].init.fill: expected a number, true, false, "inf", "-inf" or "nan", found "zero")");
   expect_parse_error(with(R"({"fill": null})"), ErrorKind::Spec,
                      "outputs[0].init.fill: expected a number");
+  expect_parse_error(with(R"({"fill": 1e400})"), ErrorKind::Spec,
+                     "number overflow parsing '1e400'");
   expect_parse_error(
       with(R"("zeros")"), ErrorKind::Spec,
       R"(outputs[0].init: expected {"fill": value} or {"clone": "input"}, found "zeros")");

@@ -804,14 +804,12 @@ class SizeClasses(unittest.TestCase):
                          4095, 4096, 4097, 6000, 8191, 8192, 8193, 16384, 65536})
         for n in corpus:
             sizes = {"dim(x, -1)": n}
-            for variant in (n % 16 == 0,):
-                picks = eligible(r, sizes)
-                want = sizes_class = 1 << (n - 1).bit_length()
-                covered = sizes_class in (256, 1024, 4096, 8192)
-                self.assertEqual(sorted({blocks[i] for i in picks}), [want] if covered else [], n)
-                self.assertEqual(ko._kernelop.eval_expr(r.doc["requires"][-1], {"dim(x, -1)": n}) != 0, covered, n)
-                self.assertTrue(all(blocks[i] >= n for i in picks))
-                del variant
+            picks = eligible(r, sizes)
+            want = 1 << (n - 1).bit_length()
+            covered = want in (256, 1024, 4096, 8192)
+            self.assertEqual(sorted({blocks[i] for i in picks}), [want] if covered else [], n)
+            self.assertEqual(ko._kernelop.eval_expr(r.doc["requires"][-1], sizes) != 0, covered, n)
+            self.assertTrue(all(blocks[i] >= n for i in picks))
 
     def test_a_config_that_overrides_a_derived_constexpr_belongs_to_its_class(self):
         r = self.recorded([{"BLOCK": 1024, "num_warps": 2}, {"BLOCK": 4096}, {"num_warps": 8}],

@@ -251,7 +251,7 @@ def _record(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], op_nam
     rec, derived = _discover(dsl, spec, where, inputs, tensors)
     if not derived:
         return _record_at_ranks(dsl, spec, meta_impl, op_name, where, inputs, tensors)[0]
-    d, values = sizes.classes_of(where, derived, rec, getattr(spec, "specialize", None))
+    d, values = sizes.classes_of(where, derived, getattr(spec, "specialize", None))
     values_of = rec.shape_env.backed_var_to_val if hasattr(rec.shape_env, "backed_var_to_val") else \
         rec.shape_env.var_to_val
     hint = values_of.get(d.symbol)

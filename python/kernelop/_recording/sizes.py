@@ -111,7 +111,7 @@ def power_of_two(original: Any, n: Any) -> Any:
     return DerivedInt(v, f"next_power_of_2({text})")
 
 
-def classes_of(where: str, derived: List[Derived], rec: Recorder, specialize: Any) -> Tuple[Derived, List[int]]:
+def classes_of(where: str, derived: List[Derived], specialize: Any) -> Tuple[Derived, List[int]]:
     """The one size derived from, and the classes (powers of two) to record it at."""
     sizes = {d.text: d for d in derived}
     if len(sizes) > 1:
