@@ -521,6 +521,8 @@ class Recording(unittest.TestCase):
         for make, message in [
                 (lambda x, s: torch.zeros_like(x).add_(1), "output 0 is made or written on the host by aten.add_"),
                 (lambda x, s: x * 2, "output 0 is made or written on the host by aten.mul"),
+                (lambda x, s: x.double().float(), "output 0 is made or written on the host by aten._to_copy"),
+                (lambda x, s: x.to(torch.float16), "output 0 is made or written on the host by aten._to_copy"),
                 (fill_a_part, "output 0 is made or written on the host by aten.fill_ on a part of it"),
                 (lambda x, s: torch.full_like(x, s), "output 0 is filled (aten.full_like) with float scalar input "
                  "'s', which is not a constant"),

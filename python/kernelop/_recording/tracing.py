@@ -164,7 +164,9 @@ class HostOps(TorchDispatchMode):
                 written.append((a, a))
         for t, target in written:
             for x in (t if isinstance(t, (list, tuple)) else [t]):
-                if isinstance(x, torch.Tensor) and not func._schema.name.startswith("aten::_"):
+                # PyTorch's internal ops are skipped, but for _to_copy: x.float() / x.to(...) makes a tensor with data.
+                internal = func._schema.name.startswith("aten::_") and name != "_to_copy"
+                if isinstance(x, torch.Tensor) and not internal:
                     try:
                         self.ops.setdefault(x.untyped_storage()._cdata, []).append((name, tuple(args), target))
                     except (RuntimeError, NotImplementedError):
