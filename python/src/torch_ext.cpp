@@ -47,7 +47,13 @@ torch_ops::Registration register_compiled(const OpPlan& plan, const CompileOptio
 // set_removal_guard: an unregistration frees the op's schema and kernels holding the GIL, as
 // PyTorch's Python entry reads them (Note [registration lifetime]). Not at interpreter exit.
 void under_the_gil(void (*body)(void*), void* context) {
-  if (!nb::is_alive()) return body(context);
+  // Not at exit either: a thread taking the GIL while the interpreter finalizes hangs or ends.
+#if PY_VERSION_HEX >= 0x030D0000
+  bool finalizing = Py_IsFinalizing();
+#else
+  bool finalizing = _Py_IsFinalizing();
+#endif
+  if (!nb::is_alive() || finalizing) return body(context);
   nb::gil_scoped_acquire gil;
   body(context);
 }

@@ -88,9 +88,10 @@ struct KernelOp::State {
                        std::span<const ScalarArg> scalars, std::span<const TensorView> outputs,
                        void* stream);
   // Note [initialised outputs] (output_init.cpp): fills and clones on `stream`, before the
-  // kernel; outputs with no element are skipped.
-  void init_outputs(std::span<const TensorView> inputs, std::span<const TensorView> outputs,
-                    int device, void* stream);
+  // kernel, into the outputs at `ptrs` (the caller's, or a tuning run's scratch; a clone's source
+  // is read there too) of the outputs' shapes and dtypes; outputs with no element are skipped.
+  void init_outputs(const TensorPtrs& ptrs, std::span<const TensorView> outputs, int device,
+                    void* stream);
   TensorPtrs tensor_ptrs(std::span<const TensorView> inputs,
                          std::span<const TensorView> outputs) const;
   // Tactics (tactic_selector.cpp). The config for this call: pinned, else the tuning table, else

@@ -1,6 +1,7 @@
 // Note [initialised outputs] at launch: each filled output is a cuMemset*Async and each cloned
 // one a cuMemcpyDtoDAsync, on the launch's stream before the kernel (a CUDA graph capture records
-// them as memset and copy nodes).
+// them as memset and copy nodes). Each tuning run initialises its scratch outputs the same way
+// (tuner.cpp); launch_raw, which passes the caller's own arguments, initialises nothing.
 #include <cstring>
 #include <string>
 
@@ -8,8 +9,8 @@
 
 namespace kernelop {
 
-void KernelOp::State::init_outputs(std::span<const TensorView> inputs,
-                                   std::span<const TensorView> outputs, int device, void* stream) {
+void KernelOp::State::init_outputs(const TensorPtrs& ptrs, std::span<const TensorView> outputs,
+                                   int device, void* stream) {
   const OpPlan& p = plan();
   const DeviceModule& m = module_for(device);
   const Driver& d = *m.driver;
@@ -21,7 +22,7 @@ void KernelOp::State::init_outputs(std::span<const TensorView> inputs,
     auto numel = static_cast<std::size_t>(t.shape.numel());
     if (numel == 0) continue;
     const std::string& name = p.tensors[static_cast<std::size_t>(out.slot)].name;
-    auto ptr = reinterpret_cast<CUdeviceptr>(t.data);
+    auto ptr = reinterpret_cast<CUdeviceptr>(ptrs[static_cast<std::size_t>(out.slot)]);
     if (out.fill) {
       std::optional<std::uint64_t> bits = fill_bits(t.dtype, out.fill->value);
       if (!bits) {
@@ -47,8 +48,8 @@ void KernelOp::State::init_outputs(std::span<const TensorView> inputs,
       }
       check_cuda(r, "cuMemsetAsync", "op " + p.op_name + ", output '" + name + "'");
     } else if (out.clone_slot >= 0) {
-      const TensorView& from = inputs[static_cast<std::size_t>(out.clone_slot)];
-      check_cuda(d.cuMemcpyDtoDAsync(ptr, reinterpret_cast<CUdeviceptr>(from.data),
+      const void* from = ptrs[static_cast<std::size_t>(out.clone_slot)];
+      check_cuda(d.cuMemcpyDtoDAsync(ptr, reinterpret_cast<CUdeviceptr>(from),
                                      numel * dtype_size(t.dtype), s),
                  "cuMemcpyDtoDAsync", "op " + p.op_name + ", output '" + name + "'");
     }

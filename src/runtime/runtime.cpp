@@ -281,8 +281,8 @@ void KernelOp::State::launch_prepared(Frame& f, std::span<const TensorView> inpu
   const OpPlan& p = plan();
   auto [device, work] = detail::check_tensors(p, inputs, outputs, f);
   if (!work) return;  // zero-element outputs: nothing to launch
-  if (inits_outputs) init_outputs(inputs, outputs, device, stream);
   TensorPtrs ptrs = tensor_ptrs(inputs, outputs);
+  if (inits_outputs) init_outputs(ptrs, outputs, device, stream);
   // One config: its requires are checked like the op's (choose_config raises when they fail).
   detail::Chosen chosen = detail::Chosen::Only;
   int config = p.configs.size() == 1 && p.configs[0].requirements.empty()
@@ -312,8 +312,8 @@ void KernelOp::State::launch_memoized(const detail::MemoValue& memo,
   const std::uint64_t* w = memo.words.data();
   count_choice(static_cast<detail::Chosen>(w[V::kChosen]), static_cast<int>(w[V::kConfig]));
   auto word = [&](std::size_t i) { return static_cast<std::int64_t>(w[i]); };
-  if (inits_outputs) init_outputs(inputs, outputs, static_cast<int>(word(V::kDevice)), stream);
   TensorPtrs ptrs = tensor_ptrs(inputs, outputs);
+  if (inits_outputs) init_outputs(ptrs, outputs, static_cast<int>(word(V::kDevice)), stream);
   PackedArgs packed;
   std::size_t extra = V::kExtras;
   detail::pack_arguments(args, ptrs, scalars, packed, [&](std::size_t) { return word(extra++); });

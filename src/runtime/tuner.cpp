@@ -242,6 +242,12 @@ int KernelOp::State::autotune(Frame& f, const detail::TuneKey& key,
   DeviceBuffer flush(flush_bytes);
   DeviceEvent start, stop;
   std::vector<Timings> times(p.configs.size());
+  // One launch of config c on the scratch, its outputs initialised first as every launch's are
+  // (Note [initialised outputs]: a kernel may spin on a zeroed lock or count into a zeroed sum).
+  auto launch_on_scratch = [&](int c, void* on) {
+    if (inits_outputs) init_outputs(scratch.ptrs, outputs, device, on);
+    launch_config(f, c, scratch.ptrs, scalars, device, on);
+  };
   // One measurement of config c: its queue of launches between two events, in ms per launch.
   auto measure = [&](int c, int round) {
     Timings& tc = times[static_cast<std::size_t>(c)];
@@ -255,7 +261,7 @@ int KernelOp::State::autotune(Frame& f, const detail::TuneKey& key,
     if (tc.graph) {
       tc.graph->launch(s);
     } else {
-      for (int i = 0; i < tc.queue; ++i) launch_config(f, c, scratch.ptrs, scalars, device, stream);
+      for (int i = 0; i < tc.queue; ++i) launch_on_scratch(c, stream);
     }
     stop.record(stream);
     t.timed_runs.fetch_add(static_cast<std::uint64_t>(tc.queue), std::memory_order_relaxed);
@@ -269,7 +275,7 @@ int KernelOp::State::autotune(Frame& f, const detail::TuneKey& key,
   for (int c : eligible) {
     try {
       scratch.refill_on(s);
-      launch_config(f, c, scratch.ptrs, scalars, device, stream);
+      launch_on_scratch(c, stream);
       t.timed_runs.fetch_add(1, std::memory_order_relaxed);
       double estimate = std::max(measure(c, 0), 1e-4);
       fastest = timed.empty() ? estimate : std::min(fastest, estimate);
@@ -294,7 +300,7 @@ int KernelOp::State::autotune(Frame& f, const detail::TuneKey& key,
     if (queue == 1) continue;
     tc.graph = std::make_unique<QueueGraph>();
     tc.graph->capture([&](void* capturing) {
-      for (int i = 0; i < queue; ++i) launch_config(f, c, scratch.ptrs, scalars, device, capturing);
+      for (int i = 0; i < queue; ++i) launch_on_scratch(c, capturing);
     });
   }
   const int min_rounds = std::max(1, options.tuning_runs);

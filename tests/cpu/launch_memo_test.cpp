@@ -572,6 +572,44 @@ TEST(InitialisedOutputs, FillsAndClonesComeBeforeEveryLaunch) {
   EXPECT_EQ(std::string(fake().memory_ops()), "");
 }
 
+// Note [initialised outputs] when tuning: every tuning run (warm-up, timed queue, the queue's
+// captured graph) writes a scratch output (the fake driver's allocations are at 0x10000), each
+// initialised right before the kernel: one memset per launch, the caller's output's last.
+TEST(InitialisedOutputs, EveryTuningRunStartsFromTheInit) {
+  ASSERT_TRUE(fake().ok());
+  OpDecl decl = parse_op_json(R"json({
+    "op": "init_test::tuned",
+    "kernel_name": "tuned<B>",
+    "kernel_source": "template <int B> __global__ void tuned(const float* x, float* y) {}\n",
+    "inputs": [{"name": "x", "dtype": "float32"}],
+    "outputs": [{"name": "y", "shape": {"same_as": "x"}, "init": {"fill": 0}}],
+    "params": ["x", "y"],
+    "geometry": {"custom": {"grid": ["cdiv(numel(x), B)"], "block": ["B"]}},
+    "tunables": ["B"],
+    "configs": [{"B": 64}, {"B": 128}]
+  })json",
+                              ".");
+  CompiledImage image = compile_for_test(decl);
+  LoadOptions options;
+  options.persist_tuning = false;
+  KernelOp op(image, options);
+  record_launches_of(image);
+  std::string launched = outcome(op, x_to_y(Shape{1000}));
+  EXPECT_EQ(op.tuning_stats().tunings, 1u);
+  std::string memory = fake().memory_ops();
+  auto count = [](const std::string& text, const std::string& what) {
+    std::size_t n = 0;
+    for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1))
+      ++n;
+    return n;
+  };
+  std::size_t launches = count(launched, "tuned");
+  EXPECT_GT(launches, 2u) << launched;
+  EXPECT_EQ(count(memory, "memset32 0x10000 0x0 x1000\n"), launches - 1) << memory;
+  EXPECT_EQ(count(memory, "memset32 0x200000 0x0 x1000\n"), 1u) << memory;
+  EXPECT_EQ(count(memory, "memset32"), launches) << memory;  // (memset8: the tuner's L2 flush)
+}
+
 // sm_count(): the device's number of SMs, read at launch (the fake device has 132), for a
 // persistent kernel's grid and arguments; refused where a Meta kernel would need it.
 TEST(SmCount, IsTheDevicesAtLaunchAndNowhereElse) {

@@ -465,7 +465,8 @@ class Recording(unittest.TestCase):
                  (lambda x: torch.zeros_like(x).fill_(7), {"fill": 7}),  # the last whole write wins
                  (lambda x: torch.empty_like(x).zero_(), {"fill": 0}),
                  (lambda x: torch.empty_like(x), None), (lambda x: x.clone(), {"clone": "x"}),
-                 (lambda x: torch.empty_like(x).copy_(x), {"clone": "x"})]
+                 (lambda x: torch.empty_like(x).copy_(x), {"clone": "x"}),
+                 (lambda x: torch.zeros(x.shape, device=x.device, out=torch.empty_like(x)), {"fill": 0})]
         for i, (make, want) in enumerate(cases):
             self.assertEqual(init(made(make)), [want], i)
         r = record(add_one_to_a_clone_launch)
@@ -521,6 +522,8 @@ class Recording(unittest.TestCase):
         for make, message in [
                 (lambda x, s: torch.zeros_like(x).add_(1), "output 0 is made or written on the host by aten.add_"),
                 (lambda x, s: x * 2, "output 0 is made or written on the host by aten.mul"),
+                (lambda x, s: torch.mul(x, 2, out=torch.empty_like(x)), "output 0 is made or written on the host by "
+                 "aten.mul"),
                 (lambda x, s: x.double().float(), "output 0 is made or written on the host by aten._to_copy"),
                 (lambda x, s: x.to(torch.float16), "output 0 is made or written on the host by aten._to_copy"),
                 (fill_a_part, "output 0 is made or written on the host by aten.fill_ on a part of it"),

@@ -162,6 +162,10 @@ class HostOps(TorchDispatchMode):
         for i, a in enumerate(args):
             if i < len(schema_args) and schema_args[i].is_write and isinstance(a, torch.Tensor):
                 written.append((a, a))
+        for arg in schema_args:  # out= and other keyword-only tensors written (torch.zeros(n, out=y))
+            a = (kwargs or {}).get(arg.name)
+            if arg.is_write and isinstance(a, torch.Tensor):
+                written.append((a, a))
         for t, target in written:
             for x in (t if isinstance(t, (list, tuple)) else [t]):
                 # PyTorch's internal ops are skipped, but for _to_copy: x.float() / x.to(...) makes a tensor with data.
