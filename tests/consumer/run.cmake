@@ -1,6 +1,9 @@
-# ctest: install the build into a fresh prefix, build tests/consumer against it as a user would
-# (a fresh build folder, CMAKE_PREFIX_PATH only), and run it on examples/relu.json.
-#   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -P run.cmake
+# ctest: install the build into a fresh prefix, build a consumer project against it as a user would
+# (a fresh build folder, CMAKE_PREFIX_PATH only: the prefix, and EXTRA_PREFIX such as torch's), run
+# its program APP from the repository's root and match what it prints against the regex in the
+# project's expected-output.regex.
+#   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -DPROJECT=tests/consumer[/torch]
+#         -DAPP=my_app [-DEXTRA_PREFIX=...] -P run.cmake
 file(REMOVE_RECURSE "${WORK_DIR}")
 function(run)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
@@ -16,15 +19,22 @@ foreach(stray _kernelop kernelop.py)
     message(FATAL_ERROR "the install put ${at_root} at the prefix's root")
   endif()
 endforeach()
-run(${CMAKE_COMMAND} -S "${SOURCE_DIR}/tests/consumer" -B "${WORK_DIR}/build" -G Ninja
-    "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix")
+# (Not through run(): its ARGN would split the prefix list at the ';'.)
+execute_process(COMMAND ${CMAKE_COMMAND} -S "${SOURCE_DIR}/${PROJECT}" -B "${WORK_DIR}/build" -G Ninja
+                "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix;${EXTRA_PREFIX}"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "configuring ${PROJECT} failed (${rc}):\n${out}\n${err}")
+endif()
 run(${CMAKE_COMMAND} --build "${WORK_DIR}/build")
-execute_process(COMMAND "${WORK_DIR}/build/my_app" WORKING_DIRECTORY "${SOURCE_DIR}" RESULT_VARIABLE rc
+execute_process(COMMAND "${WORK_DIR}/build/${APP}" WORKING_DIRECTORY "${SOURCE_DIR}" RESULT_VARIABLE rc
                 OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "my_app failed (${rc}):\n${out}\n${err}")
+  message(FATAL_ERROR "${APP} failed (${rc}):\n${out}\n${err}")
 endif()
 message("${out}")
-if(NOT out MATCHES "kernelop_examples::relu: output \\[4096\\]\nrefused: op kernelop_examples::relu: ")
-  message(FATAL_ERROR "unexpected output: ${out}")
+file(READ "${SOURCE_DIR}/${PROJECT}/expected-output.regex" expect)
+string(STRIP "${expect}" expect)
+if(NOT out MATCHES "${expect}")
+  message(FATAL_ERROR "unexpected output:\n${out}\nnot matching:\n${expect}")
 endif()

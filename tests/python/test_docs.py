@@ -44,17 +44,20 @@ class Block:
 
 
 def blocks(path):
-    """Every fenced block of a Markdown file with the marker right above its fence."""
+    """Every fenced block of a Markdown file with the marker right above its fence; a fence indented
+    (in a list item) is a block too, its lines taken without that indentation."""
     lines = open(path, encoding="utf-8").read().split("\n")
     found = []
     i = 0
     while i < len(lines):
-        if lines[i].startswith("```"):
-            end = next((j for j in range(i + 1, len(lines)) if lines[j].rstrip() == "```"), None)
+        if lines[i].lstrip().startswith("```"):
+            indent = len(lines[i]) - len(lines[i].lstrip())
+            end = next((j for j in range(i + 1, len(lines)) if lines[j].strip() == "```"), None)
             if end is None:
                 raise AssertionError(f"{os.path.relpath(path, ROOT)}:{i + 1}: a fence that is never closed")
             m = MARKER.match(lines[i - 1].strip()) if i > 0 else None
-            found.append(Block(path, i + 1, lines[i][3:].strip(), "\n".join(lines[i + 1:end]),
+            text = "\n".join(line[indent:] if line[:indent].isspace() else line for line in lines[i + 1:end])
+            found.append(Block(path, i + 1, lines[i].strip()[3:].strip(), text,
                                m.group(1) if m else None, m.group(2) if m else None))
             i = end
         i += 1
@@ -109,13 +112,23 @@ class Docs(unittest.TestCase):
                           f"{b.where}: a ```{b.lang} block nothing checks; mark it <!-- in: FILE -->, "
                           "<!-- output of: kernelop ... --> or <!-- excerpt: why --> above the fence")
 
+    def test_a_fence_in_a_list_item_is_a_block(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "list.md")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write("1. Step one:\n   <!-- excerpt: a fragment -->\n   ```cpp\n   int a;\n     int b;\n   ```\n"
+                        "2. Step two:\n   ```sh\n   ls\n   ```\n")
+            found = blocks(path)
+        self.assertEqual([(b.lang, b.text, b.marker, b.argument) for b in found],
+                         [("cpp", "int a;\n  int b;", "excerpt", "a fragment"), ("sh", "ls", None, None)])
+
     def test_markers_sit_on_fences(self):
         # A marker anywhere else marks nothing: a misplaced one would hide a stale block.
         for path in DOCS:
             lines = open(path, encoding="utf-8").read().split("\n")
             for i, text in enumerate(lines):
                 if text.strip().startswith("<!-- ") and MARKER.match(text.strip()):
-                    self.assertTrue(i + 1 < len(lines) and lines[i + 1].startswith("```"),
+                    self.assertTrue(i + 1 < len(lines) and lines[i + 1].lstrip().startswith("```"),
                                     f"{os.path.relpath(path, ROOT)}:{i + 1}: the marker is not right above a fence")
 
     def test_json_blocks_are_example_files(self):
