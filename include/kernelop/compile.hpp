@@ -73,6 +73,16 @@ CompiledImage image_from_ptx(OpPlan plan, std::string ptx, const std::string& en
 /// tactic and the architecture.
 CompiledImage image_from_binaries(OpPlan plan, std::vector<KernelBinary> binaries);
 
+/// The backward chain (Note [backward chain]) of an op whose kernels other compilers made:
+/// `binaries[i]` are the i-th link's (its backward, that one's backward, ...), each checked as
+/// image_from_binaries checks them; a link whose kernel is CUDA C++ takes no binaries and is
+/// compiled with `options`. Give the forward image's plan. Throws Error(Spec) naming the op when
+/// the chain the specs declare and the links given differ in length, or a link's binaries are
+/// given for a CUDA C++ kernel or missing for another compiler's.
+std::vector<CompiledImage> backward_from_binaries(const OpPlan& plan,
+                                                  std::vector<std::vector<KernelBinary>> binaries,
+                                                  const CompileOptions& options = {});
+
 /// The CUDA include directories passed to NVRTC by default: $CUDA_HOME/include, else
 /// $CUDA_PATH/include, else the toolkit kernelop was built with; plus its cccl/ subdirectory
 /// (libcu++, CUB, Thrust since CUDA 13) when present. Empty when no toolkit is found.

@@ -45,14 +45,14 @@ def build_package(spec_json: str, base_dir: str, archs: Sequence[str], path: str
 
 def build_package_file(path: str, archs: Sequence[str], out: str) -> None: ...
 
-def build_package_binaries(spec_json: str, binaries: object, path: str) -> None:
+def build_package_binaries(spec_json: str, binaries: object, path: str, backward: object = [], archs: Sequence[str] = []) -> None:
     """
-    Writes the .kop package of a spec with its binaries (KernelBinary objects).
+    Writes the .kop package of a spec with its binaries (KernelBinary objects) and, for a spec with a backward, its chain's (one list per link; empty for a CUDA C++ link, compiled for archs).
     """
 
-def check_binaries(spec_json: str, binaries: object) -> None:
+def check_binaries(spec_json: str, binaries: object, backward: object = [], archs: Sequence[str] = []) -> None:
     """
-    Checks binaries against a spec as registering them does; registers nothing.
+    Checks binaries (and the backward chain's) against a spec as registering them does; registers nothing.
     """
 
 KERNEL_BINARY_FIELDS: list = ...

@@ -28,9 +28,9 @@ def register_ptx(spec_json: str, base_dir: str, ptx: str, entry: str, overrides:
     Registers a spec whose kernel is pre-compiled PTX (no NVRTC); returns the Registration.
     """
 
-def register_binaries(spec_json: str, binaries: object, overrides: object) -> Registration:
+def register_binaries(spec_json: str, binaries: object, overrides: object, backward: object = [], archs: Sequence[str] = []) -> Registration:
     """
-    Registers a spec whose kernel another compiler built (Triton, CuTe DSL): binaries are KernelBinary objects (kernelop._kernelop.KERNEL_BINARY_FIELDS); returns the Registration.
+    Registers a spec whose kernel another compiler built (Triton, CuTe DSL): binaries are KernelBinary objects (kernelop._kernelop.KERNEL_BINARY_FIELDS); `backward` the chain's, one list per link (Note [backward chain]; empty for a CUDA C++ link, compiled for archs); returns the Registration.
     """
 
 def is_registered(op_name: str) -> bool: ...

@@ -325,18 +325,24 @@ class Backward:
     each of ``differentiable``; ``from_`` renames ({"g": "grad_y"}: input g receives grad_y)."""
 
     differentiable: Sequence[str]
-    spec: "KernelSpec"
+    spec: Any  # a KernelSpec; for an op recorded by custom_plugin, kernelop.triton(bwd_launch_fn, ...) and the like
     from_: Optional[Dict[str, str]] = None
 
-    def _json(self) -> Dict[str, Any]:
-        if not isinstance(self.spec, KernelSpec):
-            raise TypeError(f"Backward.spec: expected a KernelSpec, got {type(self.spec).__name__}")
+    def _head(self) -> Dict[str, Any]:
+        """"differentiable" and "from" of the JSON, checked."""
         doc: Dict[str, Any] = {"differentiable": _str_list(self.differentiable, "Backward.differentiable")}
         if self.from_:
             if not isinstance(self.from_, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                                            for k, v in self.from_.items()):
                 raise TypeError("Backward.from_: expected a dict of input name -> what it receives")
             doc["from"] = dict(self.from_)
+        return doc
+
+    def _json(self) -> Dict[str, Any]:
+        if not isinstance(self.spec, KernelSpec):
+            raise TypeError(f"Backward.spec: expected a KernelSpec, got {type(self.spec).__name__} (a recorded "
+                            "backward, kernelop.triton(...), is for custom_plugin's backward=)")
+        doc = self._head()
         doc.update(self.spec._spec_json())
         return doc
 

@@ -157,6 +157,9 @@ class Recorder:
         # product of all of a tensor's sizes but one axis numel_except; a tensor whose every size another tensor's
         # equals same_shape. The recorder records at two ranks this way and keeps the op rank-free when both agree.
         self.rank_free: Set[str] = set()  # the tensors recorded so (those of rank >= 2)
+        # Requirements that are no guard: a size a constexpr takes as it is holds the recorded class's value
+        # (Note [size classes]), without the ShapeEnv replacing the size by that value everywhere.
+        self.class_requirements: List[str] = []
 
     # -- inputs --------------------------------------------------------------------------------------------------
     def add_tensor(self, name: str, dtype: torch.dtype, shape: Optional[Sequence[int]],
@@ -371,7 +374,7 @@ class Recorder:
 
     def requirements_from_guards(self, start: int = 0) -> List[str]:
         """The conditions the traced code evaluated on the sizes, as requirements; refuses specialisations."""
-        out: List[str] = []
+        out: List[str] = [] if start else list(self.class_requirements)
         conditions = [(g.expr, _guard_location(g)) for g in self.shape_env.guards[start:]]
         # torch._check(...) on values it cannot decide becomes a deferred runtime assert, not a guard.
         for asserts in getattr(self.shape_env, "deferred_runtime_asserts", {}).values():

@@ -96,6 +96,11 @@ def _intercept(launches: List[Any]) -> Handlers:
     from triton.runtime import autotuner, jit
 
     def run(original: Any, self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
+        # A size given to a constexpr as it is: one kernel per value (Note [size classes]).
+        constexpr = {p.name for p in self.params if p.is_constexpr}
+        args = tuple(sizes.exact_size(a) if i < len(self.params) and self.params[i].is_constexpr else a
+                     for i, a in enumerate(args))
+        kwargs = {k: sizes.exact_size(v) if k in constexpr else v for k, v in kwargs.items()}
         launches.append(_Launch(self, args, kwargs, grid, caller_location()))
         return None
 
@@ -251,8 +256,9 @@ def _arguments(ctx: Recording, kernel: Any, bound: inspect.BoundArguments, posit
             if from_inputs(value):
                 raise ValueError(f"{where}: constexpr '{shorten(p.name)}' gets a value computed from the inputs (a "
                                  "size or a scalar input); it must be a Python constant, come from configs (Triton "
-                                 "compiles one kernel per value), or be triton.next_power_of_2 of a size, which "
-                                 "kernelop compiles per size class (docs/triton.md)")
+                                 "compiles one kernel per value), be triton.next_power_of_2 of a size, which "
+                                 "kernelop compiles per size class, or be a size itself, which kernelop compiles for "
+                                 "the values specialize= lists (docs/triton.md)")
             signature[p.name] = "constexpr"
             constexprs[p.name] = value
             if isinstance(value, sizes.DerivedInt):  # next_power_of_2 of a size, in this size class

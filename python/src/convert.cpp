@@ -139,6 +139,17 @@ std::vector<KernelBinary> binaries_of(nb::handle sequence) {
   return out;
 }
 
+ImagesFromBinaries images_from_binaries(OpPlan plan, nb::handle binaries, nb::handle backward,
+                                        const std::vector<std::string>& archs) {
+  std::vector<KernelBinary> owned = binaries_of(binaries);
+  std::vector<std::vector<KernelBinary>> links;
+  for (nb::handle link : backward) links.push_back(binaries_of(link));
+  nb::gil_scoped_release release;
+  ImagesFromBinaries out{image_from_binaries(std::move(plan), std::move(owned)), {}};
+  out.backward = backward_from_binaries(out.image.plan, std::move(links), options_for(archs));
+  return out;
+}
+
 RawArg raw_arg(nb::handle h, std::size_t i) {
   if (nb::isinstance<nb::bool_>(h)) return RawArg::of_scalar(ScalarArg::of_bool(nb::cast<bool>(h)));
   if (nb::isinstance<nb::int_>(h)) {

@@ -42,6 +42,17 @@ const std::vector<std::string>& kernel_binary_fields();
 /// must be held). Throws Error(Type) naming the binary and the field that is missing or wrong.
 std::vector<KernelBinary> binaries_of(nanobind::handle sequence);
 
+/// An op's image from its binaries and its backward chain's (backward_from_binaries): `backward`
+/// holds one sequence of KernelBinary per link (empty for a CUDA C++ link, compiled for `archs`).
+/// Reads the Python objects holding the GIL, then builds without it.
+struct ImagesFromBinaries {
+  CompiledImage image;
+  std::vector<CompiledImage> backward;
+};
+ImagesFromBinaries images_from_binaries(OpPlan plan, nanobind::handle binaries,
+                                        nanobind::handle backward,
+                                        const std::vector<std::string>& archs);
+
 /// One argument of a raw launch: a tensor descriptor tuple (data_ptr, dtype name, shape,
 /// strides, device) or a Python bool / int / float; `i` is its position, for messages.
 RawArg raw_arg(nanobind::handle h, std::size_t i);

@@ -124,21 +124,28 @@ void bind_specs(nb::module_& m) {
       nb::arg("path"), nb::arg("archs"), nb::arg("out"), nb::call_guard<nb::gil_scoped_release>());
   m.def(
       "build_package_binaries",
-      [](const std::string& spec_json, nb::handle binaries, const std::string& path) {
-        OpPlan plan = plan_of(spec_json, "");
-        std::vector<KernelBinary> owned = python::binaries_of(binaries);
+      [](const std::string& spec_json, nb::handle binaries, const std::string& path,
+         nb::handle backward, const std::vector<std::string>& archs) {
+        python::ImagesFromBinaries images =
+            python::images_from_binaries(plan_of(spec_json, ""), binaries, backward, archs);
         nb::gil_scoped_release release;
-        write_package(image_from_binaries(std::move(plan), std::move(owned)), path);
+        write_package(images.image, path, images.backward);
       },
-      nb::arg("spec_json"), nb::arg("binaries"), nb::arg("path"),
-      "Writes the .kop package of a spec with its binaries (KernelBinary objects).");
+      nb::arg("spec_json"), nb::arg("binaries"), nb::arg("path"), nb::arg("backward") = nb::list(),
+      nb::arg("archs") = std::vector<std::string>{},
+      "Writes the .kop package of a spec with its binaries (KernelBinary objects) and, for a spec "
+      "with a backward, its chain's (one list per link; empty for a CUDA C++ link, compiled for "
+      "archs).");
   m.def(
       "check_binaries",
-      [](const std::string& spec_json, nb::handle binaries) {
-        image_from_binaries(plan_of(spec_json, ""), python::binaries_of(binaries));
+      [](const std::string& spec_json, nb::handle binaries, nb::handle backward,
+         const std::vector<std::string>& archs) {
+        python::images_from_binaries(plan_of(spec_json, ""), binaries, backward, archs);
       },
-      nb::arg("spec_json"), nb::arg("binaries"),
-      "Checks binaries against a spec as registering them does; registers nothing.");
+      nb::arg("spec_json"), nb::arg("binaries"), nb::arg("backward") = nb::list(),
+      nb::arg("archs") = std::vector<std::string>{},
+      "Checks binaries (and the backward chain's) against a spec as registering them does; "
+      "registers nothing.");
   m.attr("KERNEL_BINARY_FIELDS") = python::kernel_binary_fields();
 }
 

@@ -128,17 +128,26 @@ NB_MODULE(_kernelop_torch, m) {
       "Registers a spec whose kernel is pre-compiled PTX (no NVRTC); returns the Registration.");
   m.def(
       "register_binaries",
-      [](const std::string& spec_json, nb::handle binaries, nb::handle overrides) {
+      [](const std::string& spec_json, nb::handle binaries, nb::handle overrides,
+         nb::handle backward, const std::vector<std::string>& archs) {
         Overrides o = python::overrides_of(overrides);
-        std::vector<KernelBinary> owned = python::binaries_of(binaries);  // read with the GIL
-        nb::gil_scoped_release release;
         OpPlan plan = derive_plan(parse_op_json(spec_json, "", "spec"), o.validate());
-        return torch_ops::register_op(
-            KernelOp(image_from_binaries(std::move(plan), std::move(owned))), registration_of(o));
+        python::ImagesFromBinaries images =
+            python::images_from_binaries(std::move(plan), binaries, backward, archs);
+        nb::gil_scoped_release release;
+        if (images.backward.empty())
+          return torch_ops::register_op(KernelOp(std::move(images.image)), registration_of(o));
+        std::vector<KernelOp> chain;
+        for (CompiledImage& b : images.backward) chain.emplace_back(std::move(b));
+        return torch_ops::register_with_backward(KernelOp(std::move(images.image)),
+                                                 std::move(chain), registration_of(o));
       },
       nb::arg("spec_json"), nb::arg("binaries"), nb::arg("overrides"),
+      nb::arg("backward") = nb::list(), nb::arg("archs") = std::vector<std::string>{},
       "Registers a spec whose kernel another compiler built (Triton, CuTe DSL): binaries are "
-      "KernelBinary objects (kernelop._kernelop.KERNEL_BINARY_FIELDS); returns the Registration.");
+      "KernelBinary objects (kernelop._kernelop.KERNEL_BINARY_FIELDS); `backward` the chain's, one "
+      "list per link (Note [backward chain]; empty for a CUDA C++ link, compiled for archs); "
+      "returns the Registration.");
   m.def("is_registered", &torch_ops::is_registered, nb::arg("op_name"));
   m.def(
       "fast_entry",

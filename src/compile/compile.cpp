@@ -311,4 +311,41 @@ std::vector<CompiledImage> compile_backward(const OpPlan& plan, const CompileOpt
   return chain;
 }
 
+std::vector<CompiledImage> backward_from_binaries(const OpPlan& plan,
+                                                  std::vector<std::vector<KernelBinary>> binaries,
+                                                  const CompileOptions& options) {
+  std::vector<CompiledImage> chain;
+  derive_chain(plan, [&](const OpPlan& backward) -> const OpPlan& {
+    std::size_t link = chain.size();
+    if (link >= binaries.size()) {
+      KERNELOP_FAIL(Spec) << "op " << plan.op_name << ": binaries were given for "
+                          << binaries.size() << " link(s) of its backward chain, and its specs "
+                          << "declare more: none for op " << backward.op_name;
+    }
+    if (!backward.spec.foreign) {
+      if (!binaries[link].empty()) {
+        KERNELOP_FAIL(Spec) << "op " << backward.op_name << ": its kernel '"
+                            << backward.spec.kernel_name << "' is CUDA C++, which NVRTC compiles; "
+                            << binaries[link].size() << " binaries were given for it";
+      }
+      chain.push_back(compile(backward, options));
+    } else {
+      if (binaries[link].empty()) {
+        KERNELOP_FAIL(Spec) << "op " << backward.op_name << ": its kernel '"
+                            << backward.spec.kernel_name << "' is a "
+                            << backward.spec.foreign->display() << " kernel, and no binaries "
+                            << "were given for it";
+      }
+      chain.push_back(image_from_binaries(backward, std::move(binaries[link])));
+    }
+    return chain.back().plan;
+  });
+  if (chain.size() != binaries.size()) {
+    KERNELOP_FAIL(Spec) << "op " << plan.op_name << ": its specs declare a backward chain of "
+                        << chain.size() << " link(s), and binaries were given for "
+                        << binaries.size();
+  }
+  return chain;
+}
+
 }  // namespace kernelop

@@ -141,7 +141,9 @@ OpDecl backward_decl(const OpPlan& forward) {
   }
   if (s.outputs) {
     for (OutputDecl& o : *s.outputs) {
-      if (!o.dtype && !o.dtype_from) o.dtype = gradient_dtype(forward, o.name);
+      // A clone has its input's dtype (Note [initialised outputs]); check_backward compares it.
+      bool clone = o.init && std::holds_alternative<CloneInit>(*o.init);
+      if (!o.dtype && !o.dtype_from && !clone) o.dtype = gradient_dtype(forward, o.name);
     }
   }
   return decl;
@@ -276,6 +278,16 @@ void check_backward(const OpPlan& p, const ValidateOptions& options) {
           << "is " << dtype_decl_text(*o.dtype) << " but the gradient of '"
           << have[i].substr(kGrad.size()) << "' is "
           << dtype_decl_text(*gradient_dtype(p, have[i]));
+    }
+    if (const auto* clone = o.init ? std::get_if<CloneInit>(&*o.init) : nullptr) {
+      auto cloned = forward_dtype(p, received(p, clone->input));
+      auto want_dtype = gradient_dtype(p, have[i]);
+      if (cloned && want_dtype && *cloned != *want_dtype) {
+        KERNELOP_RAISE(fail_at(p, "outputs[" + std::to_string(i) + "].init"))
+            << "clones '" << detail::shorten(clone->input) << "', which is "
+            << dtype_decl_text(*cloned) << ", but the gradient of '" << have[i].substr(kGrad.size())
+            << "' is " << dtype_decl_text(*want_dtype);
+      }
     }
     if (std::find(want.begin(), want.end(), have[i]) == want.end()) {
       KERNELOP_RAISE(fail_at(p, "outputs[" + std::to_string(i) + "]"))

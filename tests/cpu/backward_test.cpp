@@ -82,6 +82,32 @@ OpDecl rms_with(const std::function<void(BackwardSpec&)>& edit) {
   return d;
 }
 
+TEST(Backward, AGradientMayBeAClonedInputWithThatInputsDtype) {
+  // A recorded backward that writes its gradients over copies of its inputs (Liger's SwiGLU):
+  // the clone has its input's dtype, which must be the gradient's.
+  OpDecl d = rms_with([](BackwardSpec& b) { (*b.spec.outputs)[0].init = CloneInit{"x"}; });
+  OpPlan fwd = derive_plan(d);
+  OpDecl bwd = backward_decl(fwd);
+  EXPECT_EQ((*bwd.spec.outputs)[0].dtype, std::nullopt);
+  EXPECT_EQ((*bwd.spec.outputs)[1].dtype, std::optional<DTypeDecl>(std::string("T")));
+  EXPECT_EQ(derive_plan(bwd).qualified_schema(),
+            "kernelop_autograd::rms_norm_backward(Tensor x, Tensor weight, Tensor rstd, Tensor "
+            "grad_y) -> (Tensor, Tensor)");
+  expect_error(
+      [] {
+        OpDecl e = rms_with([](BackwardSpec& b) {
+          (*b.spec.outputs)[1].init = CloneInit{"x"};
+          (*b.spec.outputs)[1].shape = SameAs{"x"};
+        });
+        std::get<InputDecl>((*e.spec.inputs)[1]).dtype = DType::Float32;
+        std::get<InputDecl>((*e.spec.backward[0].spec.inputs)[1]).dtype = DType::Float32;
+        derive_plan(e);
+      },
+      ErrorKind::Spec,
+      "op kernelop_autograd::rms_norm: backward.outputs[1].init: clones 'x', which is T, but the "
+      "gradient of 'weight' is float32");
+}
+
 TEST(Backward, RulesNameTheFieldAndWhatWasExpected) {
   expect_error([] { derive_plan(rms_with([](BackwardSpec& b) { b.differentiable.clear(); })); },
                ErrorKind::Spec,

@@ -301,7 +301,7 @@ class LaunchParameters(unittest.TestCase):
             return y
         expect_error(self, ValueError, "kernelop.custom_plugin('kop_hr::block'): constexpr 'BLOCK' gets a value "
                      "computed from the inputs (a size or a scalar input); it must be a Python constant, come from "
-                     "configs (Triton compiles one kernel per value), or be triton.next_power_of_2 of a size",
+                     "configs (Triton compiles one kernel per value), be triton.next_power_of_2 of a size",
                      ko.record_plugin, ko.triton(block_from_a_scalar), op_name="kop_hr::block")
 
         def clusters_from_a_scalar(x: torch.Tensor, c: int) -> torch.Tensor:

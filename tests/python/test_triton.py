@@ -318,6 +318,57 @@ def rows_persistent_launch(x: torch.Tensor) -> torch.Tensor:
     return y
 
 
+@triton.jit
+def scale_mul_fwd(X, W, Y, n, alpha, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(Y + offs, alpha * tl.load(X + offs, mask=m) * tl.load(W + offs, mask=m), mask=m)
+
+
+def scale_mul_launch(x: torch.Tensor, w: torch.Tensor, alpha: float = 1.5) -> torch.Tensor:
+    assert x.shape == w.shape
+    y = torch.empty_like(x)
+    n = x.numel()
+    scale_mul_fwd[(triton.cdiv(n, 256),)](x, w, y, n, alpha, BLOCK=256)
+    return y
+
+
+@triton.jit
+def scale_mul_bwd(X, W, G, DX, DW, n, alpha, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    g = alpha * tl.load(G + offs, mask=m)
+    tl.store(DX + offs, g * tl.load(W + offs, mask=m), mask=m)
+    tl.store(DW + offs, g * tl.load(X + offs, mask=m), mask=m)
+
+
+def scale_mul_backward_launch(x: torch.Tensor, w: torch.Tensor, grad_Y: torch.Tensor, alpha: float = 1.5):
+    dx, dw = torch.empty_like(x), torch.empty_like(w)
+    n = x.numel()
+    scale_mul_bwd[(triton.cdiv(n, 256),)](x, w, grad_Y, dx, dw, n, alpha, BLOCK=256)
+    return dx, dw
+
+
+@triton.jit
+def scale_mul_bwd_x(W, G, DX, n, alpha, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(DX + offs, alpha * tl.load(G + offs, mask=m) * tl.load(W + offs, mask=m), mask=m)
+
+
+def scale_mul_backward_only_x(w: torch.Tensor, grad_Y: torch.Tensor, alpha: float = 1.5):
+    dx = torch.empty_like(w)
+    n = w.numel()
+    scale_mul_bwd_x[(triton.cdiv(n, 256),)](w, grad_Y, dx, n, alpha, BLOCK=256)
+    return dx
+
+
+def recorded_scale_mul(op_name="kop_tt_bwd::scale_mul", differentiable=("x", "w"), bwd=scale_mul_backward_launch,
+                       **kw):
+    return ko.record_plugin(ko.triton(scale_mul_launch), op_name=op_name,
+                            backward=ko.Backward(list(differentiable), ko.triton(bwd)), **kw)
+
+
 def meta_tensor(*shape):
     return torch.empty(*shape, device="meta")
 
@@ -589,6 +640,106 @@ class Recording(unittest.TestCase):
         self.assertEqual(a.doc["op"], a.op_name)
         self.assertNotEqual(a.op_name, c.op_name)
         self.assertNotEqual(a.op_name, half.op_name)  # the same kernel and configs for another dtype
+
+
+class RecordedBackward(unittest.TestCase):
+    """custom_plugin(..., backward=Backward(differentiable, ko.triton(bwd_launch_fn))): Note [backward] for recorded
+    ops. CPU: the spec, registration with its Autograd kernel (meta tensors), a package where Triton cannot be
+    imported, refusals."""
+
+    def test_the_spec_carries_the_recorded_backward(self):
+        r = recorded_scale_mul()
+        b = r.doc["backward"]
+        self.assertEqual(b["differentiable"], ["x", "w"])
+        self.assertEqual([o["name"] for o in b["outputs"]], ["grad_x", "grad_w"])
+        self.assertEqual([i["name"] for i in b["inputs"]], ["x", "w", "grad_Y", "alpha"])
+        self.assertEqual(b["kernel_name"], "scale_mul_bwd")
+        self.assertNotIn("op", b)
+        self.assertIsNotNone(r.backward)
+        r.check(["sm_90"])  # both kernels compiled and checked against their specs, on a machine without a GPU
+
+    def test_an_unnamed_op_is_named_after_its_backward_too(self):
+        a = recorded_scale_mul(op_name=None)
+        b = recorded_scale_mul(op_name=None, differentiable=("x",), bwd=scale_mul_backward_only_x)
+        c = ko.record_plugin(ko.triton(scale_mul_launch))
+        self.assertEqual(len({a.op_name, b.op_name, c.op_name}), 3)
+        self.assertEqual(a.op_name, recorded_scale_mul(op_name=None).op_name)
+
+    def test_registered_it_differentiates_on_meta_tensors(self):
+        op = ko.custom_plugin(ko.triton(scale_mul_launch), op_name="kop_tt_bwd::reg",
+                              backward=ko.Backward(["x", "w"], ko.triton(scale_mul_backward_launch)))
+        x = torch.empty(3, 5, 7, device="meta", requires_grad=True)
+        w = torch.empty(3, 5, 7, device="meta", requires_grad=True)
+        y = op(x, w, 2.0)
+        self.assertEqual(tuple(y.shape), (3, 5, 7))
+        gx, gw = torch.autograd.grad(y, (x, w), torch.empty(3, 5, 7, device="meta"))
+        self.assertEqual((tuple(gx.shape), tuple(gw.shape)), ((3, 5, 7), (3, 5, 7)))
+        self.assertIn("kop_tt_bwd::reg_backward(Tensor x, Tensor w, Tensor grad_Y, float alpha=1.5) -> "
+                      "(Tensor, Tensor)", str(torch.ops.kop_tt_bwd.reg_backward.default._schema))
+
+    def test_only_the_differentiable_inputs_get_gradients(self):
+        op = ko.custom_plugin(ko.triton(scale_mul_launch), op_name="kop_tt_bwd::only_x",
+                              backward=ko.Backward(["x"], ko.triton(scale_mul_backward_only_x)))
+        x = torch.empty(8, device="meta", requires_grad=True)
+        w = torch.empty(8, device="meta", requires_grad=True)
+        y = op(x, w)
+        (gx,) = torch.autograd.grad(y, (x,), torch.empty(8, device="meta"))
+        self.assertEqual(tuple(gx.shape), (8,))
+        with self.assertRaises(RuntimeError):
+            torch.autograd.grad(op(x, w), (w,), torch.empty(8, device="meta"))
+
+    def test_a_package_carries_the_backward_where_triton_cannot_be_imported(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = recorded_scale_mul(op_name="kop_tt_bwd_pkg::scale_mul").build_package(os.path.join(d, "s.kop"))
+            out = run_python(f"""
+                import torch, kernelop as ko
+                op = ko.load_package({path!r})
+                x = torch.empty(4, 9, device="meta", requires_grad=True)
+                w = torch.empty(4, 9, device="meta", requires_grad=True)
+                gx, gw = torch.autograd.grad(op(x, w, 3.0), (x, w), torch.empty(4, 9, device="meta"))
+                print(tuple(gx.shape), tuple(gw.shape))
+                print(torch.ops.kop_tt_bwd_pkg.scale_mul_backward.default._schema)
+            """)
+        self.assertEqual(out.split("\n")[:2], [
+            "(4, 9) (4, 9)",
+            "kop_tt_bwd_pkg::scale_mul_backward(Tensor x, Tensor w, Tensor grad_Y, float alpha=1.5) -> "
+            "(Tensor, Tensor)"])
+
+    def test_refusals_name_the_op_and_what_the_backward_can_receive(self):
+        def takes_q(x: torch.Tensor, q: torch.Tensor):
+            return torch.empty_like(x)
+
+        expect_error(self, ValueError, "kernelop.custom_plugin('kop_tt_bwd::refused'): the backward's launch_fn "
+                     "takes tensor 'q', which is none of what a backward receives: the forward's tensors 'x', 'w', "
+                     "its outputs 'Y' and their gradients 'grad_Y'", ko.custom_plugin, ko.triton(scale_mul_launch),
+                     op_name="kop_tt_bwd::refused", backward=ko.Backward(["x"], ko.triton(takes_q)))
+        expect_error(self, ValueError, "a backward's launch_fn returns one new tensor per differentiable input, in "
+                     "order (grad_x, grad_w); it returns 1", ko.custom_plugin, ko.triton(scale_mul_launch),
+                     op_name="kop_tt_bwd::refused",
+                     backward=ko.Backward(["x", "w"], ko.triton(scale_mul_backward_only_x)))
+        expect_error(self, TypeError, "kernelop.custom_plugin('kop_tt_bwd::refused'): the backward of a recorded op "
+                     "is recorded too: Backward.spec must be kernelop.triton(...)", ko.custom_plugin,
+                     ko.triton(scale_mul_launch), op_name="kop_tt_bwd::refused",
+                     backward=ko.Backward(["x"], ko.KernelSpec(kernel_source="", kernel_name="k")))
+        expect_error(self, TypeError, "backward must be kernelop.Backward(differentiable, ", ko.custom_plugin,
+                     ko.triton(scale_mul_launch), op_name="kop_tt_bwd::refused",
+                     backward=ko.triton(scale_mul_backward_launch))
+        expect_error(self, ValueError, "'q'", ko.custom_plugin, ko.triton(scale_mul_launch),
+                     op_name="kop_tt_bwd::refused", backward=ko.Backward(["x", "q"], ko.triton(scale_mul_backward_launch)))
+        self.assertFalse(hasattr(torch.ops.kop_tt_bwd, "refused"))
+
+    def test_the_backwards_binaries_are_never_dropped_nor_extra(self):
+        r = recorded_scale_mul()
+        doc, binaries, chain = json.dumps(r.doc), r.compile(["sm_90"]), r.backward_binaries(["sm_90"])
+        expect_error(self, ValueError, "op kop_tt_bwd::scale_mul: binaries were given for 0 link(s) of its backward "
+                     "chain, and its specs declare more: none for op kop_tt_bwd::scale_mul_backward",
+                     ko._kernelop.check_binaries, doc, binaries)
+        expect_error(self, ValueError, "op kop_tt_bwd::scale_mul: its specs declare a backward chain of 1 link(s), "
+                     "and binaries were given for 2", ko._kernelop.check_binaries, doc, binaries, chain + chain)
+        expect_error(self, RuntimeError, "op kop_tt_bwd::scale_mul_backward: binary 0 (program 0, sm_90a, entry "
+                     "'scale_mul_fwd'): takes 7 parameter(s) but the calling convention passes 9",
+                     ko._kernelop.check_binaries, doc, binaries, [binaries])
+        ko._kernelop.check_binaries(doc, binaries, chain)
 
 
 class WrittenInputs(unittest.TestCase):
@@ -909,12 +1060,32 @@ class Refusals(unittest.TestCase):
             return y
         self.assertIn("dim(x, 0) > 16", record(branches_on_size).doc["requires"])
 
-        def constexpr_from_size(x: torch.Tensor) -> torch.Tensor:
+        def constexpr_from_sizes(x: torch.Tensor) -> torch.Tensor:
+            y = torch.empty_like(x)
+            copy_kernel[(1,)](x, y, x.numel(), BLOCK=x.shape[1] * 2)
+            return y
+        expect_error(self, ValueError, "constexpr 'BLOCK' gets a value computed from the inputs", record,
+                     constexpr_from_sizes, [{}])
+
+        def constexpr_from_a_scalar(x: torch.Tensor, n: int = 128) -> torch.Tensor:
+            y = torch.empty_like(x)
+            copy_kernel[(1,)](x, y, x.numel(), BLOCK=n)
+            return y
+        expect_error(self, ValueError, "constexpr 'BLOCK' gets a value computed from the inputs", record,
+                     constexpr_from_a_scalar, [{}])
+
+        def constexpr_is_a_size(x: torch.Tensor) -> torch.Tensor:
             y = torch.empty_like(x)
             copy_kernel[(1,)](x, y, x.numel(), BLOCK=x.shape[1])
             return y
-        expect_error(self, ValueError, "constexpr 'BLOCK' gets a value computed from the inputs", record,
-                     constexpr_from_size, [{}])
+        expect_error(self, ValueError, "a constexpr takes dim(x, -1), a size, as it is: Triton compiles one kernel "
+                     "per value, so kernelop compiles the values you list: kernelop.triton(..., specialize=[...])",
+                     record, constexpr_is_a_size, [{}])
+        r = ko.record_plugin(ko.triton(constexpr_is_a_size, [{}], specialize=[64, 128]), op_name="kop_tt_t::exact")
+        self.assertEqual([c["BLOCK"] for c in r.doc["configs"]], [64] * 3 + [128] * 3)
+        self.assertIn("(dim(x, 1) == 64) + (dim(x, 1) == 128) != 0", r.doc["requires"])
+        expect_error(self, ValueError, "specialize must list the values of dim(x, -1) (ints >= 2), got [64, 1]",
+                     ko.record_plugin, ko.triton(constexpr_is_a_size, [{}], specialize=[64, 1]))
 
         def float_math(x: torch.Tensor, alpha: float) -> torch.Tensor:
             return tk.elementwise_scale_mul(x, x, alpha * 2, 2)
@@ -1119,6 +1290,49 @@ class Cuda(unittest.TestCase):
 
     def each_tactic(self, name):
         return each_tactic(f"kop_tt::{name}")
+
+    def test_a_recorded_backward_matches_torch_autograd(self):
+        ops = {dtype: ko.custom_plugin(
+            ko.triton(scale_mul_launch), op_name=f"kop_tt_bwd_gpu::scale_mul_{str(dtype)[6:]}",
+            example_inputs={"x": torch.empty(2, 8, dtype=dtype), "w": torch.empty(2, 8, dtype=dtype)},
+            backward=ko.Backward(["x", "w"], ko.triton(scale_mul_backward_launch)))
+            for dtype in (torch.float32, torch.bfloat16)}  # a recording is for its examples' dtypes (backward too)
+        for dtype, shape, tol in [(torch.float32, (7, 333), 1e-6), (torch.bfloat16, (4, 3, 1000), 2e-2),
+                                  (torch.float32, (1,), 1e-6)]:
+            op = ops[dtype]
+            x = torch.randn(shape, device="cuda", dtype=dtype, requires_grad=True)
+            w = torch.randn(shape, device="cuda", dtype=dtype, requires_grad=True)
+            g = torch.randn(shape, device="cuda", dtype=dtype)
+            gx, gw = torch.autograd.grad(op(x, w, 0.75), (x, w), g)
+            rx, rw = torch.autograd.grad(0.75 * x * w, (x, w), g)
+            torch.testing.assert_close(gx, rx, atol=tol, rtol=tol)
+            torch.testing.assert_close(gw, rw, atol=tol, rtol=tol)
+        op = ops[torch.float32]
+        x = torch.randn(64, 64, device="cuda", requires_grad=True)
+        w = torch.randn(64, 64, device="cuda", requires_grad=True)
+        torch.library.opcheck(op.default, (x, w, 0.5))
+        compiled = torch.compile(lambda a, b: op(a, b, 0.5).sum(), fullgraph=True, dynamic=True)
+        for n in (33, 70):
+            a = torch.randn(n, 16, device="cuda", requires_grad=True)
+            b = torch.randn(n, 16, device="cuda", requires_grad=True)
+            ga, gb = torch.autograd.grad(compiled(a, b), (a, b))
+            torch.testing.assert_close(ga, 0.5 * b.detach())
+            torch.testing.assert_close(gb, 0.5 * a.detach())
+
+    def test_a_packaged_recorded_backward_trains_without_triton(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = recorded_scale_mul(op_name="kop_tt_bwd_gpu_pkg::scale_mul").build_package(
+                os.path.join(d, "s.kop"))
+            out = run_python(f"""
+                import torch, kernelop as ko
+                op = ko.load_package({path!r})
+                x = torch.randn(5, 300, device="cuda", requires_grad=True)
+                w = torch.randn(5, 300, device="cuda", requires_grad=True)
+                g = torch.randn(5, 300, device="cuda")
+                gx, gw = torch.autograd.grad(op(x, w, 2.0), (x, w), g)
+                print(bool(torch.allclose(gx, 2.0 * w * g)) and bool(torch.allclose(gw, 2.0 * x * g)))
+            """)
+        self.assertEqual(out.split("\n")[0], "True")
 
     def test_every_tactic_matches_tritons_own_launch(self):
         cases = {
@@ -1376,5 +1590,5 @@ class Cuda(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    run_tests(cpu=[Recording, WrittenInputs, InitialisedOutputsPackaged, RankFree, SizeClasses, Refusals, Compilation,
+    run_tests(cpu=[Recording, RecordedBackward, WrittenInputs, InitialisedOutputsPackaged, RankFree, SizeClasses, Refusals, Compilation,
                    Registration], gpu=[Cuda], cuda=CUDA)

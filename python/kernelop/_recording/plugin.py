@@ -4,6 +4,7 @@ progress (Recording) and its result (RecordedPlugin). Nothing here names a DSL: 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import hashlib
 import json
@@ -15,6 +16,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Un
 import torch
 
 from .. import _dsls, _kernelop, _kernelop_torch
+from .._spec import Backward
 from .._symbolic import _HINTS, Recorder, Unexpressible, canonical, shorten
 from . import compiling, sizes
 from .compiling import CompiledKernel, CompileJob, KernelBinary
@@ -72,6 +74,8 @@ class RecordedPlugin:
     default_archs: Tuple[str, ...] = ()  # compiled for when compile() is given none
     scratch_param: int = -1  # the kernel parameter the global scratch memory a build needs is passed as; -1: none
     dsl_state: Any = field(default=None, repr=False)  # the DSL's own, for its compiler
+    # the recorded backward (Note [backward]; its spec is doc["backward"]), whose binaries go with the op's
+    backward: Optional["RecordedPlugin"] = field(default=None, repr=False)
     # what compile() made, by the architectures it was given
     _binaries: Dict[Tuple[str, ...], List[KernelBinary]] = field(default_factory=dict, repr=False, compare=False)
 
@@ -92,21 +96,32 @@ class RecordedPlugin:
             self._binaries[key] = compiling.compile_binaries(self, arch_list)
         return self._binaries[key]
 
+    def backward_binaries(self, archs: Optional[Sequence[str]] = None) -> List[List[KernelBinary]]:
+        """The backward chain's binaries, one list per link (Note [backward chain])."""
+        chain, link = [], self.backward
+        while link is not None:
+            chain.append(link.compile(archs))
+            link = link.backward
+        return chain
+
     def check(self, archs: Optional[Sequence[str]] = None) -> None:
         """Compiles and checks the binaries against the spec as registration does; registers nothing."""
-        _kernelop.check_binaries(json.dumps(self.doc), self.compile(archs))
+        _kernelop.check_binaries(json.dumps(self.doc), self.compile(archs), self.backward_binaries(archs))
 
     def register(self, archs: Optional[Sequence[str]] = None) -> Any:
         from .._ops import _op_object
         binaries = self.compile(archs)
+        backward = self.backward_binaries(archs)
         overrides = _kernelop.Overrides()
         overrides.caller_key = self.dsl.name + ":" + hashlib.sha256(
-            json.dumps(self.doc, sort_keys=True).encode() + b"".join(b.data for b in binaries)).hexdigest()
-        _kernelop_torch.register_binaries(json.dumps(self.doc), binaries, overrides)
+            json.dumps(self.doc, sort_keys=True).encode() +
+            b"".join(b.data for b in binaries + [b for link in backward for b in link])).hexdigest()
+        _kernelop_torch.register_binaries(json.dumps(self.doc), binaries, overrides, backward)
         return _op_object(self.op_name)
 
     def build_package(self, path: Union[str, os.PathLike], archs: Optional[Sequence[str]] = None) -> str:
-        _kernelop.build_package_binaries(json.dumps(self.doc), self.compile(archs), os.fspath(path))
+        _kernelop.build_package_binaries(json.dumps(self.doc), self.compile(archs), os.fspath(path),
+                                         self.backward_binaries(archs))
         return os.fspath(path)
 
 
@@ -127,10 +142,18 @@ class Recording:
     out_names: List[str] = field(default_factory=list)
     tactics: str = ""  # how the user's configs became the spec's tactics, for validate's messages
     name_key: Any = None  # what names the op by default besides its spec (Triton: the kernel's cache key)
+    fixed_names: Optional[List[str]] = None  # a backward's outputs: grad_<input> (Note [backward])
 
     def name_outputs(self, tensors: Dict[str, Any], reserved: Any = ()) -> List[str]:
-        """Names the outputs after the kernel parameter each is passed to (`tensors`: parameter -> tensor)."""
-        self.out_names = name_outputs(self.outputs, tensors, self.rec, reserved)
+        """Names the outputs after the kernel parameter each is passed to (`tensors`: parameter -> tensor), or,
+        for a backward, after the gradients they are."""
+        if self.fixed_names is not None:
+            if len(self.outputs) != len(self.fixed_names):
+                raise ValueError(f"{self.where}: a backward's launch_fn returns one new tensor per differentiable "
+                                 f"input, in order ({', '.join(self.fixed_names)}); it returns {len(self.outputs)}")
+            self.out_names = list(self.fixed_names)
+        else:
+            self.out_names = name_outputs(self.outputs, tensors, self.rec, reserved)
         return self.out_names
 
     def tensor_name(self, value: torch.Tensor, what: str) -> str:
@@ -163,6 +186,81 @@ class Recording:
         validate_recorded(self.where, doc, self.tactics)
 
 
+# A backward's output names while it is recorded (Recording.fixed_names): grad_<input> per differentiable input.
+_OUTPUT_NAMES: contextvars.ContextVar[Optional[List[str]]] = contextvars.ContextVar("kernelop_output_names",
+                                                                                    default=None)
+
+
+def _example_tensors(where: str, launch_fn: Callable[..., Any], example_inputs: Any
+                     ) -> Tuple[List[Input], Dict[str, torch.Tensor]]:
+    """launch_fn's inputs and the example tensor of each tensor input (the user's, else rank 2, float32)."""
+    inputs = signature_inputs(where, launch_fn)
+    tensors = examples(where, [n for n, k, _ in inputs if k == "tensor"], example_inputs)
+    return inputs, {name: tensors[name] if name in tensors else torch.empty(_HINTS[1], _HINTS[0], device="meta")
+                    for name, kind, _ in inputs if kind == "tensor"}
+
+
+def _example_outputs(where: str, spec: Any, example_inputs: Any) -> List[torch.Tensor]:
+    """What launch_fn returns for the example inputs, as meta tensors of those sizes (launch_fn run on fakes)."""
+    inputs, tensors = _example_tensors(where, spec.launch_fn, example_inputs)
+    dsl = _dsls.dsl_of(spec)
+    assert dsl is not None
+    rec, _, result = _discover(dsl, spec, where, inputs, tensors, raise_errors=True)
+    outputs, _ = outputs_of(where, result, rec)
+
+    def size(s: Any) -> int:
+        return int(rec.shape_env.size_hint(s.node.expr)) if isinstance(s, torch.SymInt) else int(s)
+    return [torch.empty([size(s) for s in o.shape], dtype=o.dtype, device="meta") for o in outputs]
+
+
+def _record_backward(where: str, forward: RecordedPlugin, spec: Any, backward: Any, example_inputs: Any,
+                     named: bool) -> None:
+    """Records `backward` (Note [backward]) on examples made from the forward's: each of its tensor parameters
+    receives a forward input, a forward output or grad_<output> (by name, or as backward.from_ renames), and its
+    outputs are grad_<input> for each differentiable input. The forward's spec gets it as "backward"."""
+    dsls = _dsls.all_dsls()
+    if not isinstance(backward, Backward):
+        raise TypeError(f"{where}: backward must be kernelop.Backward(differentiable, "
+                        f"kernelop.{dsls[0].name}(bwd_launch_fn, ...)), got {type(backward).__name__}")
+    if not isinstance(backward.spec, tuple(d.spec_type for d in dsls)):
+        raise TypeError(f"{where}: the backward of a recorded op is recorded too: Backward.spec must be "
+                        f"{' or '.join(f'kernelop.{d.name}(...)' for d in dsls)}, got {type(backward.spec).__name__}")
+    part = backward._head()
+    differentiable, renames = part["differentiable"], part.get("from", {})
+    _, tensors = _example_tensors(where, spec.launch_fn, example_inputs)
+    out_names = [o["name"] for o in forward.doc["outputs"]]
+    outs = _example_outputs(where, spec, example_inputs)
+    if len(outs) != len(out_names):
+        raise ValueError(f"{where}: launch_fn returned {len(outs)} new tensors for the backward's examples, and the "
+                         f"op has {len(out_names)} outputs")
+    receivable = {**tensors, **dict(zip(out_names, outs)), **{f"grad_{n}": o for n, o in zip(out_names, outs)}}
+    bwd_spec: Any = backward.spec
+    bwd_inputs = signature_inputs(f"{where} backward", bwd_spec.launch_fn)
+    bwd_tensors = {}
+    for name, kind, _ in bwd_inputs:
+        if kind != "tensor":
+            continue
+        got = renames.get(name, name)
+        if got not in receivable:
+            raise ValueError(f"{where}: the backward's launch_fn takes tensor '{name}'"
+                             f"{f' (from {got!r})' if got != name else ''}, which is none of what a backward "
+                             f"receives: the forward's tensors {', '.join(repr(n) for n in tensors)}, its outputs "
+                             f"{', '.join(repr(n) for n in out_names)} and their gradients "
+                             f"{', '.join(repr('grad_' + n) for n in out_names)}")
+        bwd_tensors[name] = receivable[got]
+    token = _OUTPUT_NAMES.set([f"grad_{n}" for n in differentiable])
+    try:
+        recorded = _record_specs(f"{where} backward", bwd_spec, None, f"{forward.op_name}_backward", bwd_tensors)
+    finally:
+        _OUTPUT_NAMES.reset(token)
+    forward.doc["backward"] = {**part, **{k: v for k, v in recorded.doc.items() if k != "op"}}
+    forward.backward = recorded
+    if not named:  # the default name covers the backward too
+        identity = json.dumps([forward.op_name, forward.doc["backward"]], sort_keys=True)
+        forward.op_name = forward.doc["op"] = \
+            f"{forward.op_name.rsplit('_', 1)[0]}_{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
+
+
 def _custom_plugin_where(op_name: Any, spec_or_list: Any) -> str:
     if op_name is not None and not isinstance(op_name, str):
         raise TypeError(f"kernelop.custom_plugin: op_name must be a str such as 'my_ns::my_op', got "
@@ -178,14 +276,16 @@ def _first(spec_or_list: Any) -> Any:
 
 def custom_plugin(spec_or_list: Any, meta_impl: Optional[Callable[..., Any]] = None, *,
                   op_name: Optional[str] = None, package: Optional[Union[str, os.PathLike]] = None,
-                  archs: Optional[Sequence[str]] = None, example_inputs: Any = None) -> Any:
+                  archs: Optional[Sequence[str]] = None, example_inputs: Any = None,
+                  backward: Optional[Backward] = None) -> Any:
     """Registers a Triton (or CuTe DSL) kernel as a kernelop op (the reference's ``tta.custom_plugin``); returns its
     ``torch.ops`` packet. ``package``: also write its .kop there. See :func:`record_plugin`."""
     if archs is not None:  # checked before recording (and so before anything is compiled), by the spec's DSL
         dsl = _dsls.dsl_of(_first(spec_or_list))
         if dsl is not None:  # else record_plugin refuses the spec
             archs = dsl.check_archs(_custom_plugin_where(op_name, spec_or_list), archs)
-    recorded = record_plugin(spec_or_list, meta_impl, op_name=op_name, example_inputs=example_inputs)
+    recorded = record_plugin(spec_or_list, meta_impl, op_name=op_name, example_inputs=example_inputs,
+                             backward=backward)
     op = recorded.register(archs)
     if package is not None:
         recorded.build_package(package, archs)
@@ -193,15 +293,21 @@ def custom_plugin(spec_or_list: Any, meta_impl: Optional[Callable[..., Any]] = N
 
 
 def record_plugin(spec_or_list: Any, meta_impl: Optional[Callable[..., Any]] = None, *,
-                  op_name: Optional[str] = None, example_inputs: Any = None) -> RecordedPlugin:
+                  op_name: Optional[str] = None, example_inputs: Any = None,
+                  backward: Optional[Backward] = None) -> RecordedPlugin:
     """Records ``launch_fn`` once on symbolic fake tensors (and traces ``meta_impl`` for the output shapes) into a
     kernelop spec. ``example_inputs`` (a tuple or dict of tensors) gives the tensors' ranks, sizes and dtypes to
     record with (default: rank 2, float32). ``op_name`` defaults to a name derived from the kernel and its configs,
-    the same in every process."""
+    the same in every process. ``backward``: ``Backward(differentiable, kernelop.triton(bwd_launch_fn, ...))``, a
+    recorded backward (Note [backward]: its launch_fn's parameters are named after what they receive, and it
+    returns the gradients of ``differentiable`` in order)."""
     where = _custom_plugin_where(op_name, spec_or_list)
     try:
         with recording(where):  # before anything else: a nested recording is refused, never waited for
-            return _record_specs(where, spec_or_list, meta_impl, op_name, example_inputs)
+            recorded = _record_specs(where, spec_or_list, meta_impl, op_name, example_inputs)
+            if backward is not None:
+                _record_backward(where, recorded, _first(spec_or_list), backward, example_inputs, op_name is not None)
+            return recorded
     except NestedRecording as e:
         if current_recording() is None:  # the outermost recording: a plain ValueError for the user
             raise ValueError(str(e)) from None
@@ -243,12 +349,9 @@ def _record(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], op_nam
     derives a constexpr from a size (Note [size classes])."""
     fn_name = getattr(spec.launch_fn, "__name__", "launch_fn")
     where = f"kernelop.custom_plugin({shorten(repr(op_name if op_name is not None else fn_name))})"
-    inputs = signature_inputs(where, spec.launch_fn)
+    inputs, tensors = _example_tensors(where, spec.launch_fn, example_inputs)
     dsl.check_inputs(where, inputs)
-    tensors = examples(where, [n for n, k, _ in inputs if k == "tensor"], example_inputs)
-    tensors = {name: tensors[name] if name in tensors else torch.empty(_HINTS[1], _HINTS[0], device="meta")
-               for name, kind, _ in inputs if kind == "tensor"}
-    rec, derived = _discover(dsl, spec, where, inputs, tensors)
+    rec, derived, _ = _discover(dsl, spec, where, inputs, tensors)
     if not derived:
         return _record_at_ranks(dsl, spec, meta_impl, op_name, where, inputs, tensors)[0]
     d, values = sizes.classes_of(where, derived, getattr(spec, "specialize", None))
@@ -273,7 +376,7 @@ def _record_classes(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]]
     classes: List[Tuple[int, RecordedPlugin, Set[str]]] = []
     refused: List[Tuple[int, Exception]] = []
     for v in values:
-        inside = {name: torch.empty([v * 3 // 4 if int(s) == int(hint) else int(s) for s in t.shape], dtype=t.dtype,
+        inside = {name: torch.empty([d.example(v) if int(s) == int(hint) else int(s) for s in t.shape], dtype=t.dtype,
                                     device="meta") for name, t in tensors.items()}
         try:
             if rank_free is False:
@@ -287,40 +390,42 @@ def _record_classes(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]]
             continue
         if not again or len({x.text for x in again}) != 1:
             raise ValueError(f"{where}: launch_fn derives {', '.join(map(repr, again))} for sizes where "
-                             f"{d.text} is about {v * 3 // 4}, but {', '.join(map(repr, derived))} for the examples; "
+                             f"{d.text} is about {d.example(v)}, but {', '.join(map(repr, derived))} for the examples; "
                              "kernelop records the classes of one size")
         classes.append((v, r, rec_v.rank_free))
     if classes and refused:
         warnings.warn(f"{where}: launch_fn refuses size classes {', '.join(str(v) for v, _ in refused)} of {d!r}; "
-                      f"sizes there are refused too (for {d.text} <= {refused[0][0]}: {shorten(refused[0][1], 300)})",
+                      f"sizes there are refused too (for {d.within(refused[0][0])}: {shorten(refused[0][1], 300)})",
                       stacklevel=4)
     if not classes:
         first, error = refused[0]
         raise ValueError(f"{where}: launch_fn derives {d!r} and refuses every class of it kernelop recorded "
-                         f"({', '.join(str(v) for v, _ in refused)}); for {d.text} <= {first}: "
+                         f"({', '.join(str(v) for v, _ in refused)}); for {d.within(first)}: "
                          f"{shorten(error, 1000)}") from error
     return classes
 
 
-def _discover(dsl: Dsl, spec: Any, where: str, inputs: List[Input], tensors: Dict[str, torch.Tensor]
-              ) -> Tuple[Recorder, List[sizes.Derived]]:
-    """launch_fn run once at the examples' ranks, for what it derives from sizes (Note [size classes]); its errors
-    are left to the recordings that follow."""
+def _discover(dsl: Dsl, spec: Any, where: str, inputs: List[Input], tensors: Dict[str, torch.Tensor],
+              raise_errors: bool = False) -> Tuple[Recorder, List[sizes.Derived], Any]:
+    """launch_fn run once at the examples' ranks, for what it derives from sizes (Note [size classes]), with what it
+    returned; its errors are left to the recordings that follow unless `raise_errors`."""
     rec = Recorder(where)
     rec.rank_free = {name for name, t in tensors.items() if t.dim() >= 2}  # sizes named as rank-free ops name them
     fakes = make_fakes(rec, inputs, tensors)
     derived = sizes.begin(rec)
+    result = None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            run_launch_fn(where, rec, spec.launch_fn, fakes, intercepting({**_HOST, **dsl.intercept([])}))
+            result, _ = run_launch_fn(where, rec, spec.launch_fn, fakes, intercepting({**_HOST, **dsl.intercept([])}))
     except NestedRecording:
         raise
     except Exception:  # noqa: BLE001 - the recording proper reports it
-        pass
+        if raise_errors:
+            raise
     finally:
         sizes.end()
-    return rec, derived
+    return rec, derived, result
 
 
 def _record_at_ranks(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], op_name: Optional[str],
@@ -356,8 +461,8 @@ def _merge_classes(where: str, d: sizes.Derived, classes: List[Tuple[int, Record
             if k in ("op", "requires", "configs", "inputs") or (k == "geometry" and _grid_only_differs(base, r)):
                 continue
             if base.doc.get(k) != r.doc.get(k):
-                raise ValueError(f"{where}: the op recorded for {d.text} <= {v} differs from the one for "
-                                 f"{d.text} <= {classes[0][0]} in {k!r}; kernelop merges size classes that differ "
+                raise ValueError(f"{where}: the op recorded for {d.within(v)} differs from the one for "
+                                 f"{d.within(classes[0][0])} in {k!r}; kernelop merges size classes that differ "
                                  "only in constexprs, compile options, configs and the grid")
     requires = [r.doc.get("requires", []) for _, r in classes]
     common = [c for c in requires[0] if all(c in other for other in requires[1:])]
@@ -459,7 +564,8 @@ def _record_once(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], o
     if op_name is None:  # named at the end after what was recorded; the kernel's name meanwhile
         op_name = f"kernelop_{dsl.name}::{kernel_name}"
     rec.where = where = f"kernelop.custom_plugin({shorten(repr(op_name))})"
-    recording_ = Recording(dsl, where, rec, inputs, fakes, outputs, op_name, named, meta_impl, inits=inits)
+    recording_ = Recording(dsl, where, rec, inputs, fakes, outputs, op_name, named, meta_impl, inits=inits,
+                           fixed_names=_OUTPUT_NAMES.get())
     recorded = dsl.translate(recording_, spec, launch)
     if not named:  # the same in every process, and different for a different launch, dtype or config set
         body = {k: v for k, v in recorded.doc.items() if k != "op"}

@@ -11,6 +11,12 @@ the Meta kernel and tracing refuse a size no config can run. The classes recorde
 65536 that launch_fn accepts (its own checks, such as Liger's "BLOCK_SIZE > MAX_FUSED_SIZE" error, drop the rest), or
 the values ``specialize`` gives. (Sizes 1 and 2 are not recorded: PyTorch records sizes over [2, inf), where the
 class of 2 would pin a size.)
+
+A size passed to a constexpr as it is (Liger's SwiGLU: ``n_cols=n_cols``) is a class of one value: the class of v
+is ``n == v``, recorded with the example size v, and since the values are unbounded they are those ``specialize``
+lists (the hidden sizes of the models the op serves); a size outside them is refused, naming them. The class's
+requirement is no ShapeEnv guard (which would replace the size by v in every expression, and the classes' ops
+would no longer merge): the recorder holds it as a requirement of its own.
 """
 
 from __future__ import annotations
@@ -53,7 +59,15 @@ class Derived:
         self.function, self.text, self.symbol = function, text, symbol
 
     def __repr__(self) -> str:
-        return f"{self.function}({self.text})"
+        return f"{self.function}({self.text})" if self.function else self.text
+
+    def within(self, v: int) -> str:
+        """The class of v as a condition on the size."""
+        return f"{self.text} == {v}" if not self.function else f"{self.text} <= {v}"
+
+    def example(self, v: int) -> int:
+        """A size inside the class of v to record it with."""
+        return v if not self.function else v * 3 // 4
 
 
 def begin(rec: Recorder) -> List[Derived]:
@@ -111,15 +125,43 @@ def power_of_two(original: Any, n: Any) -> Any:
     return DerivedInt(v, f"next_power_of_2({text})")
 
 
+def exact_size(n: Any) -> Any:
+    """A size passed to a constexpr as it is, while recording: the example's value, its class (n == value) a
+    requirement of the recording (Note [size classes]); anything else as it is (the DSL refuses it)."""
+    rec: Optional[Recorder] = getattr(_state, "rec", None)
+    if rec is None or not isinstance(n, torch.SymInt) or n.node.hint is None or not n.node.expr.is_Symbol:
+        return n  # not one size: the DSL refuses it
+    text = rec.expr(n, "a constexpr's value")
+    v = int(n.node.hint)
+    _state.calls.append(Derived("", text, n.node.expr))
+    if f"{text} == {v}" not in rec.class_requirements:
+        rec.class_requirements.append(f"{text} == {v}")
+    return DerivedInt(v, text)
+
+
 def classes_of(where: str, derived: List[Derived], specialize: Any) -> Tuple[Derived, List[int]]:
-    """The one size derived from, and the classes (powers of two) to record it at."""
+    """The one size derived from, and the classes to record it at: powers of two, or, for a size a constexpr takes
+    as it is, the values `specialize` lists."""
     sizes = {d.text: d for d in derived}
     if len(sizes) > 1:
         raise ValueError(f"{where}: launch_fn derives compile-time values from {len(sizes)} sizes "
                          f"({shorten(', '.join(sizes), 300)}); kernelop records the classes of one size: derive them "
                          "from one size, or give the other values as configs")
-    d = derived[0]
-    values: Optional[Sequence[int]] = DEFAULT_CLASSES
+    d = next((x for x in derived if not x.function), derived[0])  # the size itself decides its powers of two too
+    values: Optional[Sequence[int]]
+    if not d.function:
+        values = specialize.get(d.text) if isinstance(specialize, Mapping) else specialize
+        if values is None:
+            raise ValueError(f"{where}: a constexpr takes {d.text}, a size, as it is: Triton compiles one kernel per "
+                             f"value, so kernelop compiles the values you list: kernelop.triton(..., specialize=[...])"
+                             f" (or {{{d.text!r}: [...]}}), e.g. the sizes of the models the op serves; other sizes "
+                             "are refused")
+        bad = [v for v in values if isinstance(v, bool) or not isinstance(v, int) or v < 2]
+        if bad or not values:
+            raise ValueError(f"{where}: specialize must list the values of {d.text} (ints >= 2), got "
+                             f"{shorten(repr(list(values)), 300)}")
+        return d, sorted(set(values))
+    values = DEFAULT_CLASSES
     if specialize is not None:
         values = specialize.get(d.text) if isinstance(specialize, Mapping) else specialize
         if values is None:
