@@ -62,8 +62,9 @@ def triton(launch_fn: Callable[..., Any], configs: Optional[Sequence[Mapping[str
     """A Triton kernel spec (the reference's ``tta.triton``): ``configs`` replace the launch's meta-parameters
     (constexprs, ``num_warps``, ``num_stages``); each is a tactic kernelop tunes between. A config may carry
     ``"requires": [...]``, conditions (kernelop expressions) on the sizes it is right for. ``specialize``: the
-    values of ``triton.next_power_of_2(size)`` to compile for (powers of two, or a dict of size -> powers of two),
-    when launch_fn computes a constexpr that way (Note [size classes])."""
+    values to compile for when launch_fn derives a constexpr from a size (Note [size classes]): of
+    ``triton.next_power_of_2(size)`` (powers of two), or of a size passed to a constexpr as it is (any ints >= 2);
+    or a dict of size -> such a list."""
     return TritonSpec(launch_fn, check_configs("kernelop.triton", launch_fn, configs),
                       sizes.check_specialize("kernelop.triton", specialize))
 

@@ -135,8 +135,6 @@ NB_MODULE(_kernelop_torch, m) {
         python::ImagesFromBinaries images =
             python::images_from_binaries(std::move(plan), binaries, backward, archs);
         nb::gil_scoped_release release;
-        if (images.backward.empty())
-          return torch_ops::register_op(KernelOp(std::move(images.image)), registration_of(o));
         std::vector<KernelOp> chain;
         for (CompiledImage& b : images.backward) chain.emplace_back(std::move(b));
         return torch_ops::register_with_backward(KernelOp(std::move(images.image)),

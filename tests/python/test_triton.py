@@ -685,7 +685,7 @@ class RecordedBackward(unittest.TestCase):
         y = op(x, w)
         (gx,) = torch.autograd.grad(y, (x,), torch.empty(8, device="meta"))
         self.assertEqual(tuple(gx.shape), (8,))
-        with self.assertRaises(RuntimeError):
+        with self.assertRaisesRegex(RuntimeError, "not have been used in the graph"):
             torch.autograd.grad(op(x, w), (w,), torch.empty(8, device="meta"))
 
     def test_a_package_carries_the_backward_where_triton_cannot_be_imported(self):
@@ -724,9 +724,26 @@ class RecordedBackward(unittest.TestCase):
         expect_error(self, TypeError, "backward must be kernelop.Backward(differentiable, ", ko.custom_plugin,
                      ko.triton(scale_mul_launch), op_name="kop_tt_bwd::refused",
                      backward=ko.triton(scale_mul_backward_launch))
-        expect_error(self, ValueError, "'q'", ko.custom_plugin, ko.triton(scale_mul_launch),
+        expect_error(self, ValueError, "kernelop refuses the recorded spec before compiling: op kop_tt_bwd::refused: "
+                     "backward.differentiable[1]: 'q' is not a tensor input", ko.custom_plugin,
+                     ko.triton(scale_mul_launch),
                      op_name="kop_tt_bwd::refused", backward=ko.Backward(["x", "q"], ko.triton(scale_mul_backward_launch)))
         self.assertFalse(hasattr(torch.ops.kop_tt_bwd, "refused"))
+
+    def test_from_renames_what_a_backward_parameter_receives(self):
+        def backward_taking_g(x: torch.Tensor, w: torch.Tensor, g: torch.Tensor, alpha: float = 1.5):
+            return scale_mul_backward_launch(x, w, g, alpha)
+
+        r = ko.record_plugin(ko.triton(scale_mul_launch), op_name="kop_tt_bwd::renamed",
+                             backward=ko.Backward(["x", "w"], ko.triton(backward_taking_g), from_={"g": "grad_Y"}))
+        self.assertEqual(r.doc["backward"]["from"], {"g": "grad_Y"})
+        self.assertEqual([i["name"] for i in r.doc["backward"]["inputs"]], ["x", "w", "g", "alpha"])
+        expect_error(self, ValueError, "the backward's launch_fn takes tensor 'g' (from 'grad_Z'), which is none of "
+                     "what a backward receives", ko.record_plugin, ko.triton(scale_mul_launch),
+                     op_name="kop_tt_bwd::renamed",
+                     backward=ko.Backward(["x", "w"], ko.triton(backward_taking_g), from_={"g": "grad_Z"}))
+        # A refused backward leaves the next recording's output names its own.
+        self.assertEqual([o["name"] for o in ko.record_plugin(ko.triton(scale_mul_launch)).doc["outputs"]], ["Y"])
 
     def test_the_backwards_binaries_are_never_dropped_nor_extra(self):
         r = recorded_scale_mul()
@@ -1015,8 +1032,18 @@ class SizeClasses(unittest.TestCase):
                      specialize=[256, 1000])
         expect_error(self, ValueError, "specialize names 'dim(x, 1)', not 'dim(x, -1)'", self.recorded,
                      specialize={"dim(x, 1)": [256]})
-        expect_error(self, TypeError, "specialize must be a list of powers of two", ko.triton, row_norm_sized_launch,
-                     specialize=256)
+        expect_error(self, TypeError, "specialize must be a list of ints (or a dict of size -> list), got int",
+                     ko.triton, row_norm_sized_launch, specialize=256)
+
+    def test_a_size_taken_as_it_is_is_named_in_specialize(self):
+        def exact(x: torch.Tensor) -> torch.Tensor:
+            y = torch.empty_like(x)
+            copy_kernel[(1,)](x, y, x.numel(), BLOCK=x.shape[1])
+            return y
+        expect_error(self, ValueError, "specialize names 'dim(x, 1)', not 'dim(x, -1)', the size a constexpr takes as "
+                     "it is", ko.record_plugin, ko.triton(exact, [{}], specialize={"dim(x, 1)": [64]}))
+        r = ko.record_plugin(ko.triton(exact, [{}], specialize={"dim(x, -1)": [64]}), op_name="kop_tt_sc::exact")
+        self.assertEqual({c["BLOCK"] for c in r.doc["configs"]}, {64})
 
 
 class Refusals(unittest.TestCase):

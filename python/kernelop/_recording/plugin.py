@@ -209,7 +209,13 @@ def _example_outputs(where: str, spec: Any, example_inputs: Any) -> List[torch.T
     outputs, _ = outputs_of(where, result, rec)
 
     def size(s: Any) -> int:
-        return int(rec.shape_env.size_hint(s.node.expr)) if isinstance(s, torch.SymInt) else int(s)
+        hint = s.node.hint if isinstance(s, torch.SymInt) else s
+        if hint is None:
+            raise ValueError(f"{where}: an output's size depends on a scalar input or the device "
+                             f"({shorten(rec.expr(s, 'an output size'))}), so kernelop cannot make examples for the "
+                             "backward from the forward's: record the backward of an op whose output sizes are sizes "
+                             "of its inputs")
+        return int(hint)
     return [torch.empty([size(s) for s in o.shape], dtype=o.dtype, device="meta") for o in outputs]
 
 
@@ -248,6 +254,8 @@ def _record_backward(where: str, forward: RecordedPlugin, spec: Any, backward: A
                              f"{', '.join(repr(n) for n in out_names)} and their gradients "
                              f"{', '.join(repr('grad_' + n) for n in out_names)}")
         bwd_tensors[name] = receivable[got]
+    if getattr(bwd_spec, "specialize", None) is None and getattr(spec, "specialize", None) is not None:
+        bwd_spec = dataclasses.replace(bwd_spec, specialize=spec.specialize)  # the forward's sizes, by default
     token = _OUTPUT_NAMES.set([f"grad_{n}" for n in differentiable])
     try:
         recorded = _record_specs(f"{where} backward", bwd_spec, None, f"{forward.op_name}_backward", bwd_tensors)
@@ -255,10 +263,14 @@ def _record_backward(where: str, forward: RecordedPlugin, spec: Any, backward: A
         _OUTPUT_NAMES.reset(token)
     forward.doc["backward"] = {**part, **{k: v for k, v in recorded.doc.items() if k != "op"}}
     forward.backward = recorded
-    if not named:  # the default name covers the backward too
-        identity = json.dumps([forward.op_name, forward.doc["backward"]], sort_keys=True)
+    if not named:  # the default name covers the backward too (its spec and its kernel's Triton cache key)
+        identity = json.dumps([forward.op_name, forward.doc["backward"], str(getattr(recorded.fn, "cache_key", ""))],
+                              sort_keys=True)
         forward.op_name = forward.doc["op"] = \
             f"{forward.op_name.rsplit('_', 1)[0]}_{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
+        recorded.op_name = recorded.doc["op"] = f"{forward.op_name}_backward"
+    # The op with its backward, as C++ will check it, before anything is compiled.
+    validate_recorded(where, forward.doc, "the op with its recorded backward")
 
 
 def _custom_plugin_where(op_name: Any, spec_or_list: Any) -> str:

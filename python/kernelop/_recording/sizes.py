@@ -26,7 +26,7 @@ from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
-from .._symbolic import Recorder, Unexpressible, shorten
+from .._symbolic import Recorder, Unexpressible, canonical, shorten
 
 DEFAULT_CLASSES = tuple(2 ** k for k in range(2, 17))  # 4 .. 65536
 _state = threading.local()  # .rec: the recorder of this thread's recording; .calls: what it derived
@@ -134,8 +134,9 @@ def exact_size(n: Any) -> Any:
     text = rec.expr(n, "a constexpr's value")
     v = int(n.node.hint)
     _state.calls.append(Derived("", text, n.node.expr))
-    if f"{text} == {v}" not in rec.class_requirements:
-        rec.class_requirements.append(f"{text} == {v}")
+    requirement = canonical(f"{text} == {v}")
+    if requirement not in rec.class_requirements:
+        rec.class_requirements.append(requirement)
     return DerivedInt(v, text)
 
 
@@ -151,6 +152,9 @@ def classes_of(where: str, derived: List[Derived], specialize: Any) -> Tuple[Der
     values: Optional[Sequence[int]]
     if not d.function:
         values = specialize.get(d.text) if isinstance(specialize, Mapping) else specialize
+        if values is None and specialize is not None:
+            raise ValueError(f"{where}: specialize names {shorten(', '.join(map(repr, specialize)), 300)}, not "
+                             f"{d.text!r}, the size a constexpr takes as it is")
         if values is None:
             raise ValueError(f"{where}: a constexpr takes {d.text}, a size, as it is: Triton compiles one kernel per "
                              f"value, so kernelop compiles the values you list: kernelop.triton(..., specialize=[...])"
@@ -175,7 +179,8 @@ def classes_of(where: str, derived: List[Derived], specialize: Any) -> Tuple[Der
 
 
 def check_specialize(where: str, specialize: Any) -> Any:
-    """`specialize` as the user gave it: None, a list of powers of two, or a dict of size text -> such a list."""
+    """`specialize` as the user gave it: None, a list of values (powers of two for next_power_of_2, sizes for a size
+    itself), or a dict of size text -> such a list."""
     if specialize is None:
         return None
     if isinstance(specialize, Mapping):
@@ -184,10 +189,10 @@ def check_specialize(where: str, specialize: Any) -> Any:
                 raise TypeError(f"{where}: specialize's keys are sizes as kernelop writes them ('dim(x, -1)'), got "
                                 f"{shorten(repr(k))}")
             if isinstance(v, (str, bytes)) or not isinstance(v, Sequence):
-                raise TypeError(f"{where}: specialize[{k!r}] must be a list of powers of two, got "
+                raise TypeError(f"{where}: specialize[{k!r}] must be a list of ints, got "
                                 f"{type(v).__name__}")
         return {k: tuple(v) for k, v in specialize.items()}
     if isinstance(specialize, (str, bytes)) or not isinstance(specialize, Sequence):
-        raise TypeError(f"{where}: specialize must be a list of powers of two (or a dict of size -> list), got "
+        raise TypeError(f"{where}: specialize must be a list of ints (or a dict of size -> list), got "
                         f"{type(specialize).__name__}")
     return tuple(specialize)

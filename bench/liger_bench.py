@@ -1,0 +1,153 @@
+"""Liger-Kernel's ops through kernelop against Liger's own autograd Functions and plain torch, side by side.
+
+The kernelop ops are registered from Liger's own host functions (tests/python/test_liger.py records them the same
+way): SwiGLU forward + backward (``swiglu_forward`` / ``swiglu_backward``, a recorded backward) and RMSNorm forward
+(``rms_norm_forward``). A SwiGLU *step* is forward + backward (``c = op(a, b)``; the gradients of a and b); RMSNorm
+is timed forward only (its backward, which launches two kernels and sums per-SM partials, is not an op yet).
+
+Each round times every variant once, in turn (interleaved), as a loop of steps closed by one synchronize, and the
+figure is the median over rounds of the time per step: host-bound at small sizes (the per-call cost), device-bound at
+large ones. Liger-Kernel comes from .deps/liger (scripts/fetch-liger).
+Usage: python bench/liger_bench.py [OUT.txt]
+"""
+
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, ".deps", "liger"))
+
+import kernelop as ko  # noqa: E402
+from liger_kernel.ops.rms_norm import LigerRMSNormFunction, rms_norm_forward  # noqa: E402
+from liger_kernel.ops.swiglu import LigerSiLUMulFunction, swiglu_backward, swiglu_forward  # noqa: E402
+
+HIDDEN = [4096]
+
+
+def swiglu_fwd(a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0) -> torch.Tensor:
+    return swiglu_forward(a, b, gate_multiplier)[2]
+
+
+def swiglu_bwd(a: torch.Tensor, b: torch.Tensor, grad_c_ptr: torch.Tensor, gate_multiplier: float = 1.0):
+    return swiglu_backward(a.clone(), b.clone(), grad_c_ptr, gate_multiplier)
+
+
+def rms_norm_fwd(X: torch.Tensor, W: torch.Tensor, eps: float):
+    Y, _, RSTD, _, _, _ = rms_norm_forward(X, W, eps, 0.0, "llama", False)
+    return Y, RSTD
+
+
+def timed(step, iters):
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        step()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / iters * 1e6
+
+
+def device_us(step, steps=10):
+    """Device time per step: the GPU time of every kernel and copy the steps ran (torch.profiler), gaps excluded."""
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    return sum(e.self_device_time_total for e in prof.key_averages()) / steps
+
+
+def compare(variants, iters, rounds=15):
+    """Per variant: the median µs per step (wall, the variants interleaved round by round) and the device µs per
+    step (median of 5 profiles)."""
+    for step in variants.values():
+        for _ in range(10):
+            step()
+    samples = {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, step in variants.items():
+            samples[name].append(timed(step, iters))
+    device = {name: statistics.median(device_us(step) for _ in range(5)) for name, step in variants.items()}
+    return {name: (statistics.median(v), device[name]) for name, v in samples.items()}
+
+
+def swiglu_rows(shape, dtype):
+    op = ko.custom_plugin(ko.triton(swiglu_fwd, specialize=HIDDEN), op_name="kop_liger_bench::swiglu",
+                          example_inputs=(torch.empty(2, 3, 4096, dtype=dtype),) * 2,
+                          backward=ko.Backward(["a", "b"], ko.triton(swiglu_bwd, specialize=HIDDEN)))
+    a = torch.randn(shape, device="cuda", dtype=dtype, requires_grad=True)
+    b = torch.randn(shape, device="cuda", dtype=dtype, requires_grad=True)
+    g = torch.randn(shape, device="cuda", dtype=dtype)
+    # Liger's Function writes the gradients over the a and b it saved (its memory saving): its own leaves, whose
+    # values that changes step after step (the time does not depend on them).
+    la = a.detach().clone().requires_grad_()
+    lb = b.detach().clone().requires_grad_()
+
+    def kernelop_step():
+        torch.autograd.grad(op(a, b), (a, b), g)
+
+    def liger_step():
+        torch.autograd.grad(LigerSiLUMulFunction.apply(la, lb), (la, lb), g)
+
+    def torch_step():
+        torch.autograd.grad(torch.nn.functional.silu(a) * b, (a, b), g)
+
+    iters = 200 if a.numel() < 1 << 20 else 20
+    return compare({"kernelop": kernelop_step, "liger": liger_step, "torch": torch_step}, iters)
+
+
+def rms_rows(shape, dtype):
+    op = ko.custom_plugin(ko.triton(rms_norm_fwd, specialize=[4096]), op_name="kop_liger_bench::rms_norm",
+                          example_inputs=(torch.empty(4, 4096, dtype=dtype), torch.empty(4096, dtype=dtype)))
+    x = torch.randn(shape, device="cuda", dtype=dtype)
+    w = torch.randn(shape[-1], device="cuda", dtype=dtype)
+
+    def torch_rms():
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6)).to(dtype) * w
+
+    iters = 500 if x.numel() < 1 << 20 else 50
+    return compare({"kernelop": lambda: op(x, w, 1e-6),
+                    "liger": lambda: LigerRMSNormFunction.apply(x, w, 1e-6),
+                    "torch": torch_rms}, iters)
+
+
+def main():
+    lines = [f"device: {torch.cuda.get_device_name()}  (torch {torch.__version__}, Liger-Kernel "
+             f"{open(os.path.join(ROOT, '.deps', 'liger', 'VERSION')).read().strip()})",
+             "µs per step, wall (median of 15 interleaved rounds of a loop of steps) and device (kernels and copies, "
+             "torch.profiler); a SwiGLU step is forward + backward, RMSNorm forward only",
+             f"{'op':<16}{'shape':<13}{'wall:':>6}{'kernelop':>9}{'Liger':>8}{'torch':>8}{'kop/Liger':>10}"
+             f"{'device:':>9}{'kernelop':>9}{'Liger':>8}{'torch':>8}{'kop/Liger':>10}"]
+    dtype = torch.bfloat16
+    results = []
+    for shape in ((1, 4, 4096), (2, 4096, 4096)):
+        t = swiglu_rows(shape, dtype)
+        results.append(("swiglu fwd+bwd", shape, t))
+    for shape in ((4, 4096), (8192, 4096)):
+        t = rms_rows(shape, dtype)
+        results.append(("rms_norm fwd", shape, t))
+    for name, shape, t in results:
+        row = f"{name:<16}{'x'.join(map(str, shape)):<13}"
+        for i in (0, 1):
+            row += f"{'':>6}" if i == 0 else f"{'':>9}"
+            row += f"{t['kernelop'][i]:>9.1f}{t['liger'][i]:>8.1f}{t['torch'][i]:>8.1f}"
+            row += f"{t['kernelop'][i] / t['liger'][i]:>10.3f}"
+        lines.append(row)
+    small = [t["kernelop"][0] / t["liger"][0] for _, shape, t in results if shape[-2] == 4]
+    large = [t["kernelop"][1] / t["liger"][1] for _, shape, t in results if shape[-2] != 4]
+    lines.append(f"targets: small steps <= 0.5x Liger's wall time {'met' if max(small) <= 0.5 else 'NOT met'} "
+                 f"(worst {max(small):.3f}); large <= 1.02x Liger's device time "
+                 f"{'met' if max(large) <= 1.02 else 'NOT met'} (worst {max(large):.3f})")
+    text = "\n".join(lines) + "\n"
+    print(text, end="")
+    if len(sys.argv) > 1:
+        with open(sys.argv[1], "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()
