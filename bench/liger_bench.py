@@ -5,16 +5,16 @@ way): SwiGLU forward + backward (``swiglu_forward`` / ``swiglu_backward``, a rec
 (``rms_norm_forward``). A SwiGLU *step* is forward + backward (``c = op(a, b)``; the gradients of a and b); RMSNorm
 is timed forward only (its backward, which launches two kernels and sums per-SM partials, is not an op yet).
 
-Each round times every variant once, in turn (interleaved), as a loop of steps closed by one synchronize, and the
-figure is the median over rounds of the time per step: host-bound at small sizes (the per-call cost), device-bound at
-large ones. Liger-Kernel comes from .deps/liger (scripts/fetch-liger).
+Each round times every variant once, in a fresh random order (autograd_bench.interleaved), as a loop of steps
+closed by one synchronize, and the figure is the median over rounds of the time per step: host-bound at small
+sizes (the per-call cost), device-bound at large ones. Device time is torch.profiler's kernel and copy time.
+Liger-Kernel comes from .deps/liger (scripts/fetch-liger).
 Usage: python bench/liger_bench.py [OUT.txt]
 """
 
 import os
 import statistics
 import sys
-import time
 
 import torch
 
@@ -22,6 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, ".deps", "liger"))
 
 import kernelop as ko  # noqa: E402
+from autograd_bench import interleaved, per_step_us  # noqa: E402  (this folder's: one timing loop, one interleaving)
 from liger_kernel.ops.rms_norm import LigerRMSNormFunction, rms_norm_forward  # noqa: E402
 from liger_kernel.ops.swiglu import LigerSiLUMulFunction, swiglu_backward, swiglu_forward  # noqa: E402
 
@@ -41,15 +42,6 @@ def rms_norm_fwd(X: torch.Tensor, W: torch.Tensor, eps: float):
     return Y, RSTD
 
 
-def timed(step, iters):
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        step()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t0) / iters * 1e6
-
-
 def device_us(step, steps=10):
     """Device time per step: the GPU time of every kernel and copy the steps ran (torch.profiler), gaps excluded."""
     torch.cuda.synchronize()
@@ -61,15 +53,9 @@ def device_us(step, steps=10):
 
 
 def compare(variants, iters, rounds=15):
-    """Per variant: the median µs per step (wall, the variants interleaved round by round) and the device µs per
-    step (median of 5 profiles)."""
-    for step in variants.values():
-        for _ in range(10):
-            step()
-    samples = {name: [] for name in variants}
-    for _ in range(rounds):
-        for name, step in variants.items():
-            samples[name].append(timed(step, iters))
+    """Per variant: the median µs per step (wall: autograd_bench's interleaved rounds of per_step_us) and the device
+    µs per step (median of 5 profiles)."""
+    samples = interleaved(variants, per_step_us, iters, rounds)
     device = {name: statistics.median(device_us(step) for _ in range(5)) for name, step in variants.items()}
     return {name: (statistics.median(v), device[name]) for name, v in samples.items()}
 
