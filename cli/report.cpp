@@ -107,7 +107,8 @@ void print_plan(std::ostream& out, const OpPlan& plan) {
   }
   for (const auto& o : plan.outputs) {
     const TensorSlot& t = plan.tensors[static_cast<std::size_t>(o.slot)];
-    out << "  output    " << t.name << ": " << shape_rule_text(plan, o.shape) << "  dtype "
+    out << (o.scratch ? "  scratch   " : "  output    ") << t.name << ": "
+        << shape_rule_text(plan, o.shape) << "  dtype "
         << (t.dtype ? dtype_decl_text(*t.dtype) : "?");
     if (o.dtype_from >= 0)
       out << " (from " << plan.tensors[static_cast<std::size_t>(o.dtype_from)].name << ")";
@@ -115,6 +116,13 @@ void print_plan(std::ostream& out, const OpPlan& plan) {
     if (o.fill) out << "  init fill " << o.fill->value;
     if (o.clone_slot >= 0)
       out << "  init clone of " << plan.tensors[static_cast<std::size_t>(o.clone_slot)].name;
+    out << "\n";
+  }
+  // Note [several launches]: what runs after the op's kernel, in order.
+  for (std::size_t k = 0; k < plan.spec.then.size(); ++k) {
+    const LaunchStep& step = plan.spec.then[k];
+    out << "  then      " << launch_decl(plan, k).op_name << ": kernel " << step.spec.kernel_name;
+    for (const auto& [own, op_tensor] : step.from) out << ", " << own << " <- " << op_tensor;
     out << "\n";
   }
   if (plan.geometry) {

@@ -86,6 +86,19 @@ std::map<std::string, Reference, std::less<>> make_references() {
   refs["kernelop_examples::rowsum"] = rowsum();
   refs["kernelop_examples::rowsum_keepdim"] = rowsum();
 
+  Reference colsum;
+  colsum.compute = [](Inputs& in, const Scalars&, Outputs& out) {
+    std::int64_t rows = in[0].shape[0], cols = in[0].shape[1];
+    for (std::int64_t c = 0; c < cols; ++c) {
+      double s = 0;
+      for (std::int64_t r = 0; r < rows; ++r)
+        s += in[0].values[static_cast<std::size_t>(r * cols + c)];
+      out[0].values[static_cast<std::size_t>(c)] = s;
+    }
+  };
+  colsum.extra_atol = [](const Inputs& in) { return 2e-6 * static_cast<double>(in[0].shape[0]); };
+  refs["kernelop_examples::colsum"] = colsum;
+
   Reference softmax;
   softmax.compute = [](Inputs& in, const Scalars&, Outputs& out) {
     auto [rows, cols] = rows_cols(in[0]);

@@ -73,6 +73,14 @@ CompiledImage image_from_ptx(OpPlan plan, std::string ptx, const std::string& en
 /// tactic and the architecture.
 CompiledImage image_from_binaries(OpPlan plan, std::vector<KernelBinary> binaries);
 
+/// Compiles the op's later launches (Note [several launches], spec.hpp) into `image.then`, each
+/// derived from the image's completed plan: CUDA C++ ones with NVRTC and `options`, another
+/// compiler's from `binaries[k]` (the launch k + 1's, checked as image_from_binaries checks them;
+/// give none for a CUDA C++ launch). compile() calls it with no binaries. Throws Error(Spec)
+/// naming the launch when the binaries and the launches disagree.
+void compile_launches(CompiledImage& image, std::vector<std::vector<KernelBinary>> binaries = {},
+                      const CompileOptions& options = {});
+
 /// The backward chain (Note [backward chain]) of an op whose kernels other compilers made:
 /// `binaries[i]` are the i-th link's (its backward, that one's backward, ...), each checked as
 /// image_from_binaries checks them; a link whose kernel is CUDA C++ takes no binaries and is

@@ -77,6 +77,9 @@ struct CompiledImage {
   /// Tuning tables that travel with the image (a package's, see kernelop/tuning.hpp): a
   /// deployment whose device and keys they cover never times anything.
   std::vector<TuningTable> tuning;
+  /// The op's later launches (Note [several launches], spec.hpp), one image per
+  /// plan.spec.then entry, each compiled from launch_decl(plan, k) (compile_launches).
+  std::vector<CompiledImage> then;
   double total_ms = 0;
   const ArchImage* find(std::string_view arch, int program = 0) const;
   /// The resource usage of `instance` on CUBIN architecture `arch` (nullptr when not built).

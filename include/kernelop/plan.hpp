@@ -2,6 +2,7 @@
 // rules, launch geometry as expressions, and the kernel's argument list.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -63,6 +64,9 @@ struct OutputPlan {
   /// tensor slot `clone_slot` (-1: none); neither: left uninitialised.
   std::optional<FillInit> fill;
   int clone_slot = -1;
+  /// A workspace of the op's launches (OutputDecl::scratch): allocated by the launch, never
+  /// returned. Scratch outputs come after the op's results.
+  bool scratch = false;
   bool operator==(const OutputPlan&) const = default;
 };
 
@@ -200,6 +204,11 @@ struct OpPlan {
   int tensor_slot(std::string_view name) const;  ///< -1 when absent
   int scalar_slot(std::string_view name) const;  ///< -1 when absent
   bool has_external_outputs() const;
+  /// The outputs a call returns (and a caller allocates): `outputs` but the scratch at its end.
+  std::size_t num_results() const {
+    return static_cast<std::size_t>(std::count_if(outputs.begin(), outputs.end(),
+                                                  [](const OutputPlan& o) { return !o.scratch; }));
+  }
   /// A pointer argument's element type (its tensor slot's dtype); nullopt for values.
   const std::optional<DTypeDecl>& element(const ArgSlot& arg) const;
   /// "const float*", "T*", "int", "long long", "?*" when the element type is not yet known.
@@ -280,9 +289,32 @@ BackwardLink link_backward(const OpPlan& forward, const OpPlan& backward);
 /// Error(Type) naming the field. `overrides` tells which parts the caller supplies itself.
 OpPlan derive_plan(const OpDecl& decl, const ValidateOptions& overrides = {});
 
+/// Where each tensor and scalar of one of an op's later launches comes from (Note [several
+/// launches], spec.hpp): the op's tensor slot per launch tensor slot, its scalar slot per launch
+/// scalar slot.
+struct LaunchLink {
+  std::vector<int> tensors;
+  std::vector<int> scalars;
+  bool operator==(const LaunchLink&) const = default;
+};
+
+/// The declaration of the op's launch `k + 1` ("<op>_launch<k+1>", from spec.then[k]), its
+/// undeclared dtypes and type parameters taken from the op. Derive it from the completed plan.
+OpDecl launch_decl(const OpPlan& op, std::size_t k);
+
+/// Whether `candidate` is the plan of `op`'s launch k + 1: launch_decl(op, k)'s op and spec.
+bool derives_launch(const OpPlan& op, std::size_t k, const OpPlan& candidate);
+
+/// The link between an op's plan and the plan of its launch `k + 1` (both valid).
+LaunchLink link_launch(const OpPlan& op, std::size_t k, const OpPlan& launch);
+
 namespace detail {
 /// The rules of a backward (Note [backward]), including its own spec's; derive_plan calls it.
 void check_backward(const OpPlan& forward, const ValidateOptions& options);
+/// The rules of an op's later launches (Note [several launches]), each checked as a spec too.
+void check_launches(const OpPlan& op, const ValidateOptions& options);
+/// Whether one of the spec's later launches writes `output`.
+bool written_later(const KernelSpec& spec, std::string_view output);
 }  // namespace detail
 
 /// Human-readable text of a dtype declaration: "float32" or a type parameter's name.

@@ -148,6 +148,9 @@ struct OutputDecl {
   std::optional<std::string> dtype_from;
   std::optional<DTypeDecl> dtype;
   std::optional<OutputInit> init;  ///< Note [initialised outputs]; none: uninitialised
+  /// Note [several launches]: a workspace of the op's launches, allocated by kernelop for the
+  /// call (stream-ordered) and never returned; not in the schema. Declared after the outputs.
+  bool scratch = false;
   bool operator==(const OutputDecl&) const = default;
 };
 
@@ -328,6 +331,7 @@ inline std::string_view ForeignKernel::compile_fn() const {
 }
 
 struct BackwardSpec;
+struct LaunchStep;
 
 struct KernelSpec {
   /// CUDA C++ source text (the Python source when `foreign` is set). When it was read
@@ -365,7 +369,24 @@ struct KernelSpec {
   std::optional<ForeignKernel> foreign;
   /// The op's backward (kernelop addition; see BackwardSpec): empty, or one element.
   std::vector<BackwardSpec> backward;
+  /// Kernels launched after this one, in order (Note [several launches]).
+  std::vector<LaunchStep> then;
   bool operator==(const KernelSpec&) const = default;
+};
+
+/// Note [several launches]: an op may launch more kernels after its own, in order, on the
+/// caller's stream: each a spec of its own (kernel, geometry, configs) whose tensors and scalars
+/// are the op's, named after them; `from` renames ({"x": "partials"} makes its tensor x the op's
+/// `partials`). A launch reads the op's inputs, outputs and scratch, and writes (as its outputs)
+/// the op's outputs and scratch. Its undeclared dtypes are the op's. Each is compiled and checked
+/// as an op of its own, `<op>_launch<k>` (k from 1; the op's own kernel is launch 0), and goes
+/// into packages with the op. Scratch outputs (OutputDecl::scratch) are what the launches pass
+/// between them: kernelop allocates them for the call, on the call's stream, and frees them after
+/// the last launch. JSON: "then": [{"from"?: {...}, ...a spec without "op"...}, ...].
+struct LaunchStep {
+  std::map<std::string, std::string> from;  ///< launch tensor or scalar name -> the op's
+  KernelSpec spec;
+  bool operator==(const LaunchStep&) const = default;
 };
 
 /// Note [backward]: a spec's backward is a second kernel, itself any spec, that computes the

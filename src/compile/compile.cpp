@@ -299,7 +299,41 @@ CompiledImage compile(const OpPlan& plan, const CompileOptions& options) {
                            "(a CuTe DSL kernel's); a CUDA C++ kernel compiled by NVRTC takes "
                            "each field as its own parameter";
   }
-  return detail::Compiler(plan, options).run();
+  CompiledImage image = detail::Compiler(plan, options).run();
+  if (!plan.spec.then.empty()) compile_launches(image, {}, options);
+  return image;
+}
+
+void compile_launches(CompiledImage& image, std::vector<std::vector<KernelBinary>> binaries,
+                      const CompileOptions& options) {
+  const OpPlan& op = image.plan;
+  if (!binaries.empty() && binaries.size() != op.spec.then.size()) {
+    KERNELOP_FAIL(Spec) << "op " << op.op_name << ": binaries were given for " << binaries.size()
+                        << " later launch(es), and its spec declares " << op.spec.then.size();
+  }
+  std::vector<CompiledImage> then;
+  for (std::size_t k = 0; k < op.spec.then.size(); ++k) {
+    OpPlan launch = derive_plan(launch_decl(op, k));
+    std::vector<KernelBinary> mine =
+        binaries.empty() ? std::vector<KernelBinary>{} : std::move(binaries[k]);
+    if (!launch.spec.foreign) {
+      if (!mine.empty()) {
+        KERNELOP_FAIL(Spec) << "op " << launch.op_name << ": its kernel '"
+                            << launch.spec.kernel_name << "' is CUDA C++, which NVRTC compiles; "
+                            << mine.size() << " binaries were given for it";
+      }
+      then.push_back(compile(launch, options));
+    } else {
+      if (mine.empty()) {
+        KERNELOP_FAIL(Spec) << "op " << launch.op_name << ": its kernel '"
+                            << launch.spec.kernel_name << "' is a "
+                            << launch.spec.foreign->display() << " kernel, and no binaries "
+                            << "were given for it";
+      }
+      then.push_back(image_from_binaries(std::move(launch), std::move(mine)));
+    }
+  }
+  image.then = std::move(then);
 }
 
 std::vector<CompiledImage> compile_backward(const OpPlan& plan, const CompileOptions& options) {

@@ -42,6 +42,7 @@ int input_position(const OpPlan& p, std::string_view name) {
 
 int output_position(const OpPlan& p, std::string_view name) {
   for (std::size_t o = 0; o < p.outputs.size(); ++o) {
+    if (p.outputs[o].scratch) continue;  // the launch's own: no backward reads it
     if (p.tensors[static_cast<std::size_t>(p.outputs[o].slot)].name == name)
       return static_cast<int>(o);
   }
@@ -106,6 +107,7 @@ std::string known_names(const OpPlan& p) {
                               : p.scalars[static_cast<std::size_t>(slot)].name);
   }
   for (const OutputPlan& o : p.outputs) {
+    if (o.scratch) continue;
     const std::string& n = p.tensors[static_cast<std::size_t>(o.slot)].name;
     names.push_back(n);
     names.push_back(std::string(kGrad) + n);

@@ -34,11 +34,15 @@ constexpr std::uint32_t kMaxSections = 1024;
 OpDecl packaged_decl(const CompiledImage& image) {
   const OpPlan& plan = image.plan;
   OpDecl decl{plan.op_name, plan.spec, ""};
-  // Paths of the build machine mean nothing where it loads: the backward's neither.
-  for (KernelSpec* s = &decl.spec; s; s = s->backward.empty() ? nullptr : &s->backward[0].spec) {
-    s->source_file.reset();
-    s->include_paths.clear();
-  }
+  // Paths of the build machine mean nothing where it loads: the backward's and the later
+  // launches' neither.
+  auto strip = [](auto& self, KernelSpec& s) -> void {
+    s.source_file.reset();
+    s.include_paths.clear();
+    for (BackwardSpec& b : s.backward) self(self, b.spec);
+    for (LaunchStep& l : s.then) self(self, l.spec);
+  };
+  strip(strip, decl.spec);
   if (decl.spec.inputs) {
     for (Input& input : *decl.spec.inputs) {
       auto* t = std::get_if<InputDecl>(&input);
@@ -166,7 +170,25 @@ class Reader {
       KERNELOP_RAISE(error()) << (has_backward ? "it holds a backward its spec does not declare"
                                                : "its spec declares a backward it does not hold");
     }
-    std::size_t image_sections = sections.size() - 1 - (has_backward ? 1 : 0);
+    // The later launches travel after the images, each a package of its own (format 5).
+    const std::size_t launches = image.plan.spec.then.size();
+    if (meta.contains("then") != (launches > 0) ||
+        (launches > 0 && (!meta.at("then").is_array() || meta.at("then").size() != launches))) {
+      KERNELOP_RAISE(error()) << "its spec declares " << launches
+                              << " later launch(es) and it holds "
+                              << (meta.contains("then") && meta.at("then").is_array()
+                                      ? meta.at("then").size()
+                                      : 0);
+    }
+    if (launches > 0 && pkg.format_version < 5) {
+      KERNELOP_RAISE(error()) << "a format " << pkg.format_version
+                              << " package cannot hold later launches";
+    }
+    if (sections.size() < 2 + launches + (has_backward ? 1 : 0)) {
+      KERNELOP_RAISE(error()) << "it has " << sections.size() << " sections, too few for its "
+                              << "images, launches and backward";
+    }
+    std::size_t image_sections = sections.size() - 1 - launches - (has_backward ? 1 : 0);
     if (!images.is_array() || images.size() != image_sections) {
       KERNELOP_RAISE(error()) << "metadata lists " << (images.is_array() ? images.size() : 0)
                               << " images for " << image_sections << " image sections";
@@ -182,6 +204,19 @@ class Reader {
       }
       pkg.backward.push_back(std::move(inner.image));
       for (CompiledImage& b : inner.backward) pkg.backward.push_back(std::move(b));
+    }
+    for (std::size_t k = 0; k < launches; ++k) {
+      OpDecl want = launch_decl(image.plan, k);
+      Package inner = Reader(sections[1 + image_sections + k],
+                             std::string(origin_) + ": launch " + want.op_name)
+                          .read();
+      if (!derives_launch(image.plan, k, inner.image.plan) ||
+          meta.at("then").at(k).at("op").get<std::string>() != want.op_name ||
+          !inner.backward.empty()) {
+        KERNELOP_RAISE(error()) << "its launch " << k + 1 << " is not " << want.op_name
+                                << " as its spec derives it";
+      }
+      image.then.push_back(std::move(inner.image));
     }
     for (std::size_t i = 0; i < images.size(); ++i) {
       ArchImage a;
@@ -291,6 +326,23 @@ std::string write_package_bytes(const CompiledImage& image,
   }
   if (!image.plan.structs.empty()) format = std::max(format, 3u);
   if (!backward_bytes.empty()) format = std::max(format, 4u);
+  // The later launches (Note [several launches]), each a package of its own.
+  if (image.then.size() != image.plan.spec.then.size()) {
+    KERNELOP_FAIL(Spec) << "op " << image.plan.op_name << ": its spec declares "
+                        << image.plan.spec.then.size() << " later launch(es) and the image holds "
+                        << image.then.size() << " (compile_launches compiles them)";
+  }
+  std::vector<std::string> launch_bytes;
+  Json then = Json::array();
+  for (std::size_t k = 0; k < image.then.size(); ++k) {
+    if (!derives_launch(image.plan, k, image.then[k].plan)) {
+      KERNELOP_FAIL(Spec) << "op " << image.plan.op_name << ": its launch " << k + 1 << " image ("
+                          << image.then[k].plan.op_name << ") is not the one its spec derives";
+    }
+    launch_bytes.push_back(write_package_bytes(image.then[k]));
+    then.push_back(Json{{"op", image.then[k].plan.op_name}});
+  }
+  if (!launch_bytes.empty()) format = std::max(format, 5u);
   Json meta = Json::object();
   meta["format"] = format;
   meta["created_by"] = "kernelop " + std::string(version());
@@ -319,6 +371,7 @@ std::string write_package_bytes(const CompiledImage& image,
   }
   meta["images"] = std::move(images);
   if (!backward_bytes.empty()) meta["backward"] = Json{{"op", backward[0].plan.op_name}};
+  if (!launch_bytes.empty()) meta["then"] = std::move(then);
   if (!image.tuning.empty()) {
     for (const TuningTable& t : image.tuning) {
       if (std::string why = tuning_table_mismatch(t, image); !why.empty()) {
@@ -339,6 +392,7 @@ std::string write_package_bytes(const CompiledImage& image,
   }
   sections.push_back(meta_text);
   for (const ArchImage& a : image.images) sections.push_back(a.data);
+  for (const std::string& l : launch_bytes) sections.push_back(l);  // each a package of its own
   if (!backward_bytes.empty()) sections.push_back(backward_bytes);  // a package of its own
   auto count = static_cast<std::uint32_t>(sections.size());
   std::string body;  // everything after the frame's header

@@ -178,11 +178,11 @@ void Deriver::derive_schema() {
     }
   }
   s << ") -> ";
-  if (plan_.outputs.size() == 1) {
+  if (plan_.num_results() == 1) {
     s << "Tensor";
   } else {
     s << "(";
-    for (std::size_t i = 0; i < plan_.outputs.size(); ++i) s << (i ? ", " : "") << "Tensor";
+    for (std::size_t i = 0; i < plan_.num_results(); ++i) s << (i ? ", " : "") << "Tensor";
     s << ")";
   }
   plan_.schema = s.str();
@@ -197,6 +197,7 @@ CompletedPlan complete_plan(OpPlan plan) {
 OpPlan derive_plan(const OpDecl& decl, const ValidateOptions& overrides) {
   validate(decl, overrides);
   OpPlan plan = detail::Deriver(decl, overrides).run();
+  if (!plan.spec.then.empty()) detail::check_launches(plan, overrides);
   if (!plan.spec.backward.empty()) detail::check_backward(plan, overrides);
   return plan;
 }

@@ -216,6 +216,7 @@ void Deriver::derive_outputs() {
                  },
                  *decl.init);
     }
+    out.scratch = decl.scratch;
     plan_.outputs.push_back(std::move(out));
   }
 }

@@ -163,7 +163,7 @@ std::vector<std::string_view> SpecReader::spec_keys(std::initializer_list<std::s
        {"kernel_name", "kernel_source", "source_file",   "inputs",      "outputs",       "extras",
         "params",      "geometry",      "include_paths", "compile_std", "arch_override", "defines",
         "fast_math",   "line_info",     "type_params",   "requires",    "tunables",      "configs",
-        "tuning_key",  "triton",        "cutedsl",       "backward"}) {
+        "tuning_key",  "triton",        "cutedsl",       "backward",    "then"}) {
     keys.push_back(k);
   }
   return keys;
@@ -178,6 +178,11 @@ void SpecReader::read_spec(const Json& root, const std::string& base_dir, Kernel
   read_tactics(root, s);
   read_foreign(root, s);
   if (root.contains("backward")) s.backward.push_back(read_backward(root["backward"], base_dir));
+  if (root.contains("then")) {
+    const Json& arr = get_array(root["then"], "then");
+    for (std::size_t i = 0; i < arr.size(); ++i)
+      s.then.push_back(read_launch(arr[i], index("then", i), base_dir));
+  }
 }
 
 void SpecReader::read_source(const Json& root, const std::string& base_dir, KernelSpec& s) const {

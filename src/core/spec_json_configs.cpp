@@ -117,17 +117,36 @@ BackwardSpec SpecReader::read_backward(const Json& b, const std::string& base_di
         << "missing; expected the names of the tensor inputs that get gradients";
   }
   backward.differentiable = inner.get_strings(b["differentiable"], "differentiable");
-  if (b.contains("from")) {
-    const Json& from = b["from"];
-    if (!from.is_object()) {
-      KERNELOP_RAISE(inner.error("from"))
-          << "expected {\"input\": \"what it receives\"}, found " << type_name(from);
-    }
-    for (const auto& item : from.items())
-      backward.from[item.key()] = inner.get_string(item.value(), join("from", item.key()));
-  }
+  if (b.contains("from")) backward.from = inner.read_from(b["from"]);
   inner.read_spec(b, base_dir, backward.spec);
   return backward;
+}
+
+LaunchStep SpecReader::read_launch(const Json& j, const std::string& path,
+                                   const std::string& base_dir) const {
+  if (!j.is_object()) {
+    KERNELOP_RAISE(error(path)) << "expected a spec without \"op\" (a kernel launched after the "
+                                   "op's), found "
+                                << type_name(j);
+  }
+  SpecReader inner(*this);
+  inner.prefix_ = prefix_ + path + ".";
+  inner.expect_keys(j, "", spec_keys({"from"}));
+  LaunchStep step;
+  if (j.contains("from")) step.from = inner.read_from(j["from"]);
+  inner.read_spec(j, base_dir, step.spec);
+  return step;
+}
+
+std::map<std::string, std::string> SpecReader::read_from(const Json& from) const {
+  if (!from.is_object()) {
+    KERNELOP_RAISE(error("from")) << "expected {\"input\": \"what it receives\"}, found "
+                                  << type_name(from);
+  }
+  std::map<std::string, std::string> out;
+  for (const auto& item : from.items())
+    out[item.key()] = get_string(item.value(), join("from", item.key()));
+  return out;
 }
 
 }  // namespace kernelop::detail

@@ -115,7 +115,7 @@ ShapeRel SpecReader::read_shape(const Json& j, const std::string& path) const {
 }
 
 OutputDecl SpecReader::read_output(const Json& j, const std::string& path) const {
-  expect_keys(j, path, {"name", "shape", "dtype_from", "dtype", "init"});
+  expect_keys(j, path, {"name", "shape", "dtype_from", "dtype", "init", "scratch"});
   OutputDecl o;
   o.name = get_string(j.value("name", Json()), join(path, "name"));
   if (!j.contains("shape")) KERNELOP_RAISE(error(join(path, "shape"))) << "missing";
@@ -124,6 +124,7 @@ OutputDecl SpecReader::read_output(const Json& j, const std::string& path) const
     o.dtype_from = get_string(j["dtype_from"], join(path, "dtype_from"));
   if (j.contains("dtype")) o.dtype = get_dtype_decl(j["dtype"], join(path, "dtype"));
   if (j.contains("init")) o.init = read_output_init(j["init"], join(path, "init"));
+  if (j.contains("scratch")) o.scratch = get_bool(j["scratch"], join(path, "scratch"));
   return o;
 }
 

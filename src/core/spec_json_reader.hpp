@@ -85,6 +85,8 @@ class SpecReader {
                      const std::vector<Tunable>& tunables) const;
   void read_foreign(const Json& root, KernelSpec& s) const;
   BackwardSpec read_backward(const Json& b, const std::string& base_dir) const;
+  std::map<std::string, std::string> read_from(const Json& from) const;
+  LaunchStep read_launch(const Json& j, const std::string& path, const std::string& base_dir) const;
 
   std::string origin_;
   std::string prefix_;  // "backward." (and so on) while reading a nested backward spec

@@ -116,6 +116,7 @@ Json write_spec(const KernelSpec& s, const JsonWriteOptions& options, Json root)
                  o.shape);
       if (o.dtype_from) j["dtype_from"] = *o.dtype_from;
       if (o.dtype) j["dtype"] = dtype_json(*o.dtype);
+      if (o.scratch) j["scratch"] = true;
       if (o.init) {
         std::visit(Overloaded{
                        [&](const FillInit& f) {
@@ -254,6 +255,15 @@ Json write_spec(const KernelSpec& s, const JsonWriteOptions& options, Json root)
     Json head{{"differentiable", b.differentiable}};
     if (!b.from.empty()) head["from"] = b.from;
     root["backward"] = write_spec(b.spec, options, std::move(head));
+  }
+  if (!s.then.empty()) {
+    Json arr = Json::array();
+    for (const LaunchStep& step : s.then) {
+      Json head = Json::object();
+      if (!step.from.empty()) head["from"] = step.from;
+      arr.push_back(write_spec(step.spec, options, std::move(head)));
+    }
+    root["then"] = std::move(arr);
   }
   return root;
 }

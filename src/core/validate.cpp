@@ -348,14 +348,22 @@ void Validator::check_outputs() {
       if (const auto* t = std::get_if<InputDecl>(&input); t && t->mutated) any_mutated = true;
     }
   }
-  if (spec_.outputs->empty() && !any_mutated && !options_.has_meta_fn) {
+  bool returns = std::any_of(spec_.outputs->begin(), spec_.outputs->end(),
+                             [](const OutputDecl& o) { return !o.scratch; });
+  if (!returns && !any_mutated && !options_.has_meta_fn) {
     KERNELOP_RAISE(fail_at("outputs"))
-        << "is empty and no input is mutated; the op would produce nothing";
+        << (spec_.outputs->empty() ? "is empty" : "holds only scratch")
+        << " and no input is mutated; the op would produce nothing";
   }
   for (std::size_t i = 0; i < spec_.outputs->size(); ++i) {
     const OutputDecl& out = (*spec_.outputs)[i];
     std::string path = "outputs[" + std::to_string(i) + "]";
     check_name(out.name, path + ".name");
+    if (!out.scratch && i > 0 && (*spec_.outputs)[i - 1].scratch) {
+      KERNELOP_RAISE(fail_at(path))
+          << "'" << out.name << "' follows scratch '" << (*spec_.outputs)[i - 1].name
+          << "'; declare scratch after the outputs the op returns";
+    }
     for (const auto& tp : spec_.type_params) {
       if (tp.name == out.name) {
         KERNELOP_RAISE(fail_at(path + ".name"))
@@ -366,7 +374,7 @@ void Validator::check_outputs() {
       KERNELOP_RAISE(fail_at(path + ".name"))
           << "duplicate name '" << out.name << "' (input and output names must be unique)";
     }
-    check_output_shape(out.shape, path);
+    check_output_shape(out.shape, path, out.scratch);
     if (out.dtype_from && out.dtype) {
       KERNELOP_RAISE(fail_at(path)) << "gives both dtype_from and dtype; expected at most one";
     }
@@ -417,7 +425,8 @@ void Validator::check_output_init(const OutputDecl& out, const std::string& path
 }
 
 // The shape rule of the output at `path`: its input reference, axes and expressions.
-void Validator::check_output_shape(const ShapeRel& shape, const std::string& path) {
+void Validator::check_output_shape(const ShapeRel& shape, const std::string& path, bool scratch) {
+  const ExprUse use = scratch ? ExprUse::Scratch : ExprUse::Shape;
   std::visit(
       [&](const auto& rel) {
         using T = std::decay_t<decltype(rel)>;
@@ -429,7 +438,7 @@ void Validator::check_output_shape(const ShapeRel& shape, const std::string& pat
             if (!axes.insert(e.axis).second) {
               KERNELOP_RAISE(fail_at(p)) << "axis " << e.axis << " is edited twice";
             }
-            check_expr(e.size, p, ExprUse::Shape);
+            check_expr(e.size, p, use);
           }
         } else if constexpr (std::is_same_v<T, ReduceDims>) {
           check_input_ref(rel.input, path + ".shape.reduce_dims.input");
@@ -440,7 +449,7 @@ void Validator::check_output_shape(const ShapeRel& shape, const std::string& pat
           check_unique_axes(rel.dims, path + ".shape.reduce_dims.dims");
         } else if constexpr (std::is_same_v<T, ShapeExprs>) {
           for (std::size_t d = 0; d < rel.dims.size(); ++d) {
-            check_expr(rel.dims[d], path + ".shape[" + std::to_string(d) + "]", ExprUse::Shape);
+            check_expr(rel.dims[d], path + ".shape[" + std::to_string(d) + "]", use);
           }
         } else {
           static_assert(kUnhandled<T>, "an output shape kind without validation");

@@ -18,13 +18,13 @@ void Validator::check_expr(const Expr& expr, const std::string& path, ExprUse us
     const std::string& name = leaf.name();
     bool device = leaf.op() == ExprOp::Arch || leaf.op() == ExprOp::SmCount;
     if (device || (leaf.op() == ExprOp::Scalar && tunables_.count(name))) {
-      if (at_launch) {
+      if (at_launch || (device && use == ExprUse::Scratch)) {
         used_tunables_.insert(name);
         return;
       }
       KERNELOP_RAISE(fail_at(path) << "'" << expr.to_string() << "': ")
           << (device ? leaf.to_string() : "tunable '" + name + "'")
-          << (use == ExprUse::Shape
+          << (use == ExprUse::Shape || use == ExprUse::Scratch
                   ? " cannot shape an output: every config (and every device) must give the "
                     "same shapes"
                   : " cannot be read by the op's requires (a Meta kernel checks them); put it "
@@ -36,7 +36,7 @@ void Validator::check_expr(const Expr& expr, const std::string& path, ExprUse us
           << "': aligned() tests a data pointer, which only a requirement can read (meta "
              "tensors have none)";
     }
-    if (leaf.op() == ExprOp::Stride && use == ExprUse::Shape) {
+    if (leaf.op() == ExprOp::Stride && (use == ExprUse::Shape || use == ExprUse::Scratch)) {
       KERNELOP_RAISE(fail_at(path) << "'" << expr.to_string())
           << "': output shapes depend on input sizes, not strides";
     }

@@ -49,7 +49,9 @@ class Validator {
   // values (extras, geometry) read outputs and strides too, but no pointer. Launch values and
   // configs' requires (Config: what a requirement reads, and bool scalars) may also read the
   // tunables and the device's arch(): they are evaluated at launch only, never by a Meta kernel.
-  enum class ExprUse : std::uint8_t { Shape, Requirement, Launch, Config };
+  // Scratch: a scratch output's shape (Note [several launches]), which a launch alone reads, so
+  // it may read the device (sm_count(): per-SM partials).
+  enum class ExprUse : std::uint8_t { Shape, Requirement, Launch, Config, Scratch };
 
   // Starts an error for the field at `path`; the caller streams the rest of the message.
   detail::ErrorStream fail_at(std::string_view path, ErrorKind kind = ErrorKind::Spec) const;
@@ -66,7 +68,7 @@ class Validator {
   std::string check_input_ref(const InputRef& ref, const std::string& path);
   void check_tensor_input_name(const std::string& name, const std::string& path);
   void check_outputs();
-  void check_output_shape(const ShapeRel& shape, const std::string& path);
+  void check_output_shape(const ShapeRel& shape, const std::string& path, bool scratch);
   void check_output_init(const OutputDecl& out, const std::string& path);
   // validate_exprs.cpp: expressions and axis lists.
   // Checks every leaf of an expression: tensors must be known (inputs, and outputs for launch

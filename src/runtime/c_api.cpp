@@ -203,7 +203,7 @@ int32_t kop_op_num_scalars(const kop_op* op) {
   return op ? static_cast<int32_t>(op->op.plan().scalars.size()) : -1;
 }
 int32_t kop_op_num_outputs(const kop_op* op) {
-  return op ? static_cast<int32_t>(op->op.plan().outputs.size()) : -1;
+  return op ? static_cast<int32_t>(op->op.plan().num_results()) : -1;
 }
 
 int32_t kop_op_num_tactics(const kop_op* op) {

@@ -62,6 +62,11 @@ struct KernelOp::State {
   bool memo_pointer_bits = false;  // an expression reads aligned(): keys hold pointer bits
   bool inits_outputs = false;      // an output is filled or cloned first (output_init.cpp)
   std::unique_ptr<detail::TacticState> tactics = std::make_unique<detail::TacticState>();
+  // Note [several launches]: the op's later launches and where their tensors and scalars come
+  // from; `program` when it has those or scratch (launch_program.cpp runs it).
+  std::vector<KernelOp> then;
+  std::vector<LaunchLink> then_links;
+  bool program = false;
 
   const OpPlan& plan() const { return image.plan; }
   const OutputPlan& output_of(int slot) const {
@@ -83,6 +88,12 @@ struct KernelOp::State {
   void launch_prepared(Frame& f, std::span<const TensorView> inputs,
                        std::span<const ScalarArg> scalars, std::span<const TensorView> outputs,
                        void* stream, detail::MemoValue* record = nullptr);
+  // Note [several launches] (launch_program.cpp): the scratch allocated on `stream`, the op's
+  // kernel and each later launch run, the scratch freed. `results`: the caller's outputs, or
+  // none with `allocate`, which makes them.
+  void launch_program(std::span<const TensorView> inputs, std::span<const ScalarArg> scalars,
+                      std::span<const TensorView> results, const OutputAllocator* allocate,
+                      void* stream);
   // A launch from the memo: the arguments packed, the memo's geometry launched.
   void launch_memoized(const detail::MemoValue& memo, std::span<const TensorView> inputs,
                        std::span<const ScalarArg> scalars, std::span<const TensorView> outputs,

@@ -76,6 +76,8 @@ bool reads_pointer_alignment(const OpPlan& p) {
 bool memo_eligible(const OpPlan& p) {
   if (!env_flag("KERNELOP_LAUNCH_MEMO", true)) return false;
   if (!p.geometry || p.args_from_kernel) return false;  // raw launches only
+  // Several launches and scratch (Note [several launches]) take their own path.
+  if (!p.spec.then.empty() || p.num_results() != p.outputs.size()) return false;
   for (const TensorSlot& t : p.tensors) {
     if (t.mutated) return false;  // the overlap check reads the pointers
   }

@@ -90,6 +90,22 @@ KernelOp::KernelOp(CompiledImage image, LoadOptions options) : state_(std::make_
     state_->memo_outputs = detail::MemoValue::kExtras;
     for (const ArgSlot& a : p.args) state_->memo_outputs += a.kind == ArgSlot::Kind::ExtraValue;
   }
+  // Note [several launches]: each later launch is an op of its own, sharing the load options.
+  if (state_->image.then.size() != p.spec.then.size()) {
+    KERNELOP_FAIL(Spec) << "op " << p.op_name << ": its spec declares " << p.spec.then.size()
+                        << " later launch(es) and the image holds " << state_->image.then.size()
+                        << " (compile_launches compiles them)";
+  }
+  for (std::size_t k = 0; k < state_->image.then.size(); ++k) {
+    const CompiledImage& launch = state_->image.then[k];
+    if (!derives_launch(p, k, launch.plan)) {
+      KERNELOP_FAIL(Spec) << "op " << p.op_name << ": its launch " << k + 1 << " image ("
+                          << launch.plan.op_name << ") is not the one its spec derives";
+    }
+    state_->then_links.push_back(link_launch(p, k, launch.plan));
+    state_->then.emplace_back(launch, state_->options);
+  }
+  state_->program = !state_->then.empty() || p.num_results() != p.outputs.size();
   // Raw launches (no geometry) choose their shared memory per call.
   bool dynamic_shared = !p.geometry || !(p.geometry->shared_mem.is_const() &&
                                          p.geometry->shared_mem.const_value() == 0);
@@ -118,8 +134,8 @@ std::vector<Shape> KernelOp::output_shapes(std::span<const TensorView> inputs,
   auto f = std::make_unique<Frame>();
   detail::prepare(plan(), inputs, scalars, *f);
   std::vector<Shape> out;
-  for (const OutputPlan& o : plan().outputs)
-    out.push_back(f->shapes[static_cast<std::size_t>(o.slot)]);
+  for (std::size_t o = 0; o < plan().num_results(); ++o)
+    out.push_back(f->shapes[static_cast<std::size_t>(plan().outputs[o].slot)]);
   return out;
 }
 
@@ -134,7 +150,8 @@ std::vector<DType> KernelOp::output_dtypes(std::span<const TensorView> inputs) c
   }
   int instance = detail::select_instance(plan(), inputs);
   std::vector<DType> out;
-  for (const OutputPlan& o : plan().outputs) {
+  for (std::size_t r = 0; r < plan().num_results(); ++r) {
+    const OutputPlan& o = plan().outputs[r];
     auto d = detail::output_dtype(plan(), o, instance, inputs);
     if (!d) {
       KERNELOP_RAISE(state_->error(ErrorKind::Spec, " "))
@@ -165,9 +182,13 @@ void KernelOp::launch(std::span<const TensorView> inputs, std::span<const Scalar
   State& s = *state_;
   const OpPlan& p = s.plan();
   detail::require_declared_launch(p);
-  if (outputs.size() != p.outputs.size()) {
+  if (outputs.size() != p.num_results()) {
     KERNELOP_RAISE(s.error(ErrorKind::Type))
-        << "expected " << p.outputs.size() << " output(s), got " << outputs.size();
+        << "expected " << p.num_results() << " output(s), got " << outputs.size();
+  }
+  if (s.program) {
+    s.launch_program(inputs, scalars, outputs, nullptr, stream);
+    return;
   }
   // Note [launch memo]: a call that repeats the last one in everything but its pointers.
   detail::MemoKey key;
@@ -204,6 +225,10 @@ void KernelOp::launch_allocating(std::span<const TensorView> inputs,
   if (p.has_external_outputs()) {
     KERNELOP_RAISE(s.error(ErrorKind::Spec, " "))
         << "shapes outputs with its meta_fn: allocate them and call launch()";
+  }
+  if (s.program) {
+    s.launch_program(inputs, scalars, {}, &allocate, stream);
+    return;
   }
   std::array<TensorView, kMaxKernelArgs> made;
   std::span<const TensorView> outputs(made.data(), p.outputs.size());

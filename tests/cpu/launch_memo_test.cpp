@@ -4,7 +4,6 @@
 // corpus of random calls of the examples and of an op that reads every kind of leaf: each call
 // goes to an op without a memo (KERNELOP_LAUNCH_MEMO=0) and to the same op with one, and the two
 // records (a launch's text, or an error's message) must be equal, call after call.
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -14,31 +13,15 @@
 #include <thread>
 #include <vector>
 
+#include "fake_driver/fake_driver.hpp"
 #include "kernelop/kernelop.hpp"
 #include "test_util.hpp"
 
 namespace kernelop {
 namespace {
 
-struct FakeDriver {
-  void (*set_param_sizes)(const int*, int) = nullptr;
-  const char* (*launches)() = nullptr;
-  const char* (*memory_ops)() = nullptr;
-  FakeDriver() {
-    void* lib = dlopen("libcuda.so.1", RTLD_NOW);
-    if (!lib) return;
-    set_param_sizes =
-        reinterpret_cast<void (*)(const int*, int)>(dlsym(lib, "fake_cuda_set_param_sizes"));
-    launches = reinterpret_cast<const char* (*)()>(dlsym(lib, "fake_cuda_launches"));
-    memory_ops = reinterpret_cast<const char* (*)()>(dlsym(lib, "fake_cuda_memory_ops"));
-  }
-  bool ok() const { return set_param_sizes && launches && memory_ops; }
-};
-
-FakeDriver& fake() {
-  static FakeDriver f;
-  return f;
-}
+using testing::fake;
+using testing::record_launches_of;
 
 // An op that reads every kind of leaf the memo's key must cover: dtypes (a type parameter,
 // itemsize), shapes, strides (a strided input), int scalars (in shapes, requirements, extras,
@@ -59,16 +42,6 @@ const char* kRich = R"json({
   "geometry": {"custom": {"grid": ["cdiv(numel(x) * n, 128)", "max(dim(x, 0), 1)", 1],
                           "block": [128, 1, 1], "shared_mem": "itemsize(x) * 128"}}
 })json";
-
-// The fake driver records each launch's parameters at the sizes of `image`'s, from now on;
-// what it recorded before is dropped.
-void record_launches_of(const CompiledImage& image) {
-  std::vector<int> sizes;
-  for (const KernelParam& k : image.plan.kernel_params()) sizes.push_back(k.size);
-  fake().set_param_sizes(sizes.data(), static_cast<int>(sizes.size()));
-  fake().launches();
-  fake().memory_ops();
-}
 
 CompiledImage compile_for_test(const OpDecl& decl) {
   CompileOptions o;

@@ -589,7 +589,7 @@ TEST(SpecJsonTest, UnknownTopLevelField) {
                      "kernel_source, source_file, inputs, outputs, extras, params, geometry, "
                      "include_paths, compile_std, arch_override, defines, fast_math, line_info, "
                      "type_params, requires, tunables, configs, tuning_key, triton, cutedsl, "
-                     "backward)");
+                     "backward, then)");
 }
 
 TEST(SpecJsonTest, RequirementsParseAndPrint) {
@@ -636,7 +636,7 @@ TEST(SpecJsonTest, UnknownNestedField) {
       Doc().set("outputs", R"([{"name": "y", "shape": {"same_as": "x"}, "dtype_form": "x"}])"),
       ErrorKind::Spec,
       "t.json: outputs[0].dtype_form: unknown field (known fields: name, shape, dtype_from, "
-      "dtype, init)");
+      "dtype, init, scratch)");
   expect_parse_error(
       Doc().set("outputs", R"([{"name": "y", "shape": {"same_as": "x", "dimz": [0]}}])"),
       ErrorKind::Spec,

@@ -4,6 +4,7 @@
 // The test reads what was launched through fake_cuda_launches().
 #include <cuda.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -228,10 +229,17 @@ CUresult cuMemsetD2D32Async(CUdeviceptr p, size_t pitch, unsigned v, size_t widt
 CUresult cuStreamIsCapturing(CUstream, CUstreamCaptureStatus* s) {
   return ok(s, CU_STREAM_CAPTURE_STATUS_NONE);
 }
-CUresult cuMemAllocAsync(CUdeviceptr* p, size_t, CUstream) {
-  return ok(p, CUdeviceptr{0x20000});
+CUresult cuMemAllocAsync(CUdeviceptr* p, size_t bytes, CUstream stream) {
+  // Distinct addresses, so that a test sees which allocation each parameter is.
+  static std::atomic<int> async_allocations{0};
+  CUdeviceptr at = 0x20000 + 0x10000 * static_cast<CUdeviceptr>(async_allocations++);
+  note("allocAsync " + std::to_string(bytes) + " bytes -> " + hex_of(at) +
+       " stream=" + std::to_string(reinterpret_cast<std::uintptr_t>(stream)));
+  return ok(p, at);
 }
-CUresult cuMemFreeAsync(CUdeviceptr, CUstream) {
+CUresult cuMemFreeAsync(CUdeviceptr p, CUstream stream) {
+  note("freeAsync " + hex_of(p) +
+       " stream=" + std::to_string(reinterpret_cast<std::uintptr_t>(stream)));
   return CUDA_SUCCESS;
 }
 CUresult cuStreamBeginCapture(CUstream, CUstreamCaptureMode) {

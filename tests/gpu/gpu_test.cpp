@@ -195,6 +195,16 @@ TEST_F(Gpu, Reductions) {
   }
 }
 
+// Note [several launches]: per-SM partials in scratch, then their sum; rows fewer than the SMs
+// (blocks with no row write zeros), none, and many.
+TEST_F(Gpu, TwoLaunchesWithScratch) {
+  for (Shape s : {Shape{1, 1}, Shape{3, 1000}, Shape{0, 7}, Shape{5, 0}, Shape{8192, 4096},
+                  Shape{100003, 3}}) {
+    SCOPED_TRACE(s.to_string());
+    check_example("colsum", {s});
+  }
+}
+
 TEST_F(Gpu, ShapeChangingAndInPlaceKernels) {
   for (Shape s : {Shape{1, 1}, Shape{17, 33}, Shape{1000, 999}}) check_example("repeat2", {s});
   check_example("cache_scatter", {{100, 64}, {37}, {37, 64}});

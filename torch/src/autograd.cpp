@@ -238,7 +238,7 @@ torch::CppFunction make_autograd_kernel(Registration::State* state, const OpPlan
       << " is not in the dispatcher)";
   info->link = link_backward(forward, backward);
   info->num_inputs = forward.input_order.size();
-  info->num_outputs = forward.outputs.size();
+  info->num_outputs = forward.num_results();
   auto add = [](std::vector<int>& list, int index) {
     if (std::find(list.begin(), list.end(), index) == list.end()) list.push_back(index);
   };

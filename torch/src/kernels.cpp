@@ -423,7 +423,7 @@ class MetaKernel final : public c10::OperatorKernel {
         }
       }
       c10::SmallVector<at::Tensor, 4> outputs;
-      for (std::size_t o = 0; o < p.outputs.size(); ++o) {
+      for (std::size_t o = 0; o < p.num_results(); ++o) {  // scratch is the launch's own
         const OutputPlan& out = p.outputs[o];
         std::vector<c10::SymInt> dims;
         output_dims<c10::SymInt>(p, out, sizes, dims);

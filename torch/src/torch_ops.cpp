@@ -67,9 +67,9 @@ void check_schema(const OpPlan& p, const std::string& text) {
                              << scalar_schema_type(sc.type) << " scalar '" << sc.name << "'";
     }
   }
-  if (fs.returns().size() != p.outputs.size()) {
+  if (fs.returns().size() != p.num_results()) {
     KERNELOP_RAISE(fail()) << "it returns " << fs.returns().size() << " value(s), the spec "
-                           << p.outputs.size() << " tensor(s)";
+                           << p.num_results() << " tensor(s)";
   }
   for (const c10::Argument& r : fs.returns()) {
     if (r.type()->kind() != c10::TypeKind::TensorType || r.alias_info()) {

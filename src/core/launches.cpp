@@ -1,0 +1,199 @@
+// An op's launches after its own kernel (Note [several launches], spec.hpp): each one's
+// declaration derived from the op's, the rules it must follow, and the link that maps its tensors
+// and scalars onto the op's.
+#include <algorithm>
+
+#include "core/words.hpp"
+#include "kernelop/error.hpp"
+#include "kernelop/plan.hpp"
+
+namespace kernelop {
+namespace {
+
+const std::string& declared_name(const Input& input) {
+  return *std::visit([](const auto& d) { return &d.name; }, input);
+}
+
+// "op ns::name: then[k].PATH: " for the op `plan`.
+detail::ErrorStream fail_at(const OpPlan& plan, std::size_t k, std::string_view path) {
+  detail::ErrorStream s(ErrorKind::Spec);
+  s.context(ErrorContext{plan.op_name, plan.spec.kernel_name, {}, "validate", {}});
+  s << "op " << plan.op_name << ": then[" << k << "]" << (path.empty() ? "" : ".") << path << ": ";
+  return s;
+}
+
+// What the launch's tensor or scalar `name` is of the op: its `from` entry, else its own name.
+std::string_view received(const LaunchStep& step, const std::string& name) {
+  auto it = step.from.find(name);
+  return it == step.from.end() ? std::string_view(name) : std::string_view(it->second);
+}
+
+std::string op_names(const OpPlan& p, bool tensors, bool outputs_only) {
+  std::vector<std::string> names;
+  for (const TensorSlot& t : p.tensors) {
+    if (tensors && (!outputs_only || t.is_output)) names.push_back(t.name);
+  }
+  if (!tensors) {
+    for (const ScalarSlot& s : p.scalars) names.push_back(s.name);
+  }
+  return names.empty() ? "none" : detail::join(names);
+}
+
+}  // namespace
+
+OpDecl launch_decl(const OpPlan& op, std::size_t k) {
+  KERNELOP_INTERNAL_CHECK(k < op.spec.then.size())
+      << "(op " << op.op_name << " has no launch " << k + 1 << ")";
+  const LaunchStep& step = op.spec.then[k];
+  OpDecl decl{op.op_name + "_launch" + std::to_string(k + 1), step.spec, op.base_dir};
+  KernelSpec& s = decl.spec;
+  if (s.type_params.empty()) s.type_params = op.spec.type_params;
+  auto fill = [&](const std::string& own, std::optional<DTypeDecl>& dtype) {
+    if (dtype) return;
+    int slot = op.tensor_slot(received(step, own));
+    if (slot >= 0) dtype = op.tensors[static_cast<std::size_t>(slot)].dtype;
+  };
+  if (s.inputs) {
+    for (Input& input : *s.inputs) {
+      if (auto* t = std::get_if<InputDecl>(&input)) fill(t->name, t->dtype);
+    }
+  }
+  if (s.outputs) {
+    for (OutputDecl& o : *s.outputs) {
+      bool clone = o.init && std::holds_alternative<CloneInit>(*o.init);
+      if (!o.dtype_from && !clone) fill(o.name, o.dtype);
+    }
+  }
+  return decl;
+}
+
+bool derives_launch(const OpPlan& op, std::size_t k, const OpPlan& candidate) {
+  if (k >= op.spec.then.size()) return false;
+  OpDecl want = launch_decl(op, k);
+  return candidate.op_name == want.op_name && candidate.spec == want.spec;
+}
+
+LaunchLink link_launch(const OpPlan& op, std::size_t k, const OpPlan& launch) {
+  const LaunchStep& step = op.spec.then.at(k);
+  LaunchLink link;
+  for (const TensorSlot& t : launch.tensors) {
+    int slot = op.tensor_slot(received(step, t.name));
+    KERNELOP_INTERNAL_CHECK(slot >= 0)
+        << "(launch tensor '" << t.name << "' names nothing of " << op.op_name << ")";
+    link.tensors.push_back(slot);
+  }
+  for (const ScalarSlot& s : launch.scalars) {
+    int slot = op.scalar_slot(received(step, s.name));
+    KERNELOP_INTERNAL_CHECK(slot >= 0)
+        << "(launch scalar '" << s.name << "' names nothing of " << op.op_name << ")";
+    link.scalars.push_back(slot);
+  }
+  return link;
+}
+
+namespace detail {
+
+bool written_later(const KernelSpec& spec, std::string_view output) {
+  for (const LaunchStep& step : spec.then) {
+    if (!step.spec.outputs) continue;
+    for (const OutputDecl& o : *step.spec.outputs) {
+      if (received(step, o.name) == output) return true;
+    }
+  }
+  return false;
+}
+
+void check_launches(const OpPlan& p, const ValidateOptions& options) {
+  for (std::size_t k = 0; k < p.spec.then.size(); ++k) {
+    const LaunchStep& step = p.spec.then[k];
+    const KernelSpec& s = step.spec;
+    if (options.has_meta_fn || options.has_eager_fn || !p.spec.inputs || !p.spec.outputs) {
+      KERNELOP_RAISE(fail_at(p, k, ""))
+          << "needs the op's inputs and outputs declared in the spec (no meta_fn or eager_fn): "
+             "a launch's tensors are named after them";
+    }
+    if (!s.inputs || !s.outputs) {
+      KERNELOP_RAISE(fail_at(p, k, !s.inputs ? "inputs" : "outputs"))
+          << "missing; a launch declares the op's tensors it reads and those it writes";
+    }
+    if (!s.backward.empty() || !s.then.empty()) {
+      KERNELOP_RAISE(fail_at(p, k, !s.backward.empty() ? "backward" : "then"))
+          << "a launch is part of its op: the op declares the backward and every launch";
+    }
+    for (std::size_t i = 0; i < s.inputs->size(); ++i) {
+      const Input& input = (*s.inputs)[i];
+      std::string path = "inputs[" + std::to_string(i) + "]";
+      std::string_view name = received(step, declared_name(input));
+      if (const auto* sc = std::get_if<ScalarInput>(&input)) {
+        int slot = p.scalar_slot(name);
+        if (slot < 0) {
+          KERNELOP_RAISE(fail_at(p, k, path))
+              << "'" << detail::shorten(name)
+              << "' is not a scalar input of the op (scalars: " << op_names(p, false, false) << ")";
+        }
+        const ScalarSlot& own = p.scalars[static_cast<std::size_t>(slot)];
+        if (own.type != sc->type) {
+          KERNELOP_RAISE(fail_at(p, k, path))
+              << "scalar '" << name << "' is " << scalar_type_name(sc->type) << " but the op's is "
+              << scalar_type_name(own.type);
+        }
+        continue;
+      }
+      const auto& t = std::get<InputDecl>(input);
+      int slot = p.tensor_slot(name);
+      if (slot < 0) {
+        KERNELOP_RAISE(fail_at(p, k, path))
+            << "'" << detail::shorten(name)
+            << "' is not a tensor of the op (tensors: " << op_names(p, true, false) << ")";
+      }
+      const auto& want = p.tensors[static_cast<std::size_t>(slot)].dtype;
+      if (t.dtype && want && *t.dtype != *want) {
+        KERNELOP_RAISE(fail_at(p, k, path + ".dtype"))
+            << "is " << dtype_decl_text(*t.dtype) << " but the op's '" << name << "' is "
+            << dtype_decl_text(*want);
+      }
+      if (t.mutated) {
+        KERNELOP_RAISE(fail_at(p, k, path))
+            << "'" << name << "' is declared mutated; a launch writes the op's outputs and "
+            << "scratch, declared as its outputs";
+      }
+    }
+    for (std::size_t i = 0; i < s.outputs->size(); ++i) {
+      const OutputDecl& o = (*s.outputs)[i];
+      std::string path = "outputs[" + std::to_string(i) + "]";
+      std::string_view name = received(step, o.name);
+      int slot = p.tensor_slot(name);
+      if (slot < 0 || !p.tensors[static_cast<std::size_t>(slot)].is_output) {
+        KERNELOP_RAISE(fail_at(p, k, path))
+            << "'" << detail::shorten(name) << "' is not an output or scratch of the op (a launch "
+            << "writes those; outputs and scratch: " << op_names(p, true, true) << ")";
+      }
+      const auto& want = p.tensors[static_cast<std::size_t>(slot)].dtype;
+      if (o.dtype && want && *o.dtype != *want) {
+        KERNELOP_RAISE(fail_at(p, k, path + ".dtype"))
+            << "is " << dtype_decl_text(*o.dtype) << " but the op's '" << name << "' is "
+            << dtype_decl_text(*want);
+      }
+      if (o.scratch) {
+        KERNELOP_RAISE(fail_at(p, k, path + ".scratch"))
+            << "the op declares its scratch; a launch writes it as an output";
+      }
+    }
+    for (const auto& entry : step.from) {
+      const std::string& own = entry.first;
+      bool declared = std::any_of(s.inputs->begin(), s.inputs->end(),
+                                  [&](const Input& in) { return declared_name(in) == own; }) ||
+                      std::any_of(s.outputs->begin(), s.outputs->end(),
+                                  [&](const OutputDecl& o) { return o.name == own; });
+      if (!declared) {
+        KERNELOP_RAISE(fail_at(p, k, "from." + own))
+            << "'" << detail::shorten(own) << "' is not an input or output of the launch";
+      }
+    }
+    // The launch is an op of its own: everything else about it is checked as for any spec.
+    (void)derive_plan(launch_decl(p, k));
+  }
+}
+
+}  // namespace detail
+}  // namespace kernelop

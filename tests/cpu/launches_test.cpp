@@ -1,0 +1,264 @@
+// Note [several launches]: an op with scratch and later launches, from its JSON spec to its
+// package and its launch on tests/fake_driver (which records every launch and every memory
+// operation): the scratch is allocated on the call's stream, passed to the kernels that name it,
+// freed after the last launch, and never returned; the rules refuse what would launch wrong.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "fake_driver/fake_driver.hpp"
+#include "kernelop/kernelop.hpp"
+#include "test_util.hpp"
+
+namespace kernelop {
+namespace {
+
+using testing::fake;
+using testing::record_launches_of;
+
+// `expr` throws kernelop::Error of `kind` whose message contains `needle`.
+#define EXPECT_THROW_MSG(expr, kind, needle) \
+  testing::expect_error([&] { (void)(expr); }, kind, needle)
+
+// A sum in two launches: per-SM partials into scratch, then their total into the output.
+const char* kSum = R"json({
+  "op": "launches_test::sum",
+  "kernel_name": "partials",
+  "kernel_source": "__global__ void partials(const float* x, float* part, int n) {}\n",
+  "inputs": [{"name": "x", "dtype": "float32"}],
+  "outputs": [{"name": "y", "shape": [1], "dtype": "float32"},
+              {"name": "part", "shape": ["sm_count()"], "dtype": "float32", "scratch": true,
+               "init": {"fill": 0}}],
+  "params": ["x", "part", {"expr": "numel(x)"}],
+  "geometry": {"custom": {"grid": ["sm_count()", 1, 1], "block": [256, 1, 1]}},
+  "then": [{"kernel_name": "total",
+            "kernel_source": "__global__ void total(const float* p, float* out, int n) {}\n",
+            "from": {"p": "part", "out": "y"},
+            "inputs": [{"name": "p"}],
+            "outputs": [{"name": "out", "shape": [1]}],
+            "params": ["p", "out", {"expr": "numel(p)"}],
+            "geometry": {"custom": {"grid": [1, 1, 1], "block": [256, 1, 1]}}}]
+})json";
+
+OpDecl sum_decl(const std::string& text = kSum) {
+  return parse_op_json(text, ".", "sum.json");
+}
+
+CompiledImage compile_sm90(const OpDecl& decl) {
+  CompileOptions o;
+  o.archs = {"sm_90"};
+  return compile(derive_plan(decl), o);
+}
+
+// kSum with `from` replaced by `with` (once).
+std::string edited(std::string_view from, std::string_view with) {
+  std::string s = kSum;
+  auto at = s.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return s.replace(at, from.size(), with);
+}
+
+TEST(Launches, JsonRoundTripKeepsScratchAndLaterLaunches) {
+  OpDecl decl = sum_decl();
+  ASSERT_EQ(decl.spec.then.size(), 1u);
+  EXPECT_TRUE((*decl.spec.outputs)[1].scratch);
+  EXPECT_EQ(decl.spec.then[0].from.at("p"), "part");
+  OpDecl again = parse_op_json(print_op_json(decl), ".", "again.json");
+  EXPECT_EQ(again.spec, decl.spec);
+}
+
+TEST(Launches, ScratchIsNotInTheSchemaAndTheLaunchIsAnOpOfItsOwn) {
+  OpPlan p = derive_plan(sum_decl());
+  EXPECT_EQ(p.qualified_schema(), "launches_test::sum(Tensor x) -> Tensor");
+  EXPECT_EQ(p.num_results(), 1u);
+  EXPECT_EQ(p.outputs.size(), 2u);
+  OpDecl launch = launch_decl(p, 0);
+  EXPECT_EQ(launch.op_name, "launches_test::sum_launch1");
+  OpPlan lp = derive_plan(launch);
+  EXPECT_TRUE(derives_launch(p, 0, lp));
+  // The launch's dtypes are the op's tensors'.
+  EXPECT_EQ(lp.tensors[0].dtype, std::optional<DTypeDecl>(DType::Float32));
+  LaunchLink link = link_launch(p, 0, lp);
+  EXPECT_EQ(link.tensors, (std::vector<int>{2, 1}));  // p <- part (slot 2), out <- y (slot 1)
+  EXPECT_TRUE(link.scalars.empty());
+}
+
+TEST(Launches, RulesAreCheckedWithTheFieldNamed) {
+  struct Case {
+    std::string from, with, message;
+  };
+  const std::vector<Case> cases = {
+      {R"J("inputs": [{"name": "p"}])J", R"J("inputs": [{"name": "q"}])J",
+       "op launches_test::sum: then[0].inputs[0]: 'q' is not a tensor of the op (tensors: x, y, "
+       "part)"},
+      {R"J("outputs": [{"name": "out", "shape": [1]}])J",
+       R"J("outputs": [{"name": "x", "shape": [1]}])J",
+       "params: does not pass output 'y'; the kernel must receive every output that no later "
+       "launch writes"},
+      {R"J("from": {"p": "part", "out": "y"})J", R"J("from": {"p": "part", "out": "y", "z": "y"})J",
+       "then[0].from.z: 'z' is not an input or output of the launch"},
+      {R"J("inputs": [{"name": "p"}])J", R"J("inputs": [{"name": "p", "dtype": "float16"}])J",
+       "then[0].inputs[0].dtype: is float16 but the op's 'part' is float32"},
+      {R"J("inputs": [{"name": "p"}])J", R"J("inputs": [{"name": "p", "mutated": true}])J",
+       "then[0].inputs[0]: 'part' is declared mutated"},
+      {R"J("params": ["x", "part", {"expr": "numel(x)"}])J",
+       R"J("params": ["x", {"expr": "numel(x)"}])J",
+       "params: does not pass output 'part'; the kernel must receive every output that no later "
+       "launch writes"},
+      {R"J("shape": [1], "dtype": "float32"},)J",
+       R"J("shape": ["sm_count()"], "dtype": "float32"},)J",
+       "outputs[0].shape[0]: 'sm_count()': sm_count() cannot shape an output"},
+      {R"J("outputs": [{"name": "y", "shape": [1], "dtype": "float32"},
+              {"name": "part")J",
+       R"J("outputs": [{"name": "part0", "shape": [1], "dtype": "float32", "scratch": true},
+              {"name": "y", "shape": [1], "dtype": "float32"},
+              {"name": "part")J",
+       "outputs[1]: 'y' follows scratch 'part0'; declare scratch after the outputs the op returns"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.message);
+    std::string text = edited(c.from, c.with);
+    EXPECT_THROW_MSG(derive_plan(sum_decl(text)), ErrorKind::Spec, c.message);
+  }
+  // A launch writes the op's outputs and scratch, never its inputs.
+  std::string writes_input = edited(R"J("params": ["x", "part", {"expr": "numel(x)"}])J",
+                                    R"J("params": ["x", "part", "y", {"expr": "numel(x)"}])J");
+  writes_input.replace(writes_input.find(R"J("out": "y")J"), 10, R"J("out": "x")J");
+  EXPECT_THROW_MSG(derive_plan(sum_decl(writes_input)), ErrorKind::Spec,
+                   "then[0].outputs[0]: 'x' is not an output or scratch of the op (a launch writes "
+                   "those; outputs and scratch: y, part)");
+  // The launch's own spec is checked as any spec: its kernel's parameters name what it has.
+  EXPECT_THROW_MSG(derive_plan(sum_decl(edited(R"J("params": ["p", "out", {"expr": "numel(p)"}])J",
+                                               R"J("params": ["p", "out", "x"])J"))),
+                   ErrorKind::Spec,
+                   "op launches_test::sum_launch1: params[2]: 'x' is not an input");
+  // Only scratch, and no input written: the op would produce nothing.
+  std::string only_scratch = R"json({"op": "t::s", "kernel_name": "k",
+    "kernel_source": "__global__ void k(const float* x, float* s) {}",
+    "inputs": [{"name": "x", "dtype": "float32"}],
+    "outputs": [{"name": "s", "shape": [4], "scratch": true}],
+    "geometry": {"elementwise": {"block": [256], "layout": "flat"}}})json";
+  EXPECT_THROW_MSG(derive_plan(parse_op_json(only_scratch, ".", "s.json")), ErrorKind::Spec,
+                   "outputs: holds only scratch and no input is mutated");
+}
+
+TEST(Launches, CompileAndPackageCarryEveryLaunch) {
+  CompiledImage image = compile_sm90(sum_decl());
+  ASSERT_EQ(image.then.size(), 1u);
+  EXPECT_EQ(image.then[0].plan.op_name, "launches_test::sum_launch1");
+  EXPECT_EQ(image.then[0].lowered_names, (std::vector<std::string>{"_Z5totalPKfPfi"}));
+  std::string bytes = write_package_bytes(image);
+  Package pkg = parse_package(bytes, "sum.kop");
+  EXPECT_EQ(pkg.format_version, 5u);
+  ASSERT_EQ(pkg.image.then.size(), 1u);
+  EXPECT_EQ(pkg.image.then[0].plan.op_name, "launches_test::sum_launch1");
+  EXPECT_EQ(pkg.image.then[0].images.at(0).data, image.then[0].images.at(0).data);
+  EXPECT_EQ(write_package_bytes(pkg.image), bytes);  // deterministic, and read back whole
+  // An image without its launches goes nowhere: not in a package, not to a KernelOp.
+  CompiledImage missing = image;
+  missing.then.clear();
+  EXPECT_THROW_MSG(write_package_bytes(missing), ErrorKind::Spec,
+                   "its spec declares 1 later launch(es) and the image holds 0");
+  EXPECT_THROW_MSG(KernelOp{missing}, ErrorKind::Spec,
+                   "its spec declares 1 later launch(es) and the image holds 0");
+  // Nor with another op's launch in its place.
+  CompiledImage swapped = image;
+  swapped.then[0] = image;
+  EXPECT_THROW_MSG(write_package_bytes(swapped), ErrorKind::Spec,
+                   "its launch 1 image (launches_test::sum) is not the one its spec derives");
+}
+
+// Little-endian hex of a pointer parameter, as the fake driver records it.
+std::string param_hex(std::uint64_t v) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (int b = 0; b < 8; ++b, v >>= 8) {
+    out += digits[(v >> 4) & 15];
+    out += digits[v & 15];
+  }
+  return out;
+}
+
+std::vector<std::string> lines(const char* text) {
+  std::vector<std::string> out;
+  std::string s = text;
+  for (std::size_t at = 0; at < s.size();) {
+    std::size_t end = s.find('\n', at);
+    out.push_back(s.substr(at, end - at));
+    at = end == std::string::npos ? s.size() : end + 1;
+  }
+  return out;
+}
+
+TEST(Launches, LaunchesInOrderWithScratchAllocatedOnTheStreamAndFreedAfter) {
+  if (!fake().ok()) GTEST_SKIP() << "the fake driver is not first on LD_LIBRARY_PATH";
+  CompiledImage image = compile_sm90(sum_decl());
+  record_launches_of(image);  // both kernels take (pointer, pointer, int)
+  KernelOp op(image);
+  auto* stream = reinterpret_cast<void*>(0x77);
+  std::vector<TensorView> in = {
+      TensorView{reinterpret_cast<void*>(0x100000), DType::Float32, Shape{1000}, {}, 0}};
+  std::vector<TensorView> out = {
+      TensorView{reinterpret_cast<void*>(0x200000), DType::Float32, Shape{1}, {}, 0}};
+  EXPECT_EQ(op.output_shapes(in).size(), 1u);
+  EXPECT_EQ(op.output_dtypes(in).size(), 1u);
+  op.launch(in, {}, out, stream);
+  std::vector<std::string> mem = lines(fake().memory_ops());
+  std::vector<std::string> launched = lines(fake().launches());
+  // 132 SMs on the fake device: 132 floats of scratch, zeroed, then freed after both launches.
+  ASSERT_EQ(mem.size(), 3u) << fake().memory_ops();
+  std::string alloc = "allocAsync 528 bytes -> 0x";
+  ASSERT_EQ(mem[0].rfind(alloc, 0), 0u) << mem[0];
+  std::string addr =
+      mem[0].substr(alloc.size() - 2, mem[0].find(' ', alloc.size()) - alloc.size() + 2);
+  EXPECT_EQ(mem[0], "allocAsync 528 bytes -> " + addr + " stream=119");
+  EXPECT_EQ(mem[1].find("memset32 " + addr), 0u) << mem[1];
+  EXPECT_EQ(mem[2], "freeAsync " + addr + " stream=119");
+  std::string scratch = param_hex(std::stoull(addr, nullptr, 16));
+  ASSERT_EQ(launched.size(), 2u);
+  EXPECT_EQ(launched[0], "_Z8partialsPKfPfi grid=132,1,1 block=256,1,1 smem=0 stream=119 | " +
+                             param_hex(0x100000) + " " + scratch + " e8030000");
+  EXPECT_EQ(launched[1], "_Z5totalPKfPfi grid=1,1,1 block=256,1,1 smem=0 stream=119 | " + scratch +
+                             " " + param_hex(0x200000) + " 84000000");
+  // The allocating path allocates the results alone.
+  int allocated = 0;
+  auto allocate = [&](std::size_t index, DType dtype, const Shape& shape) {
+    EXPECT_EQ(index, 0u);
+    EXPECT_EQ(dtype, DType::Float32);
+    EXPECT_EQ(shape, Shape{1});
+    ++allocated;
+    return out[0];
+  };
+  op.launch_allocating(in, {}, allocate, stream);
+  EXPECT_EQ(allocated, 1);
+  EXPECT_EQ(lines(fake().launches()).size(), 2u);
+  EXPECT_EQ(lines(fake().memory_ops()).size(), 3u);
+  // A caller that passes the scratch as an output is told how many outputs the op has.
+  std::vector<TensorView> two = {out[0], out[0]};
+  EXPECT_THROW_MSG(op.launch(in, {}, two, stream), ErrorKind::Type, "expected 1 output(s), got 2");
+}
+
+TEST(Launches, ALaterLaunchThatDisagreesIsRefusedAndTheScratchStillFreed) {
+  if (!fake().ok()) GTEST_SKIP() << "the fake driver is not first on LD_LIBRARY_PATH";
+  // The later launch says its output has 2 elements; the op's has 1.
+  CompiledImage image =
+      compile_sm90(sum_decl(edited(R"J("outputs": [{"name": "out", "shape": [1]}])J",
+                                   R"J("outputs": [{"name": "out", "shape": [2]}])J")));
+  record_launches_of(image);
+  KernelOp op(image);
+  std::vector<TensorView> in = {
+      TensorView{reinterpret_cast<void*>(0x100000), DType::Float32, Shape{1000}, {}, 0}};
+  std::vector<TensorView> out = {
+      TensorView{reinterpret_cast<void*>(0x200000), DType::Float32, Shape{1}, {}, 0}};
+  EXPECT_THROW_MSG(op.launch(in, {}, out, nullptr), ErrorKind::Launch,
+                   "op launches_test::sum_launch1: output 'out' has shape [1] but the op produces "
+                   "[2]");
+  std::vector<std::string> mem = lines(fake().memory_ops());
+  ASSERT_EQ(mem.size(), 3u);
+  EXPECT_EQ(mem[2].rfind("freeAsync ", 0), 0u) << mem[2];
+  EXPECT_EQ(lines(fake().launches()).size(), 1u);  // the op's own kernel ran; the other did not
+}
+
+}  // namespace
+}  // namespace kernelop

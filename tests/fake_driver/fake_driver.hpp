@@ -1,0 +1,43 @@
+// The test's handle on tests/fake_driver (a libcuda.so.1 first on the suite's LD_LIBRARY_PATH):
+// what it recorded, launches and memory operations, as text.
+#pragma once
+
+#include <dlfcn.h>
+
+#include <vector>
+
+#include "kernelop/kernelop.hpp"
+
+namespace kernelop::testing {
+
+struct FakeDriver {
+  void (*set_param_sizes)(const int*, int) = nullptr;
+  const char* (*launches)() = nullptr;
+  const char* (*memory_ops)() = nullptr;
+  FakeDriver() {
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW);
+    if (!lib) return;
+    set_param_sizes =
+        reinterpret_cast<void (*)(const int*, int)>(dlsym(lib, "fake_cuda_set_param_sizes"));
+    launches = reinterpret_cast<const char* (*)()>(dlsym(lib, "fake_cuda_launches"));
+    memory_ops = reinterpret_cast<const char* (*)()>(dlsym(lib, "fake_cuda_memory_ops"));
+  }
+  bool ok() const { return set_param_sizes && launches && memory_ops; }
+};
+
+inline FakeDriver& fake() {
+  static FakeDriver f;
+  return f;
+}
+
+// The fake driver records each launch's parameters at the sizes of `image`'s, from now on;
+// what it recorded before is dropped.
+inline void record_launches_of(const CompiledImage& image) {
+  std::vector<int> sizes;
+  for (const KernelParam& k : image.plan.kernel_params()) sizes.push_back(k.size);
+  fake().set_param_sizes(sizes.data(), static_cast<int>(sizes.size()));
+  fake().launches();
+  fake().memory_ops();
+}
+
+}  // namespace kernelop::testing
