@@ -200,6 +200,8 @@ class OutputDecl:
     dtype_from: Optional[str] = None
     dtype: Any = None
     init: Optional[Union[Fill, Clone]] = None
+    # A workspace of the op's launches (docs/spec-format.md 4.1): allocated by kernelop per call, never returned.
+    scratch: bool = False
 
     def _json(self) -> Dict[str, Any]:
         if isinstance(self.shape, (SameAs, ReduceDims)):
@@ -220,6 +222,8 @@ class OutputDecl:
                 raise TypeError(f"OutputDecl {_r(self.name)}: init must be Fill or Clone, got "
                                 f"{type(self.init).__name__}")
             out["init"] = self.init._json()
+        if _bool(self.scratch, f"OutputDecl {_r(self.name)}.scratch"):
+            out["scratch"] = True
         return out
 
 
@@ -331,11 +335,7 @@ class Backward:
     def _head(self) -> Dict[str, Any]:
         """"differentiable" and "from" of the JSON, checked."""
         doc: Dict[str, Any] = {"differentiable": _str_list(self.differentiable, "Backward.differentiable")}
-        if self.from_:
-            if not isinstance(self.from_, dict) or not all(isinstance(k, str) and isinstance(v, str)
-                                                           for k, v in self.from_.items()):
-                raise TypeError("Backward.from_: expected a dict of input name -> what it receives")
-            doc["from"] = dict(self.from_)
+        doc.update(_renames(self.from_, "Backward.from_"))
         return doc
 
     def _json(self) -> Dict[str, Any]:
@@ -343,6 +343,32 @@ class Backward:
             raise TypeError(f"Backward.spec: expected a KernelSpec, got {type(self.spec).__name__} (a recorded "
                             "backward, kernelop.triton(...), is for custom_plugin's backward=)")
         doc = self._head()
+        doc.update(self.spec._spec_json())
+        return doc
+
+
+def _renames(from_: Any, where: str) -> Dict[str, Any]:
+    """{"from": {...}} of a backward's or a launch's JSON ({} when there is none), checked."""
+    if not from_:
+        return {}
+    if not isinstance(from_, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in from_.items()):
+        raise TypeError(f"{where}: expected a dict of name -> what it receives")
+    return {"from": dict(from_)}
+
+
+@dataclass
+class Launch:
+    """A kernel launched after the op's own (docs/spec-format.md 4.1; JSON "then"): ``spec`` is a KernelSpec whose
+    tensors and scalars are the op's, named after them; ``from_`` renames ({"p": "part"}: its tensor p is the op's
+    part)."""
+
+    spec: Any
+    from_: Optional[Dict[str, str]] = None
+
+    def _json(self) -> Dict[str, Any]:
+        if not isinstance(self.spec, KernelSpec):
+            raise TypeError(f"Launch.spec: expected a KernelSpec, got {type(self.spec).__name__}")
+        doc = _renames(self.from_, "Launch.from_")
         doc.update(self.spec._spec_json())
         return doc
 
@@ -377,6 +403,8 @@ class KernelSpec:
     tuning_key: Optional[Sequence[str]] = None
     # The op's backward (docs/autograd.md): Backward(differentiable=["x"], spec=KernelSpec(...)).
     backward: Optional["Backward"] = None
+    # Kernels launched after this one, in order, on its tensors (docs/spec-format.md 4.1): [Launch(KernelSpec(...))].
+    then: Sequence["Launch"] = ()
 
     def to_json(self, op_name: str) -> Dict[str, Any]:
         """The JSON spec document (docs/spec-format.md) for ``op_name``."""
@@ -423,6 +451,10 @@ class KernelSpec:
                              for p in self.params]
         if self.backward is not None:
             doc["backward"] = self._typed(self.backward, (Backward,), "backward")._json()
+        if self.then:
+            if isinstance(self.then, (str, bytes, dict)) or not isinstance(self.then, (list, tuple)):
+                raise TypeError(f"KernelSpec.then: expected a list of Launch, got {type(self.then).__name__}")
+            doc["then"] = [self._typed(launch, (Launch,), "then")._json() for launch in self.then]
         return doc
 
     def _tactics_json(self) -> Dict[str, Any]:

@@ -39,6 +39,17 @@ std::string op_names(const OpPlan& p, bool tensors, bool outputs_only) {
   return names.empty() ? "none" : detail::join(names);
 }
 
+// A launch's tensor declared with a dtype must have the op's tensor's.
+void check_dtype(const OpPlan& p, std::size_t k, const std::string& path, std::string_view name,
+                 const std::optional<DTypeDecl>& declared) {
+  const auto& want = p.tensors[static_cast<std::size_t>(p.tensor_slot(name))].dtype;
+  if (declared && want && *declared != *want) {
+    KERNELOP_RAISE(fail_at(p, k, path + ".dtype"))
+        << "is " << dtype_decl_text(*declared) << " but the op's '" << name << "' is "
+        << dtype_decl_text(*want);
+  }
+}
+
 }  // namespace
 
 OpDecl launch_decl(const OpPlan& op, std::size_t k) {
@@ -146,12 +157,7 @@ void check_launches(const OpPlan& p, const ValidateOptions& options) {
             << "'" << detail::shorten(name)
             << "' is not a tensor of the op (tensors: " << op_names(p, true, false) << ")";
       }
-      const auto& want = p.tensors[static_cast<std::size_t>(slot)].dtype;
-      if (t.dtype && want && *t.dtype != *want) {
-        KERNELOP_RAISE(fail_at(p, k, path + ".dtype"))
-            << "is " << dtype_decl_text(*t.dtype) << " but the op's '" << name << "' is "
-            << dtype_decl_text(*want);
-      }
+      check_dtype(p, k, path, name, t.dtype);
       if (t.mutated) {
         KERNELOP_RAISE(fail_at(p, k, path))
             << "'" << name << "' is declared mutated; a launch writes the op's outputs and "
@@ -168,12 +174,7 @@ void check_launches(const OpPlan& p, const ValidateOptions& options) {
             << "'" << detail::shorten(name) << "' is not an output or scratch of the op (a launch "
             << "writes those; outputs and scratch: " << op_names(p, true, true) << ")";
       }
-      const auto& want = p.tensors[static_cast<std::size_t>(slot)].dtype;
-      if (o.dtype && want && *o.dtype != *want) {
-        KERNELOP_RAISE(fail_at(p, k, path + ".dtype"))
-            << "is " << dtype_decl_text(*o.dtype) << " but the op's '" << name << "' is "
-            << dtype_decl_text(*want);
-      }
+      check_dtype(p, k, path, name, o.dtype);
       if (o.scratch) {
         KERNELOP_RAISE(fail_at(p, k, path + ".scratch"))
             << "the op declares its scratch; a launch writes it as an output";

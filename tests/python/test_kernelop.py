@@ -3,6 +3,7 @@ with symbolic shapes, torch.export with fake inputs (CPU); eager, opcheck, torch
 round trips and CUDA graphs (GPU, skipped without one)."""
 
 import dataclasses
+import json
 import math
 import os
 import pathlib
@@ -717,6 +718,114 @@ class MirroredTables(unittest.TestCase):
         self.assertEqual([f.name for f in dataclasses.fields(ko.KernelBinary)], list(fields))
 
 
+def colsum_spec(**overrides):
+    """examples/colsum.json written with the Python dataclasses: two launches and per-SM scratch."""
+    src = source("colsum")
+    fields = dict(
+        kernel_source=src, kernel_name="colsum_partials", inputs=[ko.InputDecl("x", torch.float32)],
+        requires=["rank(x) == 2"],
+        outputs=[ko.OutputDecl("y", ["dim(x, 1)"]),
+                 ko.OutputDecl("part", ["sm_count()", "dim(x, 1)"], dtype=torch.float32, scratch=True)],
+        params=["x", "part", ko.Expr("dim(x, 0)", int64=True), ko.DimSize("x", 1)],
+        geometry=ko.Custom(grid=["sm_count()", 1, 1], block=[256, 1, 1]),
+        then=[ko.Launch(ko.KernelSpec(
+            kernel_source=src, kernel_name="colsum_total", inputs=[ko.InputDecl("part")],
+            outputs=[ko.OutputDecl("y", ["dim(part, 1)"])],
+            params=["part", "y", ko.DimSize("part", 0), ko.DimSize("part", 1)],
+            geometry=ko.Custom(grid=["cdiv(dim(part, 1), 256)", 1, 1], block=[256, 1, 1])))])
+    fields.update(overrides)
+    return ko.KernelSpec(**fields)
+
+
+class SeveralLaunches(unittest.TestCase):
+    """Note [several launches] from Python: the dataclasses are the JSON form, the scratch is not in the schema or
+    the Meta kernel's results, mistakes are refused naming the launch, packages carry every launch."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.op = ko.cuda_kernel_op("kop_py_launches::colsum", colsum_spec(), archs=ARCHS)
+
+    def test_the_dataclasses_are_the_json_form(self):
+        doc = colsum_spec().to_json("kernelop_examples::colsum")
+        want = json.loads((EXAMPLES / "colsum.json").read_text())
+        for d in (want, want["then"][0]):
+            del d["source_file"]
+            d["kernel_source"] = source("colsum")
+            d["geometry"]["custom"]["shared_mem"] = 0  # Custom's default, written out
+        self.assertEqual(doc, want)
+
+    def test_scratch_is_the_launchs_own(self):
+        self.assertEqual(str(self.op.default._schema), "kop_py_launches::colsum(Tensor x) -> Tensor")
+        y = self.op(torch.empty(7, 300, device="meta"))
+        self.assertEqual((y.shape, y.dtype), (torch.Size([300]), torch.float32))
+
+        class M(torch.nn.Module):
+            def forward(self, x):
+                return torch.ops.kop_py_launches.colsum(x) * 2
+        ep = torch.export.export(M(), (torch.empty(9, 40, device="meta"),),
+                                 dynamic_shapes={"x": {0: torch.export.Dim("rows"), 1: torch.export.Dim("cols")}})
+        out = [n for n in ep.graph.nodes if n.op == "output"][0].args[0][0].meta["val"]
+        self.assertEqual(len(out.shape), 1)
+
+    def test_mistakes_are_refused_naming_the_launch(self):
+        with self.assertRaisesRegex(TypeError, "Launch.spec: expected a KernelSpec, got dict"):
+            colsum_spec(then=[ko.Launch({"kernel_name": "k"})]).to_json("t::t")
+        with self.assertRaisesRegex(TypeError, "Launch.from_: expected a dict of name -> what it receives"):
+            colsum_spec(then=[ko.Launch(colsum_spec().then[0].spec, from_={"p": 1})]).to_json("t::t")
+        with self.assertRaisesRegex(TypeError, r"KernelSpec.then: expected Launch, got KernelSpec"):
+            colsum_spec(then=[colsum_spec().then[0].spec]).to_json("t::t")
+        with self.assertRaisesRegex(TypeError, "OutputDecl 'part'.scratch"):
+            colsum_spec(outputs=[ko.OutputDecl("y", ["dim(x, 1)"]),
+                                 ko.OutputDecl("part", ["sm_count()", "dim(x, 1)"], scratch="yes")]).to_json("t::t")
+        bad = dataclasses.replace(colsum_spec().then[0].spec, inputs=[ko.InputDecl("q")])
+        with self.assertRaisesRegex(ValueError, r"op kop_py_launches::bad: then\[0\].inputs\[0\]: 'q' is not a "
+                                    r"tensor of the op \(tensors: x, y, part\)"):
+            ko.cuda_kernel_op("kop_py_launches::bad", colsum_spec(then=[ko.Launch(bad)]), archs=ARCHS)
+        self.assertFalse(hasattr(torch.ops.kop_py_launches, "bad"))  # nothing registered after the failure
+
+    def test_a_package_carries_every_launch(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = ko.build_package("kop_py_launches::colsum_pkg", colsum_spec(), os.path.join(d, "c.kop"),
+                                    archs=["sm_90"])
+            out = subprocess.run([sys.executable, "-c", "import kernelop as ko, sys; "
+                                  "op = ko.load_package(sys.argv[1]); print(op.default._schema)", path],
+                                 capture_output=True, text=True, env=dict(os.environ), timeout=300)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertEqual(out.stdout.strip(), "kop_py_launches::colsum_pkg(Tensor x) -> Tensor")
+
+
+
+@unittest.skipUnless(CUDA, "no CUDA device")
+class SeveralLaunchesCuda(unittest.TestCase):
+    """Note [several launches] on the GPU: the two launches agree with torch in eager, in a CUDA graph (the scratch
+    allocated and freed by the graph) and under torch.compile; opcheck."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.op = ko.cuda_kernel_op("kop_py_launches::colsum_cuda", colsum_spec(), archs=ARCHS)
+
+    def test_values_graphs_and_compile_on_the_gpu(self):
+        for shape in [(1, 1), (3, 1000), (0, 7), (5, 0), (4096, 4096), (100003, 3)]:
+            x = torch.randn(*shape, device="cuda")
+            torch.testing.assert_close(self.op(x), x.sum(0), rtol=1e-5, atol=2e-6 * max(shape[0], 1))
+        x = torch.randn(2000, 513, device="cuda")
+        y = self.op(x)  # loads the modules outside capture
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            y = self.op(x)
+        for _ in range(3):
+            x.copy_(torch.randn(2000, 513, device="cuda"))
+            g.replay()
+            torch.cuda.synchronize()
+            torch.testing.assert_close(y, x.sum(0), rtol=1e-5, atol=1e-3)
+        torch._dynamo.reset()
+        f = torch.compile(lambda t: self.op(t * 2) + 1, fullgraph=True, dynamic=True)
+        for rows in (17, 300):
+            x = torch.randn(rows, 65, device="cuda")
+            torch.testing.assert_close(f(x), (x * 2).sum(0) + 1, rtol=1e-5, atol=1e-3)
+        torch.library.opcheck(self.op, (torch.randn(33, 70, device="cuda"),))
+
+
 if __name__ == "__main__":
-    run_tests(cpu=[Registration, Examples, Meta, ExportBounds, Ptx, Tactics, MirroredTables],
-              gpu=[Cuda, TacticsCuda, InitialisedOutputs], cuda=CUDA)
+    run_tests(cpu=[Registration, Examples, Meta, ExportBounds, Ptx, Tactics, MirroredTables, SeveralLaunches],
+              gpu=[Cuda, TacticsCuda, InitialisedOutputs, SeveralLaunchesCuda], cuda=CUDA)
