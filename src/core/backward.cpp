@@ -271,10 +271,11 @@ void check_backward(const OpPlan& p, const ValidateOptions& options) {
   }
   std::vector<std::string> want;
   for (const std::string& d : b.differentiable) want.push_back(std::string(kGrad) + d);
-  std::vector<std::string> have;
-  for (const OutputDecl& o : *s.outputs) have.push_back(o.name);
+  std::vector<std::string> have;  // scratch (Note [several launches]) is the backward's own
+  for (const OutputDecl& o : *s.outputs) have.push_back(o.scratch ? std::string() : o.name);
   for (std::size_t i = 0; i < have.size(); ++i) {
     const OutputDecl& o = (*s.outputs)[i];
+    if (o.scratch) continue;
     if (o.dtype && gradient_dtype(p, have[i]) && *o.dtype != *gradient_dtype(p, have[i])) {
       KERNELOP_RAISE(fail_at(p, "outputs[" + std::to_string(i) + "].dtype"))
           << "is " << dtype_decl_text(*o.dtype) << " but the gradient of '"
@@ -324,8 +325,9 @@ BackwardLink link_backward(const OpPlan& forward, const OpPlan& backward) {
   }
   for (const std::string& d : forward.spec.backward.at(0).differentiable)
     link.differentiable.push_back(input_position(forward, d));
-  for (const OutputPlan& o : backward.outputs) {
-    std::string_view name = backward.tensors[static_cast<std::size_t>(o.slot)].name;
+  for (std::size_t r = 0; r < backward.num_results(); ++r) {
+    std::string_view name =
+        backward.tensors[static_cast<std::size_t>(backward.outputs[r].slot)].name;
     int position = input_position(forward, name.substr(kGrad.size()));
     auto it = std::find(link.differentiable.begin(), link.differentiable.end(), position);
     KERNELOP_INTERNAL_CHECK(it != link.differentiable.end())

@@ -30,7 +30,7 @@ _ops = {}
 
 
 def ops():
-    examples = ("sigmoid", "softmax", "rms_norm")
+    examples = ("sigmoid", "softmax", "rms_norm", "scale_cols")
     for name in examples:
         if name not in _ops:
             _ops[name] = ko.register_spec_file(str(EXAMPLES / f"{name}.json"), archs=ARCHS)
@@ -176,6 +176,49 @@ class Packages(unittest.TestCase):
             "kernelop_autograd::sigmoid_backward_backward(Tensor y, Tensor g, Tensor grad_grad_x) -> (Tensor, Tensor)"])
 
 
+class SeveralLaunchesBackward(unittest.TestCase):
+    """A backward of two launches and per-SM scratch (examples/autograd/scale_cols.json, Note [several
+    launches]): the scratch is not a gradient, nor in the backward's schema; the package carries the backward's
+    launches (its backward section is a format-5 package) and trains where kernelop's compiler is absent."""
+
+    def test_the_scratch_is_the_backwards_own(self):
+        o = ops()
+        self.assertEqual(str(torch.ops.kernelop_autograd.scale_cols_backward.default._schema),
+                         "kernelop_autograd::scale_cols_backward(Tensor x, Tensor w, Tensor grad_y) -> (Tensor, Tensor)")
+        x = torch.empty(7, 5, device="meta", dtype=torch.float64, requires_grad=True)
+        w = torch.empty(5, device="meta", dtype=torch.float64, requires_grad=True)
+        gx, gw = torch.autograd.grad(o["scale_cols"](x, w).sum(), [x, w])
+        self.assertEqual((gx.shape, gw.shape, gw.dtype), (x.shape, w.shape, torch.float64))
+
+    def test_a_gradient_must_not_be_scratch(self):
+        spec = json.loads((EXAMPLES / "scale_cols.json").read_text())
+        spec["op"] = "kop_autograd_bad::scale_cols"
+        spec["backward"]["outputs"] = [spec["backward"]["outputs"][0],
+                                       dict(spec["backward"]["outputs"][1], scratch=True),
+                                       spec["backward"]["outputs"][2]]
+        d = pathlib.Path(temp_dir(test=self))
+        (d / "bad.json").write_text(json.dumps(spec))
+        (d / "scale_cols.cu").write_text((EXAMPLES / "scale_cols.cu").read_text())
+        with self.assertRaisesRegex(ValueError, "op kop_autograd_bad::scale_cols: backward.outputs: has no "
+                                    "'grad_w': every differentiable input gets its gradient"):
+            ko.register_spec_file(str(d / "bad.json"), archs=["sm_80"])
+        self.assertFalse(hasattr(torch.ops, "kop_autograd_bad") and
+                         hasattr(torch.ops.kop_autograd_bad, "scale_cols"))
+
+    def test_the_package_carries_the_backwards_launches(self):
+        path = packaged("scale_cols")
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(9)[8], 4)  # the forward's own part is format 4; its backward section is 5
+        out = run_python_without("kernelop_nothing", f"""
+            import torch, kernelop as ko
+            op = ko.load_package({path!r})
+            x = torch.empty(3, 5, device="meta", dtype=torch.float32, requires_grad=True)
+            w = torch.empty(5, device="meta", dtype=torch.float32, requires_grad=True)
+            print([tuple(g.shape) for g in torch.autograd.grad(op(x, w).sum(), [x, w])])
+        """)
+        self.assertEqual(out.strip(), "[(3, 5), (5,)]")
+
+
 class MetaAutograd(unittest.TestCase):
     """The Autograd kernels on meta tensors: what is saved and returned, without a GPU."""
 
@@ -264,6 +307,10 @@ class Cuda(unittest.TestCase):
         self.assertTrue(torch.autograd.gradgradcheck(o["sigmoid"], (x,)))
         self.assertTrue(torch.autograd.gradcheck(o["softmax"], (x,)))
         self.assertTrue(torch.autograd.gradcheck(lambda a, b: o["rms_norm"](a, b, 1e-5)[0], (x, w)))
+        for rows in (1, 3, 200, 1000):  # fewer rows than SMs (blocks with none write zeros), and more
+            a = torch.randn(rows, 37, device="cuda", dtype=torch.float64, requires_grad=True)
+            b = torch.randn(37, device="cuda", dtype=torch.float64, requires_grad=True)
+            self.assertTrue(torch.autograd.gradcheck(o["scale_cols"], (a, b), fast_mode=rows > 3))
         wide = torch.randn(3, 700, device="cuda", dtype=torch.float64, requires_grad=True)  # several column blocks
         self.assertTrue(torch.autograd.gradcheck(lambda a, b: o["rms_norm"](a, b, 1e-5)[0],
                                                  (wide, torch.randn(700, device="cuda", dtype=torch.float64,
@@ -398,14 +445,16 @@ class Cuda(unittest.TestCase):
     def test_packages_built_without_a_gpu_train(self):
         out = run_python_without("kernelop_nothing", f"""
             import torch, kernelop as ko
-            ops = [ko.load_package(p) for p in {[packaged(n) for n in ("sigmoid", "softmax", "rms_norm")]!r}]
+            ops = [ko.load_package(p) for p in {[packaged(n) for n in ("sigmoid", "softmax", "rms_norm",
+                                                                        "scale_cols")]!r}]
             x = torch.randn(5, 40, device="cuda", dtype=torch.float64, requires_grad=True)
             w = torch.randn(40, device="cuda", dtype=torch.float64, requires_grad=True)
             print(torch.autograd.gradcheck(ops[0], (x,)), torch.autograd.gradgradcheck(ops[0], (x,)),
                   torch.autograd.gradcheck(ops[1], (x,)),
-                  torch.autograd.gradcheck(lambda a, b: ops[2](a, b, 1e-5)[0], (x, w)))
+                  torch.autograd.gradcheck(lambda a, b: ops[2](a, b, 1e-5)[0], (x, w)),
+                  torch.autograd.gradcheck(ops[3], (x, w)))
         """)
-        self.assertEqual(out.split(), ["True", "True", "True", "True"])
+        self.assertEqual(out.split(), ["True", "True", "True", "True", "True"])
 
     def test_export_of_the_inference_graph(self):
         o = ops()
@@ -421,4 +470,4 @@ class Cuda(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    run_tests(cpu=[Spec, Packages, MetaAutograd], gpu=[Cuda], cuda=CUDA)
+    run_tests(cpu=[Spec, Packages, SeveralLaunchesBackward, MetaAutograd], gpu=[Cuda], cuda=CUDA)
