@@ -39,15 +39,23 @@ std::string op_names(const OpPlan& p, bool tensors, bool outputs_only) {
   return names.empty() ? "none" : detail::join(names);
 }
 
-// A launch's tensor declared with a dtype must have the op's tensor's.
+// A launch's tensor declared with a dtype must have the op's tensor's: the same dtype or type
+// parameter, or a type parameter of the launch's own that takes the op's dtype.
 void check_dtype(const OpPlan& p, std::size_t k, const std::string& path, std::string_view name,
                  const std::optional<DTypeDecl>& declared) {
   const auto& want = p.tensors[static_cast<std::size_t>(p.tensor_slot(name))].dtype;
-  if (declared && want && *declared != *want) {
-    KERNELOP_RAISE(fail_at(p, k, path + ".dtype"))
-        << "is " << dtype_decl_text(*declared) << " but the op's '" << name << "' is "
-        << dtype_decl_text(*want);
+  if (!declared || !want || *declared == *want) return;
+  const auto* param = std::get_if<std::string>(&*declared);
+  const auto* concrete = std::get_if<DType>(&*want);
+  for (const TypeParam& tp : p.spec.then[k].spec.type_params) {
+    if (param && concrete && tp.name == *param &&
+        std::find(tp.dtypes.begin(), tp.dtypes.end(), *concrete) != tp.dtypes.end()) {
+      return;
+    }
   }
+  KERNELOP_RAISE(fail_at(p, k, path + ".dtype"))
+      << "is " << dtype_decl_text(*declared) << " but the op's '" << name << "' is "
+      << dtype_decl_text(*want);
 }
 
 }  // namespace

@@ -121,6 +121,16 @@ TEST(Launches, RulesAreCheckedWithTheFieldNamed) {
     std::string text = edited(c.from, c.with);
     EXPECT_THROW_MSG(derive_plan(sum_decl(text)), ErrorKind::Spec, c.message);
   }
+  // A launch's own type parameter may stand for the op's dtype when it takes it.
+  auto typed = [](const char* dtypes) {
+    std::string s = edited(R"J("inputs": [{"name": "p"}])J",
+                           std::string(R"J("type_params": [{"name": "T", "dtypes": )J") + dtypes +
+                               R"J(}], "inputs": [{"name": "p", "dtype": "T"}])J");
+    return s.replace(s.find(R"J("total")J"), 7, R"J("total<T>")J");
+  };
+  EXPECT_NO_THROW(derive_plan(sum_decl(typed(R"J(["float16", "float32"])J"))));
+  EXPECT_THROW_MSG(derive_plan(sum_decl(typed(R"J(["float16"])J"))), ErrorKind::Spec,
+                   "then[0].inputs[0].dtype: is T but the op's 'part' is float32");
   // A launch writes the op's outputs and scratch, never its inputs.
   std::string writes_input = edited(R"J("params": ["x", "part", {"expr": "numel(x)"}])J",
                                     R"J("params": ["x", "part", "y", {"expr": "numel(x)"}])J");

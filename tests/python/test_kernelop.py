@@ -737,6 +737,15 @@ def colsum_spec(**overrides):
     return ko.KernelSpec(**fields)
 
 
+def colsum_glued_spec():
+    """colsum whose second launch is kernelop's own glue: the partials summed over dim 0 and cast to bfloat16."""
+    from kernelop import _glue
+    spec = colsum_spec()
+    return dataclasses.replace(
+        spec, outputs=[ko.OutputDecl("y", ["dim(x, 1)"], dtype=torch.bfloat16), spec.outputs[1]],
+        then=[ko.Launch(_glue.sum_dim(0, 2, torch.float32, torch.bfloat16), from_={"x": "part", "y": "y"})])
+
+
 class SeveralLaunches(unittest.TestCase):
     """Note [several launches] from Python: the dataclasses are the JSON form, the scratch is not in the schema or
     the Meta kernel's results, mistakes are refused naming the launch, packages carry every launch."""
@@ -783,6 +792,11 @@ class SeveralLaunches(unittest.TestCase):
             ko.cuda_kernel_op("kop_py_launches::bad", colsum_spec(then=[ko.Launch(bad)]), archs=ARCHS)
         self.assertFalse(hasattr(torch.ops.kop_py_launches, "bad"))  # nothing registered after the failure
 
+    def test_a_glue_kernel_is_a_launch_like_any(self):
+        op = ko.cuda_kernel_op("kop_py_launches::colsum_glued_cpu", colsum_glued_spec(), archs=ARCHS)
+        y = op(torch.empty(7, 300, device="meta"))
+        self.assertEqual((y.shape, y.dtype), (torch.Size([300]), torch.bfloat16))
+
     def test_a_package_carries_every_launch(self):
         with tempfile.TemporaryDirectory() as d:
             path = ko.build_package("kop_py_launches::colsum_pkg", colsum_spec(), os.path.join(d, "c.kop"),
@@ -803,6 +817,12 @@ class SeveralLaunchesCuda(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.op = ko.cuda_kernel_op("kop_py_launches::colsum_cuda", colsum_spec(), archs=ARCHS)
+        cls.glued = ko.cuda_kernel_op("kop_py_launches::colsum_glued", colsum_glued_spec(), archs=ARCHS)
+
+    def test_a_glue_kernel_as_the_second_launch(self):
+        for shape in [(1, 1), (3, 1000), (0, 7), (5, 0), (8192, 512)]:
+            x = torch.randn(*shape, device="cuda")
+            torch.testing.assert_close(self.glued(x), x.sum(0).to(torch.bfloat16), rtol=1e-2, atol=1e-2)
 
     def test_values_graphs_and_compile_on_the_gpu(self):
         for shape in [(1, 1), (3, 1000), (0, 7), (5, 0), (4096, 4096), (100003, 3)]:
@@ -826,6 +846,87 @@ class SeveralLaunchesCuda(unittest.TestCase):
         torch.library.opcheck(self.op, (torch.randn(33, 70, device="cuda"),))
 
 
+class Glue(unittest.TestCase):
+    """kernelop's own glue kernels (kernelop._glue): every pair of element types compiles and passes the signature
+    check; shapes follow torch's; bad arguments are refused by name."""
+
+    def test_every_pair_of_dtypes_compiles(self):
+        from kernelop import _glue
+        for a in _glue.GLUE_DTYPES:
+            for b in _glue.GLUE_DTYPES:
+                for spec in (_glue.sum_dim(0, 2, a, b), _glue.cast(a, b)):
+                    with tempfile.TemporaryDirectory() as d:
+                        ko.build_package("kop_glue::t", spec, os.path.join(d, "t.kop"), archs=["sm_80"])
+
+    def test_shapes_follow_torch(self):
+        from kernelop import _glue
+        for rank in (1, 2, 3, 4):
+            shape = [3, 0, 5, 7][:rank] if rank > 1 else [6]
+            for dim in range(-rank, rank):
+                for keepdim in (False, True):
+                    op = ko.cuda_kernel_op(f"kop_glue_meta::s{rank}_{dim + rank}_{int(keepdim)}",
+                                           _glue.sum_dim(dim, rank, torch.bfloat16, torch.float32, keepdim),
+                                           archs=["sm_80"])
+                    x = torch.empty(shape, device="meta", dtype=torch.bfloat16)
+                    y = op(x)
+                    want = torch.empty(shape, dtype=torch.bfloat16).sum(dim, keepdim=keepdim)
+                    self.assertEqual((y.shape, y.dtype), (want.shape, torch.float32), (rank, dim, keepdim))
+        with self.assertRaisesRegex(ValueError, r"kernelop glue sum_dim\(dim=2, rank=2\): dim must be an int in "
+                                    r"\[-2, 2\)"):
+            _glue.sum_dim(2, 2, torch.float32, torch.float32)
+        with self.assertRaisesRegex(TypeError, "kernelop glue cast: kernelop's glue kernels take float32, .*; got "
+                                    "bool"):
+            _glue.cast(torch.bool, torch.float32)
+
+
+@unittest.skipUnless(CUDA, "no CUDA device")
+class GlueCuda(unittest.TestCase):
+    """The glue kernels against torch over a corpus: every axis of ranks 1-4, empty and size-1 axes, more rows than
+    a grid's y extent, 16-bit, float, double and integer types both ways."""
+
+    PAIRS = [(torch.float32, torch.bfloat16), (torch.bfloat16, torch.float32), (torch.float16, torch.float16),
+             (torch.float64, torch.float64), (torch.int32, torch.int64), (torch.int8, torch.float32),
+             (torch.float32, torch.float32), (torch.int64, torch.int32)]
+    SHAPES = [(1,), (1000,), (0,), (3, 1), (1, 4097), (70000, 2), (33, 0, 5), (4, 3, 65), (2, 3, 1, 129), (257, 513)]
+
+    def test_sum_dim_and_cast_match_torch(self):
+        from kernelop import _glue
+        g = torch.Generator(device="cpu").manual_seed(0)
+        ops = {}
+        checked = 0
+        for a, b in self.PAIRS:
+            for shape in self.SHAPES:
+                rank = len(shape)
+                if a.is_floating_point:
+                    x = torch.randn(shape, generator=g).to(a).cuda()
+                else:
+                    x = torch.randint(-100, 100, shape, generator=g).to(a).cuda()
+                key = ("cast", a, b)
+                if key not in ops:
+                    ops[key] = ko.cuda_kernel_op(f"kop_glue_gpu::cast{len(ops)}", _glue.cast(a, b), archs=ARCHS)
+                want = x.to(b)
+                if b.is_floating_point:
+                    torch.testing.assert_close(ops[key](x), want, msg=f"cast {a} -> {b} {shape}")
+                else:
+                    self.assertTrue(torch.equal(ops[key](x), want), f"cast {a} -> {b} {shape}")
+                for dim in range(-rank, rank):
+                    key = ("sum", a, b, dim, rank)
+                    if key not in ops:
+                        ops[key] = ko.cuda_kernel_op(f"kop_glue_gpu::sum{len(ops)}",
+                                                     _glue.sum_dim(dim, rank, a, b), archs=ARCHS)
+                    got = ops[key](x)
+                    want = x.double().sum(dim).to(b) if a.is_floating_point else x.sum(dim).to(b)
+                    what = f"sum {a} -> {b} {shape} dim {dim}"
+                    if b.is_floating_point:
+                        n = max(x.shape[dim], 1)
+                        tol = {torch.bfloat16: 1e-2, torch.float16: 2e-3}.get(b, 1e-5)
+                        torch.testing.assert_close(got, want, rtol=tol, atol=tol * n ** 0.5, msg=what)
+                    else:
+                        self.assertTrue(torch.equal(got, want), what)
+                    checked += 1
+        self.assertGreater(checked, 150)
+
+
 if __name__ == "__main__":
-    run_tests(cpu=[Registration, Examples, Meta, ExportBounds, Ptx, Tactics, MirroredTables, SeveralLaunches],
-              gpu=[Cuda, TacticsCuda, InitialisedOutputs, SeveralLaunchesCuda], cuda=CUDA)
+    run_tests(cpu=[Registration, Examples, Meta, ExportBounds, Ptx, Tactics, MirroredTables, SeveralLaunches, Glue],
+              gpu=[Cuda, TacticsCuda, InitialisedOutputs, SeveralLaunchesCuda, GlueCuda], cuda=CUDA)
