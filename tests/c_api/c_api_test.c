@@ -11,6 +11,9 @@
  *   c_api_test SIGMOID.kop autograd|autograd_gpu  the autograd example sigmoid with its backward
  *                                chain: the backward ops and their schemas (no GPU needed); with
  *                                autograd_gpu, forward, backward and double backward launched
+ *   c_api_test COLSUM.kop launches|launches_gpu  the example colsum (two launches and per-SM
+ *                                scratch): the scratch is no output of the ABI; with
+ *                                launches_gpu, column sums of a matrix with more rows than SMs
  *   c_api_test AXPY.kop cutedsl  the CuTe DSL example axpy (struct parameters, host-side tiling)
  *                                built likewise: every tactic's results at sizes that are not
  *                                multiples of its tile
@@ -1070,17 +1073,75 @@ static int run_autograd(const char* path, int gpu) {
   return 0;
 }
 
+/* launches mode: kernelop_examples::colsum runs two kernels with scratch kernelop allocates; the
+ * ABI sees one input and one output. */
+static int run_launches(const char* path, int gpu) {
+  enum { kRows = 1000, kCols = 37 };
+  kop_op* op = NULL;
+  EXPECT_STATUS("kop_load_package (two launches)", kop_load_package(path, &op), KOP_OK, NULL);
+  CHECK(strcmp(kop_op_schema(op), "kernelop_examples::colsum(Tensor x) -> Tensor") == 0,
+        "the schema has no scratch");
+  CHECK(kop_op_num_outputs(op) == 1, "one output: the scratch is the launch's own");
+  CHECK(kop_op_output_name(op, 1) == NULL, "no output 1");
+  int64_t shape[2] = {kRows, kCols};
+  kop_tensor in = tensor(NULL, KOP_FLOAT32, 2, shape);
+  int32_t rank = 0, dtype = -1;
+  int64_t dims[KOP_MAX_RANK];
+  EXPECT_STATUS("kop_op_output_shapes",
+                kop_op_output_shapes(op, &in, 1, NULL, 0, &rank, dims, &dtype), KOP_OK, NULL);
+  CHECK(rank == 1 && dims[0] == kCols && dtype == KOP_FLOAT32, "y is float32 [cols]");
+  if (gpu) {
+    cuda_driver cu;
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    int count = 0;
+    open_driver(&cu, lib, &count);
+    static float x[kRows * kCols];
+    float y[kCols];
+    uint32_t state = 7u;
+    for (int i = 0; i < kRows * kCols; ++i) x[i] = next_value(&state) / 1000.0f;
+    CUdeviceptr dx = 0, dy = 0;
+    CU(cu.cuMemAlloc(&dx, sizeof x));
+    CU(cu.cuMemAlloc(&dy, sizeof y));
+    CU(cu.cuMemcpyHtoD(dx, x, sizeof x));
+    in = tensor((void*)(uintptr_t)dx, KOP_FLOAT32, 2, shape);
+    int64_t out_shape[1] = {kCols};
+    kop_tensor out = tensor((void*)(uintptr_t)dy, KOP_FLOAT32, 1, out_shape);
+    EXPECT_STATUS("launch colsum", kop_op_launch(op, &in, 1, NULL, 0, &out, 1, NULL), KOP_OK, NULL);
+    CU(cu.cuCtxSynchronize());
+    CU(cu.cuMemcpyDtoH(y, dy, sizeof y));
+    for (int c = 0; c < kCols; ++c) {
+      double want = 0;
+      for (int r = 0; r < kRows; ++r) want += x[r * kCols + c];
+      if (fabs(y[c] - want) > 1e-3 * (1.0 + fabs(want))) {
+        char detail[120];
+        snprintf(detail, sizeof detail, "column %d: %.9g, want %.9g", c, y[c], want);
+        fail(__LINE__, "colsum", detail);
+      }
+    }
+    pass("y == x.sum(0) for a 1000 x 37 matrix");
+    CU(cu.cuMemFree(dx));
+    CU(cu.cuMemFree(dy));
+  }
+  kop_op_destroy(op);
+  printf("PASSED: %d checks (launches%s)\n", checks_passed, gpu ? " on the GPU" : "");
+  return 0;
+}
+
 int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc != 3 || (strcmp(argv[2], "cpu") != 0 && strcmp(argv[2], "gpu") != 0 &&
                     strcmp(argv[2], "triton") != 0 && strcmp(argv[2], "cutedsl") != 0 &&
-                    strcmp(argv[2], "autograd") != 0 && strcmp(argv[2], "autograd_gpu") != 0)) {
-    fprintf(stderr, "usage: %s PACKAGE.kop cpu|gpu|triton|cutedsl|autograd|autograd_gpu\n",
+                    strcmp(argv[2], "autograd") != 0 && strcmp(argv[2], "autograd_gpu") != 0 &&
+                    strcmp(argv[2], "launches") != 0 && strcmp(argv[2], "launches_gpu") != 0)) {
+    fprintf(stderr,
+            "usage: %s PACKAGE.kop cpu|gpu|triton|cutedsl|autograd|autograd_gpu|launches|"
+            "launches_gpu\n",
             argc > 0 ? argv[0] : "c_api_test");
     return 2;
   }
   if (strcmp(argv[2], "triton") == 0) return run_triton(argv[1]);
   if (strcmp(argv[2], "cutedsl") == 0) return run_cutedsl(argv[1]);
   if (strncmp(argv[2], "autograd", 8) == 0) return run_autograd(argv[1], argv[2][8] != 0);
+  if (strncmp(argv[2], "launches", 8) == 0) return run_launches(argv[1], argv[2][8] != 0);
   return strcmp(argv[2], "cpu") == 0 ? run_cpu(argv[1]) : run_gpu(argv[1]);
 }
