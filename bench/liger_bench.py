@@ -30,6 +30,7 @@ HIDDEN = [4096]
 
 
 def swiglu_fwd(a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0) -> torch.Tensor:
+    assert a.shape == b.shape  # what Liger's kernel assumes: the op's requirement
     return swiglu_forward(a, b, gate_multiplier)[2]
 
 

@@ -77,7 +77,10 @@ def swiglu():
 
 
 def swiglu_fwd(a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0) -> torch.Tensor:
-    """Liger's swiglu_forward; it returns (a, b, c) for its autograd Function to save: the op's output is c."""
+    """Liger's swiglu_forward; it returns (a, b, c) for its autograd Function to save: the op's output is c. Its
+    kernel reads as many rows of b as a has, which Liger assumes; the assert makes that the op's requirement (and the
+    op rank-free: b.view(-1, n_cols) then needs no condition of its own)."""
+    assert a.shape == b.shape
     return swiglu().swiglu_forward(a, b, gate_multiplier)[2]
 
 
@@ -177,19 +180,21 @@ class SwiGLURecording(unittest.TestCase):
             self.assertEqual((tuple(c.shape), c.dtype), (shape, torch.bfloat16))
             ga, gb = torch.autograd.grad(c, (a, b), torch.empty_like(c))
             self.assertEqual((tuple(ga.shape), tuple(gb.shape), ga.dtype), (shape, shape, torch.bfloat16))
-        with self.assertRaisesRegex(RuntimeError, "dim\\(a, 2\\) == 4096"):  # 4000 is no hidden size listed
+        with self.assertRaisesRegex(RuntimeError, "dim\\(a, -1\\) == 4096"):  # 4000 is no hidden size listed
             op(torch.empty(2, 3, 4000, dtype=torch.bfloat16, device="meta"),
                torch.empty(2, 3, 4000, dtype=torch.bfloat16, device="meta"))
-        # Recorded at the examples' rank: PyTorch's b.view(-1, n_cols) guards differ by rank (rank-free gap).
-        self.assertIn("rank(a) == 3", recorded_swiglu().doc["requires"])
-        with self.assertRaisesRegex(RuntimeError, "rank"):
-            op(torch.empty(3, 4096, dtype=torch.bfloat16, device="meta"),
-               torch.empty(3, 4096, dtype=torch.bfloat16, device="meta"))
-        # Recorded for sizes >= 2 (PyTorch's convention): the view's guards refuse an axis of 1 before the last,
-        # never run it wrong (a known gap: docs/triton.md, Limits).
-        with self.assertRaisesRegex(RuntimeError, "break the requirement 'dim\\(b, 0\\) \\* dim\\(b, 1\\) != dim"):
-            op(torch.empty(1, 1, 4096, dtype=torch.bfloat16, device="meta"),
-               torch.empty(1, 1, 4096, dtype=torch.bfloat16, device="meta"))
+        # Rank-free: with a and b of one shape, Liger's views need no condition of their own (ranks 1-4, axes of 1).
+        self.assertEqual(recorded_swiglu().doc["requires"][0], "same_shape(b, a)")
+        for shape in ((4096,), (1, 4096), (1, 1, 4096), (2, 1, 3, 1024), (7, 11008)):
+            a = torch.empty(shape, dtype=torch.bfloat16, device="meta", requires_grad=True)
+            c = op(a, torch.empty(shape, dtype=torch.bfloat16, device="meta"))
+            self.assertEqual(tuple(c.shape), shape)
+            (ga,) = torch.autograd.grad(c, (a,), torch.empty_like(c))
+            self.assertEqual(tuple(ga.shape), shape)
+        # b with fewer rows than a: the kernel would read past b's end; refused by the requirement.
+        with self.assertRaisesRegex(RuntimeError, "same_shape\\(b, a\\)"):
+            op(torch.empty(4, 3, 4096, dtype=torch.bfloat16, device="meta"),
+               torch.empty(2, 3, 4096, dtype=torch.bfloat16, device="meta"))
 
     def test_a_size_constexpr_needs_the_sizes_listed(self):
         with self.assertRaisesRegex(ValueError, "a constexpr takes dim\\(a, -1\\), a size, as it is: Triton compiles "
