@@ -2,6 +2,8 @@
 // declaration derived from the op's, the rules it must follow, and the link that maps its tensors
 // and scalars onto the op's.
 #include <algorithm>
+#include <map>
+#include <set>
 
 #include "core/words.hpp"
 #include "kernelop/error.hpp"
@@ -123,6 +125,17 @@ bool written_later(const KernelSpec& spec, std::string_view output) {
 }
 
 void check_launches(const OpPlan& p, const ValidateOptions& options) {
+  // What is written before each launch: initialised outputs, those the op's own kernel takes
+  // (all, in the default convention), then each launch's outputs in order.
+  std::set<std::string, std::less<>> written;
+  for (const OutputPlan& o : p.outputs) {
+    const std::string& name = p.tensors[static_cast<std::size_t>(o.slot)].name;
+    bool passed =
+        !p.spec.params || std::any_of(p.args.begin(), p.args.end(), [&](const ArgSlot& a) {
+          return a.kind == ArgSlot::Kind::Output && a.name == name;
+        });
+    if (passed || o.fill || o.clone_slot >= 0) written.insert(name);
+  }
   for (std::size_t k = 0; k < p.spec.then.size(); ++k) {
     const LaunchStep& step = p.spec.then[k];
     const KernelSpec& s = step.spec;
@@ -139,6 +152,23 @@ void check_launches(const OpPlan& p, const ValidateOptions& options) {
       KERNELOP_RAISE(fail_at(p, k, !s.backward.empty() ? "backward" : "then"))
           << "a launch is part of its op: the op declares the backward and every launch";
     }
+    // Each of the op's tensors and scalars is one name of the launch: two names for one tensor
+    // would alias an input and an output (or two outputs) the launch cannot see.
+    std::map<std::string_view, std::string_view> named;
+    auto once = [&](const std::string& own, std::string_view path) {
+      std::string_view op_name = received(step, own);
+      auto [it, fresh] = named.emplace(op_name, own);
+      if (!fresh) {
+        KERNELOP_RAISE(fail_at(p, k, path))
+            << "'" << detail::shorten(own) << "' and '" << detail::shorten(it->second)
+            << "' both name the op's '" << detail::shorten(op_name)
+            << "'; a launch names each once";
+      }
+    };
+    for (std::size_t i = 0; i < s.inputs->size(); ++i)
+      once(declared_name((*s.inputs)[i]), "inputs[" + std::to_string(i) + "]");
+    for (std::size_t i = 0; i < s.outputs->size(); ++i)
+      once((*s.outputs)[i].name, "outputs[" + std::to_string(i) + "]");
     for (std::size_t i = 0; i < s.inputs->size(); ++i) {
       const Input& input = (*s.inputs)[i];
       std::string path = "inputs[" + std::to_string(i) + "]";
@@ -166,6 +196,11 @@ void check_launches(const OpPlan& p, const ValidateOptions& options) {
             << "' is not a tensor of the op (tensors: " << op_names(p, true, false) << ")";
       }
       check_dtype(p, k, path, name, t.dtype);
+      if (p.tensors[static_cast<std::size_t>(slot)].is_output && !written.count(name)) {
+        KERNELOP_RAISE(fail_at(p, k, path))
+            << "reads '" << name << "', which nothing writes before this launch (the op's kernel "
+            << "does not take it, no earlier launch writes it, it has no init)";
+      }
       if (t.mutated) {
         KERNELOP_RAISE(fail_at(p, k, path))
             << "'" << name << "' is declared mutated; a launch writes the op's outputs and "
@@ -183,6 +218,7 @@ void check_launches(const OpPlan& p, const ValidateOptions& options) {
             << "writes those; outputs and scratch: " << op_names(p, true, true) << ")";
       }
       check_dtype(p, k, path, name, o.dtype);
+      written.insert(std::string(name));
       if (o.scratch) {
         KERNELOP_RAISE(fail_at(p, k, path + ".scratch"))
             << "the op declares its scratch; a launch writes it as an output";

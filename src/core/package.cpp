@@ -54,9 +54,14 @@ OpDecl packaged_decl(const CompiledImage& image) {
   return decl;
 }
 
+// Packages nest (a backward's, a later launch's); a crafted file could nest them until reading
+// overflows the stack. A real op nests a few levels (a double backward whose launches ...).
+constexpr int kMaxNesting = 8;
+
 class Reader {
  public:
-  Reader(std::string_view bytes, std::string_view origin) : bytes_(bytes), origin_(origin) {}
+  Reader(std::string_view bytes, std::string_view origin, int depth = 0)
+      : bytes_(bytes), origin_(origin), depth_(depth) {}
 
   // "package ORIGIN: ..." (Note [raising errors]).
   detail::ErrorStream error() const {
@@ -66,6 +71,9 @@ class Reader {
   }
 
   Package read() {
+    if (depth_ > kMaxNesting) {
+      KERNELOP_RAISE(error()) << "nests packages more than " << kMaxNesting << " levels deep";
+    }
     Package pkg;
     detail::Unframed frame;
     if (std::string why = detail::unframe(bytes_, kPackageFormat, frame); !why.empty()) {
@@ -180,9 +188,10 @@ class Reader {
                                       ? meta.at("then").size()
                                       : 0);
     }
-    if (launches > 0 && pkg.format_version < 5) {
+    if ((launches > 0 || image.plan.num_results() != image.plan.outputs.size()) &&
+        pkg.format_version < 5) {
       KERNELOP_RAISE(error()) << "a format " << pkg.format_version
-                              << " package cannot hold later launches";
+                              << " package cannot hold later launches or scratch";
     }
     if (sections.size() < 2 + launches + (has_backward ? 1 : 0)) {
       KERNELOP_RAISE(error()) << "it has " << sections.size() << " sections, too few for its "
@@ -196,7 +205,8 @@ class Reader {
     if (has_backward) {
       OpDecl want = backward_decl(image.plan);
       Package inner =
-          Reader(sections.back(), std::string(origin_) + ": backward " + want.op_name).read();
+          Reader(sections.back(), std::string(origin_) + ": backward " + want.op_name, depth_ + 1)
+              .read();
       if (!derives_backward(image.plan, inner.image.plan) ||
           meta.at("backward").at("op").get<std::string>() != want.op_name) {
         KERNELOP_RAISE(error()) << "its backward is not " << want.op_name
@@ -208,7 +218,7 @@ class Reader {
     for (std::size_t k = 0; k < launches; ++k) {
       OpDecl want = launch_decl(image.plan, k);
       Package inner = Reader(sections[1 + image_sections + k],
-                             std::string(origin_) + ": launch " + want.op_name)
+                             std::string(origin_) + ": launch " + want.op_name, depth_ + 1)
                           .read();
       if (!derives_launch(image.plan, k, inner.image.plan) ||
           meta.at("then").at(k).at("op").get<std::string>() != want.op_name ||
@@ -286,6 +296,7 @@ class Reader {
 
   std::string_view bytes_;
   std::string origin_;
+  int depth_ = 0;
 };
 
 }  // namespace
@@ -342,7 +353,8 @@ std::string write_package_bytes(const CompiledImage& image,
     launch_bytes.push_back(write_package_bytes(image.then[k]));
     then.push_back(Json{{"op", image.then[k].plan.op_name}});
   }
-  if (!launch_bytes.empty()) format = std::max(format, 5u);
+  if (!launch_bytes.empty() || image.plan.num_results() != image.plan.outputs.size())
+    format = std::max(format, 5u);
   Json meta = Json::object();
   meta["format"] = format;
   meta["created_by"] = "kernelop " + std::string(version());

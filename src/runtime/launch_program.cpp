@@ -62,7 +62,7 @@ void KernelOp::State::launch_program(std::span<const TensorView> inputs,
     KERNELOP_RAISE(error(ErrorKind::Type)) << "needs a tensor input to tell its device";
   }
   detail::check_device_index(p, device);
-  if (reads_device) read_device(f, device);
+  read_device(f, device);
   detail::prepare(p, inputs, scalars, f, results);
   std::array<TensorView, kMaxKernelArgs> all;
   for (std::size_t o = 0; o < p.outputs.size(); ++o) {
@@ -83,7 +83,13 @@ void KernelOp::State::launch_program(std::span<const TensorView> inputs,
   ScratchMemory scratch(*m.driver, m.context, static_cast<CUstream>(stream));
   for (std::size_t o = num_results; o < p.outputs.size(); ++o) {
     TensorView& t = all[o];
-    auto bytes = static_cast<std::size_t>(t.shape.numel()) * dtype_size(t.dtype);
+    std::size_t bytes = 0;
+    if (__builtin_mul_overflow(static_cast<std::size_t>(t.shape.numel()), dtype_size(t.dtype),
+                               &bytes)) {
+      KERNELOP_RAISE(error(ErrorKind::Launch))
+          << "scratch '" << p.tensors[static_cast<std::size_t>(p.outputs[o].slot)].name << "' of "
+          << t.shape.numel() << " elements does not fit 64 bits of bytes";
+    }
     if (bytes == 0) continue;
     CUdeviceptr ptr = 0;
     if (CUresult r = scratch.allocate(bytes, &ptr); r != CUDA_SUCCESS) {

@@ -34,6 +34,10 @@ KernelOp::KernelOp(CompiledImage image, LoadOptions options) : state_(std::make_
     KERNELOP_FAIL(Spec) << "op " << p.op_name << ": " << p.args.size()
                         << " kernel parameters; kernelop passes at most " << kMaxKernelArgs;
   }
+  if (p.scalars.size() > static_cast<std::size_t>(kMaxKernelArgs)) {
+    KERNELOP_FAIL(Spec) << "op " << p.op_name << ": " << p.scalars.size()
+                        << " scalar inputs; kernelop takes at most " << kMaxKernelArgs;
+  }
   if (state_->image.lowered_names.size() != p.instances.size()) {
     KERNELOP_FAIL(Spec) << "op " << p.op_name << ": the image has "
                         << state_->image.lowered_names.size() << " kernel symbol(s) for "
@@ -132,6 +136,9 @@ const CompiledImage& KernelOp::image() const {
 std::vector<Shape> KernelOp::output_shapes(std::span<const TensorView> inputs,
                                            std::span<const ScalarArg> scalars) const {
   auto f = std::make_unique<Frame>();
+  // Results never read the device (validation); scratch shapes may, and are not reported: they
+  // are evaluated with a placeholder device rather than a division by sm_count() == 0.
+  if (state_->program) f->sm_count = f->arch = 1;
   detail::prepare(plan(), inputs, scalars, *f);
   std::vector<Shape> out;
   for (std::size_t o = 0; o < plan().num_results(); ++o)

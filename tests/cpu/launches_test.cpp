@@ -121,6 +121,30 @@ TEST(Launches, RulesAreCheckedWithTheFieldNamed) {
     std::string text = edited(c.from, c.with);
     EXPECT_THROW_MSG(derive_plan(sum_decl(text)), ErrorKind::Spec, c.message);
   }
+  // A launch names each of the op's tensors once (two names would alias what it reads and writes).
+  std::string twice =
+      edited(R"J("from": {"p": "part", "out": "y"})J", R"J("from": {"p": "part", "out": "part"})J");
+  const std::string params = R"J("params": ["x", "part",)J";
+  twice.replace(twice.find(params), params.size(), R"J("params": ["x", "part", "y",)J");
+  EXPECT_THROW_MSG(
+      derive_plan(sum_decl(twice)), ErrorKind::Spec,
+      "then[0].outputs[0]: 'out' and 'p' both name the op's 'part'; a launch names each once");
+  // A launch reads only what something wrote before it: launch 1 reads 'part', which only launch 2
+  // writes.
+  std::string order = R"J({"op": "t::order", "kernel_name": "k", "kernel_source": "k",
+    "inputs": [{"name": "x", "dtype": "float32"}],
+    "outputs": [{"name": "y", "shape": [1], "dtype": "float32"},
+                {"name": "part", "shape": [4], "dtype": "float32", "scratch": true}],
+    "params": ["x", "y"], "geometry": {"custom": {"grid": [1, 1, 1], "block": [32, 1, 1]}},
+    "then": [{"kernel_name": "a", "kernel_source": "k", "inputs": [{"name": "part"}],
+              "outputs": [{"name": "y", "shape": [1]}], "params": ["part", "y"],
+              "geometry": {"custom": {"grid": [1, 1, 1], "block": [32, 1, 1]}}},
+             {"kernel_name": "b", "kernel_source": "k", "inputs": [{"name": "x"}],
+              "outputs": [{"name": "part", "shape": [4]}], "params": ["x", "part"],
+              "geometry": {"custom": {"grid": [1, 1, 1], "block": [32, 1, 1]}}}]})J";
+  EXPECT_THROW_MSG(derive_plan(parse_op_json(order, ".", "order.json")), ErrorKind::Spec,
+                   "op t::order: then[0].inputs[0]: reads 'part', which nothing writes before this "
+                   "launch");
   // A launch's own type parameter may stand for the op's dtype when it takes it.
   auto typed = [](const char* dtypes) {
     std::string s = edited(R"J("inputs": [{"name": "p"}])J",
@@ -244,9 +268,44 @@ TEST(Launches, LaunchesInOrderWithScratchAllocatedOnTheStreamAndFreedAfter) {
   EXPECT_EQ(allocated, 1);
   EXPECT_EQ(lines(fake().launches()).size(), 2u);
   EXPECT_EQ(lines(fake().memory_ops()).size(), 3u);
+  // A raw launch would run the first kernel alone: refused.
+  std::vector<RawArg> raw = {RawArg::of_tensor(in[0]), RawArg::of_tensor(out[0]),
+                             RawArg::of_scalar(ScalarArg::of_int(1000))};
+  EXPECT_THROW_MSG(
+      op.launch_raw(LaunchDims{}, raw, stream), ErrorKind::Launch,
+      "has scratch or later launches, which a raw launch of its first kernel would skip");
+  // Scratch shapes may divide by sm_count(); output_shapes reports the results without a device.
   // A caller that passes the scratch as an output is told how many outputs the op has.
   std::vector<TensorView> two = {out[0], out[0]};
   EXPECT_THROW_MSG(op.launch(in, {}, two, stream), ErrorKind::Type, "expected 1 output(s), got 2");
+}
+
+TEST(Launches, ScratchAloneIsFormat5AndItsBytesAreCheckedForOverflow) {
+  std::string text = R"J({"op": "launches_test::ws", "kernel_name": "ws",
+    "kernel_source": "__global__ void ws(const float* x, long long n, float* y, float* w) {}",
+    "inputs": [{"name": "x", "dtype": "float32"}, {"name": "n", "scalar": "int64"}],
+    "outputs": [{"name": "y", "shape": {"same_as": "x"}},
+                {"name": "w", "shape": ["n", "cdiv(dim(x, 0), sm_count())"], "dtype": "float32",
+                 "scratch": true}],
+    "params": ["x", "n", "y", "w"],
+    "geometry": {"custom": {"grid": [1, 1, 1], "block": [32, 1, 1]}}})J";
+  CompiledImage image = compile_sm90(parse_op_json(text, ".", "ws.json"));
+  EXPECT_EQ(parse_package(write_package_bytes(image), "ws.kop").format_version, 5u);
+  KernelOp op(image);
+  std::vector<TensorView> in = {
+      TensorView{reinterpret_cast<void*>(0x100000), DType::Float32, Shape{1000}, {}, 0}};
+  std::vector<ScalarArg> n = {ScalarArg::of_int(3)};
+  EXPECT_EQ(op.output_shapes(in, n), (std::vector<Shape>{Shape{1000}}));
+  if (!fake().ok()) GTEST_SKIP() << "the fake driver is not first on LD_LIBRARY_PATH";
+  record_launches_of(image);
+  std::vector<TensorView> out = {
+      TensorView{reinterpret_cast<void*>(0x200000), DType::Float32, Shape{1000}, {}, 0}};
+  op.launch(in, n, out, nullptr);
+  EXPECT_EQ(lines(fake().memory_ops())[0].rfind("allocAsync 96 bytes", 0),
+            0u);  // 3 x cdiv(1000, 132)
+  std::vector<ScalarArg> huge = {ScalarArg::of_int((std::int64_t{1} << 59) + 1)};
+  EXPECT_THROW_MSG(op.launch(in, huge, out, nullptr), ErrorKind::Launch,
+                   "does not fit 64 bits of bytes");
 }
 
 TEST(Launches, ALaterLaunchThatDisagreesIsRefusedAndTheScratchStillFreed) {
