@@ -83,7 +83,8 @@ void compile_launches(CompiledImage& image, std::vector<std::vector<KernelBinary
 
 /// The backward chain (Note [backward chain]) of an op whose kernels other compilers made:
 /// `binaries[i]` are the i-th link's (its backward, that one's backward, ...), each checked as
-/// image_from_binaries checks them; a link whose kernel is CUDA C++ takes no binaries and is
+/// image_from_binaries checks them (its later launches of CUDA C++, kernelop's glue, compiled with
+/// `options`); a link whose kernel is CUDA C++ takes no binaries and is
 /// compiled with `options`. Give the forward image's plan. Throws Error(Spec) naming the op when
 /// the chain the specs declare and the links given differ in length, or a link's binaries are
 /// given for a CUDA C++ kernel or missing for another compiler's.

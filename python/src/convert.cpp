@@ -146,6 +146,8 @@ ImagesFromBinaries images_from_binaries(OpPlan plan, nb::handle binaries, nb::ha
   for (nb::handle link : backward) links.push_back(binaries_of(link));
   nb::gil_scoped_release release;
   ImagesFromBinaries out{image_from_binaries(std::move(plan), std::move(owned)), {}};
+  // Later launches of CUDA C++ (kernelop's glue, Note [several launches]) compile with NVRTC.
+  if (!out.image.plan.spec.then.empty()) compile_launches(out.image, {}, options_for(archs));
   out.backward = backward_from_binaries(out.image.plan, std::move(links), options_for(archs));
   return out;
 }

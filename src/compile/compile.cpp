@@ -371,6 +371,8 @@ std::vector<CompiledImage> backward_from_binaries(const OpPlan& plan,
                             << "were given for it";
       }
       chain.push_back(image_from_binaries(backward, std::move(binaries[link])));
+      // Its later launches of CUDA C++ (kernelop's glue) compile with NVRTC.
+      if (!backward.spec.then.empty()) compile_launches(chain.back(), {}, options);
     }
     return chain.back().plan;
   });

@@ -377,6 +377,20 @@ def record(launch, configs=None, **kw):
     return ko.record_plugin(ko.triton(launch, configs=configs or [{"BLOCK": 128}]), op_name="kop_tt_t::t", **kw)
 
 
+def sums_then_cast(op_name):
+    """column_sums's float32 accumulator as scratch, cast to bfloat16 by kernelop's glue in a second launch (the
+    pattern of Liger's RMSNorm dW: partials in float32, .to(W.dtype)): a Triton kernel, then a CUDA C++ one."""
+    import dataclasses
+    from kernelop import _glue
+    r = ko.record_plugin(ko.triton(column_sums_launch), op_name=op_name, example_inputs=(torch.empty(64, 100),))
+    doc = dict(r.doc)
+    accumulator = dict(doc["outputs"][0], scratch=True)
+    doc["outputs"] = [{"name": "sums", "shape": ["dim(x, 1)"], "dtype": "bfloat16"}, accumulator]
+    doc["then"] = [ko.Launch(_glue.cast(torch.float32, torch.bfloat16),
+                             from_={"x": accumulator["name"], "y": "sums"})._json()]
+    return dataclasses.replace(r, doc=doc)
+
+
 def run_python(code):
     """Runs code in a fresh python3 where `import triton` fails; returns its stdout."""
     return run_python_without("triton", code)
@@ -1246,6 +1260,22 @@ class Compilation(unittest.TestCase):
 
 
 class Registration(unittest.TestCase):
+    def test_a_triton_kernel_then_a_glue_kernel(self):
+        r = sums_then_cast("kop_tt_then::sums")
+        op = r.register(["sm_80"])
+        self.assertEqual(str(op.default._schema), "kop_tt_then::sums(Tensor x) -> Tensor")
+        y = op(torch.empty(7, 100, device="meta"))
+        self.assertEqual((y.shape, y.dtype), (torch.Size([100]), torch.bfloat16))
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "sums.kop")
+            sums_then_cast("kop_tt_then_pkg::sums").build_package(path, ["sm_80", "sm_90"])
+            out = run_python(f"""
+                import torch, kernelop as ko
+                op = ko.load_package({path!r})
+                print(op.default._schema, op(torch.empty(3, 100, device="meta")).dtype)
+            """)
+        self.assertEqual(out.strip(), "kop_tt_then_pkg::sums(Tensor x) -> Tensor torch.bfloat16")
+
     def test_the_op_has_a_schema_with_defaults_and_a_cpp_meta_kernel(self):
         op = ops()["elementwise_scale_mul"]
         self.assertRegex(str(op.default._schema), r"^kop_tt::elementwise_scale_mul\(Tensor X, Tensor Y, "
@@ -1473,6 +1503,21 @@ class Cuda(unittest.TestCase):
             graph.replay()
         torch.cuda.synchronize()
         self.assertTrue(bool((y == 4).all()), y[:4])  # once eagerly, three replays (capture runs nothing)
+
+    def test_a_triton_kernel_then_a_glue_kernel_on_the_gpu(self):
+        op = sums_then_cast("kop_tt_then_gpu::sums").register()
+        for rows in (0, 1, 1000, 4099):
+            x = torch.randn(rows, 100, device="cuda")
+            torch.testing.assert_close(op(x), x.sum(0).to(torch.bfloat16), rtol=1e-2, atol=1e-2)
+        graph = torch.cuda.CUDAGraph()
+        x = torch.randn(500, 100, device="cuda")
+        with torch.cuda.graph(graph):
+            y = op(x)
+        for _ in range(3):
+            x.copy_(torch.randn(500, 100, device="cuda"))
+            graph.replay()
+            torch.cuda.synchronize()
+            torch.testing.assert_close(y, x.sum(0).to(torch.bfloat16), rtol=1e-2, atol=1e-2)
 
     def test_initialised_outputs(self):
         # Note [initialised outputs]: host code's zeros / full / clone / fill_ happen before each launch, in CUDA
