@@ -236,7 +236,25 @@ void check_launches(const OpPlan& p, const ValidateOptions& options) {
       }
     }
     // The launch is an op of its own: everything else about it is checked as for any spec.
-    (void)derive_plan(launch_decl(p, k));
+    OpPlan launch = derive_plan(launch_decl(p, k));
+    // Its instance is chosen from its inputs' dtypes: an output whose dtype is a type parameter
+    // none of its inputs fixes would take the first instance's, not the op's tensor's.
+    for (const OutputPlan& o : launch.outputs) {
+      const TensorSlot& t = launch.tensors[static_cast<std::size_t>(o.slot)];
+      const auto* param = t.dtype ? std::get_if<std::string>(&*t.dtype) : nullptr;
+      if (!param || o.dtype_from >= 0) continue;
+      bool fixed =
+          std::any_of(launch.tensors.begin(), launch.tensors.end(),
+                      [&](const TensorSlot& in) { return !in.is_output && in.dtype == t.dtype; });
+      auto tp = std::find_if(launch.type_params.begin(), launch.type_params.end(),
+                             [&](const TypeParam& x) { return x.name == *param; });
+      if (!fixed && tp != launch.type_params.end() && tp->dtypes.size() > 1) {
+        KERNELOP_RAISE(fail_at(p, k, "outputs"))
+            << "'" << t.name << "' is " << *param << ", which none of the launch's inputs fixes "
+            << "(its kernel is chosen by its inputs' dtypes); read a tensor of type " << *param
+            << " or give '" << t.name << "' a dtype";
+      }
+    }
   }
 }
 

@@ -145,6 +145,20 @@ TEST(Launches, RulesAreCheckedWithTheFieldNamed) {
   EXPECT_THROW_MSG(derive_plan(parse_op_json(order, ".", "order.json")), ErrorKind::Spec,
                    "op t::order: then[0].inputs[0]: reads 'part', which nothing writes before this "
                    "launch");
+  // A launch's kernel is chosen by its inputs' dtypes: an output typed by a parameter none of them
+  // fixes is refused (float32 partials summed into a T output).
+  std::string typed_out = R"J({"op": "t::typed", "kernel_name": "k<T>", "kernel_source": "k",
+    "type_params": [{"name": "T", "dtypes": ["float32", "float64"]}],
+    "inputs": [{"name": "x", "dtype": "T"}],
+    "outputs": [{"name": "y", "shape": [1]},
+                {"name": "part", "shape": [4], "dtype": "float32", "scratch": true}],
+    "params": ["x", "part"], "geometry": {"custom": {"grid": [1, 1, 1], "block": [32, 1, 1]}},
+    "then": [{"kernel_name": "a<T>", "kernel_source": "a", "inputs": [{"name": "part"}],
+              "outputs": [{"name": "y", "shape": [1]}], "params": ["part", "y"],
+              "geometry": {"custom": {"grid": [1, 1, 1], "block": [32, 1, 1]}}}]})J";
+  EXPECT_THROW_MSG(
+      derive_plan(parse_op_json(typed_out, ".", "typed.json")), ErrorKind::Spec,
+      "op t::typed: then[0].outputs: 'y' is T, which none of the launch's inputs fixes");
   // A launch's own type parameter may stand for the op's dtype when it takes it.
   auto typed = [](const char* dtypes) {
     std::string s = edited(R"J("inputs": [{"name": "p"}])J",
