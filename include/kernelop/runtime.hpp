@@ -154,7 +154,8 @@ class KernelOp {
   void launch_raw(const LaunchDims& dims, std::span<const RawArg> args, void* stream,
                   int device = -1) const;
 
-  /// Loads the kernel on `device` now (launch() does so lazily) and tells how.
+  /// Loads the kernel on `device` now (launch() does so lazily), and those of its later launches,
+  /// and tells how the op's own kernel was loaded.
   LoadInfo load(int device) const;
 
   /// Launches replayed from the op's launch memo: calls of launch() or launch_allocating() that

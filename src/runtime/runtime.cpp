@@ -181,6 +181,9 @@ std::uint64_t KernelOp::memoized_launches() const {
 }
 
 LoadInfo KernelOp::load(int device) const {
+  // Note [several launches]: the later launches' kernels too, so that a call after load() (in a
+  // CUDA graph capture, say) loads nothing.
+  for (const KernelOp& launch : state_->then) (void)launch.load(device);
   return state_->module_for(device).info;
 }
 

@@ -322,6 +322,20 @@ TEST(Launches, ScratchAloneIsFormat5AndItsBytesAreCheckedForOverflow) {
                    "does not fit 64 bits of bytes");
 }
 
+TEST(Launches, LoadLoadsEveryLaunchsKernel) {
+  if (!fake().ok()) GTEST_SKIP() << "the fake driver is not first on LD_LIBRARY_PATH";
+  auto count = [](const std::string& name) {
+    std::string all = fake().functions();
+    std::size_t n = 0;
+    for (std::size_t at = all.find(name); at != std::string::npos; at = all.find(name, at + 1)) ++n;
+    return n;
+  };
+  std::size_t before = count("_Z5totalPKfPfi\n");
+  KernelOp op(compile_sm90(sum_decl()));
+  EXPECT_EQ(op.load(0).device_arch, "sm_90");
+  EXPECT_EQ(count("_Z5totalPKfPfi\n"), before + 1);  // the later launch's, before any call
+}
+
 TEST(Launches, ALaterLaunchThatDisagreesIsRefusedAndTheScratchStillFreed) {
   if (!fake().ok()) GTEST_SKIP() << "the fake driver is not first on LD_LIBRARY_PATH";
   // The later launch says its output has 2 elements; the op's has 1.

@@ -53,6 +53,15 @@ void fake_cuda_set_param_sizes(const int* sizes, int n) {
 }
 /// Memsets and device-to-device copies recorded since the last call, one per line, as
 /// fake_cuda_launches() gives launches.
+/// Every kernel looked up so far (cuModuleGetFunction), one per line; never cleared.
+const char* fake_cuda_functions() {
+  std::lock_guard lock(mu);
+  static std::string out;
+  out.clear();
+  for (const std::string& f : function_names) out += f + "\n";
+  return out.c_str();
+}
+
 const char* fake_cuda_memory_ops() {
   std::lock_guard lock(mu);
   static std::string out;

@@ -14,6 +14,7 @@ struct FakeDriver {
   void (*set_param_sizes)(const int*, int) = nullptr;
   const char* (*launches)() = nullptr;
   const char* (*memory_ops)() = nullptr;
+  const char* (*functions)() = nullptr;
   FakeDriver() {
     void* lib = dlopen("libcuda.so.1", RTLD_NOW);
     if (!lib) return;
@@ -21,8 +22,9 @@ struct FakeDriver {
         reinterpret_cast<void (*)(const int*, int)>(dlsym(lib, "fake_cuda_set_param_sizes"));
     launches = reinterpret_cast<const char* (*)()>(dlsym(lib, "fake_cuda_launches"));
     memory_ops = reinterpret_cast<const char* (*)()>(dlsym(lib, "fake_cuda_memory_ops"));
+    functions = reinterpret_cast<const char* (*)()>(dlsym(lib, "fake_cuda_functions"));
   }
-  bool ok() const { return set_param_sizes && launches && memory_ops; }
+  bool ok() const { return set_param_sizes && launches && memory_ops && functions; }
 };
 
 inline FakeDriver& fake() {
