@@ -115,21 +115,22 @@ const std::vector<std::string>& kernel_binary_fields() {
   return names;
 }
 
-std::vector<KernelBinary> binaries_of(nb::handle sequence) {
+std::vector<KernelBinary> binaries_of(nb::handle sequence, std::string_view whose) {
   std::vector<KernelBinary> out;
   std::size_t i = 0;
   for (nb::handle item : sequence) {
     KernelBinary b;
     for (const BinaryField& f : kBinaryFields) {
       if (!nb::hasattr(item, f.name)) {
-        KERNELOP_FAIL(Type) << "binary " << i << " (a " << nb::type_name(item.type()).c_str()
-                            << ") has no field '" << f.name << "'; expected a KernelBinary";
+        KERNELOP_FAIL(Type) << "binary " << i << whose << " (a "
+                            << nb::type_name(item.type()).c_str() << ") has no field '" << f.name
+                            << "'; expected a KernelBinary";
       }
       nb::object value = item.attr(f.name);
       try {
         f.read(b, value);
       } catch (const nb::cast_error&) {
-        KERNELOP_FAIL(Type) << "binary " << i << ": field '" << f.name << "' is a "
+        KERNELOP_FAIL(Type) << "binary " << i << whose << ": field '" << f.name << "' is a "
                             << nb::type_name(value.type()).c_str() << "; expected " << f.expected;
       }
     }
@@ -143,7 +144,9 @@ ImagesFromBinaries images_from_binaries(OpPlan plan, nb::handle binaries, nb::ha
                                         const std::vector<std::string>& archs) {
   std::vector<KernelBinary> owned = binaries_of(binaries);
   std::vector<std::vector<KernelBinary>> links;
-  for (nb::handle link : backward) links.push_back(binaries_of(link));
+  for (nb::handle link : backward) {  // named by link: the backward's, its backward's, ...
+    links.push_back(binaries_of(link, " of backward link " + std::to_string(links.size() + 1)));
+  }
   nb::gil_scoped_release release;
   ImagesFromBinaries out{image_from_binaries(std::move(plan), std::move(owned)), {}};
   // Later launches of CUDA C++ (kernelop's glue, Note [several launches]) compile with NVRTC.

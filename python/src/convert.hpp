@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nanobind/nanobind.h>
@@ -40,7 +41,8 @@ const std::vector<std::string>& kernel_binary_fields();
 
 /// Binaries from a sequence of Python objects with kernel_binary_fields() as attributes (the GIL
 /// must be held). Throws Error(Type) naming the binary and the field that is missing or wrong.
-std::vector<KernelBinary> binaries_of(nanobind::handle sequence);
+/// `whose` follows "binary N" in messages (" of backward link 1").
+std::vector<KernelBinary> binaries_of(nanobind::handle sequence, std::string_view whose = "");
 
 /// An op's image from its binaries and its backward chain's (backward_from_binaries): `backward`
 /// holds one sequence of KernelBinary per link (empty for a CUDA C++ link, compiled for `archs`).

@@ -7,6 +7,7 @@ GPU: every tactic against Triton's own launch, misaligned inputs, opcheck, torch
 packages built on the CPU machine run with no Triton in the process.
 """
 
+import dataclasses
 import json
 import math
 import os
@@ -771,6 +772,12 @@ class RecordedBackward(unittest.TestCase):
                      "'scale_mul_fwd'): takes 7 parameter(s) but the calling convention passes 9",
                      ko._kernelop.check_binaries, doc, binaries, [binaries])
         ko._kernelop.check_binaries(doc, binaries, chain)
+        # Something else than a KernelBinary is named with its place: the op's own, or a backward link's.
+        expect_error(self, TypeError, "binary 0 (a int) has no field 'program'; expected a KernelBinary",
+                     ko._kernelop.check_binaries, doc, [1], chain)
+        expect_error(self, TypeError, "binary 1 of backward link 1: field 'arch' is a int; expected str",
+                     ko._kernelop.check_binaries, doc, binaries,
+                     [[chain[0][0], dataclasses.replace(chain[0][0], arch=90)]])
 
 
 class WrittenInputs(unittest.TestCase):
