@@ -2,8 +2,11 @@
 
 The kernelop ops are registered from Liger's own host functions (tests/python/test_liger.py records them the same
 way): SwiGLU forward + backward (``swiglu_forward`` / ``swiglu_backward``, a recorded backward) and RMSNorm forward
-(``rms_norm_forward``). A SwiGLU *step* is forward + backward (``c = op(a, b)``; the gradients of a and b); RMSNorm
-is timed forward only (its backward, which launches two kernels and sums per-SM partials, is not an op yet).
+and backward (``rms_norm_forward`` / ``rms_norm_backward``, whose per-SM partials of dW are the op's scratch and
+whose ``_dW.sum(dim=0).to(W.dtype)`` is a launch of kernelop's own sum kernel). A *step* is forward + backward (the
+gradients of every input); RMSNorm is timed forward alone too. Liger's Functions run with their defaults (RMSNorm's
+backward writes dX over the incoming gradient, in place; kernelop's leaves autograd's gradient intact and, as Liger's
+not-in-place path does, zeroes dX first).
 
 Each round times every variant once, in a fresh random order (autograd_bench.interleaved), as a loop of steps
 closed by one synchronize, and the figure is the median over rounds of the time per step: host-bound at small
@@ -23,7 +26,8 @@ sys.path.insert(0, os.path.join(ROOT, ".deps", "liger"))
 
 import kernelop as ko  # noqa: E402
 from autograd_bench import interleaved, per_step_us  # noqa: E402  (this folder's: one timing loop, one interleaving)
-from liger_kernel.ops.rms_norm import LigerRMSNormFunction, rms_norm_forward  # noqa: E402
+from liger_kernel.ops.rms_norm import LigerRMSNormFunction, rms_norm_backward, rms_norm_forward  # noqa: E402
+from liger_kernel.ops.utils import calculate_settings  # noqa: E402
 from liger_kernel.ops.swiglu import LigerSiLUMulFunction, swiglu_backward, swiglu_forward  # noqa: E402
 
 HIDDEN = [4096]
@@ -41,6 +45,12 @@ def swiglu_bwd(a: torch.Tensor, b: torch.Tensor, grad_c_ptr: torch.Tensor, gate_
 def rms_norm_fwd(X: torch.Tensor, W: torch.Tensor, eps: float):
     Y, _, RSTD, _, _, _ = rms_norm_forward(X, W, eps, 0.0, "llama", False)
     return Y, RSTD
+
+
+def rms_norm_bwd(grad_Y_ptr: torch.Tensor, X: torch.Tensor, W: torch.Tensor, RSTD_ptr: torch.Tensor):
+    X = X.view(-1, X.shape[-1])  # as LigerRMSNormFunction's forward saved it
+    BLOCK_SIZE, num_warps = calculate_settings(X.shape[-1])
+    return rms_norm_backward(grad_Y_ptr, X, W, RSTD_ptr, 0.0, "llama", BLOCK_SIZE, num_warps, False, False)
 
 
 def device_us(step, steps=10):
@@ -86,49 +96,77 @@ def swiglu_rows(shape, dtype):
     return compare({"kernelop": kernelop_step, "liger": liger_step, "torch": torch_step}, iters)
 
 
-def rms_rows(shape, dtype):
-    op = ko.custom_plugin(ko.triton(rms_norm_fwd, specialize=[4096]), op_name="kop_liger_bench::rms_norm",
-                          example_inputs=(torch.empty(4, 4096, dtype=dtype), torch.empty(4096, dtype=dtype)))
-    x = torch.randn(shape, device="cuda", dtype=dtype)
-    w = torch.randn(shape[-1], device="cuda", dtype=dtype)
+_rms_ops = {}
 
-    def torch_rms():
+
+def rms_op(dtype):
+    if dtype not in _rms_ops:
+        _rms_ops[dtype] = ko.custom_plugin(
+            ko.triton(rms_norm_fwd, specialize=[4096]), op_name="kop_liger_bench::rms_norm",
+            example_inputs=(torch.empty(4, 4096, dtype=dtype), torch.empty(4096, dtype=dtype)),
+            backward=ko.Backward(["X", "W"], ko.triton(rms_norm_bwd)))
+    return _rms_ops[dtype]
+
+
+def rms_rows(shape, dtype, step):
+    op = rms_op(dtype)
+    x = torch.randn(shape, device="cuda", dtype=dtype, requires_grad=step)
+    w = torch.randn(shape[-1], device="cuda", dtype=dtype, requires_grad=step)
+    g = torch.randn(shape, device="cuda", dtype=dtype)
+    lx, lw = x.detach().clone().requires_grad_(step), w.detach().clone().requires_grad_(step)
+
+    def torch_rms(x, w):
         xf = x.float()
         return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6)).to(dtype) * w
 
     iters = 500 if x.numel() < 1 << 20 else 50
-    return compare({"kernelop": lambda: op(x, w, 1e-6),
-                    "liger": lambda: LigerRMSNormFunction.apply(x, w, 1e-6),
-                    "torch": torch_rms}, iters)
+    if not step:
+        with torch.no_grad():
+            return compare({"kernelop": lambda: op(x, w, 1e-6),
+                            "liger": lambda: LigerRMSNormFunction.apply(x, w, 1e-6),
+                            "torch": lambda: torch_rms(x, w)}, iters)
+    return compare({"kernelop": lambda: torch.autograd.grad(op(x, w, 1e-6)[0], (x, w), g),
+                    "liger": lambda: torch.autograd.grad(LigerRMSNormFunction.apply(lx, lw, 1e-6), (lx, lw), g),
+                    # Liger's Function leaving autograd's gradient intact, as kernelop does (its in_place=False)
+                    "liger_intact": lambda: torch.autograd.grad(
+                        LigerRMSNormFunction.apply(lx, lw, 1e-6, 0.0, "llama", False), (lx, lw), g),
+                    "torch": lambda: torch.autograd.grad(torch_rms(x, w), (x, w), g)}, iters)
 
 
 def main():
     lines = [f"device: {torch.cuda.get_device_name()}  (torch {torch.__version__}, Liger-Kernel "
              f"{open(os.path.join(ROOT, '.deps', 'liger', 'VERSION')).read().strip()})",
              "µs per step, wall (median of 15 interleaved rounds of a loop of steps) and device (kernels and copies, "
-             "torch.profiler); a SwiGLU step is forward + backward, RMSNorm forward only",
-             f"{'op':<16}{'shape':<13}{'wall:':>6}{'kernelop':>9}{'Liger':>8}{'torch':>8}{'kop/Liger':>10}"
-             f"{'device:':>9}{'kernelop':>9}{'Liger':>8}{'torch':>8}{'kop/Liger':>10}"]
+             "torch.profiler); fwd+bwd: a step of forward and backward",
+             "Liger*: Liger's Function leaving autograd's tensors intact as kernelop does (RMSNorm's in_place=False; "
+             "SwiGLU's has no such mode)",
+             f"{'op':<18}{'shape':<13}{'wall:':>6}{'kernelop':>9}{'Liger':>8}{'torch':>8}{'kop/Liger':>10}"
+             f"{'device:':>9}{'kernelop':>9}{'Liger':>8}{'torch':>8}{'kop/Liger':>10}{'Liger*':>8}{'kop/Liger*':>11}"]
     dtype = torch.bfloat16
     results = []
     for shape in ((1, 4, 4096), (2, 4096, 4096)):
         t = swiglu_rows(shape, dtype)
         results.append(("swiglu fwd+bwd", shape, t))
     for shape in ((4, 4096), (8192, 4096)):
-        t = rms_rows(shape, dtype)
-        results.append(("rms_norm fwd", shape, t))
+        results.append(("rms_norm fwd", shape, rms_rows(shape, dtype, False)))
+        results.append(("rms_norm fwd+bwd", shape, rms_rows(shape, dtype, True)))
     for name, shape, t in results:
-        row = f"{name:<16}{'x'.join(map(str, shape)):<13}"
+        row = f"{name:<18}{'x'.join(map(str, shape)):<13}"
         for i in (0, 1):
             row += f"{'':>6}" if i == 0 else f"{'':>9}"
             row += f"{t['kernelop'][i]:>9.1f}{t['liger'][i]:>8.1f}{t['torch'][i]:>8.1f}"
             row += f"{t['kernelop'][i] / t['liger'][i]:>10.3f}"
+        intact = t.get("liger_intact")
+        row += f"{intact[1]:>8.1f}{t['kernelop'][1] / intact[1]:>11.3f}" if intact else f"{'-':>8}{'-':>11}"
         lines.append(row)
     small = [t["kernelop"][0] / t["liger"][0] for _, shape, t in results if shape[-2] == 4]
     large = [t["kernelop"][1] / t["liger"][1] for _, shape, t in results if shape[-2] != 4]
+    same = [t["kernelop"][1] / t["liger_intact"][1] for _, shape, t in results
+            if shape[-2] != 4 and "liger_intact" in t]
     lines.append(f"targets: small steps <= 0.5x Liger's wall time {'met' if max(small) <= 0.5 else 'NOT met'} "
                  f"(worst {max(small):.3f}); large <= 1.02x Liger's device time "
-                 f"{'met' if max(large) <= 1.02 else 'NOT met'} (worst {max(large):.3f})")
+                 f"{'met' if max(large) <= 1.02 else 'NOT met'} (worst {max(large):.3f}; against Liger*, "
+                 f"worst {max(same):.3f})")
     text = "\n".join(lines) + "\n"
     print(text, end="")
     if len(sys.argv) > 1:

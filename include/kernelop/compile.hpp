@@ -57,6 +57,9 @@ struct KernelBinary {
   int scratch_bytes = 0;
   int scratch_align = 0;
   int scratch_param = -1;
+  /// Which of the op's launches (Note [several launches], spec.hpp) it is for: 0 the op's own
+  /// kernel, k its `then[k - 1]` (image_with_launches sorts binaries by it).
+  int launch = 0;
 };
 
 /// An image from pre-compiled PTX (e.g. Triton's or a saved NVRTC output), skipping NVRTC: the
@@ -73,6 +76,14 @@ CompiledImage image_from_ptx(OpPlan plan, std::string ptx, const std::string& en
 /// tactic and the architecture.
 CompiledImage image_from_binaries(OpPlan plan, std::vector<KernelBinary> binaries);
 
+/// The image of an op whose kernels other compilers made, with its later launches (Note [several
+/// launches]): `binaries` of every launch, told apart by KernelBinary::launch; launch 0's make the
+/// image (image_from_binaries), the others go to compile_launches, whose CUDA C++ launches
+/// (kernelop's glue) compile with `options`. Throws Error(Spec) naming the binary when its launch
+/// is not one the spec declares.
+CompiledImage image_with_launches(OpPlan plan, std::vector<KernelBinary> binaries,
+                                  const CompileOptions& options = {});
+
 /// Compiles the op's later launches (Note [several launches], spec.hpp) into `image.then`, each
 /// derived from the image's completed plan: CUDA C++ ones with NVRTC and `options`, another
 /// compiler's from `binaries[k]` (the launch k + 1's, checked as image_from_binaries checks them;
@@ -82,8 +93,8 @@ void compile_launches(CompiledImage& image, std::vector<std::vector<KernelBinary
                       const CompileOptions& options = {});
 
 /// The backward chain (Note [backward chain]) of an op whose kernels other compilers made:
-/// `binaries[i]` are the i-th link's (its backward, that one's backward, ...), each checked as
-/// image_from_binaries checks them (its later launches of CUDA C++, kernelop's glue, compiled with
+/// `binaries[i]` are the i-th link's (its backward, that one's backward, ...), each link's image
+/// made by image_with_launches (its later launches of CUDA C++, kernelop's glue, compiled with
 /// `options`); a link whose kernel is CUDA C++ takes no binaries and is
 /// compiled with `options`. Give the forward image's plan. Throws Error(Spec) naming the op when
 /// the chain the specs declare and the links given differ in length, or a link's binaries are

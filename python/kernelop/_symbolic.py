@@ -203,6 +203,9 @@ class Recorder:
         persistent kernel's grid, rows per program), never decide on its value."""
         if self._sm_count is None:
             self._sm_count = self.shape_env.create_unbacked_symint()
+            # A device has at least one SM: what host code checks of it (a size >= 0) holds, and is no requirement.
+            from torch.fx.experimental.symbolic_shapes import _constrain_range_for_size
+            _constrain_range_for_size(self._sm_count, min=1)
             self._leaf[self._sm_count.node.expr] = "sm_count()"
         return self._sm_count
 

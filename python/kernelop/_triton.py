@@ -1,7 +1,8 @@
 """Triton kernels as kernelop ops: ko.triton and ko.custom_plugin, the reference's names (torch_tensorrt.annotation).
 
 ``launch_fn`` is the body a user would have written for a ``torch.library.custom_op``: it takes the op's inputs,
-allocates and returns the outputs and launches one ``@triton.jit`` kernel as ``kernel[grid](..., BLOCK=...)``.
+allocates and returns the outputs and launches ``@triton.jit`` kernels as ``kernel[grid](..., BLOCK=...)`` (several,
+with scratch and host glue between them: Note [recorded programs]).
 kernelop runs it **once**, on fake tensors with symbolic sizes, and records the launch: which function, which tensor
 is which input or output, the int arguments and the grid as expressions of the input sizes, the constexprs,
 num_warps and num_stages. ``meta_impl`` (when given) is traced the same way for the output shapes. The result is an
@@ -14,7 +15,8 @@ Triton's calling convention, in full: the non-constexpr parameters in the kernel
 each launch, and refuses kernels built with Triton's profiling instrumentation); constexprs are
 compiled in; the block is ``num_warps * 32`` threads; the dynamic shared memory is Triton's ``metadata.shared`` for
 the architecture. Triton's JIT specialises on 16-byte-aligned pointers and ints divisible by 16; kernelop keeps those
-specialisations as tactics guarded by requirements (``divisible=2``: pointers aligned and ints divisible,
+specialisations as tactics guarded by requirements (``divisible=2``: pointers aligned and ints divisible, but for
+ints computed from ``sm_count()``,
 ``divisible=1``: pointers aligned, ``divisible=0``: neither), so a misaligned input runs the generic kernel, never
 one compiled for alignment it lacks.
 """
@@ -115,13 +117,24 @@ def _intercept(launches: List[Any]) -> Handlers:
             (triton_module, "next_power_of_2"): sizes.power_of_two}
 
 
-def _one_launch(where: str, launches: List[Any]) -> Tuple[Any, str]:
+def _first_launch(where: str, launches: List[Any]) -> Tuple[Any, str]:
+    """The op's own kernel: the first launch (later ones are its then, Note [recorded programs])."""
     if not launches:
         raise ValueError(f"{where}: launch_fn launched no Triton kernel (expected kernel[grid](...))")
-    if len(launches) > 1:
-        raise ValueError(f"{where}: launch_fn launched {len(launches)} Triton kernels (at "
-                         f"{shorten(', '.join(x.where for x in launches), 1000)}); kernelop records one launch per op")
     return launches[0], launches[0].fn.__name__
+
+
+def _launch_tensors(launch: _Launch) -> Tuple[Dict[str, Any], Set[str]]:
+    """The tensors a launch passes, by the kernel's parameter, and the names its tunables take."""
+    kernel = launch.fn
+    kwargs = {k: v for k, v in launch.kwargs.items() if k not in _OPTIONS and k != "num_ctas"}
+    try:
+        bound = inspect.signature(kernel.fn).bind(*launch.args, **kwargs)
+    except TypeError:  # the translation names the mismatch
+        return {}, set()
+    constexpr = {p.name for p in kernel.params if p.is_constexpr}
+    return ({n: v for n, v in bound.arguments.items() if isinstance(v, torch.Tensor)},
+            constexpr | set(_ADDED_TUNABLES))
 
 
 def _check_inputs(where: str, inputs: List[Input]) -> None:
@@ -211,6 +224,8 @@ def _translate(ctx: Recording, spec: TritonSpec, launch: _Launch) -> RecordedPlu
             doc["requires"] = requires
         doc["tunables"] = tactics.tunables
         doc["configs"] = tactics.configs
+        if ctx.then:
+            doc["then"] = ctx.then
         return doc
 
     # Validated (kernelop's own rules, in C++) before the grid is traced for each config, and again once complete:
@@ -241,7 +256,8 @@ def _translate(ctx: Recording, spec: TritonSpec, launch: _Launch) -> RecordedPlu
     ctx.name_key = kernel.cache_key
     return RecordedPlugin(ctx.op_name, spec_doc(grid, shapes, requires), ctx.dsl, kernel, args.constexprs,
                           tactics.compile_configs, DEFAULT_ARCHS, scratch_param=len(args.params) - 2,
-                          dsl_state=TritonState(args.signature))
+                          dsl_state=TritonState(args.signature),
+                          writes={args.tensors[p] for p in written if p in args.tensors})
 
 
 def _arguments(ctx: Recording, kernel: Any, bound: inspect.BoundArguments, position: Dict[str, int]) -> _Arguments:
@@ -366,7 +382,11 @@ def _tactics(ctx: Recording, spec: TritonSpec, kernel: Any, args: _Arguments, co
     # Triton's specialisations, as guarded variants of each config. Their requires exclude each other, so a call
     # can run exactly one variant of a config, the one Triton's JIT would pick, and tuning compares configs only.
     aligned = [f"aligned({t}, 16)" for t in dict.fromkeys(args.pointers)]
-    divisible = list(dict.fromkeys(canonical(f"({e}) % 16 == 0") for _, e in args.int_args))
+    # An int computed from the device's SM count (rows per program of a persistent kernel) is a per-device partition
+    # that seldom divides by 16; requiring it would leave every other int unspecialised (Liger's RMSNorm backward
+    # lost its vectorised row loads): it is compiled as a plain int in every variant.
+    specialised = [(i, e) for i, e in args.int_args if "sm_count()" not in e]
+    divisible = list(dict.fromkeys(canonical(f"({e}) % 16 == 0") for _, e in specialised))
 
     def none_of(conds: List[str]) -> List[str]:
         return [canonical(f"{conjunction(conds)} == 0")] if conds else []
@@ -387,7 +407,7 @@ def _tactics(ctx: Recording, spec: TritonSpec, kernel: Any, args: _Arguments, co
             if requires_of[d] or user.get("requires"):
                 cfg["requires"] = user_requires(user) + list(requires_of[d])
             configs.append(cfg)
-            attrs = [i for i, _ in args.int_args] if d == 2 else []
+            attrs = [i for i, _ in specialised] if d == 2 else []
             if d >= 1:
                 attrs += pointer_positions
             compile_configs.append({
@@ -682,5 +702,5 @@ def _check_compiled(recorded: RecordedPlugin, program: int, compiled: CompiledKe
 
 
 DSL = Dsl(name="triton", title="Triton", spec_type=TritonSpec, check_archs=triton_archs, intercept=_intercept,
-          one_launch=_one_launch, translate=_translate, plan_compile=_plan_compile, check_inputs=_check_inputs,
-          check_compiled=_check_compiled)
+          one_launch=_first_launch, translate=_translate, plan_compile=_plan_compile, check_inputs=_check_inputs,
+          check_compiled=_check_compiled, launch_tensors=_launch_tensors)

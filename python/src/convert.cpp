@@ -101,6 +101,8 @@ constexpr std::array kBinaryFields = {
                 [](KernelBinary& b, nb::handle h) { b.scratch_align = field_value<int>(h); }},
     BinaryField{"scratch_param", "int",
                 [](KernelBinary& b, nb::handle h) { b.scratch_param = field_value<int>(h); }},
+    BinaryField{"launch", "int",
+                [](KernelBinary& b, nb::handle h) { b.launch = field_value<int>(h); }},
 };
 
 }  // namespace
@@ -148,9 +150,8 @@ ImagesFromBinaries images_from_binaries(OpPlan plan, nb::handle binaries, nb::ha
     links.push_back(binaries_of(link, " of backward link " + std::to_string(links.size() + 1)));
   }
   nb::gil_scoped_release release;
-  ImagesFromBinaries out{image_from_binaries(std::move(plan), std::move(owned)), {}};
-  // Later launches of CUDA C++ (kernelop's glue, Note [several launches]) compile with NVRTC.
-  if (!out.image.plan.spec.then.empty()) compile_launches(out.image, {}, options_for(archs));
+  ImagesFromBinaries out{image_with_launches(std::move(plan), std::move(owned), options_for(archs)),
+                         {}};
   out.backward = backward_from_binaries(out.image.plan, std::move(links), options_for(archs));
   return out;
 }

@@ -49,7 +49,7 @@ void bind_op(nb::module_& m) {
             OpPlan plan = plan_of(spec_json, "");
             std::vector<KernelBinary> owned = python::binaries_of(binaries);
             nb::gil_scoped_release release;
-            return KernelOp(image_from_binaries(std::move(plan), std::move(owned)));
+            return KernelOp(image_with_launches(std::move(plan), std::move(owned)));
           },
           nb::arg("spec_json"), nb::arg("binaries"))
       .def_prop_ro("schema", [](const KernelOp& op) { return op.plan().qualified_schema(); })

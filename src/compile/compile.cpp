@@ -336,6 +336,30 @@ void compile_launches(CompiledImage& image, std::vector<std::vector<KernelBinary
   image.then = std::move(then);
 }
 
+CompiledImage image_with_launches(OpPlan plan, std::vector<KernelBinary> binaries,
+                                  const CompileOptions& options) {
+  const std::size_t launches = plan.spec.then.size();
+  std::vector<KernelBinary> own;
+  std::vector<std::vector<KernelBinary>> later(launches);
+  for (std::size_t i = 0; i < binaries.size(); ++i) {
+    KernelBinary& b = binaries[i];
+    if (b.launch < 0 || static_cast<std::size_t>(b.launch) > launches) {
+      KERNELOP_FAIL(Spec) << "op " << plan.op_name << ": binary " << i << " (entry '" << b.entry
+                          << "') is for launch " << b.launch << ", and the op has " << launches + 1
+                          << " launch(es): 0 (its own kernel)"
+                          << (launches ? " to " + std::to_string(launches) + " (its then)" : "");
+    }
+    int launch = b.launch;
+    b.launch = 0;
+    (launch == 0 ? own : later[static_cast<std::size_t>(launch - 1)]).push_back(std::move(b));
+  }
+  CompiledImage image = image_from_binaries(std::move(plan), std::move(own));
+  bool any_later = false;
+  for (const auto& l : later) any_later = any_later || !l.empty();
+  if (launches) compile_launches(image, any_later ? std::move(later) : decltype(later){}, options);
+  return image;
+}
+
 std::vector<CompiledImage> compile_backward(const OpPlan& plan, const CompileOptions& options) {
   std::vector<CompiledImage> chain;
   derive_chain(plan, [&](const OpPlan& backward) -> const OpPlan& {
@@ -370,9 +394,7 @@ std::vector<CompiledImage> backward_from_binaries(const OpPlan& plan,
                             << backward.spec.foreign->display() << " kernel, and no binaries "
                             << "were given for it";
       }
-      chain.push_back(image_from_binaries(backward, std::move(binaries[link])));
-      // Its later launches of CUDA C++ (kernelop's glue) compile with NVRTC.
-      if (!backward.spec.then.empty()) compile_launches(chain.back(), {}, options);
+      chain.push_back(image_with_launches(backward, std::move(binaries[link]), options));
     }
     return chain.back().plan;
   });

@@ -75,6 +75,12 @@ CompiledImage image_from_binaries(OpPlan plan, std::vector<KernelBinary> binarie
         << "'): ";
       return s;
     };
+    if (b.launch != 0) {
+      KERNELOP_RAISE(at(ErrorKind::Spec))
+          << "it is for launch " << b.launch << " (a later launch's, Note [several launches]); "
+          << "image_from_binaries takes the op's own kernel's (launch 0): image_with_launches "
+             "takes every launch's";
+    }
     detail::ArchId id;
     if (!detail::parse_arch(b.arch, &id)) {
       KERNELOP_RAISE(at(ErrorKind::Spec))

@@ -1,11 +1,14 @@
 """Liger-Kernel's Triton kernels registered from Liger's own host functions, unchanged (scripts/fetch-liger puts the
 pinned release in .deps/liger; nothing of it is committed).
 
-RMSNorm forward: ``liger_kernel.ops.rms_norm.rms_norm_forward`` as Liger's autograd Function calls it, wrapped only
-to say which of its returns are the op's outputs. Its host code takes views (``X.view(-1, dim)``), derives
+RMSNorm forward and backward: ``liger_kernel.ops.rms_norm.rms_norm_forward`` / ``rms_norm_backward`` as Liger's
+autograd Function calls them, wrapped only to say which of its returns are the op's outputs (and, for the backward,
+to pass what the Function's ctx holds). Its host code takes views (``X.view(-1, dim)``), derives
 ``BLOCK_SIZE, num_warps = calculate_settings(n_cols)`` (``triton.next_power_of_2``, a limit of its own), branches
 on the sizes, opens ``torch.cuda.device``, and passes the literal ``offset=0.0``: the recording is rank-free, one
-size class per block, and the op runs from C++.
+size class per block, and the op runs from C++. Its backward launches one kernel on sm_count() programs into per-SM
+partials of dW that it allocates and does not return (the op's scratch) and sums them on the host,
+``_dW.sum(dim=0).to(W.dtype)``: kernelop records that as a launch of its own sum kernel after Liger's.
 
 SwiGLU forward and backward: ``liger_kernel.ops.swiglu.swiglu_forward`` / ``swiglu_backward``, Liger's host functions
 unchanged, the op's backward recorded (``Backward(["a", "b"], ko.triton(...))``). Its kernels take ``n_cols`` as a
@@ -53,9 +56,21 @@ def rms_norm_fwd(X: torch.Tensor, W: torch.Tensor, eps: float):
     return Y, RSTD
 
 
-def recorded(dtype=torch.float32, op_name="kop_liger::rms_norm"):
+def rms_norm_bwd(grad_Y_ptr: torch.Tensor, X: torch.Tensor, W: torch.Tensor, RSTD_ptr: torch.Tensor):
+    """LigerRMSNormFunction.backward line for line: X as its forward saved it (rms_norm_forward's X.view(-1, dim)),
+    BLOCK_SIZE and num_warps as its ctx holds them (calculate_settings of the hidden size), not in place (the
+    gradient is autograd's). Liger's rms_norm_backward allocates per-SM partials of dW (scratch) and ends with
+    _dW.sum(dim=0).to(W.dtype) (kernelop's glue, a launch of the op)."""
+    from liger_kernel.ops.utils import calculate_settings
+    X = X.view(-1, X.shape[-1])
+    BLOCK_SIZE, num_warps = calculate_settings(X.shape[-1])
+    return liger().rms_norm_backward(grad_Y_ptr, X, W, RSTD_ptr, 0.0, "llama", BLOCK_SIZE, num_warps, False, False)
+
+
+def recorded(dtype=torch.float32, op_name="kop_liger::rms_norm", backward=True):
     return ko.record_plugin(ko.triton(rms_norm_fwd, specialize=CLASSES), op_name=op_name,
-                            example_inputs=(torch.empty(4, 4096, dtype=dtype), torch.empty(4096, dtype=dtype)))
+                            example_inputs=(torch.empty(4, 4096, dtype=dtype), torch.empty(4096, dtype=dtype)),
+                            backward=ko.Backward(["X", "W"], ko.triton(rms_norm_bwd)) if backward else None)
 
 
 _ops = {}
@@ -138,6 +153,33 @@ class Recording(unittest.TestCase):
             rms(torch.empty(3, 100, dtype=torch.bfloat16, device="meta"),
                 torch.empty(100, dtype=torch.bfloat16, device="meta"), 1e-6)
 
+    def test_rms_norm_backward_records_partials_as_scratch_and_their_sum_as_glue(self):
+        b = recorded().doc["backward"]
+        self.assertEqual(b["kernel_name"], "_rms_norm_backward_kernel")
+        self.assertEqual([i["name"] for i in b["inputs"]], ["grad_Y_ptr", "X", "W", "RSTD_ptr"])
+        self.assertEqual(b["outputs"], [
+            {"name": "grad_X", "shape": {"same_as": "grad_Y_ptr"}, "dtype": "float32", "init": {"fill": 0}},
+            {"name": "grad_W", "shape": ["dim(grad_Y_ptr, -1)"], "dtype": "float32"},
+            {"name": "dW_ptr", "shape": ["sm_count()", "dim(grad_Y_ptr, -1)"], "dtype": "float32", "scratch": True}])
+        self.assertEqual(b["geometry"]["custom"]["grid"], ["sm_count()"])
+        self.assertIn({"expr": "cdiv(numel_except(grad_Y_ptr, -1), sm_count())"}, b["params"])  # rows_per_program
+        (glue,) = b["then"]
+        self.assertEqual((glue["kernel_name"], glue["from"]), ("kop_sum_dim<T, U>", {"x": "dW_ptr", "y": "grad_W"}))
+        self.assertEqual(sorted({c["size_class"] for c in b["configs"]}), CLASSES)
+        bf16 = recorded(torch.bfloat16).doc["backward"]  # dW's .to(W.dtype) folded into the sum
+        self.assertEqual(bf16["then"][0]["type_params"], [{"name": "T", "dtypes": ["float32"]},
+                                                          {"name": "U", "dtypes": ["bfloat16"]}])
+
+    def test_autograd_on_meta_tensors_at_ranks_1_to_4(self):
+        rms = op(torch.bfloat16)
+        for shape in ((4096,), (3, 1000), (2, 3, 4096), (2, 1, 3, 300)):
+            x = torch.empty(shape, dtype=torch.bfloat16, device="meta", requires_grad=True)
+            w = torch.empty(shape[-1], dtype=torch.bfloat16, device="meta", requires_grad=True)
+            y, _ = rms(x, w, 1e-6)
+            gx, gw = torch.autograd.grad(y, (x, w), torch.empty_like(y))
+            self.assertEqual((tuple(gx.shape), tuple(gw.shape), gx.dtype, gw.dtype),
+                             (shape, shape[-1:], torch.bfloat16, torch.bfloat16))
+
     def test_the_package_loads_where_liger_and_triton_cannot_be_imported(self):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "rms.kop")
@@ -145,11 +187,14 @@ class Recording(unittest.TestCase):
             out = run_python_refusing(["triton", "liger_kernel"], f"""
                 import torch, kernelop as ko
                 op = ko.load_package({path!r})
-                y, r = op(torch.empty(2, 3, 1000, device='meta'), torch.empty(1000, device='meta'), 1e-6)
-                print(op.default._schema, tuple(y.shape), tuple(r.shape))
+                x = torch.empty(2, 3, 1000, device='meta', requires_grad=True)
+                w = torch.empty(1000, device='meta', requires_grad=True)
+                y, r = op(x, w, 1e-6)
+                gx, gw = torch.autograd.grad(y, (x, w), torch.empty_like(y))
+                print(op.default._schema, tuple(y.shape), tuple(r.shape), tuple(gw.shape))
             """)
         self.assertEqual(out.strip(), "kop_liger_pkg::rms_norm(Tensor X, Tensor W, float eps) -> "
-                                      "(Tensor, Tensor) (2, 3, 1000) (6,)")
+                                      "(Tensor, Tensor) (2, 3, 1000) (6,) (1000,)")
 
 
 class SwiGLURecording(unittest.TestCase):
@@ -237,6 +282,66 @@ class Cuda(unittest.TestCase):
                 xf = x.float()
                 ref = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6)).to(dtype) * w
                 torch.testing.assert_close(y, ref, rtol=tol, atol=tol)
+
+    def test_rms_norm_gradients_match_ligers_autograd_function_and_torch(self):
+        from liger_kernel.ops.rms_norm import LigerRMSNormFunction
+        for dtype, tol in ((torch.float32, 1e-4), (torch.bfloat16, 3e-2)):
+            rms = op(dtype)
+            for shape in ((4096,), (3, 1000), (2, 7, 4096), (2, 1, 3, 300), (17, 8192), (5, 129), (4100, 256)):
+                x = torch.randn(shape, device="cuda", dtype=dtype, requires_grad=True)
+                w = torch.randn(shape[-1], device="cuda", dtype=dtype, requires_grad=True)
+                g = torch.randn(shape, device="cuda", dtype=dtype)
+                y, _ = rms(x, w, 1e-6)
+                gx, gw = torch.autograd.grad(y, (x, w), g)
+                lx, lw = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+                ly = LigerRMSNormFunction.apply(lx, lw, 1e-6, 0.0, "llama", False)  # Liger's own, not in place
+                lgx, lgw = torch.autograd.grad(ly, (lx, lw), g)
+                torch.testing.assert_close(y, ly, rtol=0, atol=0)
+                torch.testing.assert_close(gx, lgx, rtol=0, atol=0)  # the same kernel on the same values
+                # dW: per-SM partials summed in float32 by kernelop's glue and by Liger's torch.sum, in other orders.
+                # Triton's JIT also compiles Liger's launch for rows_per_program == 1 (a constant: it specialises
+                # ints equal to 1), where the bfloat16 products dY * (X * rstd) round otherwise: apart by a
+                # rounding step of the largest term at most.
+                step = 2 ** -7 if dtype == torch.bfloat16 else 1e-5
+                torch.testing.assert_close(gw, lgw, rtol=step, atol=step * lgw.float().abs().max().item())
+                tx, tw = x.detach().float().requires_grad_(), w.detach().float().requires_grad_()
+                ty = (tx * torch.rsqrt(tx.pow(2).mean(-1, keepdim=True) + 1e-6)).to(dtype).float() * tw
+                tgx, tgw = torch.autograd.grad(ty, (tx, tw), g.float())
+                torch.testing.assert_close(gx.float(), tgx, rtol=tol, atol=tol * 4)
+                torch.testing.assert_close(gw.float(), tgw, rtol=tol, atol=tol * max(1.0, x.numel() / shape[-1]) ** 0.5)
+
+    def test_rms_norm_training_step_compiles_and_graphs(self):
+        rms = op(torch.float32)
+        step = torch.compile(lambda x, w: rms(x, w, 1e-6)[0].square().sum(), fullgraph=True, dynamic=True)
+        for rows in (3, 9):
+            x = torch.randn(rows, 2, 4096, device="cuda", requires_grad=True)
+            w = torch.randn(4096, device="cuda", requires_grad=True)
+            gx, gw = torch.autograd.grad(step(x, w), (x, w))
+            tx, tw = x.detach().requires_grad_(), w.detach().requires_grad_()
+            ty = tx * torch.rsqrt(tx.pow(2).mean(-1, keepdim=True) + 1e-6) * tw
+            tgx, tgw = torch.autograd.grad(ty.square().sum(), (tx, tw))
+            torch.testing.assert_close(gx, tgx, rtol=1e-3, atol=1e-3)
+            torch.testing.assert_close(gw, tgw, rtol=1e-3, atol=1e-2)
+        x = torch.randn(64, 2048, device="cuda", requires_grad=True)
+        w = torch.randn(2048, device="cuda", requires_grad=True)
+        g = torch.randn(64, 2048, device="cuda")
+        torch.library.opcheck(rms, (x, w, 1e-6))
+
+        def grads():
+            y, _ = rms(x, w, 1e-6)
+            return torch.autograd.grad(y, (x, w), g)
+        grads()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):  # forward, backward, the scratch and the glue in one graph
+            gx, gw = grads()
+        with torch.no_grad():
+            x.copy_(torch.randn_like(x))
+            g.copy_(torch.randn_like(g))
+        graph.replay()
+        torch.cuda.synchronize()
+        want = grads()
+        torch.testing.assert_close(gx, want[0], rtol=0, atol=0)
+        torch.testing.assert_close(gw, want[1], rtol=1e-5, atol=1e-5)
 
     def test_cuda_graph_and_opcheck(self):
         rms = op(torch.float32)

@@ -392,6 +392,52 @@ def sums_then_cast(op_name):
     return dataclasses.replace(r, doc=doc)
 
 
+@triton.jit
+def scaled_copy(X, Y, n, scale, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(Y + offs, tl.load(X + offs, mask=offs < n) * scale, mask=offs < n)
+
+
+@triton.jit
+def add_into(A, B, Out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(Out + offs, tl.load(A + offs, mask=m) + tl.load(B + offs, mask=m), mask=m)
+
+
+def two_kernels_launch(x: torch.Tensor) -> torch.Tensor:
+    """z = 2x + x as two Triton kernels: the first writes y, which launch_fn does not return (scratch)."""
+    n = x.numel()
+    y = torch.empty_like(x)
+    scaled_copy[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, n, 2.0, BLOCK=128)
+    z = torch.empty_like(x)
+    add_into[(triton.cdiv(n, 256),)](y, x, z, n, BLOCK=256)
+    return z
+
+
+@triton.jit
+def sm_partials(X, P, n_rows, n_cols, rows_per_program, BLOCK: tl.constexpr):
+    # Program p adds rows [p * rows_per_program, (p + 1) * rows_per_program) into row p of P (float32).
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    acc = tl.zeros((BLOCK,), tl.float32)
+    end = tl.minimum((pid + 1) * rows_per_program, n_rows)
+    for r in range(pid * rows_per_program, end):
+        acc += tl.load(X + r * n_cols + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
+    tl.store(P + pid * n_cols + cols, acc, mask=cols < n_cols)
+
+
+def column_sums_per_sm(x: torch.Tensor) -> torch.Tensor:
+    """Liger's RMSNorm dW pattern: per-SM float32 partials in a buffer launch_fn allocates, then
+    partials.sum(dim=0).to(x.dtype) on the host (kernelop's glue, in the op)."""
+    n_rows, n_cols = x.shape
+    sm_count = torch.cuda.get_device_properties(x.device).multi_processor_count
+    partials = torch.empty((sm_count, n_cols), dtype=torch.float32, device=x.device)
+    rows_per_program = math.ceil(n_rows / sm_count)
+    sm_partials[(sm_count,)](x, partials, n_rows, n_cols, rows_per_program, BLOCK=128)
+    return partials.sum(dim=0).to(x.dtype)
+
+
 def run_python(code):
     """Runs code in a fresh python3 where `import triton` fails; returns its stdout."""
     return run_python_without("triton", code)
@@ -1067,14 +1113,151 @@ class SizeClasses(unittest.TestCase):
         self.assertEqual({c["BLOCK"] for c in r.doc["configs"]}, {64})
 
 
+class SeveralLaunches(unittest.TestCase):
+    """launch_fn launching several kernels with scratch and host glue between them (Note [recorded programs])."""
+
+    def test_two_kernels_and_a_scratch_tensor_are_one_op(self):
+        r = ko.record_plugin(ko.triton(two_kernels_launch), op_name="kop_tt_two::z",
+                             example_inputs=(torch.empty(8, 16),))
+        d = r.doc
+        self.assertEqual(d["kernel_name"], "scaled_copy")
+        self.assertEqual(d["outputs"], [{"name": "Out", "shape": {"same_as": "x"}, "dtype": "float32"},
+                                        {"name": "Y", "shape": {"same_as": "x"}, "dtype": "float32",
+                                         "scratch": True}])
+        self.assertEqual(d["params"][:3], ["x", "Y", {"expr": "numel(x)"}])
+        (then,) = d["then"]
+        self.assertEqual(then["kernel_name"], "add_into")
+        # The second kernel reads the scratch the first wrote (its input) and writes the op's output.
+        self.assertEqual(then["inputs"], [{"name": "x", "dtype": "float32"}, {"name": "Y", "dtype": "float32"}])
+        self.assertEqual([o["name"] for o in then["outputs"]], ["Out"])
+        self.assertEqual(then["params"][:4], ["Y", "x", "Out", {"expr": "numel(x)"}])
+        self.assertEqual(then["geometry"]["custom"]["grid"], ["cdiv(numel(x), 256)"])
+        self.assertEqual(r.then[0].op_name, "kop_tt_two::z_launch1")
+        binaries = r.compile(["sm_90"])
+        self.assertEqual({b.launch for b in binaries}, {0, 1})
+        self.assertEqual({b.entry for b in binaries if b.launch == 1}, {"add_into"})
+        op = r.register(["sm_90"])
+        self.assertEqual(str(op.default._schema), "kop_tt_two::z(Tensor x) -> Tensor")
+        self.assertEqual(op(torch.empty(3, 5, device="meta")).shape, (3, 5))  # rank-free, scratch not returned
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "two.kop")
+            ko.record_plugin(ko.triton(two_kernels_launch), op_name="kop_tt_two_pkg::z",
+                             example_inputs=(torch.empty(8, 16),)).build_package(path, ["sm_90"])
+            out = run_python(f"""
+                import torch, kernelop as ko
+                op = ko.load_package({path!r})
+                print(op.default._schema, tuple(op(torch.empty(4, 9, device="meta")).shape))
+            """)
+        self.assertEqual(out.strip(), "kop_tt_two_pkg::z(Tensor x) -> Tensor (4, 9)")
+
+    def test_each_binary_says_which_launch_it_is_for(self):
+        r = ko.record_plugin(ko.triton(two_kernels_launch), op_name="kop_tt_two_bin::z",
+                             example_inputs=(torch.empty(8, 16),))
+        doc, binaries = json.dumps(r.doc), r.compile(["sm_90"])
+        ko._kernelop.check_binaries(doc, binaries)
+        self.assertEqual(ko._kernelop.Op.from_binaries(doc, binaries).op_name, "kop_tt_two_bin::z")
+        first = binaries.index(next(b for b in binaries if b.launch == 1))
+        expect_error(self, ValueError, f"op kop_tt_two_bin::z: binary {first} (entry 'add_into') is for launch 7, "
+                     "and the op has 2 launch(es): 0 (its own kernel) to 1 (its then)", ko._kernelop.check_binaries,
+                     doc, [replace(b, launch=7) if b.launch == 1 else b for b in binaries])
+        expect_error(self, ValueError, "op kop_tt_two_bin::z_launch1: its kernel 'add_into' is a Triton kernel, and "
+                     "no binaries were given for it", ko._kernelop.check_binaries, doc,
+                     [b for b in binaries if b.launch == 0])
+        # The kernels' binaries swapped: each checked against its launch's parameters, refused.
+        expect_error(self, RuntimeError, "op kop_tt_two_bin::z: binary 0 (program 0, sm_90a, entry 'add_into'): "
+                     "parameter 2 is 64-bit but the calling convention passes 'numel(x)' as int (32-bit)",
+                     ko._kernelop.check_binaries, doc, [replace(b, launch=1 - b.launch) for b in binaries])
+        glued = ko.record_plugin(ko.triton(column_sums_per_sm), op_name="kop_tt_psm_bin::c",
+                                 example_inputs=(torch.empty(64, 100),))
+        own = glued.compile(["sm_90"])
+        expect_error(self, ValueError, "its kernel 'kop_sum_dim<T, U>' is CUDA C++, which NVRTC compiles; 1 "
+                     "binaries were given for it", ko._kernelop.check_binaries, json.dumps(glued.doc),
+                     own + [replace(own[0], launch=1)])
+
+    def test_per_sm_partials_summed_by_kernelops_glue(self):
+        r = ko.record_plugin(ko.triton(column_sums_per_sm), op_name="kop_tt_psm::colsum",
+                             example_inputs=(torch.empty(64, 100, dtype=torch.bfloat16),))
+        d = r.doc
+        self.assertEqual(d["outputs"], [
+            {"name": "out", "shape": ["dim(x, 1)"], "dtype": "bfloat16"},
+            {"name": "P", "shape": ["sm_count()", "dim(x, 1)"], "dtype": "float32", "scratch": True}])
+        self.assertEqual(d["geometry"]["custom"]["grid"], ["sm_count()"])
+        self.assertIn({"expr": "cdiv(dim(x, 0), sm_count())"}, d["params"])
+        (glue,) = d["then"]  # the sum and its .to(bfloat16): one launch of kernelop's sum_dim
+        self.assertEqual(glue["from"], {"x": "P", "y": "out"})
+        self.assertEqual(glue["kernel_name"], "kop_sum_dim<T, U>")
+        self.assertEqual(glue["type_params"], [{"name": "T", "dtypes": ["float32"]},
+                                               {"name": "U", "dtypes": ["bfloat16"]}])
+        self.assertEqual(r.then, [None])  # CUDA C++: NVRTC compiles it in C++
+        # rows per program, from sm_count(), is never required divisible: the other ints' variants stay reachable
+        self.assertEqual(d["configs"][1]["requires"][-1], "(dim(x, 0) % 16 == 0) * (dim(x, 1) % 16 == 0) == 0")
+        self.assertFalse(any("sm_count" in q for c in d["configs"] for q in c.get("requires", [])))
+        op = r.register(["sm_90"])
+        y = op(torch.empty(1000, 100, dtype=torch.bfloat16, device="meta"))
+        self.assertEqual((tuple(y.shape), y.dtype), ((100,), torch.bfloat16))
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "colsum.kop")
+            r.build_package(path, ["sm_90"])
+            out = run_python(f"""
+                import torch, kernelop as ko
+                op = ko.load_package({path!r})
+                y = op(torch.empty(7, 100, dtype=torch.bfloat16, device="meta"))
+                print(op.default._schema, tuple(y.shape), y.dtype)
+            """)
+        self.assertEqual(out.strip(), "kop_tt_psm::colsum(Tensor x) -> Tensor (100,) torch.bfloat16")
+
+    def test_host_work_other_than_the_glue_is_refused_by_name(self):
+        def partials_then(after):
+            def launch(x: torch.Tensor) -> torch.Tensor:
+                n_rows, n_cols = x.shape
+                p = torch.empty((4, n_cols), dtype=torch.float32, device=x.device)
+                sm_partials[(4,)](x, p, n_rows, n_cols, triton.cdiv(n_rows, 4), BLOCK=128)
+                return after(p, x)
+            return launch
+        for after, message in [
+                (lambda p, x: p.sum(dim=(0, 1)), "sums over dims [0, 1] on the host (aten.sum at"),
+                (lambda p, x: p.sum(), "sums over every dim on the host"),
+                (lambda p, x: p.mean(0), "output 0 is made or written on the host by aten.mean"),
+                (lambda p, x: p * 2, "output 0 is made or written on the host by aten.mul"),
+                (lambda p, x: p.to("cpu"), "copies a tensor to another device or layout on the host"),
+                (lambda p, x: torch.mm(p, p.t()), "aten.mm: matmuls are no glue")]:
+            with self.subTest(message=message):
+                expect_error(self, ValueError, message, record, partials_then(after),
+                             example_inputs=(torch.empty(64, 100),))
+
+        def computed_between(x: torch.Tensor) -> torch.Tensor:
+            n = x.numel()
+            y = torch.empty_like(x)
+            scaled_copy[(triton.cdiv(n, 128),)](x, y, n, 2.0, BLOCK=128)
+            z = torch.empty_like(x)
+            add_into[(triton.cdiv(n, 128),)](y * 2, x, z, n, BLOCK=128)
+            return z
+        msg = expect_error(self, ValueError, "a kernel is given a tensor computed on the host (aten.mul, at ",
+                           record, computed_between, example_inputs=(torch.empty(64),))
+        self.assertIn("test_triton.py:", msg)
+
+        def zeroed_after_use(x: torch.Tensor) -> torch.Tensor:
+            n = x.numel()
+            y = torch.empty_like(x)
+            scaled_copy[(triton.cdiv(n, 128),)](x, y, n, 2.0, BLOCK=128)
+            y.zero_()
+            z = torch.empty_like(x)
+            add_into[(triton.cdiv(n, 128),)](y, x, z, n, BLOCK=128)
+            return z
+        expect_error(self, ValueError, "(aten.zero_ at ", record, zeroed_after_use, example_inputs=(torch.empty(64),))
+        expect_error(self, ValueError, "after launch 0 used it; kernelop initialises outputs and scratch once",
+                     record, zeroed_after_use, example_inputs=(torch.empty(64),))
+
+
 class Refusals(unittest.TestCase):
     def test_what_cannot_be_recorded_is_refused_naming_it(self):
-        def two_launches(x: torch.Tensor) -> torch.Tensor:
+        def two_launches(x: torch.Tensor) -> torch.Tensor:  # the second kernel takes an unknown keyword
             y = torch.empty_like(x)
+            z = torch.empty_like(x)
             copy_kernel[(1,)](x, y, x.numel(), BLOCK=128)
-            copy_kernel[(1,)](y, y, x.numel(), BLOCK=128)
-            return y
-        msg = expect_error(self, ValueError, "launch_fn launched 2 Triton kernels", record, two_launches)
+            copy_kernel[(1,)](y, z, x.numel(), BLOCK=128, bogus=1)
+            return z
+        msg = expect_error(self, ValueError, "passes bogus, which kernelop does not record", record, two_launches)
         self.assertIn("test_triton.py:", msg)
 
         def no_launch(x: torch.Tensor) -> torch.Tensor:
@@ -1093,7 +1276,8 @@ class Refusals(unittest.TestCase):
             y = torch.empty_like(x)
             copy_kernel[(1,)](x * 2, y, x.numel(), BLOCK=128)
             return y
-        expect_error(self, ValueError, "host-side tensor math", record, host_math)
+        expect_error(self, ValueError, "a kernel is given a tensor computed on the host (aten.mul, at ", record,
+                     host_math)
 
         def size_specialised(x: torch.Tensor) -> torch.Tensor:
             y = torch.empty_like(x)
@@ -1351,6 +1535,34 @@ class Registration(unittest.TestCase):
 class Cuda(unittest.TestCase):
     def setUp(self):
         torch.manual_seed(0)
+
+    def test_several_kernels_scratch_and_glue_match_torch(self):
+        two = ko.custom_plugin(ko.triton(two_kernels_launch), op_name="kop_tt_two_gpu::z",
+                               example_inputs=(torch.empty(8, 16),))
+        for shape in ((1,), (1000,), (3, 333), (2, 5, 1031)):
+            x = torch.randn(shape, device="cuda")
+            torch.testing.assert_close(two(x), 3 * x, rtol=1e-6, atol=1e-6)
+        for dtype, tol in ((torch.float32, 1e-4), (torch.bfloat16, 2e-2)):
+            colsum = ko.custom_plugin(ko.triton(column_sums_per_sm), op_name=f"kop_tt_psm_gpu::c_{str(dtype)[6:]}",
+                                      example_inputs=(torch.empty(64, 100, dtype=dtype),))
+            # fewer rows than SMs (programs with none write zeros), many more, ragged columns
+            for rows, cols in ((1, 7), (5, 100), (1000, 128), (4097, 33)):
+                x = torch.randn(rows, cols, device="cuda", dtype=dtype)
+                y = colsum(x)
+                self.assertEqual((y.shape, y.dtype), (torch.Size([cols]), dtype))
+                torch.testing.assert_close(y.float(), x.float().sum(0), rtol=tol, atol=tol * rows ** 0.5)
+        x = torch.randn(300, 100, device="cuda")
+        colsum(x.bfloat16())
+        graph = torch.cuda.CUDAGraph()
+        xb = x.bfloat16()
+        with torch.cuda.graph(graph):  # the scratch's stream-ordered allocation and free are recorded too
+            y = colsum(xb)
+        xb.copy_(torch.randn_like(x).bfloat16())
+        graph.replay()
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(y.float(), xb.float().sum(0), rtol=2e-2, atol=2e-1)
+        torch.library.opcheck(colsum, (xb,))
 
     def each_tactic(self, name):
         return each_tactic(f"kop_tt::{name}")
@@ -1669,5 +1881,5 @@ class Cuda(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    run_tests(cpu=[Recording, RecordedBackward, WrittenInputs, InitialisedOutputsPackaged, RankFree, SizeClasses, Refusals, Compilation,
-                   Registration], gpu=[Cuda], cuda=CUDA)
+    run_tests(cpu=[Recording, RecordedBackward, WrittenInputs, InitialisedOutputsPackaged, RankFree, SizeClasses,
+                   SeveralLaunches, Refusals, Compilation, Registration], gpu=[Cuda], cuda=CUDA)

@@ -33,6 +33,7 @@ class KernelBinary:
     scratch_bytes: int = 0
     scratch_align: int = 0
     scratch_param: int = -1
+    launch: int = 0  # which of the op's launches it is for: 0 its own kernel, k its then[k - 1]
 
 
 @dataclass(frozen=True)

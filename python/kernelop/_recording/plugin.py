@@ -22,6 +22,7 @@ from . import compiling, sizes
 from .compiling import CompiledKernel, CompileJob, KernelBinary
 from .configs import check_config_values, conjunction, select_over_configs, validate_recorded
 from .interception import Handlers, NestedRecording, current_recording, intercepting, nested_message, recording
+from .program import Program, glue_launch, plan_program, storage_of
 from .tracing import (Input, LaunchFnRaised, check_returned_inputs, examples, inputs_json, make_fakes, name_outputs,
                       output_shapes, outputs_of, run_launch_fn, signature_inputs, tensor_name)
 
@@ -58,6 +59,10 @@ class Dsl:
     check_inputs: Callable[[str, List[Input]], None] = _accept_inputs
     # (recorded, program, compiled) -> why kernelop cannot launch it, beyond the recorder's own rules; or None
     check_compiled: Callable[["RecordedPlugin", int, CompiledKernel], Optional[str]] = _no_problem
+    # (a launch) -> (kernel parameter -> the tensor it gets, the names a tensor may not take: the kernel's
+    # tunables); a DSL that gives it records several launches, scratch and glue (Note [recorded programs]), one
+    # that does not records one launch per op (one_launch refuses more)
+    launch_tensors: Optional[Callable[[Any], Tuple[Dict[str, Any], Set[str]]]] = None
 
 
 @dataclass
@@ -76,6 +81,10 @@ class RecordedPlugin:
     dsl_state: Any = field(default=None, repr=False)  # the DSL's own, for its compiler
     # the recorded backward (Note [backward]; its spec is doc["backward"]), whose binaries go with the op's
     backward: Optional["RecordedPlugin"] = field(default=None, repr=False)
+    # per entry of doc["then"] (Note [recorded programs]): the recorded kernel launched there, or None for kernelop's
+    # glue (CUDA C++, which C++ compiles)
+    then: List[Optional["RecordedPlugin"]] = field(default_factory=list, repr=False)
+    writes: Optional[Set[str]] = None  # the op's tensors its kernel may write, where the DSL knows
     # what compile() made, by the architectures it was given
     _binaries: Dict[Tuple[str, ...], List[KernelBinary]] = field(default_factory=dict, repr=False, compare=False)
 
@@ -93,7 +102,12 @@ class RecordedPlugin:
         arch_list = self.dsl.check_archs(where, archs if archs is not None else self.default_archs)
         key = tuple(arch_list)
         if key not in self._binaries:
-            self._binaries[key] = compiling.compile_binaries(self, arch_list)
+            binaries = compiling.compile_binaries(self, arch_list)
+            for k, later in enumerate(self.then, 1):  # KernelBinary.launch tells the launches apart
+                if later is not None:
+                    binaries += [dataclasses.replace(b, launch=k) for b in compiling.compile_binaries(later,
+                                                                                                   arch_list)]
+            self._binaries[key] = binaries
         return self._binaries[key]
 
     def backward_binaries(self, archs: Optional[Sequence[str]] = None) -> List[List[KernelBinary]]:
@@ -143,24 +157,50 @@ class Recording:
     tactics: str = ""  # how the user's configs became the spec's tactics, for validate's messages
     name_key: Any = None  # what names the op by default besides its spec (Triton: the kernel's cache key)
     fixed_names: Optional[List[str]] = None  # a backward's outputs: grad_<input> (Note [backward])
+    scratch: int = 0  # the last `scratch` of `outputs` are scratch (Note [recorded programs])
+    then: List[Dict[str, Any]] = field(default_factory=list)  # the op's later launches, as its spec's "then"
+    later: bool = False  # translating a later launch: a part of the op, validated with it
+    names_fixed: bool = False  # out_names were given for every launch (name_all)
+
+    def name_all(self, tensors: Dict[str, Any], reserved: Any) -> None:
+        """Names the outputs and scratch once for all the op's launches (`tensors`: every launch's parameter ->
+        tensor, the first launch's first)."""
+        self.name_outputs(tensors, reserved)
+        self.names_fixed = True
 
     def name_outputs(self, tensors: Dict[str, Any], reserved: Any = ()) -> List[str]:
         """Names the outputs after the kernel parameter each is passed to (`tensors`: parameter -> tensor), or,
-        for a backward, after the gradients they are."""
+        for a backward, after the gradients they are; scratch after its parameter."""
+        if self.names_fixed:
+            return self.out_names
+        returned = len(self.outputs) - self.scratch
         if self.fixed_names is not None:
-            if len(self.outputs) != len(self.fixed_names):
+            if returned != len(self.fixed_names):
                 raise ValueError(f"{self.where}: a backward's launch_fn returns one new tensor per differentiable "
-                                 f"input, in order ({', '.join(self.fixed_names)}); it returns {len(self.outputs)}")
-            self.out_names = list(self.fixed_names)
+                                 f"input, in order ({', '.join(self.fixed_names)}); it returns {returned}")
+            scratch = name_outputs(self.outputs[returned:], tensors, self.rec, set(reserved) | set(self.fixed_names),
+                                   "scratch")
+            self.out_names = list(self.fixed_names) + scratch
         else:
-            self.out_names = name_outputs(self.outputs, tensors, self.rec, reserved)
+            names = name_outputs(self.outputs[:returned], tensors, self.rec, reserved)
+            self.out_names = names + name_outputs(self.outputs[returned:], tensors, self.rec,
+                                                  set(reserved) | set(names), "scratch")
         return self.out_names
 
     def tensor_name(self, value: torch.Tensor, what: str) -> str:
-        return tensor_name(self.where, value, self.rec, self.outputs, self.out_names, what)
+        return tensor_name(self.where, value, self.rec, self.outputs, self.out_names, what,
+                           self.dsl.launch_tensors is not None)
 
     def output_shapes(self, meta_impl: Optional[Callable[..., Any]]) -> List[Dict[str, Any]]:
-        return output_shapes(self.where, self.rec, self.outputs, self.out_names, meta_impl, self.fakes, self.inits)
+        """The outputs' spec entries (meta_impl gives the returned ones'), then the scratch's."""
+        n = len(self.outputs) - self.scratch
+        inits = self.inits or [None] * len(self.outputs)
+        out = output_shapes(self.where, self.rec, self.outputs[:n], self.out_names[:n], meta_impl, self.fakes,
+                            inits[:n])
+        if self.scratch:
+            out += [dict(e, scratch=True) for e in output_shapes(self.where, self.rec, self.outputs[n:],
+                                                                 self.out_names[n:], None, self.fakes, inits[n:])]
+        return out
 
     def requirements(self) -> List[str]:
         """Every condition launch_fn and meta_impl evaluated or asserted on the sizes."""
@@ -183,7 +223,8 @@ class Recording:
         check_config_values(self.where, user_configs, tuned, constexprs)
 
     def validate(self, doc: Dict[str, Any]) -> None:
-        validate_recorded(self.where, doc, self.tactics)
+        if not self.later:  # a later launch is validated with the op
+            validate_recorded(self.where, doc, self.tactics)
 
 
 # A backward's output names while it is recorded (Recording.fixed_names): grad_<input> per differentiable input.
@@ -566,24 +607,84 @@ def _record_once(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], o
     derived = sizes.begin(rec)
     try:
         result, writes = run_launch_fn(where, rec, spec.launch_fn, fakes,
-                                       intercepting({**_HOST, **dsl.intercept(launches)}))
+                                       intercepting({**_HOST, **dsl.intercept(launches)}), launches)
     finally:
         sizes.end()
     launch, kernel_name = dsl.one_launch(where, launches)
     outputs, returned = outputs_of(where, result, rec)
-    inits = writes.check(where, rec, outputs)
+    # Several launches, scratch and glue (Note [recorded programs]), where the DSL tells each launch's tensors.
+    per_launch = [dsl.launch_tensors(x) for x in launches] if dsl.launch_tensors is not None else []
+    prog = plan_program(where, rec, writes.events, outputs, [t for t, _ in per_launch]) if per_launch else Program()
+    inits = writes.check(where, rec, outputs + prog.scratch, {storage_of(g.y) for g in prog.glue})
     named = op_name is not None
     if op_name is None:  # named at the end after what was recorded; the kernel's name meanwhile
         op_name = f"kernelop_{dsl.name}::{kernel_name}"
     rec.where = where = f"kernelop.custom_plugin({shorten(repr(op_name))})"
-    recording_ = Recording(dsl, where, rec, inputs, fakes, outputs, op_name, named, meta_impl, inits=inits,
-                           fixed_names=_OUTPUT_NAMES.get())
+    recording_ = Recording(dsl, where, rec, inputs, fakes, outputs + prog.scratch, op_name, named, meta_impl,
+                           inits=inits, fixed_names=_OUTPUT_NAMES.get(), scratch=len(prog.scratch))
+    later: List[Optional[RecordedPlugin]] = []
+    if per_launch:
+        every: Dict[str, Any] = {}
+        for tensors, _ in per_launch:
+            every.update({k: v for k, v in tensors.items() if k not in every})
+        recording_.name_all(every, set().union(*[r for _, r in per_launch]))
+        # The later kernels first: their grids' conditions on the sizes become the op's requirements too.
+        later = [_translate_later(dsl, recording_, spec, x, tensors) for x, (tensors, _) in
+                 zip(launches[1:], per_launch[1:])]
+        recording_.then = _then_entries(recording_, later, prog)
     recorded = dsl.translate(recording_, spec, launch)
+    if recording_.then:
+        recorded.doc["then"] = recording_.then
+        recorded.then = [r for r in _then_order(later, prog)]
     if not named:  # the same in every process, and different for a different launch, dtype or config set
         body = {k: v for k, v in recorded.doc.items() if k != "op"}
         identity = json.dumps(body if recording_.name_key is None else [recording_.name_key, body], sort_keys=True)
         recorded.op_name = recorded.doc["op"] = \
             f"kernelop_{dsl.name}::{kernel_name}_{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
+    for k, r in enumerate(recorded.then, 1):
+        if r is not None:
+            r.op_name = f"{recorded.op_name}_launch{k}"
     check_returned_inputs(where, recorded.doc, returned)
     recording_.validate(recorded.doc)
     return recorded, rec, derived
+
+
+def _then_order(later: List[Optional[RecordedPlugin]], prog: Program) -> List[Optional[RecordedPlugin]]:
+    """The later launches and the glue in launch_fn's order: kernel k + 1 is launch position k; glue at position p
+    runs after the first p kernels."""
+    steps: List[Tuple[int, int, Optional[RecordedPlugin]]] = [(k + 1, 1, r) for k, r in enumerate(later)]
+    steps += [(g.position, 0, None) for g in prog.glue]  # after `position` kernels, before the next
+    return [r for _, _, r in sorted(steps, key=lambda x: (x[0], x[1]))]
+
+
+def _then_entries(ctx: Recording, later: List[Optional[RecordedPlugin]], prog: Program) -> List[Dict[str, Any]]:
+    """The spec's "then": each later kernel's spec (its written outputs as outputs, the rest it takes as inputs)
+    and each glue step's, in launch_fn's order."""
+    names = {storage_of(t): n for t, n in zip(ctx.outputs, ctx.out_names)}
+    names.update({storage_of(t.fake): t.name for t in ctx.rec.tensors})
+    glue = iter(prog.glue)
+    out = []
+    for r in _then_order(later, prog):
+        out.append(glue_launch(next(glue), names) if r is None else {k: v for k, v in r.doc.items() if k != "op"})
+    return out
+
+
+def _translate_later(dsl: Dsl, ctx: Recording, spec: Any, launch: Any, tensors: Dict[str, Any]) -> RecordedPlugin:
+    """A later kernel of the op (Note [recorded programs]) as a spec of its own: the op's inputs, the outputs and
+    scratch it writes as its outputs, those it only reads as inputs. Its meta-parameters are launch_fn's (the op's
+    configs tune its first kernel)."""
+    r = dsl.translate(dataclasses.replace(ctx, later=True, meta_impl=None, then=[]),
+                      dataclasses.replace(spec, configs=()), launch)
+    taken = {storage_of(t) for t in tensors.values()}
+    by_name = dict(zip(ctx.out_names, ctx.outputs))
+    passed = {n for n, t in by_name.items() if storage_of(t) in taken}
+    writes = r.writes if r.writes is not None else passed
+    doc = dict(r.doc)
+    doc.pop("backward", None)
+    doc["outputs"] = [{k: v for k, v in o.items() if k not in ("scratch", "init")} for o in doc["outputs"]
+                      if o["name"] in passed and o["name"] in writes]
+    doc["inputs"] = [dict(i) for i in doc["inputs"]] + [
+        {"name": n, "dtype": str(by_name[n].dtype).replace("torch.", "")} for n in ctx.out_names
+        if n in passed and n not in writes]
+    r.doc = doc
+    return r

@@ -21,6 +21,7 @@ would no longer merge): the recorder holds it as a requirement of its own.
 
 from __future__ import annotations
 
+import operator
 import threading
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
@@ -50,6 +51,32 @@ class DerivedInt(int):
         self = super().__new__(cls, value)
         self.derived = derived
         return self
+
+
+_SIZE_OPS = {  # DerivedInt's operators with a symbolic size on the other side, computed as int(self)
+    "__lt__": operator.lt, "__le__": operator.le, "__gt__": operator.gt, "__ge__": operator.ge,
+    "__eq__": operator.eq, "__ne__": operator.ne, "__add__": operator.add, "__sub__": operator.sub,
+    "__mul__": operator.mul, "__floordiv__": operator.floordiv, "__mod__": operator.mod,
+    "__truediv__": operator.truediv, "__radd__": lambda a, b: b + a, "__rsub__": lambda a, b: b - a,
+    "__rmul__": lambda a, b: b * a, "__rfloordiv__": lambda a, b: b // a, "__rmod__": lambda a, b: b % a,
+    "__rtruediv__": lambda a, b: b / a}
+
+
+def _with_sizes(name: str) -> Any:
+    """DerivedInt's `name` (an int's) where the other side is a symbolic size: torch takes plain ints only, so it
+    computes with int(self) (`n_cols > BLOCK_SIZE` is a condition on the size, recorded as any other)."""
+    plain, sized = getattr(int, name), _SIZE_OPS[name]
+
+    def op(self: int, other: Any) -> Any:
+        if isinstance(other, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            return sized(int(self), other)
+        return plain(self, other)
+    return op
+
+
+for _name in _SIZE_OPS:
+    setattr(DerivedInt, _name, _with_sizes(_name))
+DerivedInt.__hash__ = int.__hash__  # type: ignore[method-assign]
 
 
 class Derived:

@@ -15,6 +15,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .._spec import Fill
 from .._symbolic import BoolProbe, FloatProbe, Recorder, Unexpressible, shape_exprs, shorten, user_location
 from .interception import NestedRecording
+from .program import Event, host_op
 
 Input = Tuple[str, str, Any]
 """A parameter of launch_fn: (name, "tensor" | "float" | "int" | "bool", default or inspect.Parameter.empty)."""
@@ -88,11 +89,11 @@ def make_fakes(rec: Recorder, inputs: List[Input], examples: Dict[str, torch.Ten
 
 
 def run_launch_fn(where: str, rec: Recorder, launch_fn: Callable[..., Any], fakes: List[Any],
-                  intercept: ContextManager[Any]) -> Tuple[Any, "HostOps"]:
+                  intercept: ContextManager[Any], launches: Optional[List[Any]] = None) -> Tuple[Any, "HostOps"]:
     """Runs launch_fn once on the fakes, under the recorder's fake mode and `intercept` (which patches the DSL's
-    launch for this thread, Note [interception]), watching for host-side writes; errors say what kernelop was
-    doing."""
-    writes = HostOps()
+    launch for this thread, Note [interception]), watching for host-side work (placed among `launches`, the list
+    the interception appends to); errors say what kernelop was doing."""
+    writes = HostOps(launches)
     try:
         with intercept, rec.mode, writes:
             result = launch_fn(*fakes)
@@ -149,14 +150,18 @@ class HostOps(TorchDispatchMode):
     _FILL_ARG = {"full": 1, "full_like": 1, "new_full": 2, "fill_": 1}
     _COPY_ARG = {"clone": 0, "copy_": 1}
 
-    def __init__(self) -> None:
+    def __init__(self, launches: Optional[List[Any]] = None) -> None:
         super().__init__()
         # storage -> (op name, its arguments, the tensor an in-place op wrote: None for one that made a tensor)
         self.ops: Dict[int, List[Tuple[str, Tuple[Any, ...], Any]]] = {}
+        self.launches = launches if launches is not None else []
+        self.events: List[Event] = []  # every aten op, in order, placed among the launches (Note [recorded programs])
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
         name = func._schema.name.split("::")[-1]
+        self.events.append(Event(len(self.launches), name, tuple(args), dict(kwargs or {}), out,
+                                 user_location(traceback.extract_stack()[:-1]) or "?"))
         written: List[Tuple[Any, Any]] = [(out, None)] if func._schema.returns and not func._schema.is_mutable else []
         schema_args = func._schema.arguments
         for i, a in enumerate(args):
@@ -177,15 +182,17 @@ class HostOps(TorchDispatchMode):
                         pass
         return out
 
-    def check(self, where: str, rec: Recorder, outputs: List[Any]) -> List[Optional[Dict[str, Any]]]:
+    def check(self, where: str, rec: Recorder, outputs: List[Any], glued: Any = ()) -> List[Optional[Dict[str, Any]]]:
         """Refuses host work on inputs and outputs; returns each output's init ({"fill": v} / {"clone": input}, or
-        None: uninitialised)."""
+        None: uninitialised). `glued`: the storages glue launches write (Note [recorded programs]), whose making is
+        no host work."""
         for t in rec.tensors:  # a view of an input (x.view(-1, h), reshape, transpose) is shape algebra
             ops = [op for op, _, _ in self.ops.get(t.fake.untyped_storage()._cdata, []) if op not in _VIEWS]
             if ops:
                 raise ValueError(f"{where}: launch_fn writes input '{t.name}' on the host (aten.{ops[0]}); kernelop "
                                  "runs the kernel alone")
-        return [self._init_of(where, rec, i, o) for i, o in enumerate(outputs)]
+        return [None if o.untyped_storage()._cdata in glued else self._init_of(where, rec, i, o)
+                for i, o in enumerate(outputs)]
 
     def _init_of(self, where: str, rec: Recorder, i: int, o: Any) -> Optional[Dict[str, Any]]:
         init: Optional[Dict[str, Any]] = None
@@ -218,10 +225,11 @@ class HostOps(TorchDispatchMode):
                     continue
                 raise ValueError(f"{where}: output {i} is a copy (aten.{op}) of something other than a whole input "
                                  "of its shape and dtype; kernelop initialises an output as a copy of an input only")
-            raise ValueError(f"{where}: output {i} is made or written on the host by aten.{op}"
+            raise ValueError(f"{where}: output {i} is made or written on the host by {host_op(op)}"
                              f"{'' if whole else ' on a part of it'}; kernelop allocates outputs uninitialised "
                              "(torch.empty / empty_like), or filled as a whole (zeros, full, fill_) or copied from "
-                             "an input (clone) before the launch, and runs the kernel alone")
+                             "an input (clone) before the launch, or computes it after a kernel with its glue (a "
+                             "sum over one dim, .to(dtype)); it runs nothing else on the host")
         return init
 
 
@@ -267,9 +275,11 @@ def check_returned_inputs(where: str, doc: Dict[str, Any], returned: List[str]) 
                          "output tensor(s) it allocates")
 
 
-def name_outputs(outputs: List[Any], tensors: Dict[str, Any], rec: Recorder, reserved: Any = ()) -> List[str]:
+def name_outputs(outputs: List[Any], tensors: Dict[str, Any], rec: Recorder, reserved: Any = (),
+                 fallback: str = "out") -> List[str]:
     """Each output is named after the kernel parameter it is passed to ("Z"; `tensors`: parameter -> the tensor it
-    gets), else out0, out1, ...; never an input's name nor one of `reserved` (the names tunables may take)."""
+    gets), else out0, out1, ... (`fallback`); never an input's name nor one of `reserved` (the names tunables may
+    take)."""
     taken = {t.name for t in rec.tensors} | {s.name for s in rec.scalars} | set(reserved)
     names = []
     for i, o in enumerate(outputs):
@@ -278,7 +288,7 @@ def name_outputs(outputs: List[Any], tensors: Dict[str, Any], rec: Recorder, res
             name = next((n for n, v in tensors.items() if isinstance(v, torch.Tensor) and v.storage_offset() == 0
                          and v.untyped_storage()._cdata == o.untyped_storage()._cdata), None)
         if name is None or name in taken:
-            name = f"out{i}" if len(outputs) > 1 else "out"
+            name = f"{fallback}{i}" if len(outputs) > 1 else fallback
             while name in taken:
                 name += "_"
         taken.add(name)
@@ -287,7 +297,7 @@ def name_outputs(outputs: List[Any], tensors: Dict[str, Any], rec: Recorder, res
 
 
 def tensor_name(where: str, value: torch.Tensor, rec: Recorder, outputs: List[Any], out_names: List[str],
-                what: str) -> str:
+                what: str, programs: bool = False) -> str:
     """The input or output a tensor launch_fn passes to the kernel is (never a view at an offset, nor a tensor of
     its own making)."""
     storage = value.untyped_storage()._cdata
@@ -298,6 +308,9 @@ def tensor_name(where: str, value: torch.Tensor, rec: Recorder, outputs: List[An
                 raise ValueError(f"{where}: {what} is a view of '{name}' at an offset; kernelop passes each tensor's "
                                  "own data pointer")
             return name
+    if programs:  # the DSL records scratch and glue (Note [recorded programs])
+        raise ValueError(f"{where}: {what} is a tensor launch_fn computes on the host; kernelop records inputs, "
+                         "outputs, scratch launch_fn allocates and its glue (Note [recorded programs])")
     raise ValueError(f"{where}: {what} is a tensor launch_fn computes or allocates without returning it (host-side "
                      "tensor math, or a scratch buffer); kernelop records inputs and returned outputs only")
 
