@@ -357,6 +357,17 @@ def _tactics(ctx: Recording, spec: TritonSpec, kernel: Any, args: _Arguments, co
             raise ValueError(f"{where}: configs[{i}] sets {shorten(', '.join(bad))}, which {kname} has no constexpr "
                              f"of (its constexprs: {shorten(', '.join(sorted(constexpr)) or 'none', 300)}; options: "
                              f"{', '.join(_OPTIONS)})")
+    if ctx.program:  # its scratch shapes and later launches were recorded with launch_fn's own values
+        for i, c in enumerate(user_configs):
+            changed = [k for k in c if k in constexpr and k not in args.derived and c[k] != args.constexprs.get(k)]
+            if changed:
+                k = changed[0]
+                raise ValueError(f"{where}: configs[{i}] sets {shorten(k)} = {shorten(repr(c[k]))}, which launch_fn "
+                                 f"passes as {shorten(repr(args.constexprs.get(k)))}; an op of several launches, "
+                                 "scratch or glue is recorded with launch_fn's own values (its scratch shapes and "
+                                 "later launches may depend on them), so its configs may change num_warps and "
+                                 "num_stages only: derive the value from a size (triton.next_power_of_2), or "
+                                 "register one op per value")
     # Constexprs derived from a size are tuned too: each size class compiles its own value.
     tuned = sorted({k for c in user_configs for k in c if k in constexpr and k != "requires"} | set(args.derived),
                    key=position.__getitem__)

@@ -51,9 +51,7 @@ int output_position(const OpPlan& p, std::string_view name) {
 
 // What the backward input `name` receives: its `from` entry, else its own name.
 std::string_view received(const OpPlan& p, const std::string& name) {
-  const auto& from = p.spec.backward.at(0).from;
-  auto it = from.find(name);
-  return it == from.end() ? std::string_view(name) : std::string_view(it->second);
+  return detail::renamed(p.spec.backward.at(0).from, name);
 }
 
 // What a backward input of this name receives, or nullopt when it names nothing of the forward.

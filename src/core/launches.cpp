@@ -26,8 +26,7 @@ detail::ErrorStream fail_at(const OpPlan& plan, std::size_t k, std::string_view 
 
 // What the launch's tensor or scalar `name` is of the op: its `from` entry, else its own name.
 std::string_view received(const LaunchStep& step, const std::string& name) {
-  auto it = step.from.find(name);
-  return it == step.from.end() ? std::string_view(name) : std::string_view(it->second);
+  return detail::renamed(step.from, name);
 }
 
 std::string op_names(const OpPlan& p, bool tensors, bool outputs_only) {

@@ -82,12 +82,22 @@ void Validator::check_params() {
                           [&](const auto& field) { check_field(field, path); }},
                (*spec_.params)[i]);
   }
+  // An op of several launches: an output its init sets (a fill, a copy of an input) may be only
+  // read by later launches.
+  auto set_by_init = [&](const std::string& name) {
+    if (spec_.then.empty() || !spec_.outputs) return false;
+    for (const OutputDecl& o : *spec_.outputs) {
+      if (o.name == name) return o.init.has_value();
+    }
+    return false;
+  };
   for (const std::string& out : output_names_) {
     // An output a later launch writes (Note [several launches]) need not be this kernel's.
-    if (!seen.count(out) && !written_later(spec_, out)) {
+    if (!seen.count(out) && !written_later(spec_, out) && !set_by_init(out)) {
       KERNELOP_RAISE(fail_at("params"))
           << "does not pass output '" << out
-          << "'; the kernel must receive every output that no later launch writes";
+          << "'; the kernel must receive every output that no later launch writes (or, with later "
+             "launches, that an init sets)";
     }
   }
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +23,14 @@ inline bool is_ident_char(char c) {
 /// The characters of regex's \s.
 inline bool is_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
+/// What `name` is under the renames of a `from` map (a backward's or a later launch's: its name ->
+/// the op's): its entry, else the name itself. The one lookup both use.
+inline std::string_view renamed(const std::map<std::string, std::string>& from,
+                                const std::string& name) {
+  auto it = from.find(name);
+  return it == from.end() ? std::string_view(name) : std::string_view(it->second);
 }
 
 /// An ASCII C identifier ([A-Za-z_][A-Za-z0-9_]*), independent of the locale: the one

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cuda.h>
+#include <cstddef>
+#include <vector>
 
 #include <memory>
 #include <string>
@@ -109,6 +111,46 @@ class ScopedContext {
   const Driver& driver_;
   CUcontext previous_ = nullptr;
   bool switched_ = false;
+};
+
+/// Device memory of one call or launch (scratch, a Triton kernel's global scratch), allocated
+/// stream-ordered on its stream (a CUDA graph capture records allocation and free nodes) and freed
+/// on it when it goes out of scope (errors while unwinding are ignored; release() reports them).
+class ScratchMemory {
+ public:
+  ScratchMemory(const Driver& d, CUcontext ctx, CUstream stream)
+      : d_(d), ctx_(ctx), stream_(stream) {}
+  ScratchMemory(const ScratchMemory&) = delete;
+  ScratchMemory& operator=(const ScratchMemory&) = delete;
+  ~ScratchMemory() {
+    if (ptrs_.empty()) return;
+    ScopedContext scope(d_, ctx_);
+    for (CUdeviceptr p : ptrs_) (void)d_.cuMemFreeAsync(p, stream_);
+  }
+  CUresult allocate(std::size_t bytes, CUdeviceptr* out) {
+    ScopedContext scope(d_, ctx_);
+    CUresult r = d_.cuMemAllocAsync(out, bytes, stream_);
+    if (r == CUDA_SUCCESS) ptrs_.push_back(*out);
+    return r;
+  }
+  // Frees everything now; the first failure's result.
+  CUresult release() {
+    if (ptrs_.empty()) return CUDA_SUCCESS;  // the hot path: no driver call
+    ScopedContext scope(d_, ctx_);
+    CUresult first = CUDA_SUCCESS;
+    for (CUdeviceptr p : ptrs_) {
+      CUresult r = d_.cuMemFreeAsync(p, stream_);
+      if (first == CUDA_SUCCESS) first = r;
+    }
+    ptrs_.clear();
+    return first;
+  }
+
+ private:
+  const Driver& d_;
+  CUcontext ctx_;
+  CUstream stream_;
+  std::vector<CUdeviceptr> ptrs_;
 };
 
 }  // namespace kernelop::detail

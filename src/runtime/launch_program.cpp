@@ -7,47 +7,6 @@
 #include "runtime/kernel_op_state.hpp"
 
 namespace kernelop {
-namespace {
-
-// The scratch of one call: freed on the call's stream when it goes out of scope (errors while
-// unwinding are ignored; release() reports them).
-class ScratchMemory {
- public:
-  ScratchMemory(const Driver& d, CUcontext ctx, CUstream stream)
-      : d_(d), ctx_(ctx), stream_(stream) {}
-  ScratchMemory(const ScratchMemory&) = delete;
-  ScratchMemory& operator=(const ScratchMemory&) = delete;
-  ~ScratchMemory() {
-    if (ptrs_.empty()) return;
-    detail::ScopedContext scope(d_, ctx_);
-    for (CUdeviceptr p : ptrs_) (void)d_.cuMemFreeAsync(p, stream_);
-  }
-  CUresult allocate(std::size_t bytes, CUdeviceptr* out) {
-    detail::ScopedContext scope(d_, ctx_);
-    CUresult r = d_.cuMemAllocAsync(out, bytes, stream_);
-    if (r == CUDA_SUCCESS) ptrs_.push_back(*out);
-    return r;
-  }
-  // Frees everything now; the first failure's result.
-  CUresult release() {
-    detail::ScopedContext scope(d_, ctx_);
-    CUresult first = CUDA_SUCCESS;
-    for (CUdeviceptr p : ptrs_) {
-      CUresult r = d_.cuMemFreeAsync(p, stream_);
-      if (first == CUDA_SUCCESS) first = r;
-    }
-    ptrs_.clear();
-    return first;
-  }
-
- private:
-  const Driver& d_;
-  CUcontext ctx_;
-  CUstream stream_;
-  std::vector<CUdeviceptr> ptrs_;
-};
-
-}  // namespace
 
 void KernelOp::State::launch_program(std::span<const TensorView> inputs,
                                      std::span<const ScalarArg> scalars,
@@ -80,7 +39,7 @@ void KernelOp::State::launch_program(std::span<const TensorView> inputs,
     }
   }
   const DeviceModule& m = module_for(device);
-  ScratchMemory scratch(*m.driver, m.context, static_cast<CUstream>(stream));
+  detail::ScratchMemory scratch(*m.driver, m.context, static_cast<CUstream>(stream));
   for (std::size_t o = num_results; o < p.outputs.size(); ++o) {
     TensorView& t = all[o];
     std::size_t bytes = 0;

@@ -33,7 +33,7 @@ void KernelOp::State::launch_packed(int device, int inst, const std::array<std::
   // Global scratch (a Triton kernel's): per block, allocated stream-ordered for this launch (so a
   // CUDA graph capture records it as allocation nodes), freed after it on the same stream.
   const DeviceModule::Scratch& scratch = k.scratch;
-  CUdeviceptr scratch_ptr = 0;
+  detail::ScratchMemory memory(d, m.context, static_cast<CUstream>(stream));
   if (scratch.bytes > 0) {
     // grid is within CUDA's limits (< 2^63 blocks); the product with the bytes per block is
     // checked.
@@ -45,8 +45,8 @@ void KernelOp::State::launch_packed(int device, int inst, const std::array<std::
           << "scratch memory of " << scratch.bytes << " bytes per block x " << blocks
           << " blocks does not fit 64 bits";
     }
-    CUresult a = d.cuMemAllocAsync(&scratch_ptr, bytes, static_cast<CUstream>(stream));
-    if (a != CUDA_SUCCESS) {
+    CUdeviceptr scratch_ptr = 0;
+    if (CUresult a = memory.allocate(bytes, &scratch_ptr); a != CUDA_SUCCESS) {
       KERNELOP_RAISE(s.error(ErrorKind::Launch))
           << "cuMemAllocAsync of " << bytes << " bytes of scratch memory (" << scratch.bytes
           << " per block x " << blocks << " blocks) failed: " << detail::cuda_error_text(a);
@@ -60,8 +60,7 @@ void KernelOp::State::launch_packed(int device, int inst, const std::array<std::
                        static_cast<unsigned>(grid[2]), static_cast<unsigned>(block[0]),
                        static_cast<unsigned>(block[1]), static_cast<unsigned>(block[2]),
                        static_cast<unsigned>(smem), static_cast<CUstream>(stream), params, nullptr);
-  CUresult freed =
-      scratch_ptr ? d.cuMemFreeAsync(scratch_ptr, static_cast<CUstream>(stream)) : CUDA_SUCCESS;
+  CUresult freed = memory.release();
   if (r == CUDA_SUCCESS && freed != CUDA_SUCCESS) {
     KERNELOP_RAISE(s.error(ErrorKind::Launch))
         << "cuMemFreeAsync of the launch's scratch memory failed: "

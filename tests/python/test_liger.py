@@ -27,6 +27,7 @@ import pathlib
 import re
 import sys
 import tempfile
+import textwrap
 import unittest
 
 import torch
@@ -71,6 +72,16 @@ def recorded(dtype=torch.float32, op_name="kop_liger::rms_norm", backward=True):
     return ko.record_plugin(ko.triton(rms_norm_fwd, specialize=CLASSES), op_name=op_name,
                             example_inputs=(torch.empty(4, 4096, dtype=dtype), torch.empty(4096, dtype=dtype)),
                             backward=ko.Backward(["X", "W"], ko.triton(rms_norm_bwd)) if backward else None)
+
+
+def run_rms_package(op_name, code):
+    """The RMSNorm op (forward and backward) packaged for sm_90, and `code` run with it as `op` in a process where
+    triton and liger_kernel cannot be imported; its stdout."""
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "rms.kop")
+        recorded(op_name=op_name).build_package(path, ["sm_90"])
+        return run_python_refusing(["triton", "liger_kernel"], f"import torch, kernelop as ko\n"
+                                   f"op = ko.load_package({path!r})\n" + textwrap.dedent(code))
 
 
 _ops = {}
@@ -181,18 +192,13 @@ class Recording(unittest.TestCase):
                              (shape, shape[-1:], torch.bfloat16, torch.bfloat16))
 
     def test_the_package_loads_where_liger_and_triton_cannot_be_imported(self):
-        with tempfile.TemporaryDirectory() as d:
-            path = os.path.join(d, "rms.kop")
-            recorded(op_name="kop_liger_pkg::rms_norm").build_package(path, ["sm_90"])
-            out = run_python_refusing(["triton", "liger_kernel"], f"""
-                import torch, kernelop as ko
-                op = ko.load_package({path!r})
-                x = torch.empty(2, 3, 1000, device='meta', requires_grad=True)
-                w = torch.empty(1000, device='meta', requires_grad=True)
-                y, r = op(x, w, 1e-6)
-                gx, gw = torch.autograd.grad(y, (x, w), torch.empty_like(y))
-                print(op.default._schema, tuple(y.shape), tuple(r.shape), tuple(gw.shape))
-            """)
+        out = run_rms_package("kop_liger_pkg::rms_norm", """
+            x = torch.empty(2, 3, 1000, device='meta', requires_grad=True)
+            w = torch.empty(1000, device='meta', requires_grad=True)
+            y, r = op(x, w, 1e-6)
+            gx, gw = torch.autograd.grad(y, (x, w), torch.empty_like(y))
+            print(op.default._schema, tuple(y.shape), tuple(r.shape), tuple(gw.shape))
+        """)
         self.assertEqual(out.strip(), "kop_liger_pkg::rms_norm(Tensor X, Tensor W, float eps) -> "
                                       "(Tensor, Tensor) (2, 3, 1000) (6,) (1000,)")
 
@@ -342,6 +348,19 @@ class Cuda(unittest.TestCase):
         want = grads()
         torch.testing.assert_close(gx, want[0], rtol=0, atol=0)
         torch.testing.assert_close(gw, want[1], rtol=1e-5, atol=1e-5)
+
+    def test_the_rms_norm_package_trains_where_liger_and_triton_cannot_be_imported(self):
+        out = run_rms_package("kop_liger_pkg_gpu::rms_norm", """
+            x = torch.randn(2, 37, 4096, device="cuda", requires_grad=True)
+            w = torch.randn(4096, device="cuda", requires_grad=True)
+            g = torch.randn(2, 37, 4096, device="cuda")
+            gx, gw = torch.autograd.grad(op(x, w, 1e-6)[0], (x, w), g)
+            tx, tw = x.detach().requires_grad_(), w.detach().requires_grad_()
+            ty = tx * torch.rsqrt(tx.pow(2).mean(-1, keepdim=True) + 1e-6) * tw
+            tgx, tgw = torch.autograd.grad(ty, (tx, tw), g)
+            print(max((gx - tgx).abs().max().item(), (gw - tgw).abs().max().item() / 10))
+        """)
+        self.assertLess(float(out.split()[-1]), 1e-3)
 
     def test_cuda_graph_and_opcheck(self):
         rms = op(torch.float32)

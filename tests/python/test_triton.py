@@ -1225,6 +1225,107 @@ class SeveralLaunches(unittest.TestCase):
                 expect_error(self, ValueError, message, record, partials_then(after),
                              example_inputs=(torch.empty(64, 100),))
 
+        def partials(x):
+            n_rows, n_cols = x.shape
+            p = torch.empty((4, n_cols), dtype=torch.float32, device=x.device)
+            sm_partials[(4,)](x, p, n_rows, n_cols, triton.cdiv(n_rows, 4), BLOCK=128)
+            return p
+
+        def glue_of_a_part(x: torch.Tensor) -> torch.Tensor:  # would sum all four rows
+            return partials(x)[1:].sum(dim=0)
+
+        def glue_of_a_transpose(x: torch.Tensor) -> torch.Tensor:
+            return partials(x).t().contiguous().sum(0)
+
+        def cast_of_a_transpose(x: torch.Tensor) -> torch.Tensor:
+            return partials(x).t().to(torch.bfloat16, memory_format=torch.contiguous_format)
+
+        def part_of_a_workspace(x: torch.Tensor) -> torch.Tensor:
+            buf = torch.empty((2, x.numel()), device=x.device)
+            copy_kernel[(1,)](x, buf, 2 * x.numel(), BLOCK=128)
+            return buf[0]
+
+        def glue_result_changed(x: torch.Tensor) -> torch.Tensor:
+            p = partials(x)
+            s = p.sum(0)
+            torch.mul(p[0], 2.0, out=s)
+            return s.to(torch.bfloat16)
+
+        def glue_result_viewed(x: torch.Tensor) -> torch.Tensor:
+            return partials(x).sum(0).to(torch.bfloat16).view(1, -1)
+
+        def sum_with_dtype(x: torch.Tensor) -> torch.Tensor:
+            return partials(x).sum(0, dtype=torch.float64)
+
+        def cast_to_bool(x: torch.Tensor) -> torch.Tensor:
+            return partials(x).to(torch.bool)
+        for launch, message in [
+                (glue_of_a_part, "the glue at "), (glue_of_a_part, "reads a view of a tensor (a part, a transpose or "
+                                                   "a reshape of it)"),
+                (glue_of_a_transpose, "is a copy (aten.clone) of something other than a whole input"),
+                (cast_of_a_transpose, "reads a view of a tensor"),
+                (part_of_a_workspace, "launch_fn returns a part of a tensor it made (at "),
+                (glue_result_changed, "launch_fn changes what its glue computed (at "),
+                (glue_result_viewed, "launch_fn returns a view of what its glue computes"),
+                (sum_with_dtype, "sums with dtype= on the host"),
+                (cast_to_bool, "converts to or from bool on the host (aten._to_copy at ")]:
+            with self.subTest(launch=launch.__name__, message=message):
+                expect_error(self, ValueError, message, ko.record_plugin, ko.triton(launch),
+                             op_name="kop_tt_glue_refused::f", example_inputs=(torch.empty(64, 100),))
+
+        def later_kernel_writes_input(x: torch.Tensor) -> torch.Tensor:
+            y = torch.empty_like(x)
+            scaled_copy[(triton.cdiv(x.numel(), 128),)](x, y, x.numel(), 2.0, BLOCK=128)
+            add_one[(triton.cdiv(x.numel(), 256),)](x, x.numel(), BLOCK=256)  # MARK
+            return y
+        msg = expect_error(self, ValueError, "writes input 'x', and it is not the op's first kernel", ko.record_plugin,
+                           ko.triton(later_kernel_writes_input), example_inputs=(torch.empty(64),))
+        self.assertIn("test_triton.py:", msg)
+
+        def copy_after_write(x: torch.Tensor) -> torch.Tensor:  # the copy must see the first kernel's +1
+            add_one[(triton.cdiv(x.numel(), 256),)](x, x.numel(), BLOCK=256)
+            w = x.clone()
+            y = torch.empty_like(x)
+            scaled_copy[(triton.cdiv(x.numel(), 128),)](w, y, x.numel(), 2.0, BLOCK=128)
+            return y
+        for needle in ("launch_fn copies input 'x' (at ", "after launch 0 wrote it; kernelop initialises with copies "
+                       "of inputs before the op's first launch"):
+            expect_error(self, ValueError, needle, ko.record_plugin, ko.triton(copy_after_write),
+                         example_inputs=(torch.empty(64),))
+
+        # configs that change a constexpr launch_fn also sizes its scratch or later launches with
+        expect_error(self, ValueError, "configs[1] sets BLOCK = 256, which launch_fn passes as 128; an op of several "
+                     "launches, scratch or glue is recorded with launch_fn's own values", record, two_kernels_launch,
+                     [{"BLOCK": 128}, {"BLOCK": 256}], example_inputs=(torch.empty(64),))
+        r = record(two_kernels_launch, [{"BLOCK": 128, "num_warps": 2}, {"BLOCK": 128, "num_warps": 8}],
+                   example_inputs=(torch.empty(64),))
+        self.assertEqual([c["num_warps"] for c in r.doc["configs"][::3]], [2, 8])
+
+    def test_a_copy_only_later_kernels_read_is_scratch_set_by_its_init(self):
+        def copy_first(x: torch.Tensor) -> torch.Tensor:
+            w = x.clone()  # before any kernel: kernelop's init; read by the second kernel only
+            y = torch.empty_like(x)
+            scaled_copy[(triton.cdiv(x.numel(), 128),)](x, y, x.numel(), 2.0, BLOCK=128)
+            z = torch.empty_like(x)
+            add_into[(triton.cdiv(x.numel(), 128),)](y, w, z, x.numel(), BLOCK=128)
+            return z
+        d = ko.record_plugin(ko.triton(copy_first), op_name="kop_tt_copy_first::f",
+                             example_inputs=(torch.empty(64),)).doc
+        self.assertEqual(d["outputs"][1:], [
+            {"name": "Y", "shape": {"same_as": "x"}, "dtype": "float32", "scratch": True},
+            {"name": "B", "shape": {"same_as": "x"}, "init": {"clone": "x"}, "scratch": True}])
+        self.assertEqual([i["name"] for i in d["then"][0]["inputs"]], ["x", "Y", "B"])
+
+    def test_dead_host_work_is_not_recorded(self):
+        def dead(x: torch.Tensor) -> torch.Tensor:
+            y = torch.empty_like(x)
+            copy_kernel[(triton.cdiv(x.numel(), 128),)](x, y, x.numel(), BLOCK=128)
+            _unused = y.sum(0), x.bool()  # noqa: F841 - nothing reads them
+            return y
+        r = record(dead, example_inputs=(torch.empty(8, 16),))
+        self.assertNotIn("then", r.doc)
+        self.assertEqual([o["name"] for o in r.doc["outputs"]], ["Y"])
+
         def computed_between(x: torch.Tensor) -> torch.Tensor:
             n = x.numel()
             y = torch.empty_like(x)

@@ -22,7 +22,7 @@ from . import compiling, sizes
 from .compiling import CompiledKernel, CompileJob, KernelBinary
 from .configs import check_config_values, conjunction, select_over_configs, validate_recorded
 from .interception import Handlers, NestedRecording, current_recording, intercepting, nested_message, recording
-from .program import Program, glue_launch, plan_program, storage_of
+from .program import Program, copies_checked, glue_launch, plan_program, storage_of
 from .tracing import (Input, LaunchFnRaised, check_returned_inputs, examples, inputs_json, make_fakes, name_outputs,
                       output_shapes, outputs_of, run_launch_fn, signature_inputs, tensor_name)
 
@@ -160,6 +160,7 @@ class Recording:
     scratch: int = 0  # the last `scratch` of `outputs` are scratch (Note [recorded programs])
     then: List[Dict[str, Any]] = field(default_factory=list)  # the op's later launches, as its spec's "then"
     later: bool = False  # translating a later launch: a part of the op, validated with it
+    program: bool = False  # the op has scratch, glue or several kernels: configs keep launch_fn's constexprs
     names_fixed: bool = False  # out_names were given for every launch (name_all)
 
     def name_all(self, tensors: Dict[str, Any], reserved: Any) -> None:
@@ -621,7 +622,8 @@ def _record_once(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], o
         op_name = f"kernelop_{dsl.name}::{kernel_name}"
     rec.where = where = f"kernelop.custom_plugin({shorten(repr(op_name))})"
     recording_ = Recording(dsl, where, rec, inputs, fakes, outputs + prog.scratch, op_name, named, meta_impl,
-                           inits=inits, fixed_names=_OUTPUT_NAMES.get(), scratch=len(prog.scratch))
+                           inits=inits, fixed_names=_OUTPUT_NAMES.get(), scratch=len(prog.scratch),
+                           program=bool(prog.scratch or prog.glue) or len(launches) > 1)
     later: List[Optional[RecordedPlugin]] = []
     if per_launch:
         every: Dict[str, Any] = {}
@@ -636,6 +638,10 @@ def _record_once(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], o
     if recording_.then:
         recorded.doc["then"] = recording_.then
         recorded.then = [r for r in _then_order(later, prog)]
+    if prog.copies:  # a copy of an input made after a kernel wrote it would miss the write
+        names = {storage_of(t.fake): t.name for t in rec.tensors}
+        copies_checked(where, prog, names, [r.writes or set() if r is not None else set()
+                                            for r in [recorded] + later])
     if not named:  # the same in every process, and different for a different launch, dtype or config set
         body = {k: v for k, v in recorded.doc.items() if k != "op"}
         identity = json.dumps(body if recording_.name_key is None else [recording_.name_key, body], sort_keys=True)
@@ -679,6 +685,11 @@ def _translate_later(dsl: Dsl, ctx: Recording, spec: Any, launch: Any, tensors: 
     by_name = dict(zip(ctx.out_names, ctx.outputs))
     passed = {n for n, t in by_name.items() if storage_of(t) in taken}
     writes = r.writes if r.writes is not None else passed
+    written_inputs = sorted(writes & {t.name for t in ctx.rec.tensors})
+    if written_inputs:
+        raise ValueError(f"{ctx.where}: the kernel launched at {getattr(launch, 'where', '?')} writes input "
+                         f"'{written_inputs[0]}', and it is not the op's first kernel; kernelop runs later kernels on "
+                         "the op's outputs and scratch: write the input in the first kernel, or a copy of it")
     doc = dict(r.doc)
     doc.pop("backward", None)
     doc["outputs"] = [{k: v for k, v in o.items() if k not in ("scratch", "init")} for o in doc["outputs"]

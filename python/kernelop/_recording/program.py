@@ -61,7 +61,7 @@ class Event:
 @dataclass
 class GlueStep:
     """A launch of one of kernelop's glue kernels: ``y = x.sum(dim, keepdim).to(y.dtype)`` (dim set) or
-    ``y = x.to(y.dtype)``, after `position` kernel launches."""
+    ``y = x.to(y.dtype)``, after `position` kernel launches; `event`: its index in launch_fn's aten ops."""
 
     position: int
     x: Any  # the tensors (fakes)
@@ -69,15 +69,19 @@ class GlueStep:
     dim: Optional[int] = None
     keepdim: bool = False
     where: str = ""
+    event: int = 0
+    cast: Optional[Event] = None  # its .to(dtype) (a cast's own, or the one folded into a sum)
 
 
 @dataclass
 class Program:
-    """What launch_fn made besides the outputs it returns: its scratch (in the order kernels first take it) and its
-    glue steps."""
+    """What launch_fn made besides the outputs it returns: its scratch (in the order kernels first take it), its
+    glue steps, and the copies of inputs it initialises tensors with (position, input storage, line) for the check
+    against what the kernels write (copies_checked)."""
 
     scratch: List[Any] = field(default_factory=list)
     glue: List[GlueStep] = field(default_factory=list)
+    copies: List[Tuple[int, Optional[int], str]] = field(default_factory=list)
 
 
 def _storage(t: Any) -> Optional[int]:
@@ -87,97 +91,205 @@ def _storage(t: Any) -> Optional[int]:
         return None
 
 
+def _tensors(value: Any) -> List[Any]:
+    """The tensors in an aten op's argument (lists of them too)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+def _touched(e: Event) -> Set[Optional[int]]:
+    """The storages an aten op reads or writes."""
+    return {_storage(t) for t in _tensors(list(e.args)) + _tensors(list(e.kwargs.values()))}
+
+
+def _written(e: Event) -> Set[Optional[int]]:
+    """The storages an aten op writes: what it returns (an out= variant returns its out) and, in place, its self."""
+    out = {_storage(t) for t in _tensors(e.result)}
+    if e.op.endswith("_") and e.args:
+        out.add(_storage(e.args[0]))
+    return out
+
+
+def _same_numel(a: Any, b: Any) -> bool:
+    """Whether two tensors have the same number of elements, for every size (symbolic sizes compared as
+    expressions, adding no condition to the recording)."""
+    import sympy
+    na, nb = a.numel(), b.numel()
+    ea = na.node.expr if isinstance(na, torch.SymInt) else sympy.Integer(int(na))
+    eb = nb.node.expr if isinstance(nb, torch.SymInt) else sympy.Integer(int(nb))
+    return bool(sympy.expand(ea - eb) == 0)
+
+
+def _same_shape(a: Any, b: Any) -> bool:
+    return [str(d) for d in a.shape] == [str(d) for d in b.shape]
+
+
 def plan_program(where: str, rec: Recorder, events: List[Event], outputs: List[Any],
                  launch_tensors: Sequence[Dict[str, Any]]) -> Program:
     """The scratch and glue of launch_fn's launches (Note [recorded programs]); refuses host work kernelop does not
     record, naming the aten op and the line."""
-    known: Dict[int, Any] = {}  # storage -> tensor (inputs, returned outputs, scratch, glue results)
-    for t in rec.tensors:
-        known[_storage(t.fake)] = t.fake  # type: ignore[index]
-    for o in outputs:
-        known[_storage(o)] = o  # type: ignore[index]
-    made_by: Dict[int, Event] = {}  # storage -> the event that made it (a new tensor)
+    from .._glue import GLUE_DTYPES
+    made_by: Dict[Optional[int], Event] = {}  # storage -> the event that made it (a new tensor)
     for e in events:
-        s = _storage(e.result)
-        if s is not None and s not in made_by and e.op not in _VIEWS:
-            made_by[s] = e
-    program = Program()
-    glue_results: Set[int] = set()
+        st = _storage(e.result)
+        if st is not None and st not in made_by and e.op not in _VIEWS:
+            made_by[st] = e
+    returned = {_storage(o) for o in outputs}
+    inputs = {_storage(t.fake): t for t in rec.tensors}
+    launched = {_storage(t) for tensors in launch_tensors for t in tensors.values()}
+    for o in outputs:  # a view of a larger tensor would declare fewer elements than the kernel writes
+        made = made_by.get(_storage(o))
+        if made is not None and isinstance(made.result, torch.Tensor) and not _same_numel(made.result, o):
+            raise ValueError(f"{where}: launch_fn returns a part of a tensor it made (at {made.where}); kernelop "
+                             "allocates each output whole: return the tensor the kernel writes, or a view of all of "
+                             "it")
+    steps: List[GlueStep] = []
     folded: Set[int] = set()  # events folded into a sum (its .to(dtype))
     for i, e in enumerate(events):
-        if e.op not in _GLUE or id(e) in folded:
+        if e.op not in _GLUE or i in folded or not e.args or _storage(e.args[0]) is None:
             continue
-        if not e.args or _storage(e.args[0]) is None:
-            continue
-        x = e.args[0]
         if e.position == 0:  # before the op's first kernel: host work, refused where its result is used
             continue
-        step = GlueStep(e.position, x, e.result, where=e.where)
+        x = e.args[0]
+        step = GlueStep(e.position, x, e.result, where=e.where, event=i)
         if e.op == "sum":
             dims = e.args[1] if len(e.args) > 1 else e.kwargs.get("dim")
             dims = [dims] if isinstance(dims, int) else list(dims or [])
-            if len(dims) != 1 or e.kwargs.get("dtype") is not None or (len(e.args) > 3 and e.args[3] is not None):
+            if len(dims) != 1:
                 raise ValueError(f"{where}: launch_fn sums over {'every dim' if not dims else f'dims {dims}'} on the "
                                  f"host (aten.sum at {e.where}); kernelop's glue sums over one dim "
                                  "(x.sum(dim=d), keepdim or not), with a .to(dtype) after it")
+            if e.kwargs.get("dtype") is not None:
+                raise ValueError(f"{where}: launch_fn sums with dtype= on the host (aten.sum at {e.where}); kernelop's "
+                                 "glue sums in the input's accumulation type: write x.sum(dim=d).to(dtype)")
             step.dim = int(dims[0]) % max(x.dim(), 1)
             step.keepdim = bool(e.args[2] if len(e.args) > 2 else e.kwargs.get("keepdim", False))
-            # A .to(dtype) of the sum and nothing else: one launch.
-            later = [f for f in events[i + 1:] if any(_storage(a) == _storage(e.result) for a in f.args)]
-            if len(later) == 1 and later[0].op == "_to_copy" and later[0].args[0] is e.result:
-                folded.add(id(later[0]))
-                step.y = later[0].result
-        elif e.kwargs.get("memory_format") not in (None, torch.preserve_format, torch.contiguous_format) or \
-                e.kwargs.get("device") not in (None, x.device):
-            raise ValueError(f"{where}: launch_fn copies a tensor to another device or layout on the host "
-                             f"(aten._to_copy at {e.where}); kernelop's glue converts dtypes only (x.to(dtype))")
-        program.glue.append(step)
-        glue_results.add(_storage(step.y))  # type: ignore[arg-type]
-        known.setdefault(_storage(step.y), step.y)  # type: ignore[arg-type]
+            # A .to(dtype) of the sum, which nothing else reads: one launch.
+            s = _storage(e.result)
+            users = [j for j in range(i + 1, len(events)) if s in _touched(events[j])]
+            if len(users) == 1 and events[users[0]].op == "_to_copy" and events[users[0]].args[0] is e.result and \
+                    s not in returned and s not in launched:
+                folded.add(users[0])
+                step.y, step.cast = events[users[0]].result, events[users[0]]
+        else:
+            step.cast = e
+        steps.append(step)
+    program = Program(glue=_live(steps, returned, launched))
+    for g in program.glue:
+        if g.cast is not None:
+            _check_cast(where, g.cast, GLUE_DTYPES)
+    glue_results = {_storage(g.y) for g in program.glue}
+    for g in program.glue:  # the glue takes and makes whole tensors: a view of one would name all of it
+        for t, role in ((g.x, "reads"), (g.y, "writes")):
+            base = made_by.get(_storage(t))
+            base_t = base.result if base is not None and isinstance(base.result, torch.Tensor) else \
+                inputs[_storage(t)].fake if _storage(t) in inputs else t
+            if t is not base_t and not (t.is_contiguous() and t.storage_offset() == 0 and _same_shape(t, base_t)):
+                raise ValueError(f"{where}: the glue at {g.where} {role} a view of a tensor (a part, a transpose or "
+                                 "a reshape of it); kernelop's glue sums and casts whole tensors: reshape in a kernel, "
+                                 "or sum the tensor as launch_fn made it")
+    for o in outputs:  # a glue result returned as it is, not as a view of another shape
+        if _storage(o) in glue_results and not any(g.y is o or _same_shape(g.y, o) for g in program.glue
+                                                    if _storage(g.y) == _storage(o)):
+            raise ValueError(f"{where}: launch_fn returns a view of what its glue computes; return it as the glue "
+                             "makes it")
+    for j, e in enumerate(events):  # host work on what the glue computes, after it
+        hit = [g for g in program.glue if g.event < j and _storage(g.y) in _written(e) and j not in folded]
+        if hit and e.op not in _VIEWS:
+            raise ValueError(f"{where}: launch_fn changes what its glue computed (at {hit[0].where}) on the host "
+                             f"({host_op(e.op)} at {e.where}); kernelop records the glue and the kernels only")
     # Scratch: what kernels and glue take that is none of the inputs and outputs, allocated by launch_fn.
     taken: List[Any] = [t for tensors in launch_tensors for t in tensors.values()]
-    taken += [s.x for s in program.glue] + [s.y for s in program.glue]
-    outs = {_storage(o) for o in outputs} | {_storage(t.fake) for t in rec.tensors}
+    taken += [g.x for g in program.glue] + [g.y for g in program.glue]
     for t in taken:
-        s = _storage(t)
-        if s in outs or any(_storage(x) == s for x in program.scratch):
+        st = _storage(t)
+        if st in returned or st in inputs or any(_storage(x) == st for x in program.scratch):
             continue
-        made = made_by.get(s)  # type: ignore[arg-type]
-        if made is None or not (made.op in _ALLOCATE or made.op in _INITS or s in glue_results):
+        made = made_by.get(st)
+        if made is None or not (made.op in _ALLOCATE or made.op in _INITS or st in glue_results):
             what = f"{host_op(made.op)}, at {made.where}" if made is not None else "host code kernelop did not see"
             raise ValueError(f"{where}: a kernel is given a tensor computed on the host ({what}); kernelop records "
                              "what kernels compute, scratch launch_fn allocates (torch.empty, zeros, full) and its "
                              "glue (a sum over one dim, .to(dtype)); compute it in a kernel")
-        if not t.is_contiguous() or t.storage_offset() != 0:
-            raise ValueError(f"{where}: scratch passed to a kernel is a view at an offset or not contiguous; "
-                             "kernelop allocates scratch contiguous and passes its own data pointer")
         base = made.result if isinstance(made.result, torch.Tensor) else t
-        program.scratch.append(base if tuple(base.shape) == tuple(t.shape) else t)
-    _check_inits(where, events, launch_tensors, program, outputs)
+        if t.storage_offset() != 0 or not _same_numel(t, base):
+            raise ValueError(f"{where}: a kernel is given a part of a tensor launch_fn allocates (at {made.where}); "
+                             "kernelop allocates scratch whole and passes its own data pointer: pass all of it")
+        program.scratch.append(base)
+    _check_inits(where, events, launch_tensors, program, inputs)
     return program
 
 
+def _check_cast(where: str, e: Event, dtypes: Sequence[str]) -> None:
+    """A .to() the glue makes: a dtype it converts, on the same device, contiguous."""
+    x = e.args[0]
+    if e.kwargs.get("memory_format") not in (None, torch.preserve_format, torch.contiguous_format) or \
+            e.kwargs.get("device") not in (None, x.device):
+        raise ValueError(f"{where}: launch_fn copies a tensor to another device or layout on the host "
+                         f"(aten._to_copy at {e.where}); kernelop's glue converts dtypes only (x.to(dtype))")
+    for t in (x, e.result):
+        name = str(t.dtype).replace("torch.", "")
+        if name not in dtypes:
+            raise ValueError(f"{where}: launch_fn converts to or from {name} on the host (aten._to_copy at "
+                             f"{e.where}); kernelop's glue converts {', '.join(dtypes)}")
+
+
+def _live(steps: List[GlueStep], returned: Set[Optional[int]], launched: Set[Optional[int]]) -> List[GlueStep]:
+    """The glue steps whose results reach an output or a kernel (through later glue too): the rest is dead host
+    work, not recorded."""
+    live: List[GlueStep] = []
+    needed = set(returned) | set(launched)
+    for g in reversed(steps):
+        if _storage(g.y) in needed:
+            live.append(g)
+            needed.add(_storage(g.x))
+    return list(reversed(live))
+
+
 def _check_inits(where: str, events: List[Event], launch_tensors: Sequence[Dict[str, Any]], program: Program,
-                 outputs: List[Any]) -> None:
-    """An init kernelop does before the op's first launch must come before every launch that uses the tensor."""
-    first_use: Dict[int, int] = {}
+                 inputs: Dict[Optional[int], Any]) -> None:
+    """An init kernelop does before the op's first launch must come before every launch and glue that uses the
+    tensor; a copy of an input is kept for the check against what the kernels write (copies_checked)."""
+    used_by_launch: Dict[Optional[int], int] = {}  # storage -> the first launch that takes it
     for k, tensors in enumerate(launch_tensors):
         for t in tensors.values():
-            first_use.setdefault(_storage(t), k)  # type: ignore[arg-type]
-    for step in program.glue:
-        for t in (step.x, step.y):
-            s = _storage(t)
-            if s is not None and first_use.get(s, step.position) >= step.position:
-                first_use[s] = step.position - 1  # glue after launch position-1 uses it
-    for e in events:
+            used_by_launch.setdefault(_storage(t), k)
+    used_by_glue: Dict[Optional[int], GlueStep] = {}  # storage -> the first glue step that takes it
+    for g in program.glue:
+        for t in (g.x, g.y):
+            used_by_glue.setdefault(_storage(t), g)
+    for j, e in enumerate(events):
         if e.op not in _INITS:
             continue
         target = e.args[0] if e.op in ("zero_", "fill_", "copy_") and e.args else e.result
-        s = _storage(target)
-        if s is not None and s in first_use and first_use[s] < e.position:
-            raise ValueError(f"{where}: launch_fn sets a tensor on the host (aten.{e.op} at {e.where}) after launch "
-                             f"{first_use[s]} used it; kernelop initialises outputs and scratch once, before the "
-                             "op's first launch: write it in a kernel instead")
+        st = _storage(target)
+        launch = used_by_launch.get(st)
+        glue = used_by_glue.get(st)
+        used = f"launch {launch}" if launch is not None and launch < e.position else \
+            f"the glue at {glue.where}" if glue is not None and glue.event < j else None
+        if used is not None:
+            raise ValueError(f"{where}: launch_fn sets a tensor on the host (aten.{e.op} at {e.where}) after {used} "
+                             "used it; kernelop initialises outputs and scratch once, before the op's first launch: "
+                             "write it in a kernel instead")
+        if e.op in ("clone", "copy_"):
+            source = e.args[1] if e.op == "copy_" and len(e.args) > 1 else e.args[0] if e.args else None
+            if _storage(source) in inputs:
+                program.copies.append((e.position, _storage(source), e.where))
+
+
+def copies_checked(where: str, program: Program, names: Dict[Optional[int], str], writes: List[Set[str]]) -> None:
+    """A copy of an input kernelop makes before the op's first launch must not come after a kernel that writes
+    that input (`writes`: per launch, the tensors it writes)."""
+    for position, source, line in program.copies:
+        name = names.get(source)
+        for k in range(min(position, len(writes))):
+            if name in writes[k]:
+                raise ValueError(f"{where}: launch_fn copies input '{name}' (at {line}) after launch {k} wrote it; "
+                                 "kernelop initialises with copies of inputs before the op's first launch, so the "
+                                 "copy would miss that write: copy it before the launch, or in a kernel")
 
 
 def glue_launch(step: GlueStep, names: Dict[Optional[int], str]) -> Dict[str, Any]:
@@ -196,4 +308,4 @@ def storage_of(t: Any) -> Optional[int]:
     return _storage(t)
 
 
-__all__ = ["Event", "GlueStep", "Program", "glue_launch", "host_op", "plan_program", "storage_of"]
+__all__ = ["Event", "GlueStep", "Program", "copies_checked", "glue_launch", "host_op", "plan_program", "storage_of"]
