@@ -35,4 +35,12 @@ def run_python_refusing(modules, code):
                 return None
 
         sys.meta_path.insert(0, _Refuse())
+
+        import importlib.util
+        _find_spec = importlib.util.find_spec
+
+        def _absent(name, package=None):  # as for a package not installed (torch's CUDA init asks for triton)
+            return None if name.split(".")[0] in {tuple(modules)!r} else _find_spec(name, package)
+
+        importlib.util.find_spec = _absent
         """))
