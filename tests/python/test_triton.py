@@ -1262,7 +1262,8 @@ class SeveralLaunches(unittest.TestCase):
         for launch, message in [
                 (glue_of_a_part, "the glue at "), (glue_of_a_part, "reads a view of a tensor (a part, a transpose or "
                                                    "a reshape of it)"),
-                (glue_of_a_transpose, "is a copy (aten.clone) of something other than a whole input"),
+                (glue_of_a_transpose, "scratch tensor 1 (a tensor a kernel takes that launch_fn does not return) "
+                 "is a copy (aten.clone) of something other than a whole input"),
                 (cast_of_a_transpose, "reads a view of a tensor"),
                 (part_of_a_workspace, "launch_fn returns a part of a tensor it made (at "),
                 (glue_result_changed, "launch_fn changes what its glue computed (at "),

@@ -616,7 +616,7 @@ def _record_once(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], o
     # Several launches, scratch and glue (Note [recorded programs]), where the DSL tells each launch's tensors.
     per_launch = [dsl.launch_tensors(x) for x in launches] if dsl.launch_tensors is not None else []
     prog = plan_program(where, rec, writes.events, outputs, [t for t, _ in per_launch]) if per_launch else Program()
-    inits = writes.check(where, rec, outputs + prog.scratch, {storage_of(g.y) for g in prog.glue})
+    inits = writes.check(where, rec, outputs + prog.scratch, {storage_of(g.y) for g in prog.glue}, len(outputs))
     named = op_name is not None
     if op_name is None:  # named at the end after what was recorded; the kernel's name meanwhile
         op_name = f"kernelop_{dsl.name}::{kernel_name}"

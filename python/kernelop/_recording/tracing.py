@@ -182,19 +182,23 @@ class HostOps(TorchDispatchMode):
                         pass
         return out
 
-    def check(self, where: str, rec: Recorder, outputs: List[Any], glued: Any = ()) -> List[Optional[Dict[str, Any]]]:
+    def check(self, where: str, rec: Recorder, outputs: List[Any], glued: Any = (),
+              returned: Optional[int] = None) -> List[Optional[Dict[str, Any]]]:
         """Refuses host work on inputs and outputs; returns each output's init ({"fill": v} / {"clone": input}, or
         None: uninitialised). `glued`: the storages glue launches write (Note [recorded programs]), whose making is
-        no host work."""
+        no host work; the outputs after the first `returned` are scratch."""
         for t in rec.tensors:  # a view of an input (x.view(-1, h), reshape, transpose) is shape algebra
             ops = [op for op, _, _ in self.ops.get(t.fake.untyped_storage()._cdata, []) if op not in _VIEWS]
             if ops:
                 raise ValueError(f"{where}: launch_fn writes input '{t.name}' on the host (aten.{ops[0]}); kernelop "
                                  "runs the kernel alone")
-        return [None if o.untyped_storage()._cdata in glued else self._init_of(where, rec, i, o)
+        n = len(outputs) if returned is None else returned
+        return [None if o.untyped_storage()._cdata in glued else
+                self._init_of(where, rec, f"output {i}" if i < n else f"scratch tensor {i - n} (a tensor a kernel "
+                              "takes that launch_fn does not return)", o)
                 for i, o in enumerate(outputs)]
 
-    def _init_of(self, where: str, rec: Recorder, i: int, o: Any) -> Optional[Dict[str, Any]]:
+    def _init_of(self, where: str, rec: Recorder, i: str, o: Any) -> Optional[Dict[str, Any]]:
         init: Optional[Dict[str, Any]] = None
         inputs = {id(t.fake): t for t in rec.tensors}
         for op, args, target in self.ops.get(o.untyped_storage()._cdata, []):
@@ -213,7 +217,7 @@ class HostOps(TorchDispatchMode):
                     init = Fill(value)._json()  # the spec's own spelling of infinities and NaN
                     continue
                 what = f"float scalar input '{probe}'" if probe else shorten(repr(value))
-                raise ValueError(f"{where}: output {i} is filled (aten.{op}) with {what}, which is not a constant; "
+                raise ValueError(f"{where}: {i} is filled (aten.{op}) with {what}, which is not a constant; "
                                  "kernelop fills outputs with constants before the launch: compute a value that "
                                  "depends on the inputs in the kernel")
             if whole and op in self._COPY_ARG and len(args) > self._COPY_ARG[op]:
@@ -223,9 +227,9 @@ class HostOps(TorchDispatchMode):
                         [str(d) for d in source.fake.shape] == [str(d) for d in o.shape]:
                     init = {"clone": source.name}
                     continue
-                raise ValueError(f"{where}: output {i} is a copy (aten.{op}) of something other than a whole input "
+                raise ValueError(f"{where}: {i} is a copy (aten.{op}) of something other than a whole input "
                                  "of its shape and dtype; kernelop initialises an output as a copy of an input only")
-            raise ValueError(f"{where}: output {i} is made or written on the host by {host_op(op)}"
+            raise ValueError(f"{where}: {i} is made or written on the host by {host_op(op)}"
                              f"{'' if whole else ' on a part of it'}; kernelop allocates outputs uninitialised "
                              "(torch.empty / empty_like), or filled as a whole (zeros, full, fill_) or copied from "
                              "an input (clone) before the launch, or computes it after a kernel with its glue (a "
