@@ -1,5 +1,6 @@
 // Writes the fuzzers' seed corpora: a valid package and the spec JSON of every example
-// (examples/ and examples/autograd/, whose packages carry backward chains: format 4).
+// (examples/ and examples/autograd/, whose packages carry backward chains: format 4, and later
+// launches with scratch: format 5).
 //
 // Usage: kernelop_fuzz_seeds EXAMPLES_DIR PACKAGE_CORPUS_DIR SPEC_JSON_CORPUS_DIR
 // The packages hold made-up machine code (no NVRTC needed): one CUBIN and one PTX image.
@@ -42,6 +43,10 @@ kernelop::CompiledImage synthetic_image(const kernelop::OpDecl& decl) {
   ptx.arch = "compute_90";
   ptx.data = ".version 9.0\n.target sm_90\n.address_size 64\n";
   image.images.push_back(std::move(ptx));
+  // Its later launches (Note [several launches]: format-5 packages), each an image of its own.
+  for (std::size_t k = 0; k < image.plan.spec.then.size(); ++k) {
+    image.then.push_back(synthetic_image(kernelop::launch_decl(image.plan, k)));
+  }
   return image;
 }
 
