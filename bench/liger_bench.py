@@ -1,12 +1,13 @@
 """Liger-Kernel's ops through kernelop against Liger's own autograd Functions and plain torch, side by side.
 
-The kernelop ops are registered from Liger's own host functions (tests/python/test_liger.py records them the same
-way): SwiGLU forward + backward (``swiglu_forward`` / ``swiglu_backward``, a recorded backward) and RMSNorm forward
-and backward (``rms_norm_forward`` / ``rms_norm_backward``, whose per-SM partials of dW are the op's scratch and
-whose ``_dW.sum(dim=0).to(W.dtype)`` is a launch of kernelop's own sum kernel). A *step* is forward + backward (the
-gradients of every input); RMSNorm is timed forward alone too. Liger's Functions run with their defaults (RMSNorm's
-backward writes dX over the incoming gradient, in place; kernelop's leaves autograd's gradient intact and, as Liger's
-not-in-place path does, zeroes dX first).
+The kernelop ops are registered from Liger's own host functions (examples/liger_ops.py, which
+tests/python/test_liger.py checks): cross entropy (``cross_entropy_forward`` / ``_backward`` line for line, the
+count of kept rows on the device), SwiGLU forward + backward (``swiglu_forward`` / ``swiglu_backward``, a recorded
+backward) and RMSNorm forward and backward (``rms_norm_forward`` / ``rms_norm_backward``, whose per-SM partials of
+dW are the op's scratch and whose ``_dW.sum(dim=0).to(W.dtype)`` is a launch of kernelop's own sum kernel). A
+*step* is forward + backward (the gradients of every input); RMSNorm is timed forward alone too. Liger's Functions
+run with their defaults (RMSNorm's backward writes dX over the incoming gradient, in place; kernelop's leaves
+autograd's gradient intact and, as Liger's not-in-place path does, zeroes dX first).
 
 Each round times every variant once, in a fresh random order (autograd_bench.interleaved), as a loop of steps
 closed by one synchronize, and the figure is the median over rounds of the time per step: host-bound at small
@@ -24,33 +25,14 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, ".deps", "liger"))
 
-import kernelop as ko  # noqa: E402
+import kernelop as ko  # noqa: E402,F401  (liger_ops records through it)
 from autograd_bench import interleaved, per_step_us  # noqa: E402  (this folder's: one timing loop, one interleaving)
-from liger_kernel.ops.rms_norm import LigerRMSNormFunction, rms_norm_backward, rms_norm_forward  # noqa: E402
-from liger_kernel.ops.utils import calculate_settings  # noqa: E402
-from liger_kernel.ops.swiglu import LigerSiLUMulFunction, swiglu_backward, swiglu_forward  # noqa: E402
 
-HIDDEN = [4096]
-
-
-def swiglu_fwd(a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0) -> torch.Tensor:
-    assert a.shape == b.shape  # what Liger's kernel assumes: the op's requirement
-    return swiglu_forward(a, b, gate_multiplier)[2]
-
-
-def swiglu_bwd(a: torch.Tensor, b: torch.Tensor, grad_c_ptr: torch.Tensor, gate_multiplier: float = 1.0):
-    return swiglu_backward(a.clone(), b.clone(), grad_c_ptr, gate_multiplier)
-
-
-def rms_norm_fwd(X: torch.Tensor, W: torch.Tensor, eps: float):
-    Y, _, RSTD, _, _, _ = rms_norm_forward(X, W, eps, 0.0, "llama", False)
-    return Y, RSTD
-
-
-def rms_norm_bwd(grad_Y_ptr: torch.Tensor, X: torch.Tensor, W: torch.Tensor, RSTD_ptr: torch.Tensor):
-    X = X.view(-1, X.shape[-1])  # as LigerRMSNormFunction's forward saved it
-    BLOCK_SIZE, num_warps = calculate_settings(X.shape[-1])
-    return rms_norm_backward(grad_Y_ptr, X, W, RSTD_ptr, 0.0, "llama", BLOCK_SIZE, num_warps, False, False)
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+import liger_ops  # noqa: E402  (examples/liger_ops.py: the ops, from Liger's host functions)
+from liger_kernel.ops.cross_entropy import LigerCrossEntropyFunction  # noqa: E402
+from liger_kernel.ops.rms_norm import LigerRMSNormFunction  # noqa: E402
+from liger_kernel.ops.swiglu import LigerSiLUMulFunction  # noqa: E402
 
 
 def device_us(step, steps=10):
@@ -72,9 +54,7 @@ def compare(variants, iters, rounds=15):
 
 
 def swiglu_rows(shape, dtype):
-    op = ko.custom_plugin(ko.triton(swiglu_fwd, specialize=HIDDEN), op_name="kop_liger_bench::swiglu",
-                          example_inputs=(torch.empty(2, 3, 4096, dtype=dtype),) * 2,
-                          backward=ko.Backward(["a", "b"], ko.triton(swiglu_bwd, specialize=HIDDEN)))
+    op = liger_ops.swiglu(dtype, "kop_liger_bench::swiglu", hidden=[4096]).register()
     a = torch.randn(shape, device="cuda", dtype=dtype, requires_grad=True)
     b = torch.randn(shape, device="cuda", dtype=dtype, requires_grad=True)
     g = torch.randn(shape, device="cuda", dtype=dtype)
@@ -101,10 +81,7 @@ _rms_ops = {}
 
 def rms_op(dtype):
     if dtype not in _rms_ops:
-        _rms_ops[dtype] = ko.custom_plugin(
-            ko.triton(rms_norm_fwd, specialize=[4096]), op_name="kop_liger_bench::rms_norm",
-            example_inputs=(torch.empty(4, 4096, dtype=dtype), torch.empty(4096, dtype=dtype)),
-            backward=ko.Backward(["X", "W"], ko.triton(rms_norm_bwd)))
+        _rms_ops[dtype] = liger_ops.rms_norm(dtype, "kop_liger_bench::rms_norm", specialize=[4096]).register()
     return _rms_ops[dtype]
 
 
@@ -133,6 +110,28 @@ def rms_rows(shape, dtype, step):
                     "torch": lambda: torch.autograd.grad(torch_rms(x, w), (x, w), g)}, iters)
 
 
+def ce_rows(shape, dtype):
+    op = liger_ops.cross_entropy(dtype, "kop_liger_bench::cross_entropy", vocabs=[32768]).register()
+    rows, vocab = shape
+    x = torch.randn(shape, device="cuda", dtype=dtype, requires_grad=True)
+    t = torch.randint(0, vocab, (rows,), device="cuda")
+    t[::7] = -100
+    # Liger's Function writes the gradient over the logits it is given (its memory saving): its own leaf.
+    lx = x.detach().clone().requires_grad_()
+
+    def kernelop_step():
+        torch.autograd.grad(op(x, t)[0], (x,))
+
+    def liger_step():
+        torch.autograd.grad(LigerCrossEntropyFunction.apply(lx, t, None, -100)[0], (lx,))
+
+    def torch_step():
+        torch.autograd.grad(torch.nn.functional.cross_entropy(x, t), (x,))
+
+    iters = 200 if x.numel() < 1 << 20 else 20
+    return compare({"kernelop": kernelop_step, "liger": liger_step, "torch": torch_step}, iters)
+
+
 def main():
     lines = [f"device: {torch.cuda.get_device_name()}  (torch {torch.__version__}, Liger-Kernel "
              f"{open(os.path.join(ROOT, '.deps', 'liger', 'VERSION')).read().strip()})",
@@ -140,7 +139,7 @@ def main():
              "torch.profiler); fwd+bwd: a step of forward and backward",
              "Liger*: Liger's Function leaving autograd's tensors intact as kernelop does (RMSNorm's in_place=False; "
              "SwiGLU's has no such mode)",
-             f"{'op':<18}{'shape':<13}{'wall:':>6}{'kernelop':>9}{'Liger':>8}{'torch':>8}{'kop/Liger':>10}"
+             f"{'op':<22}{'shape':<13}{'wall:':>6}{'kernelop':>9}{'Liger':>8}{'torch':>8}{'kop/Liger':>10}"
              f"{'device:':>9}{'kernelop':>9}{'Liger':>8}{'torch':>8}{'kop/Liger':>10}{'Liger*':>8}{'kop/Liger*':>11}"]
     dtype = torch.bfloat16
     results = []
@@ -150,8 +149,10 @@ def main():
     for shape in ((4, 4096), (8192, 4096)):
         results.append(("rms_norm fwd", shape, rms_rows(shape, dtype, False)))
         results.append(("rms_norm fwd+bwd", shape, rms_rows(shape, dtype, True)))
+    for shape in ((4, 32000), (4096, 32000)):
+        results.append(("cross_entropy fwd+bwd", shape, ce_rows(shape, dtype)))
     for name, shape, t in results:
-        row = f"{name:<18}{'x'.join(map(str, shape)):<13}"
+        row = f"{name:<22}{'x'.join(map(str, shape)):<13}"
         for i in (0, 1):
             row += f"{'':>6}" if i == 0 else f"{'':>9}"
             row += f"{t['kernelop'][i]:>9.1f}{t['liger'][i]:>8.1f}{t['torch'][i]:>8.1f}"
@@ -163,6 +164,9 @@ def main():
     large = [t["kernelop"][1] / t["liger"][1] for _, shape, t in results if shape[-2] != 4]
     same = [t["kernelop"][1] / t["liger_intact"][1] for _, shape, t in results
             if shape[-2] != 4 and "liger_intact" in t]
+    lines.append("Liger's cross entropy and SwiGLU write their gradients over the logits / a, b they are given; "
+                 "kernelop's leave them intact (a copy each); its cross entropy counts the kept rows on the device "
+                 "(Liger's .item() syncs the host)")
     lines.append(f"targets: small steps <= 0.5x Liger's wall time {'met' if max(small) <= 0.5 else 'NOT met'} "
                  f"(worst {max(small):.3f}); large <= 1.02x Liger's device time "
                  f"{'met' if max(large) <= 1.02 else 'NOT met'} (worst {max(large):.3f}; against Liger*, "

@@ -385,6 +385,10 @@ struct KernelSpec {
 /// the last launch. JSON: "then": [{"from"?: {...}, ...a spec without "op"...}, ...].
 struct LaunchStep {
   std::map<std::string, std::string> from;  ///< launch tensor or scalar name -> the op's
+  /// Runs before the op's own kernel (after the inits): host glue a library computes before its
+  /// first kernel (Liger's cross entropy backward scales the incoming gradient). Such launches
+  /// come first in `then`. JSON: "before": true.
+  bool before = false;
   KernelSpec spec;
   bool operator==(const LaunchStep&) const = default;
 };

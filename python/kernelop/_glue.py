@@ -1,15 +1,17 @@
 """kernelop's own kernels for the host glue between the launches of an op (Note [several launches],
-docs/spec-format.md 4.1): a sum over one axis with a cast (Liger-Kernel's ``dW = partials.sum(dim=0).to(W.dtype)``)
-and a cast copy (``.to(dtype)``). Each is a KernelSpec of CUDA C++ that NVRTC compiles, so an op using one runs where
-Python and every DSL are absent (packages, the C ABI). Tensors are named ``x`` (read) and ``y`` (written): a Launch
-renames them to the op's (``Launch(sum_dim(...), from_={"x": "part", "y": "grad_w"})``). Fills and whole copies of
-an input need no kernel: they are output inits (Note [initialised outputs])."""
+docs/spec-format.md 4.1): a sum over one axis with a cast (Liger-Kernel's ``dW = partials.sum(dim=0).to(W.dtype)``),
+a sum of a whole tensor, a count of the elements that differ from a value (``(target != ignore_index).sum()``), a
+division by a one-element tensor (a loss by a count) and a cast copy (``.to(dtype)``). Each is a KernelSpec of CUDA
+C++ that NVRTC compiles, so an op using one runs where Python and every DSL are absent (packages, the C ABI).
+Tensors are named ``x`` (read) and ``y`` (written): a Launch renames them to the op's (``Launch(sum_dim(...),
+from_={"x": "part", "y": "grad_w"})``). Fills and whole copies of an input need no kernel: they are output inits
+(Note [initialised outputs])."""
 
 from __future__ import annotations
 
 from typing import Any, Dict, List, Sequence
 
-from ._spec import Custom, Expr, InputDecl, KernelSpec, OutputDecl, ReduceDims, SameAs, _dtype_name
+from ._spec import Custom, Expr, InputDecl, KernelSpec, OutputDecl, ReduceDims, SameAs, ScalarInput, _dtype_name
 
 # Accumulation in float for 16-bit and float types, double for double, 64-bit for integers; the result converted
 # to the output's type as PyTorch's .to() converts it (round to nearest even; integers truncate toward zero).
@@ -56,6 +58,52 @@ __global__ void kop_sum_dim(const T* __restrict__ x, long long outer, long long 
     }
     __syncthreads();
   }
+}
+
+// The sum of v over a block of blockDim.x threads (a multiple of 32, at most 1024); the result in
+// thread 0.
+template <class A>
+__device__ inline A kop_block_sum(A v) {
+  __shared__ A warps[32];
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = v;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    v = threadIdx.x < blockDim.x / 32 ? warps[threadIdx.x] : A(0);
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  }
+  return v;
+}
+
+// y[0] = the sum of all of x (one block: the glue's sums are of partials and per-row values).
+template <class T, class U>
+__global__ void kop_sum_all(const T* __restrict__ x, long long n, U* __restrict__ y) {
+  using A = typename KopAcc<T>::type;
+  A acc = A(0);
+  for (long long i = threadIdx.x; i < n; i += blockDim.x) acc += kop_to<A>(x[i]);
+  acc = kop_block_sum(acc);
+  if (threadIdx.x == 0) y[0] = kop_from<U>(acc);
+}
+
+// y[0] = how many elements of x differ from v: (x != v).sum() (one block).
+template <class T, class U>
+__global__ void kop_count_ne(const T* __restrict__ x, long long n, int v, U* __restrict__ y) {
+  using A = typename KopAcc<T>::type;
+  const A value = static_cast<A>(v);
+  long long count = 0;
+  for (long long i = threadIdx.x; i < n; i += blockDim.x) count += kop_to<A>(x[i]) != value;
+  count = kop_block_sum(count);
+  if (threadIdx.x == 0) y[0] = static_cast<U>(count);
+}
+
+// y = a / b[0] element by element, in a's accumulation type (b holds one element).
+template <class T, class B>
+__global__ void kop_div(const T* __restrict__ a, long long n, const B* __restrict__ b,
+                        T* __restrict__ y) {
+  using A = typename KopAcc<T>::type;
+  const A d = static_cast<A>(kop_to<typename KopAcc<B>::type>(b[0]));
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+    y[i] = kop_from<T>(kop_to<A>(a[i]) / d);
 }
 
 // y = x converted element by element.
@@ -113,4 +161,48 @@ def cast(in_dtype: Any, out_dtype: Any) -> KernelSpec:
         geometry=Custom(grid=["min(cdiv(numel(x), 256), 65535)"], block=[256]))
 
 
-__all__: List[str] = ["GLUE_DTYPES", "cast", "sum_dim"]
+def sum_all(in_dtype: Any, out_dtype: Any) -> KernelSpec:
+    """``y = x.sum().to(out_dtype)`` for a contiguous ``x`` of any rank: a tensor of rank 0 (one block of 1024
+    threads sums it: the glue's sums are of partials and per-row values, not of activations)."""
+    return KernelSpec(
+        kernel_source=_SOURCE, kernel_name="kop_sum_all<T, U>",
+        type_params=_types(in_dtype, out_dtype, "kernelop glue sum_all"),
+        inputs=[InputDecl("x", "T")], outputs=[OutputDecl("y", [], dtype="U")],
+        params=["x", Expr("numel(x)", int64=True), "y"], geometry=Custom(grid=[1, 1, 1], block=[1024, 1, 1]))
+
+
+def count_ne(in_dtype: Any, value: Any, out_dtype: Any = "int64") -> KernelSpec:
+    """``y = (x != value).sum().to(out_dtype)`` for a contiguous ``x``: a count of rank 0 (Liger's cross entropy
+    counts the rows whose target is not ``ignore_index``). ``value``: an int, or the name of an int scalar input
+    the launch reads as ``v`` (``Launch(count_ne(..., "v"), from_={"v": "ignore_index"})``)."""
+    where = "kernelop glue count_ne"
+    inputs: List[Any] = [InputDecl("x", "T")]
+    if isinstance(value, str):
+        inputs.append(ScalarInput("v", int))
+        v: Any = "v"
+    elif isinstance(value, int) and not isinstance(value, bool) and -2 ** 31 <= value < 2 ** 31:
+        v = Expr(str(value))  # an int, as an int scalar input is passed
+    else:
+        raise TypeError(f"{where}: value must be a 32-bit int or the name of an int scalar, got "
+                        f"{type(value).__name__} {str(value)[:40]}")
+    return KernelSpec(
+        kernel_source=_SOURCE, kernel_name="kop_count_ne<T, U>", type_params=_types(in_dtype, out_dtype, where),
+        inputs=inputs, outputs=[OutputDecl("y", [], dtype="U")],
+        params=["x", Expr("numel(x)", int64=True), v, "y"], geometry=Custom(grid=[1, 1, 1], block=[1024, 1, 1]))
+
+
+def div(a_dtype: Any, b_dtype: Any) -> KernelSpec:
+    """``y = a / b`` for a contiguous ``a`` of a floating dtype and a ``b`` of one element (a count, a scale): ``y``
+    has ``a``'s shape and dtype (torch's type promotion for a tensor divided by a tensor of rank 0)."""
+    where = "kernelop glue div"
+    a, b = _dtype(a_dtype, where), _dtype(b_dtype, where)
+    if a not in ("float32", "float16", "bfloat16", "float64"):
+        raise TypeError(f"{where}: divides a floating tensor (its dtype is the result's), got {a}")
+    return KernelSpec(
+        kernel_source=_SOURCE, kernel_name="kop_div<T, B>", type_params={"T": [a], "B": [b]},
+        inputs=[InputDecl("a", "T"), InputDecl("b", "B")], outputs=[OutputDecl("y", SameAs("a"))],
+        requires=["numel(b) == 1"], params=["a", Expr("numel(a)", int64=True), "b", "y"],
+        geometry=Custom(grid=["max(min(cdiv(numel(a), 256), 65535), 1)"], block=[256]))
+
+
+__all__: List[str] = ["GLUE_DTYPES", "cast", "count_ne", "div", "sum_all", "sum_dim"]

@@ -360,15 +360,20 @@ def _renames(from_: Any, where: str) -> Dict[str, Any]:
 class Launch:
     """A kernel launched after the op's own (docs/spec-format.md 4.1; JSON "then"): ``spec`` is a KernelSpec whose
     tensors and scalars are the op's, named after them; ``from_`` renames ({"p": "part"}: its tensor p is the op's
-    part)."""
+    part). ``before``: it runs before the op's own kernel, after the inits (such launches come first)."""
 
     spec: Any
     from_: Optional[Dict[str, str]] = None
+    before: bool = False
 
     def _json(self) -> Dict[str, Any]:
         if not isinstance(self.spec, KernelSpec):
             raise TypeError(f"Launch.spec: expected a KernelSpec, got {type(self.spec).__name__}")
+        if not isinstance(self.before, bool):
+            raise TypeError(f"Launch.before: expected a bool, got {type(self.before).__name__}")
         doc = _renames(self.from_, "Launch.from_")
+        if self.before:
+            doc["before"] = True
         doc.update(self.spec._spec_json())
         return doc
 

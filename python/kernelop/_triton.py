@@ -35,7 +35,8 @@ import torch
 
 from ._dtypes import DTYPES
 from ._recording import (CompiledKernel, CompileJob, Dsl, Handlers, Input, NestedRecording, RecordedPlugin, Recording,
-                         arch_number, caller_location, check_archs, check_configs, conjunction, count,
+                         arch_number, caller_location, check_archs, check_configs, check_output_names, conjunction,
+                         count,
                          float_scalar_name, from_inputs, int_scalar_name, select_over_configs, tactic_text,
                          traced_error, user_requires)
 from ._recording import sizes
@@ -57,18 +58,22 @@ class TritonSpec:
     launch_fn: Callable[..., Any]
     configs: Tuple[Dict[str, Any], ...] = ()
     specialize: Any = None  # the size classes to record (Note [size classes]); None: every one launch_fn accepts
+    outputs: Optional[Tuple[str, ...]] = None  # the names of what launch_fn returns, in order
 
 
 def triton(launch_fn: Callable[..., Any], configs: Optional[Sequence[Mapping[str, Any]]] = None, *,
-           specialize: Any = None) -> TritonSpec:
+           specialize: Any = None, outputs: Optional[Sequence[str]] = None) -> TritonSpec:
     """A Triton kernel spec (the reference's ``tta.triton``): ``configs`` replace the launch's meta-parameters
     (constexprs, ``num_warps``, ``num_stages``); each is a tactic kernelop tunes between. A config may carry
     ``"requires": [...]``, conditions (kernelop expressions) on the sizes it is right for. ``specialize``: the
     values to compile for when launch_fn derives a constexpr from a size (Note [size classes]): of
     ``triton.next_power_of_2(size)`` (powers of two), or of a size passed to a constexpr as it is (any ints >= 2);
-    or a dict of size -> such a list."""
+    or a dict of size -> such a list. ``outputs``: the names of the tensors launch_fn returns, in order (by default
+    each is named after the kernel parameter it is passed to, else out0, out1, ...); a forward's backward reads them
+    and their gradients by these names."""
     return TritonSpec(launch_fn, check_configs("kernelop.triton", launch_fn, configs),
-                      sizes.check_specialize("kernelop.triton", specialize))
+                      sizes.check_specialize("kernelop.triton", specialize),
+                      check_output_names("kernelop.triton", outputs))
 
 
 def triton_archs(where: str, archs: Any) -> List[str]:

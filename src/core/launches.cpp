@@ -126,18 +126,31 @@ bool written_later(const KernelSpec& spec, std::string_view output) {
 void check_launches(const OpPlan& p, const ValidateOptions& options) {
   // What is written before each launch: initialised outputs, those the op's own kernel takes
   // (all, in the default convention), then each launch's outputs in order.
+  // Launches marked `before` run first, after the inits and before the op's own kernel.
   std::set<std::string, std::less<>> written;
+  std::vector<std::string> own_kernel_writes;
   for (const OutputPlan& o : p.outputs) {
     const std::string& name = p.tensors[static_cast<std::size_t>(o.slot)].name;
     bool passed =
         !p.spec.params || std::any_of(p.args.begin(), p.args.end(), [&](const ArgSlot& a) {
           return a.kind == ArgSlot::Kind::Output && a.name == name;
         });
-    if (passed || o.fill || o.clone_slot >= 0) written.insert(name);
+    if (o.fill || o.clone_slot >= 0) written.insert(name);
+    if (passed) own_kernel_writes.push_back(name);
   }
+  bool own_kernel_ran = false;
   for (std::size_t k = 0; k < p.spec.then.size(); ++k) {
     const LaunchStep& step = p.spec.then[k];
     const KernelSpec& s = step.spec;
+    if (step.before && own_kernel_ran) {
+      KERNELOP_RAISE(fail_at(p, k, "before"))
+          << "a launch before the op's own kernel follows one after it; the launches marked "
+             "\"before\" come first in \"then\"";
+    }
+    if (!step.before && !own_kernel_ran) {
+      own_kernel_ran = true;
+      written.insert(own_kernel_writes.begin(), own_kernel_writes.end());
+    }
     if (options.has_meta_fn || options.has_eager_fn || !p.spec.inputs || !p.spec.outputs) {
       KERNELOP_RAISE(fail_at(p, k, ""))
           << "needs the op's inputs and outputs declared in the spec (no meta_fn or eager_fn): "

@@ -131,9 +131,10 @@ LaunchStep SpecReader::read_launch(const Json& j, const std::string& path,
   }
   SpecReader inner(*this);
   inner.prefix_ = prefix_ + path + ".";
-  inner.expect_keys(j, "", spec_keys({"from"}));
+  inner.expect_keys(j, "", spec_keys({"from", "before"}));
   LaunchStep step;
   if (j.contains("from")) step.from = inner.read_from(j["from"]);
+  if (j.contains("before")) step.before = inner.get_bool(j["before"], "before");
   inner.read_spec(j, base_dir, step.spec);
   return step;
 }

@@ -261,6 +261,7 @@ Json write_spec(const KernelSpec& s, const JsonWriteOptions& options, Json root)
     for (const LaunchStep& step : s.then) {
       Json head = Json::object();
       if (!step.from.empty()) head["from"] = step.from;
+      if (step.before) head["before"] = true;
       arr.push_back(write_spec(step.spec, options, std::move(head)));
     }
     root["then"] = std::move(arr);

@@ -67,6 +67,7 @@ struct KernelOp::State {
   std::vector<KernelOp> then;
   std::vector<LaunchLink> then_links;
   bool program = false;
+  std::size_t before = 0;  // the first `before` of `then` run before the op's own kernel
 
   const OpPlan& plan() const { return image.plan; }
   const OutputPlan& output_of(int slot) const {
@@ -87,13 +88,18 @@ struct KernelOp::State {
   // nothing was launched.
   void launch_prepared(Frame& f, std::span<const TensorView> inputs,
                        std::span<const ScalarArg> scalars, std::span<const TensorView> outputs,
-                       void* stream, detail::MemoValue* record = nullptr);
+                       void* stream, detail::MemoValue* record = nullptr, bool init = true);
   // Note [several launches] (launch_program.cpp): the scratch allocated on `stream`, the op's
   // kernel and each later launch run, the scratch freed. `results`: the caller's outputs, or
   // none with `allocate`, which makes them.
   void launch_program(std::span<const TensorView> inputs, std::span<const ScalarArg> scalars,
                       std::span<const TensorView> results, const OutputAllocator* allocate,
                       void* stream);
+  // Launch k of `then` with the op's tensors and scalars it names (`outputs`: the op's outputs
+  // and scratch).
+  void launch_step(std::size_t k, std::span<const TensorView> inputs,
+                   std::span<const ScalarArg> scalars, std::span<const TensorView> outputs,
+                   void* stream);
   // A launch from the memo: the arguments packed, the memo's geometry launched.
   void launch_memoized(const detail::MemoValue& memo, std::span<const TensorView> inputs,
                        std::span<const ScalarArg> scalars, std::span<const TensorView> outputs,

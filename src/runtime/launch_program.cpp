@@ -60,29 +60,39 @@ void KernelOp::State::launch_program(std::span<const TensorView> inputs,
     t.data = reinterpret_cast<void*>(ptr);
   }
   std::span<const TensorView> outputs(all.data(), p.outputs.size());
-  launch_prepared(f, inputs, scalars, outputs, stream);
-  // The later launches, each with the op's tensors and scalars it names.
-  std::array<TensorView, kMaxKernelArgs> views;
-  std::array<ScalarArg, kMaxKernelArgs> values;
-  for (std::size_t k = 0; k < then.size(); ++k) {
-    const OpPlan& lp = then[k].plan();
-    const LaunchLink& link = then_links[k];
-    for (std::size_t t = 0; t < link.tensors.size(); ++t) {
-      auto slot = static_cast<std::size_t>(link.tensors[t]);
-      views[t] = slot < inputs.size() ? inputs[slot] : all[slot - inputs.size()];
-    }
-    for (std::size_t j = 0; j < link.scalars.size(); ++j)
-      values[j] = scalars[static_cast<std::size_t>(link.scalars[j])];
-    auto n_in = static_cast<std::size_t>(lp.num_tensor_inputs);
-    then[k].launch(std::span<const TensorView>(views.data(), n_in),
-                   std::span<const ScalarArg>(values.data(), link.scalars.size()),
-                   std::span<const TensorView>(views.data() + n_in, link.tensors.size() - n_in),
-                   stream);
+  if (before > 0) {
+    // Launches before the op's own kernel run after the inits (LaunchStep::before).
+    if (detail::check_tensors(p, inputs, outputs, f).work && inits_outputs)
+      init_outputs(tensor_ptrs(inputs, outputs), outputs, device, stream);
+    for (std::size_t k = 0; k < before; ++k) launch_step(k, inputs, scalars, outputs, stream);
   }
+  launch_prepared(f, inputs, scalars, outputs, stream, nullptr, before == 0);
+  for (std::size_t k = before; k < then.size(); ++k)
+    launch_step(k, inputs, scalars, outputs, stream);
   if (CUresult r = scratch.release(); r != CUDA_SUCCESS) {
     KERNELOP_RAISE(error(ErrorKind::Launch))
         << "cuMemFreeAsync of the call's scratch failed: " << detail::cuda_error_text(r);
   }
+}
+
+void KernelOp::State::launch_step(std::size_t k, std::span<const TensorView> inputs,
+                                  std::span<const ScalarArg> scalars,
+                                  std::span<const TensorView> outputs, void* stream) {
+  std::array<TensorView, kMaxKernelArgs> views;
+  std::array<ScalarArg, kMaxKernelArgs> values;
+  const OpPlan& lp = then[k].plan();
+  const LaunchLink& link = then_links[k];
+  for (std::size_t t = 0; t < link.tensors.size(); ++t) {
+    auto slot = static_cast<std::size_t>(link.tensors[t]);
+    views[t] = slot < inputs.size() ? inputs[slot] : outputs[slot - inputs.size()];
+  }
+  for (std::size_t j = 0; j < link.scalars.size(); ++j)
+    values[j] = scalars[static_cast<std::size_t>(link.scalars[j])];
+  auto n_in = static_cast<std::size_t>(lp.num_tensor_inputs);
+  then[k].launch(std::span<const TensorView>(views.data(), n_in),
+                 std::span<const ScalarArg>(values.data(), link.scalars.size()),
+                 std::span<const TensorView>(views.data() + n_in, link.tensors.size() - n_in),
+                 stream);
 }
 
 }  // namespace kernelop

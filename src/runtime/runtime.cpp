@@ -110,6 +110,7 @@ KernelOp::KernelOp(CompiledImage image, LoadOptions options) : state_(std::make_
     state_->then.emplace_back(launch, state_->options);
   }
   state_->program = !state_->then.empty() || p.num_results() != p.outputs.size();
+  for (const LaunchStep& step : p.spec.then) state_->before += step.before;
   // Raw launches (no geometry) choose their shared memory per call.
   bool dynamic_shared = !p.geometry || !(p.geometry->shared_mem.is_const() &&
                                          p.geometry->shared_mem.const_value() == 0);
@@ -312,12 +313,12 @@ TensorPtrs KernelOp::State::tensor_ptrs(std::span<const TensorView> inputs,
 void KernelOp::State::launch_prepared(Frame& f, std::span<const TensorView> inputs,
                                       std::span<const ScalarArg> scalars,
                                       std::span<const TensorView> outputs, void* stream,
-                                      detail::MemoValue* record) {
+                                      detail::MemoValue* record, bool init) {
   const OpPlan& p = plan();
   auto [device, work] = detail::check_tensors(p, inputs, outputs, f);
   if (!work) return;  // zero-element outputs: nothing to launch
   TensorPtrs ptrs = tensor_ptrs(inputs, outputs);
-  if (inits_outputs) init_outputs(ptrs, outputs, device, stream);
+  if (inits_outputs && init) init_outputs(ptrs, outputs, device, stream);
   // One config: its requires are checked like the op's (choose_config raises when they fail).
   detail::Chosen chosen = detail::Chosen::Only;
   int config = p.configs.size() == 1 && p.configs[0].requirements.empty()

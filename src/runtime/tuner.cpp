@@ -76,15 +76,17 @@ struct Scratch {
   };
   std::vector<Refill> refill;
 
+  // `copy_outputs`: the outputs hold what launches before the op's kernel wrote (LaunchStep::
+  // before), copied like mutated inputs.
   Scratch(const OpPlan& p, const TensorPtrs& caller, std::span<const TensorView> inputs,
-          std::span<const TensorView> outputs)
+          std::span<const TensorView> outputs, bool copy_outputs)
       : ptrs(caller) {
     buffers.reserve(inputs.size() + outputs.size());
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       if (p.tensors[i].mutated) add(inputs[i], i, true);
     }
     for (std::size_t o = 0; o < outputs.size(); ++o) {
-      add(outputs[o], static_cast<std::size_t>(p.outputs[o].slot), false);
+      add(outputs[o], static_cast<std::size_t>(p.outputs[o].slot), copy_outputs);
     }
   }
   // Covers exactly the elements the view reaches (negative strides included); the kernel gets
@@ -232,7 +234,7 @@ int KernelOp::State::autotune(Frame& f, const detail::TuneKey& key,
   const detail::DeviceModule& m = module_for(device);
   detail::ScopedContext scope(m.context);
   auto s = static_cast<CUstream>(stream);
-  Scratch scratch(p, ptrs, inputs, outputs);
+  Scratch scratch(p, ptrs, inputs, outputs, before > 0);
   int l2 = 0;
   CUdevice dev = 0;
   check_cuda(d.cuDeviceGet(&dev, device), "cuDeviceGet", std::to_string(device));
@@ -243,9 +245,14 @@ int KernelOp::State::autotune(Frame& f, const detail::TuneKey& key,
   DeviceEvent start, stop;
   std::vector<Timings> times(p.configs.size());
   // One launch of config c on the scratch, its outputs initialised first as every launch's are
-  // (Note [initialised outputs]: a kernel may spin on a zeroed lock or count into a zeroed sum).
+  // (Note [initialised outputs]: a kernel may spin on a zeroed lock or count into a zeroed sum);
+  // after launches before the op's kernel, the outputs as those left them, inits included.
   auto launch_on_scratch = [&](int c, void* on) {
-    if (inits_outputs) init_outputs(scratch.ptrs, outputs, device, on);
+    if (before > 0) {
+      scratch.refill_on(static_cast<CUstream>(on));
+    } else if (inits_outputs) {
+      init_outputs(scratch.ptrs, outputs, device, on);
+    }
     launch_config(f, c, scratch.ptrs, scalars, device, on);
   };
   // One measurement of config c: its queue of launches between two events, in ms per launch.

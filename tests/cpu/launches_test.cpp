@@ -51,6 +51,14 @@ CompiledImage compile_sm90(const OpDecl& decl) {
   return compile(derive_plan(decl), o);
 }
 
+// kSum's input and output on the fake driver: 1000 floats in, one out.
+TensorView sum_input() {
+  return TensorView{reinterpret_cast<void*>(0x100000), DType::Float32, Shape{1000}, {}, 0};
+}
+TensorView sum_output() {
+  return TensorView{reinterpret_cast<void*>(0x200000), DType::Float32, Shape{1}, {}, 0};
+}
+
 // kSum with `from` replaced by `with` (once).
 std::string edited(std::string_view from, std::string_view with) {
   std::string s = kSum;
@@ -254,10 +262,8 @@ TEST(Launches, LaunchesInOrderWithScratchAllocatedOnTheStreamAndFreedAfter) {
   record_launches_of(image);  // both kernels take (pointer, pointer, int)
   KernelOp op(image);
   auto* stream = reinterpret_cast<void*>(0x77);
-  std::vector<TensorView> in = {
-      TensorView{reinterpret_cast<void*>(0x100000), DType::Float32, Shape{1000}, {}, 0}};
-  std::vector<TensorView> out = {
-      TensorView{reinterpret_cast<void*>(0x200000), DType::Float32, Shape{1}, {}, 0}};
+  std::vector<TensorView> in = {sum_input()};
+  std::vector<TensorView> out = {sum_output()};
   EXPECT_EQ(op.output_shapes(in).size(), 1u);
   EXPECT_EQ(op.output_dtypes(in).size(), 1u);
   op.launch(in, {}, out, stream);
@@ -301,6 +307,57 @@ TEST(Launches, LaunchesInOrderWithScratchAllocatedOnTheStreamAndFreedAfter) {
   // A caller that passes the scratch as an output is told how many outputs the op has.
   std::vector<TensorView> two = {out[0], out[0]};
   EXPECT_THROW_MSG(op.launch(in, {}, two, stream), ErrorKind::Type, "expected 1 output(s), got 2");
+}
+
+// LaunchStep::before: a launch before the op's own kernel runs after the inits; the rules keep
+// such launches first and refuse one that reads what only the op's kernel writes.
+TEST(Launches, ALaunchBeforeTheOpsKernelRunsAfterTheInits) {
+  std::string text =
+      edited(R"("then": [{"kernel_name")", R"("then": [{"before": true, "kernel_name")");
+  OpDecl decl = sum_decl(text);
+  ASSERT_TRUE(decl.spec.then[0].before);
+  OpDecl again = parse_op_json(print_op_json(decl), ".", "again.json");
+  EXPECT_EQ(again.spec, decl.spec);
+  EXPECT_NE(print_op_json(decl).find("\"before\": true"), std::string::npos);
+  // Two launches before: still first.
+  std::string two = text;
+  std::string step = two.substr(two.find("{\"before\""));
+  step = step.substr(0, step.rfind("}]") + 1);
+  two.insert(two.find("{\"before\""), step + ", ");
+  EXPECT_EQ(derive_plan(parse_op_json(two, ".", "two.json")).spec.then.size(), 2u);
+  // One after the op's kernel, then one before it: refused.
+  std::string late = text;
+  late.insert(late.find("{\"before\""),
+              step.substr(0, 1) + step.substr(step.find("\"kernel_name\"")) + ", ");
+  EXPECT_THROW_MSG(derive_plan(parse_op_json(late, ".", "late.json")), ErrorKind::Spec,
+                   "then[1].before: a launch before the op's own kernel follows one after it");
+  // Before the op's kernel, the scratch it writes holds nothing unless an init sets it.
+  std::string unset = text;
+  const std::string init = R"("init": {"fill": 0})";
+  std::size_t at = unset.find(init);
+  std::size_t comma = unset.rfind(',', at);
+  unset.erase(comma, at + init.size() - comma);
+  EXPECT_THROW_MSG(derive_plan(parse_op_json(unset, ".", "unset.json")), ErrorKind::Spec,
+                   "then[0].inputs[0]: reads 'part', which nothing writes before this launch");
+  EXPECT_THROW_MSG(
+      parse_op_json(edited(R"("then": [{"kernel_name")", R"("then": [{"before": 1, "kernel_name")"),
+                    ".", "b.json"),
+      ErrorKind::Spec, "then[0].before");
+  if (!fake().ok()) return;
+  CompiledImage image = compile_sm90(decl);
+  record_launches_of(image);
+  KernelOp op(image);
+  auto* stream = reinterpret_cast<void*>(0x77);
+  std::vector<TensorView> in = {sum_input()};
+  std::vector<TensorView> out = {sum_output()};
+  op.launch(in, {}, out, stream);
+  std::vector<std::string> mem = lines(fake().memory_ops());
+  std::vector<std::string> launched = lines(fake().launches());
+  ASSERT_EQ(mem.size(), 3u) << fake().memory_ops();
+  EXPECT_EQ(mem[1].find("memset32 "), 0u) << mem[1];  // the init, once
+  ASSERT_EQ(launched.size(), 2u);
+  EXPECT_EQ(launched[0].find("_Z5totalPKfPfi "), 0u) << launched[0];  // the launch before, first
+  EXPECT_EQ(launched[1].find("_Z8partialsPKfPfi "), 0u) << launched[1];
 }
 
 TEST(Launches, ScratchAloneIsFormat5AndItsBytesAreCheckedForOverflow) {
@@ -353,10 +410,8 @@ TEST(Launches, ALaterLaunchThatDisagreesIsRefusedAndTheScratchStillFreed) {
                                    R"J("outputs": [{"name": "out", "shape": [2]}])J")));
   record_launches_of(image);
   KernelOp op(image);
-  std::vector<TensorView> in = {
-      TensorView{reinterpret_cast<void*>(0x100000), DType::Float32, Shape{1000}, {}, 0}};
-  std::vector<TensorView> out = {
-      TensorView{reinterpret_cast<void*>(0x200000), DType::Float32, Shape{1}, {}, 0}};
+  std::vector<TensorView> in = {sum_input()};
+  std::vector<TensorView> out = {sum_output()};
   EXPECT_THROW_MSG(op.launch(in, {}, out, nullptr), ErrorKind::Launch,
                    "op launches_test::sum_launch1: output 'out' has shape [1] but the op produces "
                    "[2]");

@@ -854,7 +854,12 @@ class Glue(unittest.TestCase):
         from kernelop import _glue
         for a in _glue.GLUE_DTYPES:
             for b in _glue.GLUE_DTYPES:
-                for spec in (_glue.sum_dim(0, 2, a, b), _glue.cast(a, b)):
+                specs = [_glue.sum_dim(0, 2, a, b), _glue.cast(a, b), _glue.sum_all(a, b)]
+                if b in ("int64", "float32"):
+                    specs += [_glue.count_ne(a, -100, b), _glue.count_ne(a, "v", b)]
+                if a in ("float32", "float16", "bfloat16", "float64"):
+                    specs.append(_glue.div(a, b))
+                for spec in specs:
                     with tempfile.TemporaryDirectory() as d:
                         ko.build_package("kop_glue::t", spec, os.path.join(d, "t.kop"), archs=["sm_80"])
 
@@ -877,6 +882,26 @@ class Glue(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "kernelop glue cast: kernelop's glue kernels take float32, .*; got "
                                     "bool"):
             _glue.cast(torch.bool, torch.float32)
+        for shape in ((), (7,), (3, 0, 2)):  # whole-tensor sums and counts have rank 0; a division a's shape
+            x = torch.empty(shape, device="meta")
+            total = ko.cuda_kernel_op(f"kop_glue_meta::all{len(shape)}", _glue.sum_all(torch.float32, torch.float64),
+                                      archs=["sm_80"])(x)
+            count = ko.cuda_kernel_op(f"kop_glue_meta::ne{len(shape)}", _glue.count_ne(torch.float32, 3),
+                                      archs=["sm_80"])(x)
+            self.assertEqual([(tuple(t.shape), t.dtype) for t in (total, count)],
+                             [((), torch.float64), ((), torch.int64)])
+        div = ko.cuda_kernel_op("kop_glue_meta::div", _glue.div(torch.bfloat16, torch.int64), archs=["sm_80"])
+        y = div(torch.empty(4, 5, dtype=torch.bfloat16, device="meta"), torch.empty((), dtype=torch.int64,
+                                                                                       device="meta"))
+        self.assertEqual((tuple(y.shape), y.dtype), ((4, 5), torch.bfloat16))
+        with self.assertRaisesRegex(RuntimeError, "numel\\(b\\) == 1"):
+            div(torch.empty(4, 5, dtype=torch.bfloat16, device="meta"), torch.empty(2, dtype=torch.int64,
+                                                                                      device="meta"))
+        with self.assertRaisesRegex(TypeError, "kernelop glue div: divides a floating tensor .*, got int32"):
+            _glue.div(torch.int32, torch.float32)
+        with self.assertRaisesRegex(TypeError, "kernelop glue count_ne: value must be a 32-bit int or the name of "
+                                    "an int scalar, got int 4294967296"):
+            _glue.count_ne(torch.int64, 2 ** 32)
 
 
 @unittest.skipUnless(CUDA, "no CUDA device")
@@ -925,6 +950,41 @@ class GlueCuda(unittest.TestCase):
                         self.assertTrue(torch.equal(got, want), what)
                     checked += 1
         self.assertGreater(checked, 150)
+
+    def test_whole_sums_counts_and_divisions_match_torch(self):
+        from kernelop import _glue
+        g = torch.Generator(device="cpu").manual_seed(1)
+        shapes = [(), (1,), (0,), (1000,), (3, 333), (4097, 5), (1 << 20,)]
+        for a, b in self.PAIRS:
+            total = ko.cuda_kernel_op(f"kop_glue_gpu::all_{str(a)[6:]}_{str(b)[6:]}", _glue.sum_all(a, b),
+                                      archs=ARCHS)
+            count = ko.cuda_kernel_op(f"kop_glue_gpu::ne_{str(a)[6:]}", _glue.count_ne(a, -3), archs=ARCHS)
+            for shape in shapes:
+                if a.is_floating_point:
+                    x = torch.randn(shape, generator=g).to(a).cuda()
+                else:
+                    x = torch.randint(-5, 5, shape, generator=g).to(a).cuda()
+                what = f"{a} -> {b} {shape}"
+                got, want = total(x), (x.double().sum() if a.is_floating_point else x.sum()).to(b)
+                if b.is_floating_point:
+                    tol = {torch.bfloat16: 1e-2, torch.float16: 2e-3}.get(b, 1e-5)
+                    torch.testing.assert_close(got, want, rtol=tol, atol=tol * max(x.numel(), 1) ** 0.5, msg=what)
+                else:
+                    self.assertTrue(torch.equal(got, want), what)
+                self.assertEqual(count(x).item(), (x != -3).sum().item(), what)
+        for a, b in ((torch.float32, torch.int64), (torch.bfloat16, torch.int64), (torch.float16, torch.float32),
+                     (torch.float64, torch.int32), (torch.float32, torch.bfloat16)):
+            div = ko.cuda_kernel_op(f"kop_glue_gpu::div_{str(a)[6:]}_{str(b)[6:]}", _glue.div(a, b), archs=ARCHS)
+            for shape in shapes:
+                x = torch.randn(shape, generator=g).to(a).cuda()
+                for d in (torch.tensor(7, dtype=b, device="cuda"), torch.tensor([3], dtype=b, device="cuda")):
+                    if d.dim() > x.dim():  # torch broadcasts to [1]; the glue keeps a's shape (the recorder refuses)
+                        continue
+                    # a's dtype (torch promotes a 16-bit tensor of rank 0 by a float32 one to float32)
+                    torch.testing.assert_close(div(x, d), (x.double() / d.double()).to(a), msg=f"{a} / {b} {shape}")
+        count = ko.cuda_kernel_op("kop_glue_gpu::ne_scalar", _glue.count_ne(torch.int64, "v"), archs=ARCHS)
+        t = torch.tensor([1, -100, 3, -100, -1], device="cuda")
+        self.assertEqual([count(t, v).item() for v in (-100, -1, 9)], [3, 4, 5])
 
 
 if __name__ == "__main__":

@@ -1,25 +1,22 @@
-"""Liger-Kernel's Triton kernels registered from Liger's own host functions, unchanged (scripts/fetch-liger puts the
-pinned release in .deps/liger; nothing of it is committed).
+"""Liger-Kernel's Triton ops registered from Liger's own host functions (examples/liger_ops.py holds the launch_fns;
+scripts/fetch-liger puts the pinned release in .deps/liger; nothing of it is committed).
 
-RMSNorm forward and backward: ``liger_kernel.ops.rms_norm.rms_norm_forward`` / ``rms_norm_backward`` as Liger's
-autograd Function calls them, wrapped only to say which of its returns are the op's outputs (and, for the backward,
-to pass what the Function's ctx holds). Its host code takes views (``X.view(-1, dim)``), derives
-``BLOCK_SIZE, num_warps = calculate_settings(n_cols)`` (``triton.next_power_of_2``, a limit of its own), branches
-on the sizes, opens ``torch.cuda.device``, and passes the literal ``offset=0.0``: the recording is rank-free, one
-size class per block, and the op runs from C++. Its backward launches one kernel on sm_count() programs into per-SM
-partials of dW that it allocates and does not return (the op's scratch) and sums them on the host,
-``_dW.sum(dim=0).to(W.dtype)``: kernelop records that as a launch of its own sum kernel after Liger's.
+RMSNorm forward and backward: ``rms_norm_forward`` / ``rms_norm_backward`` as Liger's autograd Function calls them.
+Its host code takes views (``X.view(-1, dim)``), derives ``BLOCK_SIZE, num_warps = calculate_settings(n_cols)``,
+branches on the sizes, opens ``torch.cuda.device`` and passes the literal ``offset=0.0``: the recording is rank-free,
+one size class per block, and the op runs from C++. Its backward's per-SM partials of dW are the op's scratch and
+``_dW.sum(dim=0).to(W.dtype)`` a launch of kernelop's own sum kernel.
 
-SwiGLU forward and backward: ``liger_kernel.ops.swiglu.swiglu_forward`` / ``swiglu_backward``, Liger's host functions
-unchanged, the op's backward recorded (``Backward(["a", "b"], ko.triton(...))``). Its kernels take ``n_cols`` as a
-constexpr, so the op is compiled for the hidden sizes ``specialize`` lists (others are refused). Liger's backward
-writes the gradients over its saved ``a`` and ``b``; kernelop's backward must leave what autograd saved intact, so
-the backward launch_fn gives Liger's function copies (``a.clone()``), which kernelop records as outputs initialised
-by a copy.
+SwiGLU forward and backward: ``swiglu_forward`` / ``swiglu_backward`` unchanged; ``n_cols`` is a constexpr, so the
+op is compiled for the hidden sizes ``specialize`` lists. Liger's backward writes the gradients over its saved ``a``
+and ``b``; kernelop's gives it copies (outputs initialised by a copy).
+
+Cross entropy: ``cross_entropy_forward`` / ``cross_entropy_backward`` line for line for a mean loss, the count of
+kept rows on the device (glue before and after the kernel) instead of Liger's ``.item()`` host sync.
 
 CPU: the recorded specs, the Meta kernels (autograd on meta tensors), the packages. GPU: values and gradients against
-Liger's own launch, its autograd Function and plain torch, float32 and bfloat16, ragged sizes, CUDA graphs, opcheck,
-torch.compile.
+Liger's own launch, its autograd Function and plain torch, float32 and bfloat16, ragged sizes, ignored targets, CUDA
+graphs, opcheck, torch.compile.
 """
 
 import os
@@ -34,11 +31,13 @@ import torch
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 LIGER = ROOT / ".deps" / "liger"
-sys.path.insert(0, str(LIGER))
+sys.path.insert(0, str(ROOT / "examples"))
 
 import kernelop as ko  # noqa: E402
+import liger_ops  # noqa: E402  (examples/liger_ops.py: the launch_fns, from Liger's host functions)
 from isolated import run_python_refusing  # noqa: E402
 from kernelop_testing import run_tests  # noqa: E402
+from liger_ops import rms_norm_fwd, swiglu_fwd  # noqa: E402
 
 CUDA = torch.cuda.is_available()
 CLASSES = [256, 512, 1024, 2048, 4096, 8192]  # the hidden sizes these tests use, and more
@@ -51,82 +50,59 @@ def liger():
     return rms_norm
 
 
-def rms_norm_fwd(X: torch.Tensor, W: torch.Tensor, eps: float):
-    """Liger's rms_norm_forward as LigerRMSNormFunction.forward calls it (offset 0, Llama casting, no row mode)."""
-    Y, _, RSTD, _, _, _ = liger().rms_norm_forward(X, W, eps, 0.0, "llama", False)
-    return Y, RSTD
+def recorded(dtype=torch.float32, op_name="kop_liger::rms_norm"):
+    return liger_ops.rms_norm(dtype, op_name, specialize=CLASSES)
 
 
-def rms_norm_bwd(grad_Y_ptr: torch.Tensor, X: torch.Tensor, W: torch.Tensor, RSTD_ptr: torch.Tensor):
-    """LigerRMSNormFunction.backward line for line: X as its forward saved it (rms_norm_forward's X.view(-1, dim)),
-    BLOCK_SIZE and num_warps as its ctx holds them (calculate_settings of the hidden size), not in place (the
-    gradient is autograd's). Liger's rms_norm_backward allocates per-SM partials of dW (scratch) and ends with
-    _dW.sum(dim=0).to(W.dtype) (kernelop's glue, a launch of the op)."""
-    from liger_kernel.ops.utils import calculate_settings
-    X = X.view(-1, X.shape[-1])
-    BLOCK_SIZE, num_warps = calculate_settings(X.shape[-1])
-    return liger().rms_norm_backward(grad_Y_ptr, X, W, RSTD_ptr, 0.0, "llama", BLOCK_SIZE, num_warps, False, False)
-
-
-def recorded(dtype=torch.float32, op_name="kop_liger::rms_norm", backward=True):
-    return ko.record_plugin(ko.triton(rms_norm_fwd, specialize=CLASSES), op_name=op_name,
-                            example_inputs=(torch.empty(4, 4096, dtype=dtype), torch.empty(4096, dtype=dtype)),
-                            backward=ko.Backward(["X", "W"], ko.triton(rms_norm_bwd)) if backward else None)
-
-
-def run_rms_package(op_name, code):
-    """The RMSNorm op (forward and backward) packaged for sm_90, and `code` run with it as `op` in a process where
-    triton and liger_kernel cannot be imported; its stdout."""
+def run_package(recorder, op_name, code):
+    """The op `recorder` records (forward and backward), packaged for sm_90, and `code` run with it as `op` in a
+    process where triton and liger_kernel cannot be imported; its stdout."""
     with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "rms.kop")
-        recorded(op_name=op_name).build_package(path, ["sm_90"])
+        path = os.path.join(d, "op.kop")
+        recorder(op_name=op_name).build_package(path, ["sm_90"])
         return run_python_refusing(["triton", "liger_kernel"], f"import torch, kernelop as ko\n"
                                    f"op = ko.load_package({path!r})\n" + textwrap.dedent(code))
 
 
-_ops = {}
-
-
-def op(dtype):
-    if dtype not in _ops:
-        _ops[dtype] = recorded(dtype, f"kop_liger::rms_norm_{str(dtype).split('.')[-1]}").register()
-    return _ops[dtype]
-
-
 HIDDEN = [1024, 4096, 11008]  # the SwiGLU hidden sizes these tests compile for
-
-
-def swiglu():
-    liger()
-    from liger_kernel.ops import swiglu as module
-    return module
-
-
-def swiglu_fwd(a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0) -> torch.Tensor:
-    """Liger's swiglu_forward; it returns (a, b, c) for its autograd Function to save: the op's output is c. Its
-    kernel reads as many rows of b as a has, which Liger assumes; the assert makes that the op's requirement (and the
-    op rank-free: b.view(-1, n_cols) then needs no condition of its own)."""
-    assert a.shape == b.shape
-    return swiglu().swiglu_forward(a, b, gate_multiplier)[2]
-
-
-def swiglu_bwd(a: torch.Tensor, b: torch.Tensor, grad_c_ptr: torch.Tensor, gate_multiplier: float = 1.0):
-    """Liger's swiglu_backward writes the gradients over a and b; it gets copies, so the saved a and b stay."""
-    return swiglu().swiglu_backward(a.clone(), b.clone(), grad_c_ptr, gate_multiplier)
+VOCABS = [64, 1024, 32768, 131072]  # the cross entropy's vocabulary classes these tests use (next_power_of_2(V))
 
 
 def recorded_swiglu(dtype=torch.float32, op_name="kop_liger::swiglu"):
-    shape = (2, 3, 4096)
-    return ko.record_plugin(ko.triton(swiglu_fwd, specialize=HIDDEN), op_name=op_name,
-                            example_inputs=(torch.empty(shape, dtype=dtype), torch.empty(shape, dtype=dtype)),
-                            backward=ko.Backward(["a", "b"], ko.triton(swiglu_bwd)))  # the forward's specialize
+    return liger_ops.swiglu(dtype, op_name, HIDDEN)
+
+
+def recorded_ce(dtype=torch.float32, op_name="kop_liger::cross_entropy"):
+    return liger_ops.cross_entropy(dtype, op_name, VOCABS)
+
+
+def cross_entropy():
+    liger()
+    from liger_kernel.ops import cross_entropy as module
+    return module
+
+
+_ops = {}
+_RECORDERS = {"rms_norm": recorded, "swiglu": recorded_swiglu, "cross_entropy": recorded_ce}
+
+
+def registered(kind, dtype):
+    """The op `kind` for `dtype`, registered once per process as kop_liger::<kind>_<dtype>."""
+    if (kind, dtype) not in _ops:
+        _ops[kind, dtype] = _RECORDERS[kind](dtype, f"kop_liger::{kind}_{str(dtype).split('.')[-1]}").register()
+    return _ops[kind, dtype]
+
+
+def op(dtype):
+    return registered("rms_norm", dtype)
 
 
 def swiglu_op(dtype):
-    key = ("swiglu", dtype)
-    if key not in _ops:
-        _ops[key] = recorded_swiglu(dtype, f"kop_liger::swiglu_{str(dtype).split('.')[-1]}").register()
-    return _ops[key]
+    return registered("swiglu", dtype)
+
+
+def ce_op(dtype):
+    return registered("cross_entropy", dtype)
 
 
 class Recording(unittest.TestCase):
@@ -192,7 +168,7 @@ class Recording(unittest.TestCase):
                              (shape, shape[-1:], torch.bfloat16, torch.bfloat16))
 
     def test_the_package_loads_where_liger_and_triton_cannot_be_imported(self):
-        out = run_rms_package("kop_liger_pkg::rms_norm", """
+        out = run_package(recorded, "kop_liger_pkg::rms_norm", """
             x = torch.empty(2, 3, 1000, device='meta', requires_grad=True)
             w = torch.empty(1000, device='meta', requires_grad=True)
             y, r = op(x, w, 1e-6)
@@ -254,19 +230,75 @@ class SwiGLURecording(unittest.TestCase):
                              example_inputs=(torch.empty(2, 3, 64), torch.empty(2, 3, 64)))
 
     def test_the_package_trains_where_liger_and_triton_cannot_be_imported(self):
-        with tempfile.TemporaryDirectory() as d:
-            path = os.path.join(d, "swiglu.kop")
-            recorded_swiglu(op_name="kop_liger_pkg::swiglu").build_package(path, ["sm_90"])
-            out = run_python_refusing(["triton", "liger_kernel"], f"""
-                import torch, kernelop as ko
-                op = ko.load_package({path!r})
-                a = torch.empty(2, 5, 1024, device='meta', requires_grad=True)
-                b = torch.empty(2, 5, 1024, device='meta', requires_grad=True)
-                ga, gb = torch.autograd.grad(op(a, b, 0.5), (a, b), torch.empty(2, 5, 1024, device='meta'))
-                print(op.default._schema, tuple(ga.shape))
-            """)
+        out = run_package(recorded_swiglu, "kop_liger_pkg::swiglu", """
+            a = torch.empty(2, 5, 1024, device='meta', requires_grad=True)
+            b = torch.empty(2, 5, 1024, device='meta', requires_grad=True)
+            ga, gb = torch.autograd.grad(op(a, b, 0.5), (a, b), torch.empty(2, 5, 1024, device='meta'))
+            print(op.default._schema, tuple(ga.shape))
+        """)
         self.assertEqual(out.strip(), "kop_liger_pkg::swiglu(Tensor a, Tensor b, float gate_multiplier=1.) -> "
                                       "Tensor (2, 5, 1024)")
+
+
+class CrossEntropyRecording(unittest.TestCase):
+    def setUp(self):
+        liger()
+
+    def test_the_count_and_the_mean_record_as_glue_before_and_after_the_kernel(self):
+        r = recorded_ce()
+        d, b = r.doc, r.doc["backward"]
+        self.assertEqual(d["kernel_name"], "liger_cross_entropy_kernel")
+        self.assertEqual([i["name"] for i in d["inputs"]], ["_input", "target", "ignore_index"])
+        self.assertEqual(d["outputs"][:3], [
+            {"name": "loss", "shape": [], "dtype": "float32"},
+            {"name": "grad", "shape": {"same_as": "_input"}, "init": {"clone": "_input"}},
+            {"name": "n_non_ignore", "shape": [], "dtype": "int64"}])
+        self.assertEqual([(o["name"], o.get("init")) for o in d["outputs"][3:] if o.get("scratch")],
+                         [("loss_ptr", {"fill": 0}), ("scratch1", None)])
+        steps = [(t["kernel_name"], t["from"], t.get("before", False)) for t in d["then"]]
+        self.assertEqual(steps, [
+            ("kop_count_ne<T, U>", {"x": "target", "v": "ignore_index", "y": "n_non_ignore"}, True),
+            ("kop_sum_all<T, U>", {"x": "loss_ptr", "y": "scratch1"}, False),
+            ("kop_div<T, B>", {"a": "scratch1", "b": "n_non_ignore", "y": "loss"}, False)])
+        self.assertIn("rank(_input) == 2", d["requires"])
+        self.assertEqual(sorted({c["size_class"] for c in d["configs"]}), VOCABS)
+        # BLOCK_SIZE is min(MAX_FUSED_SIZE, next_power_of_2(V)): the largest class binds MAX_FUSED_SIZE.
+        self.assertEqual({c["size_class"]: c["BLOCK_SIZE"] for c in d["configs"]},
+                         {64: 64, 1024: 1024, 32768: 32768, 131072: cross_entropy().MAX_FUSED_SIZE})
+        self.assertEqual(b["kernel_name"], "element_mul_kernel")
+        self.assertEqual([i["name"] for i in b["inputs"]], ["grad_loss", "grad", "n_non_ignore"])
+        self.assertEqual(b["outputs"][0], {"name": "grad__input", "shape": {"same_as": "grad"},
+                                           "init": {"clone": "grad"}})
+        (scale,) = b["then"]
+        self.assertEqual((scale["kernel_name"], scale["from"], scale["before"]),
+                         ("kop_div<T, B>", {"a": "grad_loss", "b": "n_non_ignore", "y": "grad_output_ptr"}, True))
+
+    def test_meta_shapes_and_autograd_and_vocabularies_not_compiled_for(self):
+        op = ce_op(torch.bfloat16)
+        for rows, vocab in ((4, 1000), (1, 32000), (37, 128256), (3, 33)):
+            x = torch.empty(rows, vocab, dtype=torch.bfloat16, device="meta", requires_grad=True)
+            t = torch.empty(rows, dtype=torch.int64, device="meta")
+            loss, grad, n = op(x, t)
+            self.assertEqual([(tuple(v.shape), v.dtype) for v in (loss, grad, n)],
+                             [((), torch.bfloat16), ((rows, vocab), torch.bfloat16), ((), torch.int64)])
+            (gx,) = torch.autograd.grad(loss, (x,), torch.empty_like(loss))
+            self.assertEqual((tuple(gx.shape), gx.dtype), ((rows, vocab), torch.bfloat16))
+        with self.assertRaisesRegex(RuntimeError, "break the requirement"):  # 2000 is in no class listed
+            op(torch.empty(4, 2000, dtype=torch.bfloat16, device="meta"),
+               torch.empty(4, dtype=torch.int64, device="meta"))
+        with self.assertRaisesRegex(RuntimeError, "rank\\(_input\\) == 2"):  # Liger's BT, V = _input.shape
+            op(torch.empty(2, 4, 1000, dtype=torch.bfloat16, device="meta"),
+               torch.empty(8, dtype=torch.int64, device="meta"))
+
+    def test_the_ce_package_loads_where_liger_and_triton_cannot_be_imported(self):
+        out = run_package(recorded_ce, "kop_liger_pkg::cross_entropy", """
+            x = torch.empty(6, 1000, device='meta', requires_grad=True)
+            loss, grad, n = op(x, torch.empty(6, dtype=torch.int64, device='meta'), -1)
+            (gx,) = torch.autograd.grad(loss, (x,), torch.empty((), device='meta'))
+            print(op.default._schema, tuple(gx.shape))
+        """)
+        self.assertEqual(out.strip(), "kop_liger_pkg::cross_entropy(Tensor _input, Tensor target, int "
+                                      "ignore_index=-100) -> (Tensor, Tensor, Tensor) (6, 1000)")
 
 
 @unittest.skipUnless(CUDA, "needs a CUDA device")
@@ -350,7 +382,7 @@ class Cuda(unittest.TestCase):
         torch.testing.assert_close(gw, want[1], rtol=1e-5, atol=1e-5)
 
     def test_the_rms_norm_package_trains_where_liger_and_triton_cannot_be_imported(self):
-        out = run_rms_package("kop_liger_pkg_gpu::rms_norm", """
+        out = run_package(recorded, "kop_liger_pkg_gpu::rms_norm", """
             x = torch.randn(2, 37, 4096, device="cuda", requires_grad=True)
             w = torch.randn(4096, device="cuda", requires_grad=True)
             g = torch.randn(2, 37, 4096, device="cuda")
@@ -426,5 +458,94 @@ class Cuda(unittest.TestCase):
         torch.testing.assert_close(c, swiglu_fwd(x, y), rtol=0, atol=0)
 
 
+    def test_cross_entropy_matches_ligers_autograd_function_and_torch(self):
+        from liger_kernel.ops.cross_entropy import LigerCrossEntropyFunction
+        for dtype, tol in ((torch.float32, 1e-5), (torch.bfloat16, 1e-2)):
+            op = ce_op(dtype)
+            for rows, vocab, ignored in ((4, 1000, 0), (37, 32000, 5), (8, 128256, 8), (3, 33, 1), (513, 1024, 100)):
+                x = torch.randn(rows, vocab, device="cuda", dtype=dtype, requires_grad=True)
+                target = torch.randint(0, vocab, (rows,), device="cuda")
+                target[torch.randperm(rows, device="cuda")[:ignored]] = -100
+                x0 = x.detach().clone()
+                loss, grad, n = op(x, target)
+                (gx,) = torch.autograd.grad(loss * 0.5, (x,))
+                self.assertEqual(n.item(), rows - ignored)
+                self.assertTrue(torch.equal(x.detach(), x0))  # the logits are kept (Liger's own overwrites them)
+                lx = x.detach().clone().requires_grad_()
+                lloss = LigerCrossEntropyFunction.apply(lx, target, None, -100)[0]
+                (lgx,) = torch.autograd.grad(lloss * 0.5, (lx,))
+                what = f"{dtype} {rows}x{vocab}, {ignored} ignored"
+                if ignored == rows:  # a mean over no row: nan, as torch's (Liger's own says 0)
+                    tloss = torch.nn.functional.cross_entropy(x.detach().float(), target, ignore_index=-100)
+                    self.assertTrue(loss.isnan().item() and tloss.isnan().item(), what)
+                    self.assertEqual(lloss.item(), 0.0, what)
+                    continue
+                torch.testing.assert_close(loss, lloss, rtol=tol, atol=tol, msg=what)
+                # The gradient is Liger's kernel's, scaled once by grad_output / n instead of by 1 / n in the kernel
+                # and again by grad_output: one rounding step apart in bfloat16.
+                step = 2 ** -7 if dtype == torch.bfloat16 else 1e-6
+                torch.testing.assert_close(gx, lgx, rtol=step, atol=step * lgx.float().abs().max().item(), msg=what)
+                tx = x.detach().float().requires_grad_()
+                tloss = torch.nn.functional.cross_entropy(tx, target, ignore_index=-100)
+                (tgx,) = torch.autograd.grad(tloss * 0.5, (tx,))
+                torch.testing.assert_close(loss.float(), tloss, rtol=tol, atol=tol, msg=what)
+                torch.testing.assert_close(gx.float(), tgx, rtol=tol, atol=tol / rows, msg=what)
+            # Every target ignored, and another ignore_index.
+            x = torch.randn(5, 1000, device="cuda", dtype=dtype, requires_grad=True)
+            loss, _, n = op(x, torch.full((5,), 7, device="cuda"), 7)
+            self.assertTrue(loss.isnan().item() and n.item() == 0)
+            target = torch.tensor([3, -1, 7, -1, 0], device="cuda")
+            loss, _, n = op(x, target, -1)
+            want = torch.nn.functional.cross_entropy(x.detach().float(), target, ignore_index=-1)
+            torch.testing.assert_close(loss.float(), want, rtol=tol, atol=tol)
+            self.assertEqual(n.item(), 3)
+
+    def test_cross_entropy_opcheck_graphs_and_compile(self):
+        op = ce_op(torch.float32)
+        x = torch.randn(16, 1000, device="cuda", requires_grad=True)
+        target = torch.randint(0, 1000, (16,), device="cuda")
+        torch.library.opcheck(op, (x, target, -100))
+        step = torch.compile(lambda x, t: op(x, t)[0] * 2, fullgraph=True, dynamic=True)
+        for rows in (3, 9):
+            xs = torch.randn(rows, 1000, device="cuda", requires_grad=True)
+            t = torch.randint(0, 1000, (rows,), device="cuda")
+            t[0] = -100
+            (g,) = torch.autograd.grad(step(xs, t), (xs,))
+            tx = xs.detach().requires_grad_()
+            (tg,) = torch.autograd.grad(torch.nn.functional.cross_entropy(tx, t) * 2, (tx,))
+            torch.testing.assert_close(g, tg, rtol=1e-5, atol=1e-6)
+
+        def grads():
+            loss, _, _ = op(x, target)
+            return loss, torch.autograd.grad(loss, (x,))[0]
+        grads()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):  # the count, the kernel, the mean and the backward's scale in one graph
+            loss, gx = grads()
+        with torch.no_grad():
+            x.copy_(torch.randn_like(x))
+            target.copy_(torch.randint(0, 1000, (16,), device="cuda"))
+            target[:5] = -100
+        graph.replay()
+        torch.cuda.synchronize()
+        want_loss, want_gx = grads()
+        torch.testing.assert_close(loss, want_loss, rtol=0, atol=0)
+        torch.testing.assert_close(gx, want_gx, rtol=0, atol=0)
+
+    def test_the_ce_package_trains_where_liger_and_triton_cannot_be_imported(self):
+        out = run_package(recorded_ce, "kop_liger_pkg_gpu::cross_entropy", """
+            x = torch.randn(37, 32000, device='cuda', requires_grad=True)
+            t = torch.randint(0, 32000, (37,), device='cuda')
+            t[::4] = -100
+            loss, _, _ = op(x, t)
+            (gx,) = torch.autograd.grad(loss, (x,))
+            tx = x.detach().requires_grad_()
+            tl = torch.nn.functional.cross_entropy(tx, t)
+            (tg,) = torch.autograd.grad(tl, (tx,))
+            print(max((loss - tl).abs().item(), (gx - tg).abs().max().item() * 1000))
+        """)
+        self.assertLess(float(out.split()[-1]), 1e-3)
+
+
 if __name__ == "__main__":
-    run_tests(cpu=[Recording, SwiGLURecording], gpu=[Cuda], cuda=CUDA)
+    run_tests(cpu=[Recording, SwiGLURecording, CrossEntropyRecording], gpu=[Cuda], cuda=CUDA)

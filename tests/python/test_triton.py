@@ -438,6 +438,23 @@ def column_sums_per_sm(x: torch.Tensor) -> torch.Tensor:
     return partials.sum(dim=0).to(x.dtype)
 
 
+@triton.jit
+def scale_by(X, S, Y, n, BLOCK: tl.constexpr):
+    # Y = X * S[0], S a one-element tensor on the device.
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    s = tl.load(S)
+    tl.store(Y + offs, tl.load(X + offs, mask=offs < n) * s, mask=offs < n)
+
+
+def scaled_by_mean_over_kept(x: torch.Tensor, t: torch.Tensor, ignore: int = -1) -> torch.Tensor:
+    """y = x * (x.sum() / (t != ignore).sum()): glue before the kernel (Liger's cross entropy pattern: a count and
+    a mean on the device, read by the kernel through a pointer)."""
+    s = x.sum() / (t != ignore).sum()
+    y = torch.empty_like(x)
+    scale_by[(triton.cdiv(x.numel(), 128),)](x, s, y, x.numel(), BLOCK=128)
+    return y
+
+
 def run_python(code):
     """Runs code in a fresh python3 where `import triton` fails; returns its stdout."""
     return run_python_without("triton", code)
@@ -636,8 +653,6 @@ class Recording(unittest.TestCase):
                 (lambda x, s: x * 2, "output 0 is made or written on the host by aten.mul"),
                 (lambda x, s: torch.mul(x, 2, out=torch.empty_like(x)), "output 0 is made or written on the host by "
                  "aten.mul"),
-                (lambda x, s: x.double().float(), "output 0 is made or written on the host by aten._to_copy"),
-                (lambda x, s: x.to(torch.float16), "output 0 is made or written on the host by aten._to_copy"),
                 (fill_a_part, "output 0 is made or written on the host by aten.fill_ on a part of it"),
                 (lambda x, s: torch.full_like(x, s), "output 0 is filled (aten.full_like) with float scalar input "
                  "'s', which is not a constant"),
@@ -648,6 +663,11 @@ class Recording(unittest.TestCase):
                 (lambda x, s: torch.empty((x.shape[0] * 2,), device=x.device).copy_(x.repeat(2)),
                  "is a copy (aten.copy_) of something other than a whole input")]:
             expect_error(self, ValueError, message, record, launch_making(make), example_inputs=(torch.empty(8),))
+        # A cast before the kernel is kernelop's glue, a launch before the op's own kernel (which then writes over
+        # what it cast, as launch_fn's kernel does).
+        d = record(launch_making(lambda x, s: x.double().float()), example_inputs=(torch.empty(8),)).doc
+        self.assertEqual([(t["kernel_name"], t["type_params"][1]["dtypes"], t.get("before")) for t in d["then"]],
+                         [("kop_cast<T, U>", ["float64"], True), ("kop_cast<T, U>", ["float32"], True)])
 
         def writes_input(x: torch.Tensor) -> torch.Tensor:
             x.add_(1)
@@ -1216,7 +1236,15 @@ class SeveralLaunches(unittest.TestCase):
             return launch
         for after, message in [
                 (lambda p, x: p.sum(dim=(0, 1)), "sums over dims [0, 1] on the host (aten.sum at"),
-                (lambda p, x: p.sum(), "sums over every dim on the host"),
+                (lambda p, x: torch.sum(p, dim=[], keepdim=True), "sums over every dim with keepdim=True on the "
+                 "host"),
+                (lambda p, x: (p != 1.5).sum(), "counts the elements that differ from float 1.5 (aten.ne at "),
+                (lambda p, x: p != 0, "output 0 is made or written on the host by aten.ne"),
+                (lambda p, x: p.sum(0) / p, "divides by a tensor of shape [4, dim(x, 1)] on the host (aten.div "),
+                (lambda p, x: p.sum(0) / 2.0, "divides by a float on the host (aten.div at "),
+                (lambda p, x: p.sum() / (p != 0).sum().reshape(1), "divides a tensor of rank 0 by one of rank 1 into "
+                 "rank 1 on the host"),
+                (lambda p, x: p.sum(0) // (p != 0).sum(), "aten.floor_divide"),
                 (lambda p, x: p.mean(0), "output 0 is made or written on the host by aten.mean"),
                 (lambda p, x: p * 2, "output 0 is made or written on the host by aten.mul"),
                 (lambda p, x: p.to("cpu"), "copies a tensor to another device or layout on the host"),
@@ -1301,6 +1329,42 @@ class SeveralLaunches(unittest.TestCase):
         r = record(two_kernels_launch, [{"BLOCK": 128, "num_warps": 2}, {"BLOCK": 128, "num_warps": 8}],
                    example_inputs=(torch.empty(64),))
         self.assertEqual([c["num_warps"] for c in r.doc["configs"][::3]], [2, 8])
+
+    def test_glue_before_the_first_kernel_is_a_launch_before_it(self):
+        r = ko.record_plugin(ko.triton(scaled_by_mean_over_kept), op_name="kop_tt_before::f",
+                             example_inputs=(torch.empty(64), torch.empty(8, dtype=torch.int64)))
+        d = r.doc
+        self.assertEqual(d["kernel_name"], "scale_by")
+        self.assertEqual([(t["kernel_name"], t["from"], t.get("before")) for t in d["then"]], [
+            ("kop_sum_all<T, U>", {"x": "x", "y": "scratch1"}, True),
+            ("kop_count_ne<T, U>", {"x": "t", "v": "ignore", "y": "scratch2"}, True),
+            ("kop_div<T, B>", {"a": "scratch1", "b": "scratch2", "y": "S"}, True)])
+        self.assertEqual([(o["name"], o["shape"], o.get("dtype")) for o in d["outputs"]], [
+            ("Y", {"same_as": "x"}, "float32"), ("S", [], "float32"), ("scratch1", [], "float32"),
+            ("scratch2", [], "int64")])
+        self.assertEqual(r.then, [None, None, None])
+        op = r.register(["sm_90"])
+        self.assertEqual(str(op.default._schema), "kop_tt_before::f(Tensor x, Tensor t, int ignore=-1) -> Tensor")
+        self.assertEqual(op(torch.empty(15, device="meta"), torch.empty(2, dtype=torch.int64, device="meta"), 4)
+                         .shape, (15,))
+
+        def counted_with_a_constant(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+            s = x.sum() / (t != -100).sum()
+            y = torch.empty_like(x)
+            scale_by[(triton.cdiv(x.numel(), 128),)](x, s, y, x.numel(), BLOCK=128)
+            return y
+        d = ko.record_plugin(ko.triton(counted_with_a_constant), op_name="kop_tt_before_const::f",
+                             example_inputs=(torch.empty(64), torch.empty(8, dtype=torch.int64))).doc
+        self.assertIn({"expr": "-100"}, d["then"][1]["params"])
+
+        def counted_with_a_size(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+            s = x.sum() / (t != x.shape[0]).sum()
+            y = torch.empty_like(x)
+            scale_by[(triton.cdiv(x.numel(), 128),)](x, s, y, x.numel(), BLOCK=128)
+            return y
+        expect_error(self, ValueError, "counts the elements that differ from SymInt", ko.record_plugin,
+                     ko.triton(counted_with_a_size),
+                     example_inputs=(torch.empty(64), torch.empty(8, dtype=torch.int64)))
 
     def test_a_copy_only_later_kernels_read_is_scratch_set_by_its_init(self):
         def copy_first(x: torch.Tensor) -> torch.Tensor:
@@ -1665,6 +1729,27 @@ class Cuda(unittest.TestCase):
         torch.cuda.synchronize()
         torch.testing.assert_close(y.float(), xb.float().sum(0), rtol=2e-2, atol=2e-1)
         torch.library.opcheck(colsum, (xb,))
+
+    def test_glue_before_the_first_kernel_matches_torch(self):
+        op = ko.custom_plugin(ko.triton(scaled_by_mean_over_kept), op_name="kop_tt_before_gpu::f",
+                              example_inputs=(torch.empty(64), torch.empty(8, dtype=torch.int64)))
+        for n, rows, ignore in ((1, 1, -1), (1000, 37, -1), (5000, 4097, 3), (64, 2000, -100)):
+            x = torch.randn(n, device="cuda")
+            t = torch.randint(-1, 5, (rows,), device="cuda")
+            t[0] = 2  # at least one kept
+            want = x * (x.sum() / (t != ignore).sum())
+            torch.testing.assert_close(op(x, t, ignore), want, rtol=1e-5, atol=1e-5)
+        x, t = torch.randn(300, device="cuda"), torch.randint(0, 3, (50,), device="cuda")
+        op(x, t, 1)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):  # the glue before the kernel is in the graph too
+            y = op(x, t, 1)
+        x.copy_(torch.randn_like(x))
+        t.copy_(torch.randint(0, 3, (50,), device="cuda"))
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(y, x * (x.sum() / (t != 1).sum()), rtol=1e-5, atol=1e-5)
+        torch.library.opcheck(op, (x, t, 1))
 
     def each_tactic(self, name):
         return each_tactic(f"kop_tt::{name}")

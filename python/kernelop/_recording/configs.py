@@ -5,10 +5,25 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .. import _kernelop
 from .._symbolic import canonical, shorten
+
+
+def check_output_names(where: str, outputs: Any) -> Optional[Tuple[str, ...]]:
+    """The names a spec gives the tensors launch_fn returns: None, or distinct identifiers."""
+    if outputs is None:
+        return None
+    if isinstance(outputs, (str, bytes)) or not isinstance(outputs, Sequence):
+        raise TypeError(f"{where}: outputs must be a list of names such as ['loss', 'grad'], got "
+                        f"{type(outputs).__name__}")
+    for i, name in enumerate(outputs):
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ValueError(f"{where}: outputs[{i}] is {shorten(repr(name))}; an output's name is an identifier")
+        if name in list(outputs)[:i]:
+            raise ValueError(f"{where}: outputs names {name!r} twice")
+    return tuple(outputs)
 
 
 def check_configs(where: str, launch_fn: Any, configs: Any) -> Tuple[Dict[str, Any], ...]:

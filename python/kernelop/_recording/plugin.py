@@ -176,9 +176,16 @@ class Recording:
             return self.out_names
         returned = len(self.outputs) - self.scratch
         if self.fixed_names is not None:
-            if returned != len(self.fixed_names):
+            if returned != len(self.fixed_names) and _OUTPUT_NAMES.get() is not None:
                 raise ValueError(f"{self.where}: a backward's launch_fn returns one new tensor per differentiable "
                                  f"input, in order ({', '.join(self.fixed_names)}); it returns {returned}")
+            if returned != len(self.fixed_names):
+                raise ValueError(f"{self.where}: outputs= names {len(self.fixed_names)} tensor(s) "
+                                 f"({', '.join(self.fixed_names)}) and launch_fn returns {returned}")
+            taken = {t.name for t in self.rec.tensors} | {s.name for s in self.rec.scalars}
+            clash = [n for n in self.fixed_names if n in taken]
+            if clash:
+                raise ValueError(f"{self.where}: output name {clash[0]!r} is also an input's; name outputs apart")
             scratch = name_outputs(self.outputs[returned:], tensors, self.rec, set(reserved) | set(self.fixed_names),
                                    "scratch")
             self.out_names = list(self.fixed_names) + scratch
@@ -276,7 +283,7 @@ def _record_backward(where: str, forward: RecordedPlugin, spec: Any, backward: A
     part = backward._head()
     differentiable, renames = part["differentiable"], part.get("from", {})
     _, tensors = _example_tensors(where, spec.launch_fn, example_inputs)
-    out_names = [o["name"] for o in forward.doc["outputs"]]
+    out_names = [o["name"] for o in forward.doc["outputs"] if not o.get("scratch")]  # scratch is no output
     outs = _example_outputs(where, spec, example_inputs)
     if len(outs) != len(out_names):
         raise ValueError(f"{where}: launch_fn returned {len(outs)} new tensors for the backward's examples, and the "
@@ -505,10 +512,38 @@ def _record_at_ranks(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]
     return _record_once(dsl, spec, meta_impl, op_name, where, inputs, tensors, False)
 
 
+def _same_tunables(where: str, d: sizes.Derived, classes: List[Tuple[int, RecordedPlugin]]
+                   ) -> List[Tuple[int, RecordedPlugin]]:
+    """The classes with one list of tunables: a constexpr derived in some classes and a constant in others (Liger's
+    ``min(MAX_FUSED_SIZE, next_power_of_2(V))`` is MAX_FUSED_SIZE itself for the largest classes) is a tunable of
+    all, bound in each config of the others to the constant they compiled in."""
+    names: List[str] = []
+    for _, r in classes:
+        names += [t for t in r.doc["tunables"] if t not in names]
+    out = []
+    for v, r in classes:
+        missing = [t for t in names if t not in r.doc["tunables"]]
+        if not missing:
+            out.append((v, r))
+            continue
+        configs = []
+        for c, compiled in zip(r.doc["configs"], r.compile_configs):
+            constants = compiled.get("constexprs", {})
+            absent = [t for t in missing if t not in constants]
+            if absent:
+                raise ValueError(f"{where}: the op recorded for {d.within(v)} has no meta-parameter "
+                                 f"{absent[0]!r}, which other size classes derive; kernelop merges size classes "
+                                 "that differ only in constexprs, compile options, configs and the grid")
+            configs.append(dict(c, **{t: constants[t] for t in missing}))
+        out.append((v, dataclasses.replace(r, doc=dict(r.doc, tunables=names, configs=configs))))
+    return out
+
+
 def _merge_classes(where: str, d: sizes.Derived, classes: List[Tuple[int, RecordedPlugin]], named: bool
                    ) -> RecordedPlugin:
     """One op of the size classes' recordings (Note [size classes]): their configs side by side, each requiring its
     class; the op requiring that one class holds."""
+    classes = _same_tunables(where, d, classes)
     base = classes[0][1]
     for v, r in classes[1:]:
         for k in set(base.doc) | set(r.doc):
@@ -590,6 +625,15 @@ def _higher_ranks(tensors: Dict[str, torch.Tensor], extra: int) -> Dict[str, tor
     return out
 
 
+def _output_names(where: str, spec: Any) -> Optional[List[str]]:
+    """The returned tensors' names: a backward's grad_<input> (Note [backward]), else the spec's `outputs`."""
+    fixed, given = _OUTPUT_NAMES.get(), getattr(spec, "outputs", None)
+    if fixed is not None and given is not None and list(given) != fixed:
+        raise ValueError(f"{where}: a backward's outputs are named after the gradients they are ({', '.join(fixed)}); "
+                         f"outputs= names them {', '.join(given)}")
+    return fixed if fixed is not None else list(given) if given is not None else None
+
+
 def _same_op(a: RecordedPlugin, b: RecordedPlugin) -> bool:
     strip = lambda r: {k: v for k, v in r.doc.items() if k != "op"}
     return strip(a) == strip(b) and a.compile_configs == b.compile_configs
@@ -622,9 +666,10 @@ def _record_once(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], o
         op_name = f"kernelop_{dsl.name}::{kernel_name}"
     rec.where = where = f"kernelop.custom_plugin({shorten(repr(op_name))})"
     recording_ = Recording(dsl, where, rec, inputs, fakes, outputs + prog.scratch, op_name, named, meta_impl,
-                           inits=inits, fixed_names=_OUTPUT_NAMES.get(), scratch=len(prog.scratch),
+                           inits=inits, fixed_names=_output_names(where, spec), scratch=len(prog.scratch),
                            program=bool(prog.scratch or prog.glue) or len(launches) > 1)
     later: List[Optional[RecordedPlugin]] = []
+    order: List[Optional[RecordedPlugin]] = []  # the later kernels and the glue (None), in launch_fn's order
     if per_launch:
         every: Dict[str, Any] = {}
         for tensors, _ in per_launch:
@@ -633,11 +678,12 @@ def _record_once(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], o
         # The later kernels first: their grids' conditions on the sizes become the op's requirements too.
         later = [_translate_later(dsl, recording_, spec, x, tensors) for x, (tensors, _) in
                  zip(launches[1:], per_launch[1:])]
-        recording_.then = _then_entries(recording_, later, prog)
+        order = _then_order(later, prog)
+        recording_.then = _then_entries(recording_, order, prog)
     recorded = dsl.translate(recording_, spec, launch)
     if recording_.then:
         recorded.doc["then"] = recording_.then
-        recorded.then = [r for r in _then_order(later, prog)]
+        recorded.then = order
     if prog.copies:  # a copy of an input made after a kernel wrote it would miss the write
         names = {storage_of(t.fake): t.name for t in rec.tensors}
         copies_checked(where, prog, names, [r.writes or set() if r is not None else set()
@@ -663,14 +709,14 @@ def _then_order(later: List[Optional[RecordedPlugin]], prog: Program) -> List[Op
     return [r for _, _, r in sorted(steps, key=lambda x: (x[0], x[1]))]
 
 
-def _then_entries(ctx: Recording, later: List[Optional[RecordedPlugin]], prog: Program) -> List[Dict[str, Any]]:
+def _then_entries(ctx: Recording, order: List[Optional[RecordedPlugin]], prog: Program) -> List[Dict[str, Any]]:
     """The spec's "then": each later kernel's spec (its written outputs as outputs, the rest it takes as inputs)
-    and each glue step's, in launch_fn's order."""
+    and each glue step's, in launch_fn's order (`order`: _then_order's)."""
     names = {storage_of(t): n for t, n in zip(ctx.outputs, ctx.out_names)}
     names.update({storage_of(t.fake): t.name for t in ctx.rec.tensors})
     glue = iter(prog.glue)
     out = []
-    for r in _then_order(later, prog):
+    for r in order:
         out.append(glue_launch(next(glue), names) if r is None else {k: v for k, v in r.doc.items() if k != "op"})
     return out
 

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 import torch
 
-from .._symbolic import Recorder
+from .._symbolic import Recorder, shorten
 
 # Note [recorded programs]: launch_fn may launch several kernels, in order, and do light glue on the host between
 # them, as library host code does (Liger-Kernel's RMSNorm backward: a kernel writes per-SM partials into a buffer it
@@ -20,20 +20,26 @@ from .._symbolic import Recorder
 # it after the last launch; it may be initialised like an output: zeros, full, a copy of an input). The glue it
 # records, each a launch of one of kernelop's own kernels, so the op runs without Python (packages, the C ABI):
 #   aten.sum over one dim (keepdim or not)   -> kernelop._glue.sum_dim, with a following .to(dtype) folded in
+#   aten.sum over every dim (x.sum())         -> kernelop._glue.sum_all, likewise
+#   (x != v).sum(), v an int or int scalar    -> kernelop._glue.count_ne, likewise (the comparison alone is no glue)
+#   a / b, b of one element, a floating       -> kernelop._glue.div
 #   aten._to_copy (x.to(dtype), x.float())    -> kernelop._glue.cast
-# of a tensor a kernel or glue wrote (or an input), into a returned output or more scratch. Any other aten op that
-# computes on the host is refused by name; so is glue before the first kernel (an op starts with its own kernel:
-# such a tensor is host work, refused where an output or a kernel gets it), an
-# init of a tensor after a kernel used it (kernelop initialises before the op's first launch), and matmuls (out of
-# scope: a matmul is a kernel of its own).
+# of a tensor a kernel or glue wrote (or an input), into a returned output or more scratch. Glue before the first
+# kernel is a launch marked "before" (LaunchStep::before): it runs after the inits, before the op's own kernel
+# (Liger's cross entropy backward scales the incoming gradient by a count before its kernel). Any other aten op that
+# computes on the host is refused by name; so is an init of a tensor after a kernel used it (kernelop initialises
+# before the op's first launch), and matmuls (out of scope: a matmul is a kernel of its own).
 
 _ALLOCATE = {"empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided"}
 _INITS = {"zeros", "zeros_like", "new_zeros", "zero_", "ones", "ones_like", "new_ones", "full", "full_like",
           "new_full", "fill_", "clone", "copy_"}
-_GLUE = {"sum", "_to_copy"}
+_GLUE = {"sum", "_to_copy", "ne", "div"}
 _VIEWS = {"view", "reshape", "_reshape_alias", "as_strided", "unsqueeze", "squeeze", "flatten", "alias", "expand",
           "permute", "transpose", "t", "slice", "select", "detach", "contiguous", "lift_fresh", "_unsafe_view"}
 
+
+# What the glue computes, in refusals (one text for every message that lists it).
+GLUE_WORDS = "a sum over one dim or every dim, a count (x != v).sum(), a division by one element, .to(dtype)"
 
 _MATMULS = {"mm", "bmm", "addmm", "addbmm", "baddbmm", "matmul", "mv", "addmv", "dot", "linear", "_scaled_mm"}
 
@@ -60,17 +66,22 @@ class Event:
 
 @dataclass
 class GlueStep:
-    """A launch of one of kernelop's glue kernels: ``y = x.sum(dim, keepdim).to(y.dtype)`` (dim set) or
-    ``y = x.to(y.dtype)``, after `position` kernel launches; `event`: its index in launch_fn's aten ops."""
+    """A launch of one of kernelop's glue kernels after `position` kernel launches (0: before the op's own kernel),
+    by `kind`: ``y = x.sum(dim, keepdim).to(y.dtype)`` ("sum_dim"), ``y = x.sum().to(y.dtype)`` ("sum_all"),
+    ``y = (x != value).sum().to(y.dtype)`` ("count_ne"; value an int or ("scalar", name)), ``y = x / other``
+    ("div") or ``y = x.to(y.dtype)`` ("cast"); `event`: its index in launch_fn's aten ops."""
 
     position: int
     x: Any  # the tensors (fakes)
     y: Any
+    kind: str = "cast"
     dim: Optional[int] = None
     keepdim: bool = False
     where: str = ""
     event: int = 0
-    cast: Optional[Event] = None  # its .to(dtype) (a cast's own, or the one folded into a sum)
+    cast: Optional[Event] = None  # its .to(dtype) (a cast's own, or the one folded into a reduction)
+    other: Any = None  # div's divisor
+    value: Any = None  # count_ne's value
 
 
 @dataclass
@@ -84,7 +95,8 @@ class Program:
     copies: List[Tuple[int, Optional[int], str]] = field(default_factory=list)
 
 
-def _storage(t: Any) -> Optional[int]:
+def storage_of(t: Any) -> Optional[int]:
+    """The storage a tensor views (its identity for the program), or None for anything else."""
     try:
         return t.untyped_storage()._cdata if isinstance(t, torch.Tensor) else None
     except (RuntimeError, NotImplementedError):
@@ -102,14 +114,14 @@ def _tensors(value: Any) -> List[Any]:
 
 def _touched(e: Event) -> Set[Optional[int]]:
     """The storages an aten op reads or writes."""
-    return {_storage(t) for t in _tensors(list(e.args)) + _tensors(list(e.kwargs.values()))}
+    return {storage_of(t) for t in _tensors(list(e.args)) + _tensors(list(e.kwargs.values()))}
 
 
 def _written(e: Event) -> Set[Optional[int]]:
     """The storages an aten op writes: what it returns (an out= variant returns its out) and, in place, its self."""
-    out = {_storage(t) for t in _tensors(e.result)}
+    out = {storage_of(t) for t in _tensors(e.result)}
     if e.op.endswith("_") and e.args:
-        out.add(_storage(e.args[0]))
+        out.add(storage_of(e.args[0]))
     return out
 
 
@@ -134,86 +146,103 @@ def plan_program(where: str, rec: Recorder, events: List[Event], outputs: List[A
     from .._glue import GLUE_DTYPES
     made_by: Dict[Optional[int], Event] = {}  # storage -> the event that made it (a new tensor)
     for e in events:
-        st = _storage(e.result)
+        st = storage_of(e.result)
         if st is not None and st not in made_by and e.op not in _VIEWS:
             made_by[st] = e
-    returned = {_storage(o) for o in outputs}
-    inputs = {_storage(t.fake): t for t in rec.tensors}
-    launched = {_storage(t) for tensors in launch_tensors for t in tensors.values()}
+    returned = {storage_of(o) for o in outputs}
+    inputs = {storage_of(t.fake): t for t in rec.tensors}
+    launched = {storage_of(t) for tensors in launch_tensors for t in tensors.values()}
     for o in outputs:  # a view of a larger tensor would declare fewer elements than the kernel writes
-        made = made_by.get(_storage(o))
+        made = made_by.get(storage_of(o))
         if made is not None and isinstance(made.result, torch.Tensor) and not _same_numel(made.result, o):
             raise ValueError(f"{where}: launch_fn returns a part of a tensor it made (at {made.where}); kernelop "
                              "allocates each output whole: return the tensor the kernel writes, or a view of all of "
                              "it")
     steps: List[GlueStep] = []
-    folded: Set[int] = set()  # events folded into a sum (its .to(dtype))
+    folded: Set[int] = set()  # events folded into a step (a sum into its count, a .to(dtype) into a reduction)
+
+    def only_user(k: int) -> Optional[int]:
+        """The one event after event k that reads its result, when nothing else (an output, a kernel) does."""
+        st = storage_of(events[k].result)
+        users = [j for j in range(k + 1, len(events)) if st in _touched(events[j])]
+        if len(users) == 1 and events[users[0]].args and events[users[0]].args[0] is events[k].result and \
+                st not in returned and st not in launched:
+            return users[0]
+        return None
+
     for i, e in enumerate(events):
-        if e.op not in _GLUE or i in folded or not e.args or _storage(e.args[0]) is None:
-            continue
-        if e.position == 0:  # before the op's first kernel: host work, refused where its result is used
+        if e.op not in _GLUE or i in folded or not e.args or storage_of(e.args[0]) is None:
             continue
         x = e.args[0]
         step = GlueStep(e.position, x, e.result, where=e.where, event=i)
-        if e.op == "sum":
-            dims = e.args[1] if len(e.args) > 1 else e.kwargs.get("dim")
-            dims = [dims] if isinstance(dims, int) else list(dims or [])
-            if len(dims) != 1:
-                raise ValueError(f"{where}: launch_fn sums over {'every dim' if not dims else f'dims {dims}'} on the "
-                                 f"host (aten.sum at {e.where}); kernelop's glue sums over one dim "
-                                 "(x.sum(dim=d), keepdim or not), with a .to(dtype) after it")
-            if e.kwargs.get("dtype") is not None:
-                raise ValueError(f"{where}: launch_fn sums with dtype= on the host (aten.sum at {e.where}); kernelop's "
-                                 "glue sums in the input's accumulation type: write x.sum(dim=d).to(dtype)")
-            step.dim = int(dims[0]) % max(x.dim(), 1)
-            step.keepdim = bool(e.args[2] if len(e.args) > 2 else e.kwargs.get("keepdim", False))
-            # A .to(dtype) of the sum, which nothing else reads: one launch.
-            s = _storage(e.result)
-            users = [j for j in range(i + 1, len(events)) if s in _touched(events[j])]
-            if len(users) == 1 and events[users[0]].op == "_to_copy" and events[users[0]].args[0] is e.result and \
-                    s not in returned and s not in launched:
-                folded.add(users[0])
-                step.y, step.cast = events[users[0]].result, events[users[0]]
+        last = i  # the event whose result the step writes
+        if e.op == "ne":
+            j = only_user(i)
+            if j is None or events[j].op != "sum" or _sum_dims(events[j]):
+                continue  # a comparison alone is host work: refused where its result is used
+            _check_sum(where, events[j])
+            step.kind, step.value, step.y, last = "count_ne", _compared(where, e, rec), events[j].result, j
+            folded.add(j)
+        elif e.op == "sum":
+            _check_sum(where, e)
+            dims = _sum_dims(e)
+            keepdim = bool(e.args[2] if len(e.args) > 2 else e.kwargs.get("keepdim", False))
+            if not dims:
+                if keepdim and x.dim() > 0:
+                    raise ValueError(f"{where}: launch_fn sums over every dim with keepdim=True on the host (aten.sum "
+                                     f"at {e.where}); kernelop's glue sums a whole tensor into one of rank 0")
+                step.kind = "sum_all"
+            else:
+                step.kind, step.dim, step.keepdim = "sum_dim", int(dims[0]) % max(x.dim(), 1), keepdim
+        elif e.op == "div":
+            step.kind, step.other = "div", _divisor(where, e, rec)
         else:
             step.cast = e
+        if step.kind != "cast" and step.kind != "div":  # a .to(dtype) of the reduction, which nothing else reads
+            j = only_user(last)
+            if j is not None and events[j].op == "_to_copy":
+                folded.add(j)
+                step.y, step.cast = events[j].result, events[j]
         steps.append(step)
     program = Program(glue=_live(steps, returned, launched))
     for g in program.glue:
         if g.cast is not None:
             _check_cast(where, g.cast, GLUE_DTYPES)
-    glue_results = {_storage(g.y) for g in program.glue}
+    glue_results = {storage_of(g.y) for g in program.glue}
     for g in program.glue:  # the glue takes and makes whole tensors: a view of one would name all of it
-        for t, role in ((g.x, "reads"), (g.y, "writes")):
-            base = made_by.get(_storage(t))
+        for t, role in ((g.x, "reads"), (g.other, "reads"), (g.y, "writes")):
+            if t is None:
+                continue
+            base = made_by.get(storage_of(t))
             base_t = base.result if base is not None and isinstance(base.result, torch.Tensor) else \
-                inputs[_storage(t)].fake if _storage(t) in inputs else t
+                inputs[storage_of(t)].fake if storage_of(t) in inputs else t
             if t is not base_t and not (t.is_contiguous() and t.storage_offset() == 0 and _same_shape(t, base_t)):
                 raise ValueError(f"{where}: the glue at {g.where} {role} a view of a tensor (a part, a transpose or "
                                  "a reshape of it); kernelop's glue sums and casts whole tensors: reshape in a kernel, "
                                  "or sum the tensor as launch_fn made it")
     for o in outputs:  # a glue result returned as it is, not as a view of another shape
-        if _storage(o) in glue_results and not any(g.y is o or _same_shape(g.y, o) for g in program.glue
-                                                    if _storage(g.y) == _storage(o)):
+        if storage_of(o) in glue_results and not any(g.y is o or _same_shape(g.y, o) for g in program.glue
+                                                    if storage_of(g.y) == storage_of(o)):
             raise ValueError(f"{where}: launch_fn returns a view of what its glue computes; return it as the glue "
                              "makes it")
     for j, e in enumerate(events):  # host work on what the glue computes, after it
-        hit = [g for g in program.glue if g.event < j and _storage(g.y) in _written(e) and j not in folded]
+        hit = [g for g in program.glue if g.event < j and storage_of(g.y) in _written(e) and j not in folded]
         if hit and e.op not in _VIEWS:
             raise ValueError(f"{where}: launch_fn changes what its glue computed (at {hit[0].where}) on the host "
                              f"({host_op(e.op)} at {e.where}); kernelop records the glue and the kernels only")
     # Scratch: what kernels and glue take that is none of the inputs and outputs, allocated by launch_fn.
     taken: List[Any] = [t for tensors in launch_tensors for t in tensors.values()]
-    taken += [g.x for g in program.glue] + [g.y for g in program.glue]
+    taken += [t for g in program.glue for t in (g.x, g.other, g.y) if t is not None]
     for t in taken:
-        st = _storage(t)
-        if st in returned or st in inputs or any(_storage(x) == st for x in program.scratch):
+        st = storage_of(t)
+        if st in returned or st in inputs or any(storage_of(x) == st for x in program.scratch):
             continue
         made = made_by.get(st)
         if made is None or not (made.op in _ALLOCATE or made.op in _INITS or st in glue_results):
             what = f"{host_op(made.op)}, at {made.where}" if made is not None else "host code kernelop did not see"
             raise ValueError(f"{where}: a kernel is given a tensor computed on the host ({what}); kernelop records "
                              "what kernels compute, scratch launch_fn allocates (torch.empty, zeros, full) and its "
-                             "glue (a sum over one dim, .to(dtype)); compute it in a kernel")
+                             f"glue ({GLUE_WORDS}); compute it in a kernel")
         base = made.result if isinstance(made.result, torch.Tensor) else t
         if t.storage_offset() != 0 or not _same_numel(t, base):
             raise ValueError(f"{where}: a kernel is given a part of a tensor launch_fn allocates (at {made.where}); "
@@ -243,9 +272,9 @@ def _live(steps: List[GlueStep], returned: Set[Optional[int]], launched: Set[Opt
     live: List[GlueStep] = []
     needed = set(returned) | set(launched)
     for g in reversed(steps):
-        if _storage(g.y) in needed:
+        if storage_of(g.y) in needed:
             live.append(g)
-            needed.add(_storage(g.x))
+            needed.update(storage_of(t) for t in (g.x, g.other) if t is not None)
     return list(reversed(live))
 
 
@@ -256,16 +285,17 @@ def _check_inits(where: str, events: List[Event], launch_tensors: Sequence[Dict[
     used_by_launch: Dict[Optional[int], int] = {}  # storage -> the first launch that takes it
     for k, tensors in enumerate(launch_tensors):
         for t in tensors.values():
-            used_by_launch.setdefault(_storage(t), k)
+            used_by_launch.setdefault(storage_of(t), k)
     used_by_glue: Dict[Optional[int], GlueStep] = {}  # storage -> the first glue step that takes it
     for g in program.glue:
-        for t in (g.x, g.y):
-            used_by_glue.setdefault(_storage(t), g)
+        for t in (g.x, g.other, g.y):
+            if t is not None:
+                used_by_glue.setdefault(storage_of(t), g)
     for j, e in enumerate(events):
         if e.op not in _INITS:
             continue
         target = e.args[0] if e.op in ("zero_", "fill_", "copy_") and e.args else e.result
-        st = _storage(target)
+        st = storage_of(target)
         launch = used_by_launch.get(st)
         glue = used_by_glue.get(st)
         used = f"launch {launch}" if launch is not None and launch < e.position else \
@@ -276,8 +306,8 @@ def _check_inits(where: str, events: List[Event], launch_tensors: Sequence[Dict[
                              "write it in a kernel instead")
         if e.op in ("clone", "copy_"):
             source = e.args[1] if e.op == "copy_" and len(e.args) > 1 else e.args[0] if e.args else None
-            if _storage(source) in inputs:
-                program.copies.append((e.position, _storage(source), e.where))
+            if storage_of(source) in inputs:
+                program.copies.append((e.position, storage_of(source), e.where))
 
 
 def copies_checked(where: str, program: Program, names: Dict[Optional[int], str], writes: List[Set[str]]) -> None:
@@ -293,19 +323,79 @@ def copies_checked(where: str, program: Program, names: Dict[Optional[int], str]
 
 
 def glue_launch(step: GlueStep, names: Dict[Optional[int], str]) -> Dict[str, Any]:
-    """A glue step as a `then` entry: kernelop._glue's spec, its x and y renamed to the op's tensors."""
+    """A glue step as a `then` entry: kernelop._glue's spec, its tensors renamed to the op's; marked "before" when
+    it comes before the op's own kernel."""
     from .. import _glue
     from .._spec import Launch
-    x, y = names[_storage(step.x)], names[_storage(step.y)]
-    if step.dim is not None:
+    x, y = names[storage_of(step.x)], names[storage_of(step.y)]
+    rename = {"x": x, "y": y}
+    if step.kind == "sum_dim":
+        assert step.dim is not None
         spec = _glue.sum_dim(step.dim, step.x.dim(), step.x.dtype, step.y.dtype, step.keepdim)
+    elif step.kind == "sum_all":
+        spec = _glue.sum_all(step.x.dtype, step.y.dtype)
+    elif step.kind == "count_ne":
+        scalar = isinstance(step.value, tuple)
+        spec = _glue.count_ne(step.x.dtype, "v" if scalar else step.value, step.y.dtype)
+        if scalar:
+            rename["v"] = step.value[1]
+    elif step.kind == "div":
+        spec = _glue.div(step.x.dtype, step.other.dtype)
+        rename = {"a": x, "b": names[storage_of(step.other)], "y": y}
     else:
         spec = _glue.cast(step.x.dtype, step.y.dtype)
-    return Launch(spec, from_={"x": x, "y": y})._json()
+    return Launch(spec, from_=rename, before=step.position == 0)._json()
 
 
-def storage_of(t: Any) -> Optional[int]:
-    return _storage(t)
+def _sum_dims(e: Event) -> List[int]:
+    dims = e.args[1] if len(e.args) > 1 else e.kwargs.get("dim")
+    return [dims] if isinstance(dims, int) else list(dims or [])
+
+
+def _check_sum(where: str, e: Event) -> None:
+    """A sum the glue makes: over one dim or every dim, in the input's accumulation type."""
+    dims = _sum_dims(e)
+    if len(dims) > 1:
+        raise ValueError(f"{where}: launch_fn sums over dims {dims} on the host (aten.sum at {e.where}); kernelop's "
+                         "glue sums over one dim (x.sum(dim=d), keepdim or not) or every dim (x.sum()), with a "
+                         ".to(dtype) after it")
+    if e.kwargs.get("dtype") is not None:
+        raise ValueError(f"{where}: launch_fn sums with dtype= on the host (aten.sum at {e.where}); kernelop's "
+                         "glue sums in the input's accumulation type: write x.sum(dim=d).to(dtype)")
+
+
+def _compared(where: str, e: Event, rec: Recorder) -> Any:
+    """What (x != value).sum() compares with: an int, or ("scalar", name) of an int scalar input."""
+    from .tracing import int_scalar_name
+    value = e.args[1] if len(e.args) > 1 else None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return int(value)
+    name = int_scalar_name(value, rec) if isinstance(value, torch.SymInt) else None
+    if name is not None:
+        return ("scalar", name)
+    raise ValueError(f"{where}: launch_fn counts the elements that differ from {type(value).__name__} "
+                     f"{shorten(str(value))} (aten.ne at {e.where}); kernelop's glue compares with an int or an int "
+                     "scalar input")
+
+
+def _divisor(where: str, e: Event, rec: Recorder) -> Any:
+    """The one-element tensor a glue division divides a floating tensor by, keeping its dtype."""
+    a, b = e.args[0], e.args[1] if len(e.args) > 1 else None
+    problem = None
+    if not isinstance(b, torch.Tensor) or storage_of(b) is None:
+        problem = f"by a {type(b).__name__}"
+    elif e.kwargs.get("rounding_mode") is not None:
+        problem = f"with rounding_mode={e.kwargs['rounding_mode']!r}"
+    elif not (b.dim() == 0 or (b.dim() == 1 and str(b.shape[0]) == "1")):
+        problem = f"by a tensor of shape [{', '.join(rec.expr(d, 'a divisor size') for d in b.shape)}]"
+    elif not a.is_floating_point() or e.result.dtype != a.dtype:
+        problem = f"{a.dtype} by {b.dtype} into {e.result.dtype}"
+    elif not _same_shape(e.result, a):  # a of rank 0 by b of shape [1] broadcasts to [1]
+        problem = f"a tensor of rank {a.dim()} by one of rank {b.dim()} into rank {e.result.dim()}"
+    if problem is not None:
+        raise ValueError(f"{where}: launch_fn divides {problem} on the host (aten.div at {e.where}); kernelop's glue "
+                         "divides a floating tensor by a tensor of one element (a count, a scale), keeping its dtype")
+    return b
 
 
 __all__ = ["Event", "GlueStep", "Program", "copies_checked", "glue_launch", "host_op", "plan_program", "storage_of"]

@@ -15,7 +15,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .._spec import Fill
 from .._symbolic import BoolProbe, FloatProbe, Recorder, Unexpressible, shape_exprs, shorten, user_location
 from .interception import NestedRecording
-from .program import Event, host_op
+from .program import GLUE_WORDS, Event, host_op
 
 Input = Tuple[str, str, Any]
 """A parameter of launch_fn: (name, "tensor" | "float" | "int" | "bool", default or inspect.Parameter.empty)."""
@@ -232,8 +232,8 @@ class HostOps(TorchDispatchMode):
             raise ValueError(f"{where}: {i} is made or written on the host by {host_op(op)}"
                              f"{'' if whole else ' on a part of it'}; kernelop allocates outputs uninitialised "
                              "(torch.empty / empty_like), or filled as a whole (zeros, full, fill_) or copied from "
-                             "an input (clone) before the launch, or computes it after a kernel with its glue (a "
-                             "sum over one dim, .to(dtype)); it runs nothing else on the host")
+                             f"an input (clone) before the launch, or computes it with its glue ({GLUE_WORDS}); it "
+                             "runs nothing else on the host")
         return init
 
 

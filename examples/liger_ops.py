@@ -1,0 +1,132 @@
+"""Liger-Kernel's Triton ops as kernelop ops, registered from Liger's own host functions (docs/triton.md, "Bring a
+Triton library"). Liger-Kernel 0.8.5 comes from PyPI into .deps/liger (scripts/fetch-liger); nothing of it is
+committed. tests/python/test_liger.py checks these against Liger's own autograd Functions and torch;
+bench/liger_bench.py times them.
+
+- RMSNorm: ``rms_norm_forward`` / ``rms_norm_backward``, unchanged. The backward's per-SM partials of dW are the op's
+  scratch and ``_dW.sum(dim=0).to(W.dtype)`` a launch of kernelop's own sum kernel.
+- SwiGLU: ``swiglu_forward`` / ``swiglu_backward``, unchanged; the backward gives Liger's function copies of ``a``
+  and ``b``, which it writes over.
+- Cross entropy: ``cross_entropy_forward`` / ``cross_entropy_backward`` line for line, for a mean loss, with the
+  deviations their docstrings give (no ``.item()`` host sync: the count of kept rows stays on the device).
+
+Each ``launch_fn`` is what the library's autograd Function calls; the wrappers only say which of its returns are the
+op's outputs and pass what the Function's ctx holds.
+"""
+
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".deps", "liger"))
+
+import kernelop as ko  # noqa: E402
+
+
+def _ops(name):
+    import importlib
+    return importlib.import_module(f"liger_kernel.ops.{name}")
+
+
+def rms_norm_fwd(X: torch.Tensor, W: torch.Tensor, eps: float):
+    """Liger's rms_norm_forward as LigerRMSNormFunction.forward calls it (offset 0, Llama casting, no row mode)."""
+    Y, _, RSTD, _, _, _ = _ops("rms_norm").rms_norm_forward(X, W, eps, 0.0, "llama", False)
+    return Y, RSTD
+
+
+def rms_norm_bwd(grad_Y_ptr: torch.Tensor, X: torch.Tensor, W: torch.Tensor, RSTD_ptr: torch.Tensor):
+    """LigerRMSNormFunction.backward line for line: X as its forward saved it (rms_norm_forward's X.view(-1, dim)),
+    BLOCK_SIZE and num_warps as its ctx holds them (calculate_settings of the hidden size), not in place (the
+    gradient is autograd's). Liger's rms_norm_backward allocates per-SM partials of dW (scratch) and ends with
+    _dW.sum(dim=0).to(W.dtype) (kernelop's glue, a launch of the op)."""
+    from liger_kernel.ops.utils import calculate_settings
+    X = X.view(-1, X.shape[-1])
+    BLOCK_SIZE, num_warps = calculate_settings(X.shape[-1])
+    return _ops("rms_norm").rms_norm_backward(grad_Y_ptr, X, W, RSTD_ptr, 0.0, "llama", BLOCK_SIZE, num_warps,
+                                              False, False)
+
+
+def rms_norm(dtype=torch.float32, op_name="liger::rms_norm", specialize=None):
+    """RMSNorm forward and backward for `dtype`, recorded (``.register()`` it, or ``.build_package(...)``)."""
+    return ko.record_plugin(ko.triton(rms_norm_fwd, specialize=specialize), op_name=op_name,
+                            example_inputs=(torch.empty(4, 4096, dtype=dtype), torch.empty(4096, dtype=dtype)),
+                            backward=ko.Backward(["X", "W"], ko.triton(rms_norm_bwd)))
+
+
+def swiglu_fwd(a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0) -> torch.Tensor:
+    """Liger's swiglu_forward; it returns (a, b, c) for its autograd Function to save: the op's output is c. Its
+    kernel reads as many rows of b as a has, which Liger assumes; the assert makes that the op's requirement (and the
+    op rank-free: b.view(-1, n_cols) then needs no condition of its own)."""
+    assert a.shape == b.shape
+    return _ops("swiglu").swiglu_forward(a, b, gate_multiplier)[2]
+
+
+def swiglu_bwd(a: torch.Tensor, b: torch.Tensor, grad_c_ptr: torch.Tensor, gate_multiplier: float = 1.0):
+    """Liger's swiglu_backward writes the gradients over a and b; it gets copies, so the saved a and b stay."""
+    return _ops("swiglu").swiglu_backward(a.clone(), b.clone(), grad_c_ptr, gate_multiplier)
+
+
+def swiglu(dtype=torch.float32, op_name="liger::swiglu", hidden=(4096, 11008, 14336)):
+    """SwiGLU forward and backward for `dtype`, compiled for the hidden sizes listed (its kernels take n_cols as a
+    constexpr)."""
+    shape = (2, 3, 4096)
+    return ko.record_plugin(ko.triton(swiglu_fwd, specialize=list(hidden)), op_name=op_name,
+                            example_inputs=(torch.empty(shape, dtype=dtype), torch.empty(shape, dtype=dtype)),
+                            backward=ko.Backward(["a", "b"], ko.triton(swiglu_bwd)))  # the forward's specialize
+
+
+def ce_fwd(_input: torch.Tensor, target: torch.Tensor, ignore_index: int = -100):
+    """Liger's cross_entropy_forward line for line for a mean loss with no weight, z-loss, label smoothing, softcap
+    or accuracy (as LigerCrossEntropyFunction.apply(x, target, None, ignore_index) calls it), with two deviations.
+    ``n_non_ignore = target_mask.sum().item()`` is a host sync (no CUDA graph, a stall per step) and feeds a kernel
+    scalar: the count stays on the device, the kernel runs its "sum" reduction (n_non_ignore unused: each term of
+    "mean" is the "sum" one divided by it) and kernelop's glue divides the summed loss by the count; the backward
+    divides the incoming gradient by it before its kernel. And the gradient goes to a copy of the logits, not over
+    them: kernelop's op leaves its input intact. The bounds asserts (host syncs) are left out: out-of-range targets
+    are the caller's to avoid, as with torch's kernels. A mean over no kept row is nan, as torch's (Liger's is 0)."""
+    import triton
+    ce = _ops("cross_entropy")
+    BT, V = _input.shape
+    n_rows = BT
+    BLOCK_SIZE = min(ce.MAX_FUSED_SIZE, triton.next_power_of_2(V))
+    loss_1d = torch.zeros(n_rows, dtype=_input.dtype, device=_input.device)
+    target_mask = target != ignore_index
+    n_non_ignore = target_mask.sum()
+    _input = _input.clone()
+    ce.liger_cross_entropy_kernel[(n_rows,)](
+        X_ptr=_input, X_stride=_input.stride(-2), Y_ptr=target, Y_stride=target.stride(-1), weight_ptr=None,
+        loss_ptr=loss_1d, z_loss_ptr=None, loss_stride=loss_1d.stride(-1), token_accuracy_ptr=None,
+        token_accuracy_stride=0, predicted_tokens_ptr=None, predicted_tokens_stride=0, n_cols=V, n_non_ignore=1,
+        sum_non_ignore_weight=1, ignore_index=ignore_index, weight_sum=0.0, lse_square_scale=0.0,
+        label_smoothing=0.0, reduction="sum", softcap=None, RETURN_Z_LOSS=False, RETURN_TOKEN_ACCURACY=False,
+        RETURN_PREDICTED_TOKENS=False, BLOCK_SIZE=BLOCK_SIZE, HAS_WEIGHT=False, HAS_SOFTCAPPING=False,
+        HAS_GRADIENTS=True, num_warps=32)
+    loss = torch.sum(loss_1d) / n_non_ignore
+    return loss, _input, n_non_ignore
+
+
+def ce_bwd(grad_loss: torch.Tensor, grad: torch.Tensor, n_non_ignore: torch.Tensor):
+    """Liger's cross_entropy_backward for a scalar loss: element_mul_kernel scales the gradient the forward wrote by
+    grad_output. Deviations: ``torch.equal(grad_output, 1.0)`` (a host sync that skips the scaling) is left out; the
+    scale is grad_output / n_non_ignore (the forward's deferred mean, glue before the kernel); and it scales a copy
+    (autograd's saved gradient stays intact)."""
+    import triton
+    ce = _ops("cross_entropy")
+    grad_output = grad_loss / n_non_ignore
+    _input = grad.clone()
+    BT, V = _input.shape
+    n_rows = BT
+    BLOCK_SIZE = min(ce.MAX_FUSED_SIZE, triton.next_power_of_2(V))
+    ce.element_mul_kernel[(n_rows,)](_input, _input.stride(-2), grad_output, V, BLOCK_SIZE=BLOCK_SIZE, num_warps=32)
+    return _input
+
+
+def cross_entropy(dtype=torch.float32, op_name="liger::cross_entropy", vocabs=None):
+    """Cross entropy (mean over the rows whose target is not ignore_index) and its backward for logits of `dtype`:
+    ``loss, grad, n_non_ignore = op(logits, target, ignore_index=-100)``. ``vocabs``: the classes of
+    next_power_of_2(V) to compile (default: 4 to 65536; add 131072 for Llama 3's 128256)."""
+    return ko.record_plugin(ko.triton(ce_fwd, specialize=vocabs, outputs=["loss", "grad", "n_non_ignore"]),
+                            op_name=op_name,
+                            example_inputs=(torch.empty(4, 1024, dtype=dtype), torch.empty(4, dtype=torch.int64)),
+                            backward=ko.Backward(["_input"], ko.triton(ce_bwd)))
