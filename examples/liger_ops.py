@@ -83,11 +83,14 @@ def ce_fwd(_input: torch.Tensor, target: torch.Tensor, ignore_index: int = -100)
     scalar: the count stays on the device, the kernel runs its "sum" reduction (n_non_ignore unused: each term of
     "mean" is the "sum" one divided by it) and kernelop's glue divides the summed loss by the count; the backward
     divides the incoming gradient by it before its kernel. And the gradient goes to a copy of the logits, not over
-    them: kernelop's op leaves its input intact. The bounds asserts (host syncs) are left out: out-of-range targets
-    are the caller's to avoid, as with torch's kernels. A mean over no kept row is nan, as torch's (Liger's is 0)."""
+    them: kernelop's op leaves its input intact. Liger's asserts that targets are in [0, V) are host syncs and are
+    left out: a target outside [0, V) that is not ignore_index makes Liger's kernel read and write outside its row
+    (torch's own loss asserts on the device), so targets must be in range. A mean over no kept row is nan, as
+    torch's (Liger's is 0), and its gradient 0, as torch's."""
     import triton
     ce = _ops("cross_entropy")
     BT, V = _input.shape
+    assert target.shape == (BT,)  # what the kernel assumes (one target per row): the op's requirement
     n_rows = BT
     BLOCK_SIZE = min(ce.MAX_FUSED_SIZE, triton.next_power_of_2(V))
     loss_1d = torch.zeros(n_rows, dtype=_input.dtype, device=_input.device)
@@ -109,11 +112,12 @@ def ce_fwd(_input: torch.Tensor, target: torch.Tensor, ignore_index: int = -100)
 def ce_bwd(grad_loss: torch.Tensor, grad: torch.Tensor, n_non_ignore: torch.Tensor):
     """Liger's cross_entropy_backward for a scalar loss: element_mul_kernel scales the gradient the forward wrote by
     grad_output. Deviations: ``torch.equal(grad_output, 1.0)`` (a host sync that skips the scaling) is left out; the
-    scale is grad_output / n_non_ignore (the forward's deferred mean, glue before the kernel); and it scales a copy
+    scale is grad_output / n_non_ignore (the forward's deferred mean, glue before the kernel; a count of 0 divides
+    as 1, so a batch with every target ignored gets a zero gradient, as torch's, not 0 * inf); and it scales a copy
     (autograd's saved gradient stays intact)."""
     import triton
     ce = _ops("cross_entropy")
-    grad_output = grad_loss / n_non_ignore
+    grad_output = grad_loss / n_non_ignore.clamp(min=1)
     _input = grad.clone()
     BT, V = _input.shape
     n_rows = BT

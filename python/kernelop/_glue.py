@@ -9,9 +9,11 @@ from_={"x": "part", "y": "grad_w"})``). Fills and whole copies of an input need 
 
 from __future__ import annotations
 
+import struct
 from typing import Any, Dict, List, Sequence
 
-from ._spec import Custom, Expr, InputDecl, KernelSpec, OutputDecl, ReduceDims, SameAs, ScalarInput, _dtype_name
+from ._spec import (Custom, Expr, FloatConst, InputDecl, KernelSpec, OutputDecl, ReduceDims, SameAs, ScalarInput,
+                    _dtype_name)
 
 # Accumulation in float for 16-bit and float types, double for double, 64-bit for integers; the result converted
 # to the output's type as PyTorch's .to() converts it (round to nearest even; integers truncate toward zero).
@@ -89,21 +91,38 @@ __global__ void kop_sum_all(const T* __restrict__ x, long long n, U* __restrict_
 template <class T, class U>
 __global__ void kop_count_ne(const T* __restrict__ x, long long n, int v, U* __restrict__ y) {
   using A = typename KopAcc<T>::type;
-  const A value = static_cast<A>(v);
+  const A value = kop_to<A>(kop_from<T>(static_cast<A>(v)));  // v as x's type holds it, as torch compares
   long long count = 0;
   for (long long i = threadIdx.x; i < n; i += blockDim.x) count += kop_to<A>(x[i]) != value;
   count = kop_block_sum(count);
   if (threadIdx.x == 0) y[0] = static_cast<U>(count);
 }
 
-// y = a / b[0] element by element, in a's accumulation type (b holds one element).
+// y = a / b[0] element by element, in a's accumulation type (b holds one element), b first
+// converted to a's type as torch converts it (a bfloat16 tensor by 257 divides by 256).
 template <class T, class B>
 __global__ void kop_div(const T* __restrict__ a, long long n, const B* __restrict__ b,
                         T* __restrict__ y) {
   using A = typename KopAcc<T>::type;
-  const A d = static_cast<A>(kop_to<typename KopAcc<B>::type>(b[0]));
+  const A d = kop_to<A>(kop_from<T>(static_cast<A>(kop_to<typename KopAcc<B>::type>(b[0]))));
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
     y[i] = kop_from<T>(kop_to<A>(a[i]) / d);
+}
+
+// y = x clamped to [lo, hi] element by element (a bound a flag leaves out is not applied), in x's
+// type (x.clamp(min=1): a count that divides).
+template <class T>
+__global__ void kop_clamp(const T* __restrict__ x, long long n, float lo, int has_lo, float hi,
+                          int has_hi, T* __restrict__ y) {
+  using A = typename KopAcc<T>::type;
+  const A low = kop_to<A>(kop_from<T>(static_cast<A>(lo)));
+  const A high = kop_to<A>(kop_from<T>(static_cast<A>(hi)));
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    A v = kop_to<A>(x[i]);
+    if (has_lo && v < low) v = low;
+    if (has_hi && v > high) v = high;
+    y[i] = kop_from<T>(v);
+  }
 }
 
 // y = x converted element by element.
@@ -205,4 +224,26 @@ def div(a_dtype: Any, b_dtype: Any) -> KernelSpec:
         geometry=Custom(grid=["max(min(cdiv(numel(a), 256), 65535), 1)"], block=[256]))
 
 
-__all__: List[str] = ["GLUE_DTYPES", "cast", "count_ne", "div", "sum_all", "sum_dim"]
+def clamp(dtype: Any, lo: Any = None, hi: Any = None) -> KernelSpec:
+    """``y = x.clamp(min=lo, max=hi)`` for a contiguous ``x``, in its dtype: ``lo`` and ``hi`` are constants (None:
+    no bound; at least one given), converted to x's type as torch converts them (``n.clamp(min=1)``: a count that
+    divides, nonzero)."""
+    where = "kernelop glue clamp"
+    name = _dtype(dtype, where)
+    for what, v in (("lo", lo), ("hi", hi)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or
+                              struct.unpack("f", struct.pack("f", v))[0] != v):
+            raise TypeError(f"{where}: {what} must be an int or a float constant a 32-bit float holds, got "
+                            f"{type(v).__name__} {str(v)[:40]}")
+    if lo is None and hi is None:
+        raise ValueError(f"{where}: give lo, hi or both")
+    bound = [Expr("1") if v is not None else Expr("0") for v in (lo, hi)]
+    return KernelSpec(
+        kernel_source=_SOURCE, kernel_name="kop_clamp<T>", type_params={"T": [name]},
+        inputs=[InputDecl("x", "T")], outputs=[OutputDecl("y", SameAs("x"))],
+        params=["x", Expr("numel(x)", int64=True), FloatConst(lo if lo is not None else 0), bound[0],
+                FloatConst(hi if hi is not None else 0), bound[1], "y"],
+        geometry=Custom(grid=["max(min(cdiv(numel(x), 256), 65535), 1)"], block=[256]))
+
+
+__all__: List[str] = ["GLUE_DTYPES", "cast", "clamp", "count_ne", "div", "sum_all", "sum_dim"]

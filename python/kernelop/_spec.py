@@ -259,6 +259,18 @@ class Expr:
 
 
 @dataclass
+class FloatConst:
+    """An extra argument that is a float constant, passed as a 32-bit float (JSON {"float": 0.5})."""
+
+    value: float
+
+    def _json(self) -> Dict[str, Any]:
+        if isinstance(self.value, bool) or not isinstance(self.value, (int, float)):
+            raise TypeError(f"FloatConst.value: expected a number, got {type(self.value).__name__}")
+        return {"float": float(self.value)}
+
+
+@dataclass
 class Elementwise:
     block: Tuple[int, ...] = (256,)
     layout: str = "flat"
@@ -398,8 +410,8 @@ class KernelSpec:
     # checked before every launch and a guard under tracing.
     requires: Sequence[str] = ()
     # The kernel's parameters in its own order: input/output names (str) and extras in place of
-    # ``extras`` (Numel, DimSize, Expr). None: inputs, extras, outputs.
-    params: Optional[Sequence[Union[str, Numel, DimSize, Expr]]] = None
+    # ``extras`` (Numel, DimSize, Expr, FloatConst). None: inputs, extras, outputs.
+    params: Optional[Sequence[Union[str, Numel, DimSize, Expr, FloatConst]]] = None
     # Tactics (docs/tactics.md): configs bind tunables, e.g. [{"BLOCK": 256}, {"BLOCK": 1024,
     # "requires": ["numel(x) % 4 == 0"]}]; tunables default to the first config's keys (a bool
     # value makes a bool tunable). Tunable("VEC", define=True) also passes -DVEC=<value>.
@@ -452,7 +464,8 @@ class KernelSpec:
         if self.params is not None:
             if isinstance(self.params, (str, bytes)) or not isinstance(self.params, (list, tuple)):
                 raise TypeError(f"KernelSpec.params: expected a list, got {type(self.params).__name__}")
-            doc["params"] = [p if isinstance(p, str) else self._typed(p, (Numel, DimSize, Expr), "params")._json()
+            doc["params"] = [p if isinstance(p, str) else
+                             self._typed(p, (Numel, DimSize, Expr, FloatConst), "params")._json()
                              for p in self.params]
         if self.backward is not None:
             doc["backward"] = self._typed(self.backward, (Backward,), "backward")._json()

@@ -855,6 +855,8 @@ class Glue(unittest.TestCase):
         for a in _glue.GLUE_DTYPES:
             for b in _glue.GLUE_DTYPES:
                 specs = [_glue.sum_dim(0, 2, a, b), _glue.cast(a, b), _glue.sum_all(a, b)]
+                if a == b:
+                    specs += [_glue.clamp(a, 1), _glue.clamp(a, None, 3), _glue.clamp(a, -2, 2.5)]
                 if b in ("int64", "float32"):
                     specs += [_glue.count_ne(a, -100, b), _glue.count_ne(a, "v", b)]
                 if a in ("float32", "float16", "bfloat16", "float64"):
@@ -902,6 +904,11 @@ class Glue(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "kernelop glue count_ne: value must be a 32-bit int or the name of "
                                     "an int scalar, got int 4294967296"):
             _glue.count_ne(torch.int64, 2 ** 32)
+        with self.assertRaisesRegex(ValueError, "kernelop glue clamp: give lo, hi or both"):
+            _glue.clamp(torch.int64)
+        with self.assertRaisesRegex(TypeError, "kernelop glue clamp: lo must be an int or a float constant a 32-bit "
+                                    "float holds, got int 16777217"):
+            _glue.clamp(torch.int64, 2 ** 24 + 1)
 
 
 @unittest.skipUnless(CUDA, "no CUDA device")
@@ -951,9 +958,10 @@ class GlueCuda(unittest.TestCase):
                     checked += 1
         self.assertGreater(checked, 150)
 
-    def test_whole_sums_counts_and_divisions_match_torch(self):
+    def test_whole_sums_counts_divisions_and_clamps_match_torch(self):
         from kernelop import _glue
         g = torch.Generator(device="cpu").manual_seed(1)
+        checked = 0
         shapes = [(), (1,), (0,), (1000,), (3, 333), (4097, 5), (1 << 20,)]
         for a, b in self.PAIRS:
             total = ko.cuda_kernel_op(f"kop_glue_gpu::all_{str(a)[6:]}_{str(b)[6:]}", _glue.sum_all(a, b),
@@ -972,16 +980,32 @@ class GlueCuda(unittest.TestCase):
                 else:
                     self.assertTrue(torch.equal(got, want), what)
                 self.assertEqual(count(x).item(), (x != -3).sum().item(), what)
+        # The value as x's type holds it, as torch compares: uint8 255 is -1, float16 2049 is 2048.
+        for dtype, values, v in ((torch.uint8, [255, 0, 255], -1), (torch.float16, [2048.0, 1.0], 2049),
+                                 (torch.bfloat16, [256.0, 3.0], 257), (torch.int8, [-128, 5], 128)):
+            x = torch.tensor(values, dtype=dtype, device="cuda")
+            count = ko.cuda_kernel_op(f"kop_glue_gpu::ne_narrow_{str(dtype)[6:]}", _glue.count_ne(dtype, v),
+                                      archs=ARCHS)
+            self.assertEqual(count(x).item(), (x != v).sum().item(), f"{dtype} != {v}")
         for a, b in ((torch.float32, torch.int64), (torch.bfloat16, torch.int64), (torch.float16, torch.float32),
                      (torch.float64, torch.int32), (torch.float32, torch.bfloat16)):
             div = ko.cuda_kernel_op(f"kop_glue_gpu::div_{str(a)[6:]}_{str(b)[6:]}", _glue.div(a, b), archs=ARCHS)
             for shape in shapes:
                 x = torch.randn(shape, generator=g).to(a).cuda()
-                for d in (torch.tensor(7, dtype=b, device="cuda"), torch.tensor([3], dtype=b, device="cuda")):
-                    if d.dim() > x.dim():  # torch broadcasts to [1]; the glue keeps a's shape (the recorder refuses)
+                for d in (torch.tensor(7, dtype=b, device="cuda"), torch.tensor([3], dtype=b, device="cuda"),
+                          torch.tensor(257, dtype=b, device="cuda"), torch.tensor(2049, dtype=b, device="cuda")):
+                    want = x / d  # the divisor rounded to a's type first (bfloat16: 257 is 256), as torch does
+                    if want.shape != x.shape or want.dtype != a:  # broadcast or promoted: the recorder refuses
                         continue
-                    # a's dtype (torch promotes a 16-bit tensor of rank 0 by a float32 one to float32)
-                    torch.testing.assert_close(div(x, d), (x.double() / d.double()).to(a), msg=f"{a} / {b} {shape}")
+                    torch.testing.assert_close(div(x, d), want, msg=f"{a} / {d.item()} ({b}) {shape}")
+                    checked += 1
+        self.assertGreater(checked, 40)
+        for dtype in (torch.int64, torch.float32, torch.bfloat16, torch.uint8):
+            clamp = ko.cuda_kernel_op(f"kop_glue_gpu::clamp_{str(dtype)[6:]}", _glue.clamp(dtype, 1, 100),
+                                      archs=ARCHS)
+            low = ko.cuda_kernel_op(f"kop_glue_gpu::clamp_min_{str(dtype)[6:]}", _glue.clamp(dtype, 1), archs=ARCHS)
+            x = torch.randint(0, 200, (1000,), device="cuda").to(dtype)
+            self.assertTrue(torch.equal(clamp(x), x.clamp(1, 100)) and torch.equal(low(x), x.clamp(min=1)), dtype)
         count = ko.cuda_kernel_op("kop_glue_gpu::ne_scalar", _glue.count_ne(torch.int64, "v"), archs=ARCHS)
         t = torch.tensor([1, -100, 3, -100, -1], device="cuda")
         self.assertEqual([count(t, v).item() for v in (-100, -1, 9)], [3, 4, 5])

@@ -269,9 +269,11 @@ class CrossEntropyRecording(unittest.TestCase):
         self.assertEqual([i["name"] for i in b["inputs"]], ["grad_loss", "grad", "n_non_ignore"])
         self.assertEqual(b["outputs"][0], {"name": "grad__input", "shape": {"same_as": "grad"},
                                            "init": {"clone": "grad"}})
-        (scale,) = b["then"]
-        self.assertEqual((scale["kernel_name"], scale["from"], scale["before"]),
-                         ("kop_div<T, B>", {"a": "grad_loss", "b": "n_non_ignore", "y": "grad_output_ptr"}, True))
+        # grad_loss / n_non_ignore.clamp(min=1), both before the kernel: a count of 0 divides as 1
+        self.assertEqual([(t["kernel_name"], t["from"], t["before"]) for t in b["then"]], [
+            ("kop_clamp<T>", {"x": "n_non_ignore", "y": "scratch1"}, True),
+            ("kop_div<T, B>", {"a": "grad_loss", "b": "scratch1", "y": "grad_output_ptr"}, True)])
+        self.assertIn("dim(target, 0) == dim(_input, 0)", d["requires"])  # the assert: one target per row
 
     def test_meta_shapes_and_autograd_and_vocabularies_not_compiled_for(self):
         op = ce_op(torch.bfloat16)
@@ -286,6 +288,9 @@ class CrossEntropyRecording(unittest.TestCase):
         with self.assertRaisesRegex(RuntimeError, "break the requirement"):  # 2000 is in no class listed
             op(torch.empty(4, 2000, dtype=torch.bfloat16, device="meta"),
                torch.empty(4, dtype=torch.int64, device="meta"))
+        with self.assertRaisesRegex(RuntimeError, "dim\\(target, 0\\) == dim\\(_input, 0\\)"):  # a short target
+            op(torch.empty(6, 1000, dtype=torch.bfloat16, device="meta"),
+               torch.empty(3, dtype=torch.int64, device="meta"))
         with self.assertRaisesRegex(RuntimeError, "rank\\(_input\\) == 2"):  # Liger's BT, V = _input.shape
             op(torch.empty(2, 4, 1000, dtype=torch.bfloat16, device="meta"),
                torch.empty(8, dtype=torch.int64, device="meta"))
@@ -475,10 +480,14 @@ class Cuda(unittest.TestCase):
                 lloss = LigerCrossEntropyFunction.apply(lx, target, None, -100)[0]
                 (lgx,) = torch.autograd.grad(lloss * 0.5, (lx,))
                 what = f"{dtype} {rows}x{vocab}, {ignored} ignored"
-                if ignored == rows:  # a mean over no row: nan, as torch's (Liger's own says 0)
-                    tloss = torch.nn.functional.cross_entropy(x.detach().float(), target, ignore_index=-100)
+                if ignored == rows:  # a mean over no row: nan, as torch's (Liger's own says 0); a zero gradient
+                    tx = x.detach().float().requires_grad_()
+                    tloss = torch.nn.functional.cross_entropy(tx, target, ignore_index=-100)
+                    (tgx,) = torch.autograd.grad(tloss * 0.5, (tx,))
                     self.assertTrue(loss.isnan().item() and tloss.isnan().item(), what)
                     self.assertEqual(lloss.item(), 0.0, what)
+                    self.assertTrue(torch.equal(gx, torch.zeros_like(gx)) and torch.equal(tgx, torch.zeros_like(tgx)),
+                                    what)
                     continue
                 torch.testing.assert_close(loss, lloss, rtol=tol, atol=tol, msg=what)
                 # The gradient is Liger's kernel's, scaled once by grad_output / n instead of by 1 / n in the kernel

@@ -1242,6 +1242,8 @@ class SeveralLaunches(unittest.TestCase):
                 (lambda p, x: p != 0, "output 0 is made or written on the host by aten.ne"),
                 (lambda p, x: p.sum(0) / p, "divides by a tensor of shape [4, dim(x, 1)] on the host (aten.div "),
                 (lambda p, x: p.sum(0) / 2.0, "divides by a float on the host (aten.div at "),
+                (lambda p, x: p.sum(0).clamp(min=x.shape[0]), "clamps to SymInt"),
+                (lambda p, x: (p != 0).sum().clamp(min=0.5), "clamps torch.int64 into torch.float32 on the host"),
                 (lambda p, x: p.sum() / (p != 0).sum().reshape(1), "divides a tensor of rank 0 by one of rank 1 into "
                  "rank 1 on the host"),
                 (lambda p, x: p.sum(0) // (p != 0).sum(), "aten.floor_divide"),

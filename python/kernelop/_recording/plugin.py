@@ -523,18 +523,15 @@ def _same_tunables(where: str, d: sizes.Derived, classes: List[Tuple[int, Record
     out = []
     for v, r in classes:
         missing = [t for t in names if t not in r.doc["tunables"]]
-        if not missing:
-            out.append((v, r))
-            continue
         configs = []
-        for c, compiled in zip(r.doc["configs"], r.compile_configs):
+        for c, compiled in zip(r.doc["configs"], r.compile_configs):  # appended side by side (DSL translate)
             constants = compiled.get("constexprs", {})
-            absent = [t for t in missing if t not in constants]
+            absent = [t for t in missing if not isinstance(constants.get(t), int)]  # derived values are ints
             if absent:
                 raise ValueError(f"{where}: the op recorded for {d.within(v)} has no meta-parameter "
                                  f"{absent[0]!r}, which other size classes derive; kernelop merges size classes "
                                  "that differ only in constexprs, compile options, configs and the grid")
-            configs.append(dict(c, **{t: constants[t] for t in missing}))
+            configs.append(dict(c, **{t: int(constants[t]) for t in missing}))  # config values are ints
         out.append((v, dataclasses.replace(r, doc=dict(r.doc, tunables=names, configs=configs))))
     return out
 

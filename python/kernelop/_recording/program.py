@@ -23,6 +23,7 @@ from .._symbolic import Recorder, shorten
 #   aten.sum over every dim (x.sum())         -> kernelop._glue.sum_all, likewise
 #   (x != v).sum(), v an int or int scalar    -> kernelop._glue.count_ne, likewise (the comparison alone is no glue)
 #   a / b, b of one element, a floating       -> kernelop._glue.div
+#   x.clamp(min=c, max=d), constants          -> kernelop._glue.clamp (n.clamp(min=1): a count that divides)
 #   aten._to_copy (x.to(dtype), x.float())    -> kernelop._glue.cast
 # of a tensor a kernel or glue wrote (or an input), into a returned output or more scratch. Glue before the first
 # kernel is a launch marked "before" (LaunchStep::before): it runs after the inits, before the op's own kernel
@@ -33,13 +34,14 @@ from .._symbolic import Recorder, shorten
 _ALLOCATE = {"empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided"}
 _INITS = {"zeros", "zeros_like", "new_zeros", "zero_", "ones", "ones_like", "new_ones", "full", "full_like",
           "new_full", "fill_", "clone", "copy_"}
-_GLUE = {"sum", "_to_copy", "ne", "div"}
+_GLUE = {"sum", "_to_copy", "ne", "div", "clamp", "clamp_min", "clamp_max"}
 _VIEWS = {"view", "reshape", "_reshape_alias", "as_strided", "unsqueeze", "squeeze", "flatten", "alias", "expand",
           "permute", "transpose", "t", "slice", "select", "detach", "contiguous", "lift_fresh", "_unsafe_view"}
 
 
 # What the glue computes, in refusals (one text for every message that lists it).
-GLUE_WORDS = "a sum over one dim or every dim, a count (x != v).sum(), a division by one element, .to(dtype)"
+GLUE_WORDS = ("a sum over one dim or every dim, a count (x != v).sum(), a division by one element, a clamp to "
+              "constants, .to(dtype)")
 
 _MATMULS = {"mm", "bmm", "addmm", "addbmm", "baddbmm", "matmul", "mv", "addmv", "dot", "linear", "_scaled_mm"}
 
@@ -69,7 +71,8 @@ class GlueStep:
     """A launch of one of kernelop's glue kernels after `position` kernel launches (0: before the op's own kernel),
     by `kind`: ``y = x.sum(dim, keepdim).to(y.dtype)`` ("sum_dim"), ``y = x.sum().to(y.dtype)`` ("sum_all"),
     ``y = (x != value).sum().to(y.dtype)`` ("count_ne"; value an int or ("scalar", name)), ``y = x / other``
-    ("div") or ``y = x.to(y.dtype)`` ("cast"); `event`: its index in launch_fn's aten ops."""
+    ("div"), ``y = x.clamp(*value)`` ("clamp"; value (lo, hi), None for no bound) or ``y = x.to(y.dtype)``
+    ("cast"); `event`: its index in launch_fn's aten ops."""
 
     position: int
     x: Any  # the tensors (fakes)
@@ -81,7 +84,7 @@ class GlueStep:
     event: int = 0
     cast: Optional[Event] = None  # its .to(dtype) (a cast's own, or the one folded into a reduction)
     other: Any = None  # div's divisor
-    value: Any = None  # count_ne's value
+    value: Any = None  # count_ne's value, clamp's bounds
 
 
 @dataclass
@@ -186,19 +189,18 @@ def plan_program(where: str, rec: Recorder, events: List[Event], outputs: List[A
         elif e.op == "sum":
             _check_sum(where, e)
             dims = _sum_dims(e)
-            keepdim = bool(e.args[2] if len(e.args) > 2 else e.kwargs.get("keepdim", False))
+            keepdim = _keepdim(e)
             if not dims:
-                if keepdim and x.dim() > 0:
-                    raise ValueError(f"{where}: launch_fn sums over every dim with keepdim=True on the host (aten.sum "
-                                     f"at {e.where}); kernelop's glue sums a whole tensor into one of rank 0")
                 step.kind = "sum_all"
             else:
                 step.kind, step.dim, step.keepdim = "sum_dim", int(dims[0]) % max(x.dim(), 1), keepdim
         elif e.op == "div":
             step.kind, step.other = "div", _divisor(where, e, rec)
+        elif e.op.startswith("clamp"):
+            step.kind, step.value = "clamp", _bounds(where, e)
         else:
             step.cast = e
-        if step.kind != "cast" and step.kind != "div":  # a .to(dtype) of the reduction, which nothing else reads
+        if step.kind in ("sum_dim", "sum_all", "count_ne"):  # a .to(dtype) of the reduction, which nothing else reads
             j = only_user(last)
             if j is not None and events[j].op == "_to_copy":
                 folded.add(j)
@@ -342,6 +344,8 @@ def glue_launch(step: GlueStep, names: Dict[Optional[int], str]) -> Dict[str, An
     elif step.kind == "div":
         spec = _glue.div(step.x.dtype, step.other.dtype)
         rename = {"a": x, "b": names[storage_of(step.other)], "y": y}
+    elif step.kind == "clamp":
+        spec = _glue.clamp(step.x.dtype, *step.value)
     else:
         spec = _glue.cast(step.x.dtype, step.y.dtype)
     return Launch(spec, from_=rename, before=step.position == 0)._json()
@@ -352,9 +356,17 @@ def _sum_dims(e: Event) -> List[int]:
     return [dims] if isinstance(dims, int) else list(dims or [])
 
 
+def _keepdim(e: Event) -> bool:
+    return bool(e.args[2] if len(e.args) > 2 else e.kwargs.get("keepdim", False))
+
+
 def _check_sum(where: str, e: Event) -> None:
-    """A sum the glue makes: over one dim or every dim, in the input's accumulation type."""
+    """A sum the glue makes: over one dim or every dim (into a tensor of rank 0), in the input's accumulation
+    type."""
     dims = _sum_dims(e)
+    if not dims and _keepdim(e) and e.args[0].dim() > 0:
+        raise ValueError(f"{where}: launch_fn sums over every dim with keepdim=True on the host (aten.sum at "
+                         f"{e.where}); kernelop's glue sums a whole tensor into one of rank 0")
     if len(dims) > 1:
         raise ValueError(f"{where}: launch_fn sums over dims {dims} on the host (aten.sum at {e.where}); kernelop's "
                          "glue sums over one dim (x.sum(dim=d), keepdim or not) or every dim (x.sum()), with a "
@@ -376,6 +388,21 @@ def _compared(where: str, e: Event, rec: Recorder) -> Any:
     raise ValueError(f"{where}: launch_fn counts the elements that differ from {type(value).__name__} "
                      f"{shorten(str(value))} (aten.ne at {e.where}); kernelop's glue compares with an int or an int "
                      "scalar input")
+
+
+def _bounds(where: str, e: Event) -> Tuple[Any, Any]:
+    """The constant bounds of a clamp the glue makes (lo, hi; None for no bound), keeping x's dtype."""
+    lo = e.args[1] if len(e.args) > 1 and e.op != "clamp_max" else e.kwargs.get("min")
+    hi = e.args[2] if len(e.args) > 2 else e.args[1] if e.op == "clamp_max" and len(e.args) > 1 else \
+        e.kwargs.get("max")
+    for v in (lo, hi):
+        if v is not None and (isinstance(v, bool) or type(v) not in (int, float)):
+            raise ValueError(f"{where}: launch_fn clamps to {type(v).__name__} {shorten(str(v))} on the host "
+                             f"(aten.{e.op} at {e.where}); kernelop's glue clamps to constants")
+    if e.result.dtype != e.args[0].dtype:
+        raise ValueError(f"{where}: launch_fn clamps {e.args[0].dtype} into {e.result.dtype} on the host (aten.{e.op} "
+                         f"at {e.where}); kernelop's glue clamps keeping the dtype")
+    return lo, hi
 
 
 def _divisor(where: str, e: Event, rec: Recorder) -> Any:
