@@ -1007,6 +1007,22 @@ class RankFree(unittest.TestCase):
         self.assertEqual(r.dsl_state.signature["scale"], "fp32")
 
 
+@triton.jit
+def tile_double(X, Y, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    # One program doubles all of an M x N X (M <= BM, N <= BN): both blocks from the sizes.
+    rm = tl.arange(0, BM)[:, None]
+    rn = tl.arange(0, BN)[None, :]
+    mask = (rm < M) & (rn < N)
+    tl.store(Y + rm * N + rn, tl.load(X + rm * N + rn, mask=mask) * 2, mask=mask)
+
+
+def whole_tile_launch(x: torch.Tensor) -> torch.Tensor:
+    M, N = x.shape
+    y = torch.empty_like(x)
+    tile_double[(1,)](x, y, M, N, BM=triton.next_power_of_2(M), BN=triton.next_power_of_2(N))
+    return y
+
+
 def eligible(recorded, sizes):
     """The configs whose requires hold for `sizes` (leaf text -> value; aligned() true), by kernelop's evaluator."""
     import re
@@ -1091,6 +1107,40 @@ class SizeClasses(unittest.TestCase):
                      [{"BLOCK_SIZE": 256, "requires": "numel(x) < 4096"}])
         expect_error(self, ValueError, "numel(x) <", ko.record_plugin,
                      ko.triton(tk.vector_add, [{"BLOCK_SIZE": 256, "requires": ["numel(x) <"]}]))
+
+    def test_two_sizes_make_the_product_of_their_classes(self):
+        specialize = {"dim(x, 0)": [4, 8], "dim(x, -1)": [16, 32, 64]}
+        r = ko.record_plugin(ko.triton(whole_tile_launch, specialize=specialize), op_name="kop_tt_sc::tile",
+                             example_inputs=(torch.empty(4, 16),))
+        d = r.doc
+        self.assertEqual(sorted({c["size_class"] for c in d["configs"]}), list(range(6)))
+        blocks = [(cc["constexprs"]["BM"], cc["constexprs"]["BN"]) for cc in r.compile_configs]
+        self.assertEqual(sorted(set(blocks)), [(4, 16), (4, 32), (4, 64), (8, 16), (8, 32), (8, 64)])
+        # Differential: for every (M, N) of a corpus, the configs that can run are those of its class only.
+        for m in range(2, 11):
+            for n in (9, 16, 17, 31, 32, 33, 64, 65, 100):
+                sizes = {"dim(x, 0)": m, "dim(x, 1)": n, "dim(x, -1)": n}
+                want = (1 << (m - 1).bit_length(), 1 << (n - 1).bit_length())
+                covered = want[0] in (4, 8) and want[1] in (16, 32, 64)
+                picks = {blocks[i] for i in eligible(r, sizes)}
+                self.assertEqual(picks, {want} if covered else set(), (m, n))
+                self.assertEqual(ko._kernelop.eval_expr(d["requires"][-1], sizes) != 0, covered, (m, n))
+        op = r.register(["sm_90"])
+        self.assertEqual(tuple(op(torch.empty(7, 40, device="meta")).shape), (7, 40))
+        with self.assertRaisesRegex(RuntimeError, "break the requirement"):
+            op(torch.empty(9, 40, device="meta"))
+        # Several sizes: specialize names each (a list would not say whose values), and an unlisted product is
+        # too many classes to record.
+        expect_error(self, ValueError, "launch_fn derives compile-time values from 2 sizes (dim(x, 0), dim(x, -1)); "
+                     "specialize must name each", ko.record_plugin, ko.triton(whole_tile_launch, specialize=[4, 8]),
+                     example_inputs=(torch.empty(4, 16),))
+        expect_error(self, ValueError, "kernelop records the product of their classes, 225 here", ko.record_plugin,
+                     ko.triton(whole_tile_launch), example_inputs=(torch.empty(4, 16),))
+        # Sizes of one value in the examples move together: a square example is one group.
+        sq = ko.record_plugin(ko.triton(whole_tile_launch, specialize=[8, 16]), op_name="kop_tt_sc::square",
+                              example_inputs=(torch.empty(16, 16),))
+        self.assertEqual(sorted({(cc["constexprs"]["BM"], cc["constexprs"]["BN"]) for cc in sq.compile_configs}),
+                         [(8, 8), (16, 16)])
 
     def test_values_derived_otherwise_are_refused(self):
         def two_sizes(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:

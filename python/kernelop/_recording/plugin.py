@@ -415,30 +415,28 @@ def _record(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], op_nam
     rec, derived, _ = _discover(dsl, spec, where, inputs, tensors)
     if not derived:
         return _record_at_ranks(dsl, spec, meta_impl, op_name, where, inputs, tensors)[0]
-    d, values = sizes.classes_of(where, derived, getattr(spec, "specialize", None))
     values_of = rec.shape_env.backed_var_to_val if hasattr(rec.shape_env, "backed_var_to_val") else \
         rec.shape_env.var_to_val
-    hint = values_of.get(d.symbol)
-    if hint is None:
-        raise ValueError(f"{where}: {d!r}: kernelop specialises on one size of an input, and {d.text} is not one")
-    classes = _record_classes(dsl, spec, meta_impl, op_name, where, inputs, tensors, d, derived, values, hint, None)
+    d = sizes.classes_of(where, derived, getattr(spec, "specialize", None), values_of.get)
+    classes = _record_classes(dsl, spec, meta_impl, op_name, where, inputs, tensors, d, derived, None)
     if len({bool(rank_free) for _, _, rank_free in classes}) > 1:  # one op has one convention: the examples' ranks
-        classes = _record_classes(dsl, spec, meta_impl, op_name, where, inputs, tensors, d, derived, values, hint,
-                                  False)
+        classes = _record_classes(dsl, spec, meta_impl, op_name, where, inputs, tensors, d, derived, False)
     return _merge_classes(where, d, [(v, r) for v, r, _ in classes], op_name is not None)
 
 
 def _record_classes(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], op_name: Optional[str], where: str,
-                    inputs: List[Input], tensors: Dict[str, torch.Tensor], d: sizes.Derived,
-                    derived: List[sizes.Derived], values: List[int], hint: Any, rank_free: Optional[bool]
-                    ) -> List[Tuple[int, RecordedPlugin, Set[str]]]:
+                    inputs: List[Input], tensors: Dict[str, torch.Tensor], d: sizes.SizeClasses,
+                    derived: List[sizes.Derived], rank_free: Optional[bool]
+                    ) -> List[Tuple[Tuple[int, ...], RecordedPlugin, Set[str]]]:
     """Each size class recorded (rank-free where it can be, unless rank_free is False), with its rank-free
     tensors; the classes launch_fn refuses dropped, with a warning (Note [size classes])."""
-    classes: List[Tuple[int, RecordedPlugin, Set[str]]] = []
-    refused: List[Tuple[int, Exception]] = []
-    for v in values:
-        inside = {name: torch.empty([d.example(v) if int(s) == int(hint) else int(s) for s in t.shape], dtype=t.dtype,
-                                    device="meta") for name, t in tensors.items()}
+    classes: List[Tuple[Tuple[int, ...], RecordedPlugin, Set[str]]] = []
+    refused: List[Tuple[Tuple[int, ...], Exception]] = []
+    texts = {x.text for x in derived}
+    for v in d.combos:
+        example = d.examples(v)
+        inside = {name: torch.empty([example.get(int(s), int(s)) for s in t.shape], dtype=t.dtype, device="meta")
+                  for name, t in tensors.items()}
         try:
             if rank_free is False:
                 r, rec_v, again = _record_once(dsl, spec, meta_impl, op_name, where, inputs, inside, False)
@@ -449,19 +447,19 @@ def _record_classes(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]]
         except (LaunchFnRaised, sizes.NoConfigForClass) as e:  # launch_fn refuses the class, or no config is for it
             refused.append((v, e))
             continue
-        if not again or len({x.text for x in again}) != 1:
-            raise ValueError(f"{where}: launch_fn derives {', '.join(map(repr, again))} for sizes where "
-                             f"{d.text} is about {d.example(v)}, but {', '.join(map(repr, derived))} for the examples; "
-                             "kernelop records the classes of one size")
+        if len({x.text for x in again}) != len(texts):  # (named by rank or from the end: counted, not compared)
+            raise ValueError(f"{where}: launch_fn derives {', '.join(map(repr, again)) or 'nothing'} for sizes where "
+                             f"{d.within(v)}, but {', '.join(map(repr, derived))} for the examples; kernelop records "
+                             "the classes of the sizes the examples derive from")
         classes.append((v, r, rec_v.rank_free))
     if classes and refused:
-        warnings.warn(f"{where}: launch_fn refuses size classes {', '.join(str(v) for v, _ in refused)} of {d!r}; "
-                      f"sizes there are refused too (for {d.within(refused[0][0])}: {shorten(refused[0][1], 300)})",
-                      stacklevel=4)
+        warnings.warn(f"{where}: launch_fn refuses size classes {', '.join(str(d.key(v)) for v, _ in refused)} of "
+                      f"{d!r}; sizes there are refused too (for {d.within(refused[0][0])}: "
+                      f"{shorten(refused[0][1], 300)})", stacklevel=4)
     if not classes:
         first, error = refused[0]
         raise ValueError(f"{where}: launch_fn derives {d!r} and refuses every class of it kernelop recorded "
-                         f"({', '.join(str(v) for v, _ in refused)}); for {d.within(first)}: "
+                         f"({', '.join(str(d.key(v)) for v, _ in refused)}); for {d.within(first)}: "
                          f"{shorten(error, 1000)}") from error
     return classes
 
@@ -512,8 +510,8 @@ def _record_at_ranks(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]
     return _record_once(dsl, spec, meta_impl, op_name, where, inputs, tensors, False)
 
 
-def _same_tunables(where: str, d: sizes.Derived, classes: List[Tuple[int, RecordedPlugin]]
-                   ) -> List[Tuple[int, RecordedPlugin]]:
+def _same_tunables(where: str, d: sizes.SizeClasses, classes: List[Tuple[Tuple[int, ...], RecordedPlugin]]
+                   ) -> List[Tuple[Tuple[int, ...], RecordedPlugin]]:
     """The classes with one list of tunables: a constexpr derived in some classes and a constant in others (Liger's
     ``min(MAX_FUSED_SIZE, next_power_of_2(V))`` is MAX_FUSED_SIZE itself for the largest classes) is a tunable of
     all, bound in each config of the others to the constant they compiled in."""
@@ -536,8 +534,8 @@ def _same_tunables(where: str, d: sizes.Derived, classes: List[Tuple[int, Record
     return out
 
 
-def _merge_classes(where: str, d: sizes.Derived, classes: List[Tuple[int, RecordedPlugin]], named: bool
-                   ) -> RecordedPlugin:
+def _merge_classes(where: str, d: sizes.SizeClasses, classes: List[Tuple[Tuple[int, ...], RecordedPlugin]],
+                   named: bool) -> RecordedPlugin:
     """One op of the size classes' recordings (Note [size classes]): their configs side by side, each requiring its
     class; the op requiring that one class holds."""
     classes = _same_tunables(where, d, classes)
@@ -563,7 +561,7 @@ def _merge_classes(where: str, d: sizes.Derived, classes: List[Tuple[int, Record
     for (v, r), more in zip(classes, extra):
         for c in r.doc["configs"]:
             c = dict(c)
-            c[_SIZE_CLASS] = v  # configs of different classes bind different values (tactics are told apart)
+            c[_SIZE_CLASS] = d.key(v)  # configs of different classes bind different values (tactics are told apart)
             if more or c.get("requires"):
                 c["requires"] = more + [x for x in c.get("requires", []) if x not in more]
             configs.append(c)
@@ -574,7 +572,7 @@ def _merge_classes(where: str, d: sizes.Derived, classes: List[Tuple[int, Record
     doc["tunables"] = doc["tunables"] + [_SIZE_CLASS]
     if by_grid:
         doc["geometry"] = dict(doc["geometry"], custom=dict(doc["geometry"]["custom"], grid=select_over_configs(
-            grids, [{_SIZE_CLASS: v} for v, _ in classes], [_SIZE_CLASS])))
+            grids, [{_SIZE_CLASS: d.key(v)} for v, _ in classes], [_SIZE_CLASS])))
     if all(extra):  # a size no class covers is refused by the Meta kernel too, not only at launch
         common.append(canonical(" + ".join(conjunction(more) for more in extra) + " != 0"))
     doc["requires"] = common
@@ -585,8 +583,8 @@ def _merge_classes(where: str, d: sizes.Derived, classes: List[Tuple[int, Record
         name = doc["op"].rsplit("_", 1)[0]
         digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:12]
         merged.op_name = doc["op"] = f"{name}_{digest}"
-    validate_recorded(where, doc, f"{len(classes)} size classes of {d!r} ({', '.join(str(v) for v, _ in classes)}) "
-                      f"make {len(configs)} tactics")
+    validate_recorded(where, doc, f"{len(classes)} size classes of {d!r} "
+                      f"({', '.join(str(d.key(v)) for v, _ in classes)}) make {len(configs)} tactics")
     return merged
 
 

@@ -12,6 +12,11 @@ the Meta kernel and tracing refuse a size no config can run. The classes recorde
 the values ``specialize`` gives. (Sizes 1 and 2 are not recorded: PyTorch records sizes over [2, inf), where the
 class of 2 would pin a size.)
 
+Constexprs derived from several sizes (a tile's BLOCK_M and BLOCK_N) are recorded at the product of their
+sizes' classes (SizeClasses), each class's recording requiring all its bounds; sizes of one value in the examples
+are one group and move together (a hidden size and the weight's length). ``specialize`` then names each size, and a
+product of more than MAX_CLASSES classes must be named so.
+
 A size passed to a constexpr as it is (Liger's SwiGLU: ``n_cols=n_cols``) is a class of one value: the class of v
 is ``n == v``, recorded with the example size v, and since the values are unbounded they are those ``specialize``
 lists (the hidden sizes of the models the op serves); a size outside them is refused, naming them. The class's
@@ -21,9 +26,10 @@ would no longer merge): the recorder holds it as a requirement of its own.
 
 from __future__ import annotations
 
+import itertools
 import operator
 import threading
-from typing import Any, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
@@ -167,15 +173,79 @@ def exact_size(n: Any) -> Any:
     return DerivedInt(v, text)
 
 
-def classes_of(where: str, derived: List[Derived], specialize: Any) -> Tuple[Derived, List[int]]:
-    """The one size derived from, and the classes to record it at: powers of two, or, for a size a constexpr takes
-    as it is, the values `specialize` lists."""
-    sizes = {d.text: d for d in derived}
-    if len(sizes) > 1:
-        raise ValueError(f"{where}: launch_fn derives compile-time values from {len(sizes)} sizes "
-                         f"({shorten(', '.join(sizes), 300)}); kernelop records the classes of one size: derive them "
-                         "from one size, or give the other values as configs")
-    d = next((x for x in derived if not x.function), derived[0])  # the size itself decides its powers of two too
+MAX_CLASSES = 64  # the most size classes one op records without specialize listing every size's values
+
+
+class SizeClasses:
+    """The classes launch_fn is recorded at (Note [size classes]): the sizes it derives from, grouped by their value
+    in the examples (sizes of one value move together, as a hidden size and the weight's length do), the values each
+    group takes, and their product (one recording each)."""
+
+    def __init__(self, groups: List[List[Derived]], hints: List[int], values: List[List[int]]) -> None:
+        self.groups, self.hints, self.values = groups, hints, values
+        self.combos: List[Tuple[int, ...]] = list(itertools.product(*values))
+
+    def lead(self, g: int) -> Derived:
+        """The size that names group g: one a constexpr takes as it is (its values decide), else the first."""
+        return next((x for x in self.groups[g] if not x.function), self.groups[g][0])
+
+    def within(self, combo: Tuple[int, ...]) -> str:
+        """The class as a condition on the sizes."""
+        return " and ".join(self.lead(g).within(v) for g, v in enumerate(combo))
+
+    def key(self, combo: Tuple[int, ...]) -> int:
+        """The class's size_class value: the value itself for one size, else the class's index."""
+        return combo[0] if len(self.groups) == 1 else self.combos.index(combo)
+
+    def examples(self, combo: Tuple[int, ...]) -> Dict[int, int]:
+        """Example value -> a size inside the class, to record it with."""
+        return {h: self.lead(g).example(v) for g, (h, v) in enumerate(zip(self.hints, combo))}
+
+    def __repr__(self) -> str:
+        return ", ".join(repr(self.lead(g)) for g in range(len(self.groups)))
+
+
+def classes_of(where: str, derived: List[Derived], specialize: Any, hint_of: Any) -> SizeClasses:
+    """The sizes derived from, grouped by example value (`hint_of(symbol)`), and the classes to record: for each
+    group, powers of two, or, for a size a constexpr takes as it is, the values `specialize` lists; their product."""
+    texts = {d.text: d for d in derived}
+    by_hint: Dict[int, List[Derived]] = {}
+    for d in texts.values():
+        hint = hint_of(d.symbol)
+        if hint is None:
+            raise ValueError(f"{where}: {d!r}: kernelop specialises on one size of an input, and {d.text} is not one")
+        by_hint.setdefault(int(hint), []).append(d)
+    if len(by_hint) > 1 and specialize is not None and not isinstance(specialize, Mapping):
+        raise ValueError(f"{where}: launch_fn derives compile-time values from {len(texts)} sizes "
+                         f"({shorten(', '.join(texts), 300)}); specialize must name each: {{size: [values]}}")
+    groups, hints, values = [], [], []
+    for hint, members in by_hint.items():
+        group_specialize = specialize
+        if isinstance(specialize, Mapping):
+            named = [m.text for m in members if m.text in specialize]
+            group_specialize = {named[0]: specialize[named[0]]} if named else \
+                (None if len(by_hint) > 1 else specialize)
+        lead = next((x for x in members if not x.function), members[0])
+        groups.append(members)
+        hints.append(hint)
+        values.append(_values_of(where, lead, members, group_specialize))
+    classes = SizeClasses(groups, hints, values)
+    if len(classes.combos) > MAX_CLASSES and not (isinstance(specialize, Mapping) and
+                                                  all(any(m.text in specialize for m in g) for g in groups)):
+        raise ValueError(f"{where}: launch_fn derives compile-time values from {len(texts)} sizes "
+                         f"({shorten(', '.join(texts), 300)}); kernelop records the product of their classes, "
+                         f"{len(classes.combos)} here: list the values of each in "
+                         "specialize={size: [values]} (the sizes the op serves)")
+    return classes
+
+
+def _values_of(where: str, d: Derived, members: List[Derived], specialize: Any) -> List[int]:
+    """The classes of one size (`d`, the group's lead) to record it at: powers of two, or, for a size a constexpr
+    takes as it is, the values `specialize` lists."""
+    if isinstance(specialize, Mapping) and len(specialize) == 1 and d.text not in specialize:
+        key = next(iter(specialize))
+        if any(m.text == key for m in members):  # named by another size of the group
+            specialize = {d.text: specialize[key]}
     values: Optional[Sequence[int]]
     if not d.function:
         values = specialize.get(d.text) if isinstance(specialize, Mapping) else specialize
@@ -191,7 +261,7 @@ def classes_of(where: str, derived: List[Derived], specialize: Any) -> Tuple[Der
         if bad or not values:
             raise ValueError(f"{where}: specialize must list the values of {d.text} (ints >= 2), got "
                              f"{shorten(repr(list(values)), 300)}")
-        return d, sorted(set(values))
+        return sorted(set(values))
     values = DEFAULT_CLASSES
     if specialize is not None:
         values = specialize.get(d.text) if isinstance(specialize, Mapping) else specialize
@@ -202,7 +272,7 @@ def classes_of(where: str, derived: List[Derived], specialize: Any) -> Tuple[Der
         if bad or not values:
             raise ValueError(f"{where}: specialize must list powers of two >= 4 (the values of {d.function}"
                              f"({d.text})), got {shorten(repr(list(values)), 300)}")
-    return d, sorted(set(values or ()))
+    return sorted(set(values or ()))
 
 
 def check_specialize(where: str, specialize: Any) -> Any:
