@@ -1134,6 +1134,10 @@ class SizeClasses(unittest.TestCase):
         expect_error(self, ValueError, "launch_fn derives compile-time values from 2 sizes (dim(x, 0), dim(x, -1)); "
                      "specialize must name each", ko.record_plugin, ko.triton(whole_tile_launch, specialize=[4, 8]),
                      example_inputs=(torch.empty(4, 16),))
+        expect_error(self, ValueError, "specialize names 'dim(x, 1)', which launch_fn derives no compile-time value "
+                     "from; it derives them from dim(x, 0), dim(x, -1)", ko.record_plugin,
+                     ko.triton(whole_tile_launch, specialize={"dim(x, 0)": [4], "dim(x, 1)": [16]}),
+                     example_inputs=(torch.empty(4, 16),))
         expect_error(self, ValueError, "kernelop records the product of their classes, 225 here", ko.record_plugin,
                      ko.triton(whole_tile_launch), example_inputs=(torch.empty(4, 16),))
         # Sizes of one value in the examples move together: a square example is one group.

@@ -218,6 +218,10 @@ def classes_of(where: str, derived: List[Derived], specialize: Any, hint_of: Any
     if len(by_hint) > 1 and specialize is not None and not isinstance(specialize, Mapping):
         raise ValueError(f"{where}: launch_fn derives compile-time values from {len(texts)} sizes "
                          f"({shorten(', '.join(texts), 300)}); specialize must name each: {{size: [values]}}")
+    unknown = [k for k in specialize if k not in texts] if isinstance(specialize, Mapping) and len(by_hint) > 1 else []
+    if unknown:
+        raise ValueError(f"{where}: specialize names {unknown[0]!r}, which launch_fn derives no compile-time value "
+                         f"from; it derives them from {shorten(', '.join(texts), 300)}")
     groups, hints, values = [], [], []
     for hint, members in by_hint.items():
         group_specialize = specialize
