@@ -663,6 +663,17 @@ class Recording(unittest.TestCase):
                 (lambda x, s: torch.empty((x.shape[0] * 2,), device=x.device).copy_(x.repeat(2)),
                  "is a copy (aten.copy_) of something other than a whole input")]:
             expect_error(self, ValueError, message, record, launch_making(make), example_inputs=(torch.empty(8),))
+        # A comparison's mask counted and used again is host work, named where the glue takes it.
+        def mask_twice(x: torch.Tensor, t: torch.Tensor, ignore: int = -1) -> torch.Tensor:
+            m = t != ignore
+            a, b = m.sum(), m.sum()
+            y = torch.empty_like(x)
+            scale_by[(triton.cdiv(x.numel(), 128),)](x, x.sum() / a, y, x.numel(), BLOCK=128)
+            return y, b
+        expect_error(self, ValueError, "kernelop's glue (at ", record, mask_twice,
+                     example_inputs=(torch.empty(64), torch.empty(8, dtype=torch.int64)))
+        expect_error(self, ValueError, ") is given a tensor computed on the host (aten.ne, at ", record, mask_twice,
+                     example_inputs=(torch.empty(64), torch.empty(8, dtype=torch.int64)))
         # A cast before the kernel is kernelop's glue, a launch before the op's own kernel (which then writes over
         # what it cast, as launch_fn's kernel does).
         d = record(launch_making(lambda x, s: x.double().float()), example_inputs=(torch.empty(8),)).doc
@@ -1301,6 +1312,7 @@ class SeveralLaunches(unittest.TestCase):
                 (lambda p, x: p.sum() / (p != 0).sum().reshape(1), "divides a tensor of rank 0 by one of rank 1 into "
                  "rank 1 on the host"),
                 (lambda p, x: p.sum(0) // (p != 0).sum(), "aten.floor_divide"),
+                (lambda p, x: p.sum(0) / 3, "divides by an int on the host (aten.div at "),
                 (lambda p, x: p.mean(0), "output 0 is made or written on the host by aten.mean"),
                 (lambda p, x: p * 2, "output 0 is made or written on the host by aten.mul"),
                 (lambda p, x: p.to("cpu"), "copies a tensor to another device or layout on the host"),

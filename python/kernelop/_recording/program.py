@@ -233,21 +233,22 @@ def plan_program(where: str, rec: Recorder, events: List[Event], outputs: List[A
             raise ValueError(f"{where}: launch_fn changes what its glue computed (at {hit[0].where}) on the host "
                              f"({host_op(e.op)} at {e.where}); kernelop records the glue and the kernels only")
     # Scratch: what kernels and glue take that is none of the inputs and outputs, allocated by launch_fn.
-    taken: List[Any] = [t for tensors in launch_tensors for t in tensors.values()]
-    taken += [t for g in program.glue for t in (g.x, g.other, g.y) if t is not None]
-    for t in taken:
+    taken: List[Tuple[Any, str]] = [(t, "a kernel") for tensors in launch_tensors for t in tensors.values()]
+    taken += [(t, f"kernelop's glue (at {g.where})") for g in program.glue for t in (g.x, g.other, g.y)
+              if t is not None]
+    for t, user in taken:
         st = storage_of(t)
         if st in returned or st in inputs or any(storage_of(x) == st for x in program.scratch):
             continue
         made = made_by.get(st)
         if made is None or not (made.op in _ALLOCATE or made.op in _INITS or st in glue_results):
             what = f"{host_op(made.op)}, at {made.where}" if made is not None else "host code kernelop did not see"
-            raise ValueError(f"{where}: a kernel is given a tensor computed on the host ({what}); kernelop records "
+            raise ValueError(f"{where}: {user} is given a tensor computed on the host ({what}); kernelop records "
                              "what kernels compute, scratch launch_fn allocates (torch.empty, zeros, full) and its "
                              f"glue ({GLUE_WORDS}); compute it in a kernel")
         base = made.result if isinstance(made.result, torch.Tensor) else t
         if t.storage_offset() != 0 or not _same_numel(t, base):
-            raise ValueError(f"{where}: a kernel is given a part of a tensor launch_fn allocates (at {made.where}); "
+            raise ValueError(f"{where}: {user} is given a part of a tensor launch_fn allocates (at {made.where}); "
                              "kernelop allocates scratch whole and passes its own data pointer: pass all of it")
         program.scratch.append(base)
     _check_inits(where, events, launch_tensors, program, inputs)
@@ -410,7 +411,8 @@ def _divisor(where: str, e: Event, rec: Recorder) -> Any:
     a, b = e.args[0], e.args[1] if len(e.args) > 1 else None
     problem = None
     if not isinstance(b, torch.Tensor) or storage_of(b) is None:
-        problem = f"by a {type(b).__name__}"
+        kind = type(b).__name__
+        problem = f"by {'an' if kind[:1] in 'aeiou' else 'a'} {kind}"
     elif e.kwargs.get("rounding_mode") is not None:
         problem = f"with rounding_mode={e.kwargs['rounding_mode']!r}"
     elif not (b.dim() == 0 or (b.dim() == 1 and str(b.shape[0]) == "1")):
