@@ -1398,6 +1398,25 @@ class SeveralLaunches(unittest.TestCase):
                    example_inputs=(torch.empty(64),))
         self.assertEqual([c["num_warps"] for c in r.doc["configs"][::3]], [2, 8])
 
+    def test_output_names_and_before_flags_given_carelessly_are_refused(self):
+        ex = (torch.empty(64), torch.empty(8, dtype=torch.int64))
+        for names, error, message in [
+                ("Y", TypeError, "outputs must be a list of names such as ['loss', 'grad'], got str"),
+                ([3], ValueError, "outputs[0] is 3; an output's name is an identifier"),
+                (["y z"], ValueError, "outputs[0] is 'y z'; an output's name is an identifier"),
+                (["y", "y"], ValueError, "outputs names 'y' twice")]:
+            expect_error(self, error, message, ko.triton, scaled_by_mean_over_kept, outputs=names)
+        expect_error(self, ValueError, "outputs= names 2 tensor(s) (y, z) and launch_fn returns 1", ko.record_plugin,
+                     ko.triton(scaled_by_mean_over_kept, outputs=["y", "z"]), example_inputs=ex)
+        expect_error(self, ValueError, "output name 't' is also an input's", ko.record_plugin,
+                     ko.triton(scaled_by_mean_over_kept, outputs=["t"]), example_inputs=ex)
+        d = ko.record_plugin(ko.triton(scaled_by_mean_over_kept, outputs=["scaled"]), op_name="kop_tt_named::f",
+                             example_inputs=ex).doc
+        self.assertEqual(d["outputs"][0]["name"], "scaled")
+        from kernelop import _glue
+        expect_error(self, TypeError, "Launch.before: expected a bool, got int",
+                     lambda: ko.Launch(_glue.cast(torch.float32, torch.float16), before=1)._json())
+
     def test_glue_before_the_first_kernel_is_a_launch_before_it(self):
         r = ko.record_plugin(ko.triton(scaled_by_mean_over_kept), op_name="kop_tt_before::f",
                              example_inputs=(torch.empty(64), torch.empty(8, dtype=torch.int64)))
