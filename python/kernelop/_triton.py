@@ -16,8 +16,9 @@ each launch, and refuses kernels built with Triton's profiling instrumentation);
 compiled in; the block is ``num_warps * 32`` threads; the dynamic shared memory is Triton's ``metadata.shared`` for
 the architecture. Triton's JIT specialises on 16-byte-aligned pointers and ints divisible by 16; kernelop keeps those
 specialisations as tactics guarded by requirements (``divisible=2``: pointers aligned and ints divisible, but for
-ints computed from ``sm_count()``,
-``divisible=1``: pointers aligned, ``divisible=0``: neither), so a misaligned input runs the generic kernel, never
+ints computed from ``sm_count()``; ``divisible=3``: the same with the op's int scalar inputs left plain, when it has
+both, so a scalar such as ``ignore_index=-100`` leaves the sizes specialised; ``divisible=1``: pointers aligned,
+``divisible=0``: neither), so a misaligned input runs the generic kernel, never
 one compiled for alignment it lacks.
 """
 
@@ -163,6 +164,7 @@ class _Arguments:
     tensors: Dict[str, str] = field(default_factory=dict)  # pointer parameter -> the input or output it gets
     derived: Dict[str, str] = field(default_factory=dict)  # constexpr -> the size-derived value it gets
     int_args: List[Tuple[int, str]] = field(default_factory=list)  # (position, expression) of ints not known here
+    scalar_ints: Set[int] = field(default_factory=set)  # positions among int_args that are the op's scalar inputs
     static_divisible: List[int] = field(default_factory=list)  # positions of constant ints divisible by 16
 
 
@@ -318,6 +320,7 @@ def _arguments(ctx: Recording, kernel: Any, bound: inspect.BoundArguments, posit
             if scalar is not None:
                 params.append(scalar)
                 out.int_args.append((position[p.name], scalar))
+                out.scalar_ints.add(position[p.name])
             else:
                 params.append({"expr": text, **({"int64": True} if wide else {})})
                 if isinstance(value, int):
@@ -380,7 +383,8 @@ def _tactics(ctx: Recording, spec: TritonSpec, kernel: Any, args: _Arguments, co
     if clash:
         raise ValueError(f"{where}: the configs set {kname}'s constexpr '{clash[0]}', but '{clash[0]}' is the name of "
                          "a tunable kernelop gives every Triton tactic ('divisible': Triton's specialisation variant, "
-                         "2 = pointers aligned and ints divisible by 16, 1 = pointers aligned, 0 = neither; "
+                         "2 = pointers aligned and ints divisible by 16, 3 = the same but for int scalar inputs, "
+                         "1 = pointers aligned, 0 = neither; "
                          "'num_warps', 'num_stages': Triton's compile options); rename the constexpr")
     ctx.check_config_values(user_configs, tuned, args.constexprs)
     base_options = {"num_warps": options.get("num_warps", 4), "num_stages": options.get("num_stages", 3)}
@@ -402,15 +406,25 @@ def _tactics(ctx: Recording, spec: TritonSpec, kernel: Any, args: _Arguments, co
     # that seldom divides by 16; requiring it would leave every other int unspecialised (Liger's RMSNorm backward
     # lost its vectorised row loads): it is compiled as a plain int in every variant.
     specialised = [(i, e) for i, e in args.int_args if "sm_count()" not in e]
-    divisible = list(dict.fromkeys(canonical(f"({e}) % 16 == 0") for _, e in specialised))
+    # Ints computed from sizes (strides, row lengths) and the op's int scalar inputs are specialised as two groups: a
+    # scalar that seldom divides by 16 (Liger's ignore_index=-100) must not cost the sizes their specialisation (its
+    # cross entropy lost its vectorised row loads), so variant 3 is variant 2 with the scalars left plain.
+    from_sizes = [(i, e) for i, e in specialised if i not in args.scalar_ints]
+    from_scalars = [(i, e) for i, e in specialised if i in args.scalar_ints]
+    size_div = list(dict.fromkeys(canonical(f"({e}) % 16 == 0") for _, e in from_sizes))
+    scalar_div = list(dict.fromkeys(canonical(f"({e}) % 16 == 0") for _, e in from_scalars))
 
     def none_of(conds: List[str]) -> List[str]:
         return [canonical(f"{conjunction(conds)} == 0")] if conds else []
 
-    variants = [d for d, present in ((2, bool(divisible)), (1, bool(aligned)), (0, True)) if present]
-    requires_of = {2: aligned + divisible, 1: aligned + none_of(divisible), 0: none_of(aligned)}
+    variants = [d for d, present in ((2, bool(size_div or scalar_div)), (3, bool(size_div and scalar_div)),
+                                     (1, bool(aligned)), (0, True)) if present]
+    first_div = size_div or scalar_div  # what variant 2 (and 3) needs first; variant 1 and 0 are its negation
+    requires_of = {2: aligned + size_div + scalar_div, 3: aligned + size_div + none_of(scalar_div),
+                   1: aligned + none_of(first_div), 0: none_of(aligned)}
+    specialised_of = {2: [i for i, _ in specialised], 3: [i for i, _ in from_sizes], 1: [], 0: []}
     if not aligned:
-        requires_of[0] = none_of(divisible)
+        requires_of[0] = none_of(first_div)
 
     pointer_positions = [position[p] for p, t in args.signature.items() if t.startswith("*")]
     configs: List[Dict[str, Any]] = []
@@ -423,7 +437,7 @@ def _tactics(ctx: Recording, spec: TritonSpec, kernel: Any, args: _Arguments, co
             if requires_of[d] or user.get("requires"):
                 cfg["requires"] = user_requires(user) + list(requires_of[d])
             configs.append(cfg)
-            attrs = [i for i, _ in specialised] if d == 2 else []
+            attrs = list(specialised_of[d])
             if d >= 1:
                 attrs += pointer_positions
             compile_configs.append({

@@ -116,6 +116,22 @@ def zero_ignored_rows_launch(x: torch.Tensor, target: torch.Tensor) -> torch.Ten
 
 
 @triton.jit
+def ignore_rows_scalar(X, T, loss, n, stride, ignore, BLOCK: tl.constexpr):
+    # zero_ignored_rows with the ignored value a runtime int (Liger's ignore_index is one), read-only.
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    t = tl.load(T + row)
+    x = tl.load(X + row * stride + offs, mask=offs < n, other=0.0)
+    tl.store(loss + row, tl.where(t == ignore, 0.0, tl.sum(x, 0)))
+
+
+def ignore_rows_scalar_launch(x: torch.Tensor, target: torch.Tensor, ignore_index: int = -100) -> torch.Tensor:
+    loss = torch.empty(x.shape[0], device=x.device, dtype=torch.float32)
+    ignore_rows_scalar[(x.shape[0],)](x, target, loss, x.shape[1], x.stride(0), ignore_index, BLOCK=1024)
+    return loss
+
+
+@triton.jit
 def add_one(X, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(X + offs, tl.load(X + offs, mask=offs < n) + 1, mask=offs < n)
@@ -486,6 +502,37 @@ class Recording(unittest.TestCase):
         self.assertEqual(d["configs"][1]["requires"], aligned + ["(a % 16 == 0) == 0"])
         self.assertEqual(d["configs"][2]["requires"], ["aligned(X, 16) * aligned(Y, 16) * aligned(Z, 16) == 0"])
         self.assertEqual(json.loads(r.spec_json()), d)
+
+    def test_a_scalar_int_that_is_not_divisible_leaves_the_sizes_specialised(self):
+        # Liger's ignore_index=-100 never divides by 16: with one group for every int it cost the row stride and the
+        # row length their specialisation (no vectorised loads). Variant 3 keeps them, leaving the scalar plain.
+        r = ko.record_plugin(ko.triton(ignore_rows_scalar_launch, [{"BLOCK": 1024}, {"BLOCK": 2048}]),
+                             op_name="kop_tt_rec::ignore_rows_scalar",
+                             example_inputs=(torch.empty(4, 1000), torch.empty(4, dtype=torch.int64)))
+        d = r.doc
+        self.assertEqual([(c["BLOCK"], c["divisible"]) for c in d["configs"]],
+                         [(b, v) for b in (1024, 2048) for v in (2, 3, 1, 0)])
+        self.assertEqual(d["params"][3:6], [{"expr": "dim(x, 1)"}, {"expr": "dim(x, 1)"}, "ignore_index"])
+        # Positions: X 0, T 1, loss 2, n 3, stride 4, ignore 5.
+        self.assertEqual([c["divisible"] for c in r.compile_configs[:4]],
+                         [[0, 1, 2, 3, 4, 5], [0, 1, 2, 3, 4], [0, 1, 2], []])
+        # Over a corpus of sizes and scalars, exactly one variant of each config holds (aligned pointers), and every
+        # int it was compiled as divisible by 16 is (never a kernel compiled for a divisibility the call lacks).
+        ints = {3: "dim(x, 1)", 4: "dim(x, 1)", 5: "ignore_index"}
+        for n in (1000, 1024, 4096, 4097, 32000, 32001):
+            for ignore in (-100, -96, 0, 7, 16):
+                env = {"dim(x, 1)": n, "ignore_index": ignore}
+                held = [i for i, c in enumerate(d["configs"][:4])
+                        if all(ko._kernelop.eval_expr(q, {**env, **{a: 1 for a in ("aligned(x, 16)",
+                                                                                   "aligned(target, 16)",
+                                                                                   "aligned(loss, 16)")}}) != 0
+                               for q in c.get("requires", []))]
+                self.assertEqual(len(held), 1, (n, ignore, held))
+                marked = [p for p in r.compile_configs[held[0]]["divisible"] if p in ints]
+                self.assertTrue(all(env[ints[p]] % 16 == 0 for p in marked), (n, ignore, marked))
+                # ...and it is the most specialised such variant: the sizes are marked whenever they divide.
+                self.assertEqual(3 in marked, n % 16 == 0, (n, ignore))
+                self.assertEqual(5 in marked, n % 16 == 0 and ignore % 16 == 0, (n, ignore))
 
     def test_grids_and_int_arguments_are_expressions_of_the_sizes(self):
         rec = tk.recorded("kop_tt_rec")
