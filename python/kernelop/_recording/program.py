@@ -31,11 +31,15 @@ from .._symbolic import Recorder, shorten
 # computes on the host is refused by name; so is an init of a tensor after a kernel used it (kernelop initialises
 # before the op's first launch), and matmuls (out of scope: a matmul is a kernel of its own).
 
-_ALLOCATE = {"empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided"}
-_INITS = {"zeros", "zeros_like", "new_zeros", "zero_", "ones", "ones_like", "new_ones", "full", "full_like",
-          "new_full", "fill_", "clone", "copy_"}
+ALLOCATE = {"empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided"}
+# Note [initialised outputs]: ops that set every element of the tensor they make or write, and what to: a constant,
+# or the argument at this position (a fill value, a copy's source).
+FILL = {"zeros": 0, "zeros_like": 0, "new_zeros": 0, "zero_": 0, "ones": 1, "ones_like": 1, "new_ones": 1}
+FILL_ARG = {"full": 1, "full_like": 1, "new_full": 2, "fill_": 1}
+COPY_ARG = {"clone": 0, "copy_": 1}
+_INITS = set(FILL) | set(FILL_ARG) | set(COPY_ARG)
 _GLUE = {"sum", "_to_copy", "ne", "div", "clamp", "clamp_min", "clamp_max"}
-_VIEWS = {"view", "reshape", "_reshape_alias", "as_strided", "unsqueeze", "squeeze", "flatten", "alias", "expand",
+VIEWS = {"view", "reshape", "_reshape_alias", "as_strided", "unsqueeze", "squeeze", "flatten", "alias", "expand",
           "permute", "transpose", "t", "slice", "select", "detach", "contiguous", "lift_fresh", "_unsafe_view"}
 
 
@@ -150,7 +154,7 @@ def plan_program(where: str, rec: Recorder, events: List[Event], outputs: List[A
     made_by: Dict[Optional[int], Event] = {}  # storage -> the event that made it (a new tensor)
     for e in events:
         st = storage_of(e.result)
-        if st is not None and st not in made_by and e.op not in _VIEWS:
+        if st is not None and st not in made_by and e.op not in VIEWS:
             made_by[st] = e
     returned = {storage_of(o) for o in outputs}
     inputs = {storage_of(t.fake): t for t in rec.tensors}
@@ -229,7 +233,7 @@ def plan_program(where: str, rec: Recorder, events: List[Event], outputs: List[A
                              "makes it")
     for j, e in enumerate(events):  # host work on what the glue computes, after it
         hit = [g for g in program.glue if g.event < j and storage_of(g.y) in _written(e) and j not in folded]
-        if hit and e.op not in _VIEWS:
+        if hit and e.op not in VIEWS:
             raise ValueError(f"{where}: launch_fn changes what its glue computed (at {hit[0].where}) on the host "
                              f"({host_op(e.op)} at {e.where}); kernelop records the glue and the kernels only")
     # Scratch: what kernels and glue take that is none of the inputs and outputs, allocated by launch_fn.
@@ -241,7 +245,7 @@ def plan_program(where: str, rec: Recorder, events: List[Event], outputs: List[A
         if st in returned or st in inputs or any(storage_of(x) == st for x in program.scratch):
             continue
         made = made_by.get(st)
-        if made is None or not (made.op in _ALLOCATE or made.op in _INITS or st in glue_results):
+        if made is None or not (made.op in ALLOCATE or made.op in _INITS or st in glue_results):
             what = f"{host_op(made.op)}, at {made.where}" if made is not None else "host code kernelop did not see"
             raise ValueError(f"{where}: {user} is given a tensor computed on the host ({what}); kernelop records "
                              "what kernels compute, scratch launch_fn allocates (torch.empty, zeros, full) and its "

@@ -15,7 +15,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .._spec import Fill
 from .._symbolic import BoolProbe, FloatProbe, Recorder, Unexpressible, shape_exprs, shorten, user_location
 from .interception import NestedRecording
-from .program import GLUE_WORDS, Event, host_op
+from .program import ALLOCATE, COPY_ARG, FILL, FILL_ARG, GLUE_WORDS, VIEWS, Event, host_op
 
 Input = Tuple[str, str, Any]
 """A parameter of launch_fn: (name, "tensor" | "float" | "int" | "bool", default or inspect.Parameter.empty)."""
@@ -143,12 +143,6 @@ class HostOps(TorchDispatchMode):
     launch (Note [initialised outputs]); any other host work on an output, and any on an input, would change the
     result: refused."""
 
-    _ALLOCATE = {"empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided"}
-    # Note [initialised outputs]: ops that set every element of the tensor they make or write, and what to: a
-    # constant, or the argument at this position (a fill value, a copy's source).
-    _FILL = {"zeros": 0, "zeros_like": 0, "new_zeros": 0, "zero_": 0, "ones": 1, "ones_like": 1, "new_ones": 1}
-    _FILL_ARG = {"full": 1, "full_like": 1, "new_full": 2, "fill_": 1}
-    _COPY_ARG = {"clone": 0, "copy_": 1}
 
     def __init__(self, launches: Optional[List[Any]] = None) -> None:
         super().__init__()
@@ -188,7 +182,7 @@ class HostOps(TorchDispatchMode):
         None: uninitialised). `glued`: the storages glue launches write (Note [recorded programs]), whose making is
         no host work; the outputs after the first `returned` are scratch."""
         for t in rec.tensors:  # a view of an input (x.view(-1, h), reshape, transpose) is shape algebra
-            ops = [op for op, _, _ in self.ops.get(t.fake.untyped_storage()._cdata, []) if op not in _VIEWS]
+            ops = [op for op, _, _ in self.ops.get(t.fake.untyped_storage()._cdata, []) if op not in VIEWS]
             if ops:
                 raise ValueError(f"{where}: launch_fn writes input '{t.name}' on the host (aten.{ops[0]}); kernelop "
                                  "runs the kernel alone")
@@ -202,14 +196,14 @@ class HostOps(TorchDispatchMode):
         init: Optional[Dict[str, Any]] = None
         inputs = {id(t.fake): t for t in rec.tensors}
         for op, args, target in self.ops.get(o.untyped_storage()._cdata, []):
-            if op in _VIEWS or op in self._ALLOCATE:
+            if op in VIEWS or op in ALLOCATE:
                 continue
             whole = target is None or target is o
-            if whole and op in self._FILL:
-                init = Fill(self._FILL[op])._json()
+            if whole and op in FILL:
+                init = Fill(FILL[op])._json()
                 continue
-            if whole and op in self._FILL_ARG and len(args) > self._FILL_ARG[op]:
-                value = args[self._FILL_ARG[op]]
+            if whole and op in FILL_ARG and len(args) > FILL_ARG[op]:
+                value = args[FILL_ARG[op]]
                 # A float scalar input reaches aten as its probe's value (Recorder.add_scalar), an int one as a SymInt.
                 probes = {float(s.fake): s.name for s in rec.scalars if isinstance(s.fake, FloatProbe)}
                 probe = probes.get(value) if isinstance(value, float) else None
@@ -220,8 +214,8 @@ class HostOps(TorchDispatchMode):
                 raise ValueError(f"{where}: {i} is filled (aten.{op}) with {what}, which is not a constant; "
                                  "kernelop fills outputs with constants before the launch: compute a value that "
                                  "depends on the inputs in the kernel")
-            if whole and op in self._COPY_ARG and len(args) > self._COPY_ARG[op]:
-                source = inputs.get(id(args[self._COPY_ARG[op]]))
+            if whole and op in COPY_ARG and len(args) > COPY_ARG[op]:
+                source = inputs.get(id(args[COPY_ARG[op]]))
                 # Compared as text: comparing symbolic sizes would add a guard to the recording.
                 if source is not None and source.fake.dtype == o.dtype and \
                         [str(d) for d in source.fake.shape] == [str(d) for d in o.shape]:
@@ -235,10 +229,6 @@ class HostOps(TorchDispatchMode):
                              f"an input (clone) before the launch, or computes it with its glue ({GLUE_WORDS}); it "
                              "runs nothing else on the host")
         return init
-
-
-_VIEWS = {"view", "reshape", "_reshape_alias", "as_strided", "unsqueeze", "squeeze", "flatten", "alias", "expand",
-          "permute", "transpose", "t", "slice", "select", "detach", "contiguous", "lift_fresh"}
 
 
 def outputs_of(where: str, result: Any, rec: Recorder) -> Tuple[List[Any], List[str]]:
