@@ -6,7 +6,7 @@ bench/liger_bench.py times them.
 - RMSNorm: ``rms_norm_forward`` / ``rms_norm_backward``, unchanged. The backward's per-SM partials of dW are the op's
   scratch and ``_dW.sum(dim=0).to(W.dtype)`` a launch of kernelop's own sum kernel.
 - SwiGLU: ``swiglu_forward`` / ``swiglu_backward``, unchanged; the backward gives Liger's function copies of ``a``
-  and ``b``, which it writes over.
+  and ``b``, which it writes over (no copy when nothing else holds them: docs/autograd.md, donated inputs).
 - Cross entropy: ``cross_entropy_forward`` / ``cross_entropy_backward`` line for line, for a mean loss, with the
   deviations their docstrings give (no ``.item()`` host sync: the count of kept rows stays on the device).
 
@@ -63,7 +63,8 @@ def swiglu_fwd(a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0) -
 
 
 def swiglu_bwd(a: torch.Tensor, b: torch.Tensor, grad_c_ptr: torch.Tensor, gate_multiplier: float = 1.0):
-    """Liger's swiglu_backward writes the gradients over a and b; it gets copies, so the saved a and b stay."""
+    """Liger's swiglu_backward writes the gradients over a and b; it gets copies, so the saved a and b stay (the
+    copies are a's and b's own buffers when nothing else can see them: docs/autograd.md, donated inputs)."""
     return _ops("swiglu").swiglu_backward(a.clone(), b.clone(), grad_c_ptr, gate_multiplier)
 
 
@@ -114,7 +115,8 @@ def ce_bwd(grad_loss: torch.Tensor, grad: torch.Tensor, n_non_ignore: torch.Tens
     grad_output. Deviations: ``torch.equal(grad_output, 1.0)`` (a host sync that skips the scaling) is left out; the
     scale is grad_output / n_non_ignore (the forward's deferred mean, glue before the kernel; a count of 0 divides
     as 1, so a batch with every target ignored gets a zero gradient, as torch's, not 0 * inf); and it scales a copy
-    (autograd's saved gradient stays intact)."""
+    (autograd's saved gradient stays intact; the copy is the saved gradient's own buffer when the caller dropped the
+    forward's ``grad`` output: docs/autograd.md, donated inputs)."""
     import triton
     ce = _ops("cross_entropy")
     grad_output = grad_loss / n_non_ignore.clamp(min=1)

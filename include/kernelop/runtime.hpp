@@ -165,6 +165,14 @@ class KernelOp {
   /// in place) and with KERNELOP_LAUNCH_MEMO=0.
   std::uint64_t memoized_launches() const;
 
+  /// Note [donated inputs]: the tensor input whose buffer output `output` may take instead of a
+  /// copy of it, or -1. Such an output is initialised as a clone of the input (spec "init"
+  /// {"clone"}), and no kernel of the op reads that input, the op does not write it and no other
+  /// output clones it: a caller that knows nothing else can see the input's buffer (the PyTorch
+  /// adapter: a tensor only the call holds, e.g. a tensor autograd saved for a backward that
+  /// will not run again) may pass it as the output, and the launch skips the copy onto itself.
+  int donatable_input(std::size_t output) const;
+
   /// Tactics (Note [tactics] in docs/tactics.md): an op with configs has one tactic per config,
   /// id = the config's index; an op without has one, id 0.
   int num_tactics() const;

@@ -61,6 +61,7 @@ struct KernelOp::State {
   std::size_t memo_outputs = 0;
   bool memo_pointer_bits = false;  // an expression reads aligned(): keys hold pointer bits
   bool inits_outputs = false;      // an output is filled or cloned first (output_init.cpp)
+  std::vector<int> donatable;      // per output: KernelOp::donatable_input
   std::unique_ptr<detail::TacticState> tactics = std::make_unique<detail::TacticState>();
   // Note [several launches]: the op's later launches and where their tensors and scalars come
   // from; `program` when it has those or scratch (launch_program.cpp runs it).

@@ -1,7 +1,8 @@
 // Note [initialised outputs] at launch: each filled output is a cuMemset*Async and each cloned
 // one a cuMemcpyDtoDAsync, on the launch's stream before the kernel (a CUDA graph capture records
-// them as memset and copy nodes). Each tuning run initialises its scratch outputs the same way
-// (tuner.cpp); launch_raw, which passes the caller's own arguments, initialises nothing.
+// them as memset and copy nodes); a clone whose output is its input's own buffer (a donated input,
+// KernelOp::donatable_input) copies nothing. Each tuning run initialises its scratch outputs the
+// same way (tuner.cpp); launch_raw, which passes the caller's own arguments, initialises nothing.
 #include <cstring>
 #include <string>
 
@@ -49,6 +50,8 @@ void KernelOp::State::init_outputs(const TensorPtrs& ptrs, std::span<const Tenso
       check_cuda(r, "cuMemsetAsync", "op " + p.op_name + ", output '" + name + "'");
     } else if (out.clone_slot >= 0) {
       const void* from = ptrs[static_cast<std::size_t>(out.clone_slot)];
+      // Note [donated inputs]: the output is the input's own buffer, which holds the copy already.
+      if (from == reinterpret_cast<const void*>(ptr)) continue;
       check_cuda(d.cuMemcpyDtoDAsync(ptr, reinterpret_cast<CUdeviceptr>(from),
                                      numel * dtype_size(t.dtype), s),
                  "cuMemcpyDtoDAsync", "op " + p.op_name + ", output '" + name + "'");

@@ -25,6 +25,36 @@ LaunchExprs::LaunchExprs(const OpPlan& p) {
   }
 }
 
+namespace {
+
+// Note [donated inputs] (KernelOp::donatable_input): per output, the input it may take the
+// buffer of. An input any kernel reads (the op's own or a later launch's), that the op writes,
+// or that two outputs clone, is never given away.
+std::vector<int> donatable_inputs(const OpPlan& p, const std::vector<LaunchLink>& links) {
+  std::vector<int> readers(static_cast<std::size_t>(p.num_tensor_inputs), 0);
+  auto read = [&](int slot) {
+    if (slot >= 0 && slot < p.num_tensor_inputs) ++readers[static_cast<std::size_t>(slot)];
+  };
+  for (const ArgSlot& a : p.args) {
+    if (a.kind == ArgSlot::Kind::TensorInput) read(a.index);
+  }
+  for (const LaunchLink& link : links) {
+    for (int slot : link.tensors) read(slot);
+  }
+  for (const OutputPlan& out : p.outputs) read(out.clone_slot);  // a second clone reads it too
+  std::vector<int> out(p.outputs.size(), -1);
+  for (std::size_t o = 0; o < p.outputs.size(); ++o) {
+    const int i = p.outputs[o].clone_slot;
+    if (i >= 0 && i < p.num_tensor_inputs && !p.outputs[o].scratch &&
+        !p.tensors[static_cast<std::size_t>(i)].mutated &&
+        readers[static_cast<std::size_t>(i)] == 1)
+      out[o] = i;
+  }
+  return out;
+}
+
+}  // namespace
+
 KernelOp::KernelOp(CompiledImage image, LoadOptions options) : state_(std::make_unique<State>()) {
   state_->image = std::move(image);
   state_->options = std::move(options);
@@ -110,6 +140,7 @@ KernelOp::KernelOp(CompiledImage image, LoadOptions options) : state_(std::make_
     state_->then.emplace_back(launch, state_->options);
   }
   state_->program = !state_->then.empty() || p.num_results() != p.outputs.size();
+  state_->donatable = donatable_inputs(p, state_->then_links);
   for (const LaunchStep& step : p.spec.then) state_->before += step.before;
   // Raw launches (no geometry) choose their shared memory per call.
   bool dynamic_shared = !p.geometry || !(p.geometry->shared_mem.is_const() &&
@@ -175,6 +206,10 @@ void KernelOp::check_arguments(std::span<const TensorView> inputs,
                                std::span<const ScalarArg> scalars) const {
   Frame f;
   detail::check_arguments(plan(), inputs, scalars, f);
+}
+
+int KernelOp::donatable_input(std::size_t output) const {
+  return output < state_->donatable.size() ? state_->donatable[output] : -1;
 }
 
 std::uint64_t KernelOp::memoized_launches() const {

@@ -545,6 +545,64 @@ TEST(InitialisedOutputs, FillsAndClonesComeBeforeEveryLaunch) {
   EXPECT_EQ(std::string(fake().memory_ops()), "");
 }
 
+// Note [donated inputs]: an output cloned from an input no kernel reads may be given that input's
+// own buffer; the clone onto itself then copies nothing, on the full path and from the memo. An
+// input a kernel reads, one the op writes, or one two outputs clone is never donatable.
+TEST(DonatedInputs, AnOutputGivenItsCloneSourcesBufferCopiesNothing) {
+  ASSERT_TRUE(fake().ok());
+  auto op_of = [](const char* outputs, const char* params,
+                  const char* inputs = R"j([{"name": "x", "dtype": "float32"}])j") {
+    std::string spec = std::string(R"json({
+      "op": "donate_test::inc",
+      "kernel_name": "inc",
+      "kernel_source": "__global__ void inc(float* y, int n) {}\n__global__ void two(float* y, float* z, int n) {}\n__global__ void reads(const float* x, float* y, int n) {}\n",
+      "inputs": )json") +
+                       inputs + R"json(,
+      "outputs": )json" +
+                       outputs + R"json(,
+      "params": )json" +
+                       params + R"json(,
+      "geometry": {"custom": {"grid": ["cdiv(numel(x), 128)"], "block": [128]}}
+    })json";
+    return spec;
+  };
+  std::string spec =
+      op_of(R"j([{"name": "y", "shape": {"same_as": "x"}, "init": {"clone": "x"}}])j",
+            R"j(["y", {"expr": "numel(x)"}])j");
+  KernelOp op(compile_for_test(parse_op_json(spec, ".")));
+  EXPECT_EQ(op.donatable_input(0), 0);
+  EXPECT_EQ(op.donatable_input(1), -1);      // no such output
+  for (int round = 0; round < 2; ++round) {  // the full path, then the memo
+    Call given;
+    given.inputs = {tensor(0x100000, DType::Float32, Shape{4, 8})};
+    given.outputs = {tensor(0x100000, DType::Float32, Shape{4, 8})};
+    std::string launched = outcome(op, given);
+    EXPECT_NE(launched.find("inc"), std::string::npos) << launched;
+    EXPECT_EQ(std::string(fake().memory_ops()), "") << round;
+  }
+  EXPECT_GT(op.memoized_launches(), 0u);
+  Call apart;
+  apart.inputs = {tensor(0x100000, DType::Float32, Shape{4, 8})};
+  apart.outputs = {tensor(0x300000, DType::Float32, Shape{4, 8})};
+  outcome(op, apart);
+  EXPECT_EQ(std::string(fake().memory_ops()), "copy 0x300000 <- 0x100000 bytes=128\n");
+
+  // The kernel reads x as well: its buffer must stay as it is.
+  std::string reads =
+      op_of(R"j([{"name": "y", "shape": {"same_as": "x"}, "init": {"clone": "x"}}])j",
+            R"j(["x", "y", {"expr": "numel(x)"}])j");
+  reads.replace(reads.find(R"j("kernel_name": "inc")j"), 20, R"j("kernel_name": "reads")j");
+  EXPECT_EQ(KernelOp(compile_for_test(parse_op_json(reads, "."))).donatable_input(0), -1);
+  // Two outputs start as copies of x: neither may take it.
+  std::string two = op_of(R"j([{"name": "y", "shape": {"same_as": "x"}, "init": {"clone": "x"}},
+                               {"name": "z", "shape": {"same_as": "x"}, "init": {"clone": "x"}}])j",
+                          R"j(["y", "z", {"expr": "numel(x)"}])j");
+  two.replace(two.find(R"j("kernel_name": "inc")j"), 20, R"j("kernel_name": "two")j");
+  KernelOp both(compile_for_test(parse_op_json(two, ".")));
+  EXPECT_EQ(both.donatable_input(0), -1);
+  EXPECT_EQ(both.donatable_input(1), -1);
+}
+
 // Note [initialised outputs] when tuning: every tuning run (warm-up, timed queue, the queue's
 // captured graph) writes a scratch output (the fake driver's allocations are at 0x10000), each
 // initialised right before the kernel: one memset per launch, the caller's output's last.

@@ -380,6 +380,26 @@ def scale_mul_backward_only_x(w: torch.Tensor, grad_Y: torch.Tensor, alpha: floa
     return dx
 
 
+@triton.jit
+def mul_bwd_over_inputs(A, B, G, n, BLOCK: tl.constexpr):
+    # Liger's SwiGLU backward in miniature: the gradients are written over the saved inputs.
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    a, b, g = tl.load(A + offs, mask=m), tl.load(B + offs, mask=m), tl.load(G + offs, mask=m)
+    tl.store(A + offs, g * b, mask=m)
+    tl.store(B + offs, g * a, mask=m)
+
+
+def mul_launch(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return scale_mul_launch(a, b, 1.0)
+
+
+def mul_backward_over_copies(a: torch.Tensor, b: torch.Tensor, grad_Y: torch.Tensor):
+    a, b = a.clone(), b.clone()  # the saved a and b stay intact: the gradients go over copies
+    mul_bwd_over_inputs[(triton.cdiv(a.numel(), 256),)](a, b, grad_Y, a.numel(), BLOCK=256)
+    return a, b
+
+
 def recorded_scale_mul(op_name="kop_tt_bwd::scale_mul", differentiable=("x", "w"), bwd=scale_mul_backward_launch,
                        **kw):
     return ko.record_plugin(ko.triton(scale_mul_launch), op_name=op_name,
@@ -1915,6 +1935,53 @@ class Cuda(unittest.TestCase):
             ga, gb = torch.autograd.grad(compiled(a, b), (a, b))
             torch.testing.assert_close(ga, 0.5 * b.detach())
             torch.testing.assert_close(gb, 0.5 * a.detach())
+
+    def test_a_backward_takes_the_saved_tensors_nothing_else_holds(self):
+        # Note [donated inputs]: the backward writes its gradients over copies of the saved a and b. When the graph is
+        # not retained and nothing else holds a or b, the copies are a's and b's own buffers (no copy); otherwise they
+        # are copies, and a and b keep their values.
+        op = ko.custom_plugin(ko.triton(mul_launch), op_name="kop_tt_donate::mul",
+                              backward=ko.Backward(["a", "b"], ko.triton(mul_backward_over_copies)))
+        x = torch.randn(1000, 33, device="cuda", requires_grad=True)
+        w = torch.randn(1000, 33, device="cuda", requires_grad=True)
+        g = torch.randn(1000, 33, device="cuda")
+
+        def step(hold=False, retain=False):
+            seen = {}
+            a, b = x * 1.0, w * 1.0  # activations: only the op's graph keeps them after the forward
+            ptrs = (a.data_ptr(), b.data_ptr())
+            a.register_hook(lambda grad: seen.update(a=grad.data_ptr()))
+            b.register_hook(lambda grad: seen.update(b=grad.data_ptr()))
+            y = op(a, b)
+            kept = (a.detach().clone(), b.detach().clone())
+            held = (a, b) if hold else ()
+            del a, b
+            x.grad = w.grad = None
+            y.backward(g, retain_graph=retain)
+            torch.testing.assert_close(x.grad, g * w.detach())
+            torch.testing.assert_close(w.grad, g * x.detach())
+            return ptrs, (seen["a"], seen["b"]), held, kept, y
+
+        ptrs, grads, _, _, _ = step()
+        self.assertEqual(grads, ptrs)  # the gradients took the activations' buffers
+        ptrs, grads, held, kept, _ = step(hold=True)
+        self.assertNotEqual(grads[0], ptrs[0])
+        self.assertNotEqual(grads[1], ptrs[1])
+        torch.testing.assert_close(held[0], kept[0], rtol=0, atol=0)  # what the caller holds is intact
+        torch.testing.assert_close(held[1], kept[1], rtol=0, atol=0)
+        ptrs, grads, _, _, y = step(retain=True)
+        self.assertNotEqual(grads, ptrs)
+        x.grad = w.grad = None
+        y.backward(g)  # the retained graph's saved tensors were left intact: the same gradients again
+        torch.testing.assert_close(x.grad, g * w.detach())
+        torch.testing.assert_close(w.grad, g * x.detach())
+        # A Python call of the backward op holds its arguments: never given away.
+        a, b = torch.randn(7, 5, device="cuda"), torch.randn(7, 5, device="cuda")
+        before = (a.clone(), b.clone())
+        bwd = getattr(torch.ops.kop_tt_donate, "mul_backward")
+        bwd(a, b, torch.ones_like(a))
+        torch.testing.assert_close(a, before[0], rtol=0, atol=0)
+        torch.testing.assert_close(b, before[1], rtol=0, atol=0)
 
     def test_a_packaged_recorded_backward_trains_without_triton(self):
         with tempfile.TemporaryDirectory() as d:

@@ -34,7 +34,8 @@ struct AutogradInfo {
   std::vector<int> saved_inputs;   // forward inputs (input_order) the backward reads, in save order
   std::vector<int> saved_outputs;  // then forward outputs it reads
   std::vector<int>
-      grad_outputs;  // forward outputs whose gradients the backward reads (node inputs)
+      grad_outputs;             // forward outputs whose gradients the backward reads (node inputs)
+  std::vector<int> grad_reads;  // per node input: how many of link.sources read it
   std::size_t num_inputs = 0, num_outputs = 0;
 };
 
@@ -57,16 +58,24 @@ class KernelopBackward final : public torch::autograd::Node {
     torch::jit::Stack stack;
     stack.reserve(a.link.sources.size());
     std::shared_ptr<Node> self = shared_from_this();
+    c10::SmallVector<std::size_t, 4> unpacked;
     for (std::size_t j = 0; j < a.link.sources.size(); ++j) {
       const std::size_t k = a.slot[j];
       if (a.link.sources[j].kind == Kind::Grad) {
         // An output the loss did not use has no gradient: zeros, as autograd::Function's
-        // materialize_grads gives.
-        stack.emplace_back(grads[k].defined() ? grads[k] : input_metadata(k).zeros_like());
+        // materialize_grads gives. A gradient read once is moved (Note [donated inputs]).
+        if (!grads[k].defined()) {
+          stack.emplace_back(input_metadata(k).zeros_like());
+        } else if (a.grad_reads[k] == 1) {
+          stack.emplace_back(std::move(grads[k]));
+        } else {
+          stack.emplace_back(grads[k]);
+        }
       } else if (saved_[k].is_scalar) {
         stack.push_back(saved_[k].scalar);
       } else {
         stack.emplace_back(saved_[k].tensor.unpack(self));
+        unpacked.push_back(k);
       }
     }
     std::optional<CallScope> scope;
@@ -77,6 +86,12 @@ class KernelopBackward final : public torch::autograd::Node {
                   " is no longer registered (unregistered while a graph that needs it was "
                   "alive); run backward before unregistering the op");
     }
+    // Note [donated inputs]: a graph that will not run again (no retain_graph) lets go of its
+    // saved tensors before the backward op runs rather than after, so that a tensor nothing else
+    // holds is the call's alone and may become the buffer of an output that starts as its copy.
+    if (releasing_) {
+      for (std::size_t k : unpacked) saved_[k].tensor.reset_data();
+    }
     a.backward_handle->callBoxed(stack);
     TORCH_CHECK(stack.size() == a.link.grad_of.size(), "op ", a.op_name, ": its backward ",
                 a.backward->op.plan().op_name, " returned ", stack.size(), " value(s); expected ",
@@ -86,6 +101,10 @@ class KernelopBackward final : public torch::autograd::Node {
       out[static_cast<std::size_t>(a.link.grad_of[j])] = stack[j].toTensor();
     return out;
   }
+
+  // The engine's notice, before apply(), that the graph is not retained (release_variables()
+  // follows apply()).
+  void will_release_variables() override { releasing_ = true; }
 
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -98,6 +117,7 @@ class KernelopBackward final : public torch::autograd::Node {
 
  private:
   std::shared_ptr<const AutogradInfo> info_;
+  bool releasing_ = false;
 };
 
 // Enters a call of `state` into `scope` (Note [registration lifetime]), as a torch error when it
@@ -263,6 +283,10 @@ torch::CppFunction make_autograd_kernel(Registration::State* state, const OpPlan
         info->slot.push_back(position(info->grad_outputs, s.index));
         break;
     }
+  }
+  info->grad_reads.assign(info->grad_outputs.size(), 0);
+  for (std::size_t j = 0; j < info->link.sources.size(); ++j) {
+    if (info->link.sources[j].kind == Kind::Grad) ++info->grad_reads[info->slot[j]];
   }
   info->backward = std::move(backward_state);
   return torch::CppFunction::makeFromBoxedFunctor(std::make_unique<AutogradKernel>(state, info));

@@ -8,8 +8,10 @@
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/util/SmallVector.h>
+#include <torch/csrc/autograd/variable.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -78,7 +80,8 @@ namespace {
 // The tensor and scalar arguments of one call, read off the dispatcher's stack.
 struct Call {
   const OpPlan& plan;
-  c10::SmallVector<at::Tensor, 8> tensors;  // tensor inputs (contiguous where needed)
+  c10::SmallVector<at::Tensor, 8> tensors;             // tensor inputs (contiguous where needed)
+  c10::SmallVector<const c10::TensorImpl*, 8> passed;  // each as the stack holds it
   c10::SmallVector<ScalarArg, 8> scalars;
   // Integer scalars as the Meta kernel evaluates them: a SymInt scalar stays symbolic (its
   // ScalarArg then holds a placeholder 0, which the checks that need no value accept).
@@ -94,6 +97,7 @@ struct Call {
         TORCH_CHECK_TYPE(v.isTensor() && v.toTensor().defined(), "op ", p.op_name, ": input '",
                          name, "' must be a tensor");
         at::Tensor t = v.toTensor();
+        passed.push_back(t.unsafeGetTensorImpl());
         // Documented: an input the kernel takes with its strides is passed as it is. Other
         // inputs the kernel only reads are made contiguous; one it writes cannot be. That is
         // knowable on meta tensors too, so the Meta kernel refuses it as the CUDA one does (a
@@ -185,6 +189,42 @@ void push_outputs(torch::jit::Stack* stack, std::size_t n_args,
   for (auto& t : outputs) torch::jit::push(*stack, std::move(t));
 }
 
+// Note [donated inputs] (KernelOp::donatable_input): tensor input `i`'s buffer as output `o`,
+// when only this call can see it: no reference to the tensor but the dispatcher's stack entry and
+// the call's own (its own alone for a contiguous copy made here) and a Python wrapper that only
+// the tensor keeps (PyTorch preserves a wrapper while C++ holds the tensor; no Python name or
+// container reaches it), no other tensor or weak reference on its storage, memory from the CUDA
+// caching allocator (not a from_blob / DLPack buffer another library may still read), and the
+// output's dtype and shape. Typically a tensor autograd saved for the backward of a graph that is
+// not retained (autograd.cpp) that the caller dropped. Undefined when not.
+c10::Allocator* cuda_allocator() {  // the one at::empty allocates CUDA tensors with
+  static c10::Allocator* const allocator =
+      at::empty({0}, at::TensorOptions().device(c10::kCUDA)).storage().allocator();
+  return allocator;
+}
+
+at::Tensor donated(const KernelOp& op, const Call& call, std::size_t o, DType dtype,
+                   const Shape& shape) {
+  const int i = op.donatable_input(o);
+  if (i < 0) return {};
+  const at::Tensor& t = call.tensors[static_cast<std::size_t>(i)];
+  const c10::Storage& storage = t.storage();
+  const std::size_t holders =
+      t.unsafeGetTensorImpl() == call.passed[static_cast<std::size_t>(i)] ? 2 : 1;
+  // PyTorch's own rule for a tensor it may steal (AccumulateGrad's): the references expected, and
+  // one more for a Python wrapper nothing but the tensor itself holds.
+  if (!torch::autograd::impl::is_tensor_stealable(t, holders) || storage.use_count() != 1 ||
+      storage.getWeakStorageImpl().weak_use_count() != 2 ||  // this one and the strong group's
+      storage.allocator() != cuda_allocator() || !t.is_contiguous() ||
+      to_torch(dtype) != t.scalar_type() ||
+      !std::equal(shape.begin(), shape.end(), t.sizes().begin(), t.sizes().end()))
+    return {};
+  // A tensor of its own on the storage: none of the input's autograd history or version.
+  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(storage), t.key_set(), t.dtype());
+  impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  return at::Tensor(std::move(impl));
+}
+
 // The outputs of one call, allocated through the caching allocator, and their views.
 struct Outputs {
   c10::SmallVector<at::Tensor, 4> tensors;
@@ -226,9 +266,12 @@ class CudaKernel final : public c10::OperatorKernel {
         op.launch(in, sc, std::span<const TensorView>(out.views.data(), out.views.size()), stream);
       } else {
         // The shapes the launch's checks compute, evaluated once (Note [launch path]).
-        auto allocate = [&](std::size_t, DType dtype, const Shape& shape) {
-          out.add(at::empty(c10::IntArrayRef(shape.begin(), shape.end()),
-                            at::TensorOptions().dtype(to_torch(dtype)).device(device)),
+        auto allocate = [&](std::size_t o, DType dtype, const Shape& shape) {
+          at::Tensor given = donated(op, call, o, dtype, shape);
+          out.add(given.defined()
+                      ? std::move(given)
+                      : at::empty(c10::IntArrayRef(shape.begin(), shape.end()),
+                                  at::TensorOptions().dtype(to_torch(dtype)).device(device)),
                   dtype, shape, device);
           return out.views.back();
         };
