@@ -29,3 +29,16 @@ def run_tests(cpu, gpu, cuda):
     suite = unittest.TestSuite(unittest.defaultTestLoader.loadTestsFromTestCase(c) for c in classes)
     result = unittest.TextTestRunner(verbosity=2).run(suite)
     sys.exit(0 if result.wasSuccessful() else 1)
+
+
+def replay_with_new_input(call, x):
+    """Captures `call(x)` in a CUDA graph, fills `x` with new values, replays it and returns what the replay wrote:
+    an op must read its inputs, and write its outputs, at replay (not what the capture saw)."""
+    import torch
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = call(x)
+    x.copy_(torch.randn_like(x))
+    graph.replay()
+    torch.cuda.synchronize()
+    return out

@@ -25,7 +25,7 @@ import kernelop as ko
 from compile_counter import counting_inductor
 from expect import expect_error
 from isolated import run_python_without
-from kernelop_testing import run_tests
+from kernelop_testing import replay_with_new_input, run_tests
 from tactic_pins import each_tactic
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
@@ -1944,22 +1944,28 @@ class Cuda(unittest.TestCase):
                               backward=ko.Backward(["a", "b"], ko.triton(mul_backward_over_copies)))
         x = torch.randn(1000, 33, device="cuda", requires_grad=True)
         w = torch.randn(1000, 33, device="cuda", requires_grad=True)
+        c = torch.randn(1000, 33, device="cuda", requires_grad=True)
         g = torch.randn(1000, 33, device="cuda")
 
-        def step(hold=False, retain=False):
+        def step(hold=False, retain=False, also_saved=False):
             seen = {}
             a, b = x * 1.0, w * 1.0  # activations: only the op's graph keeps them after the forward
             ptrs = (a.data_ptr(), b.data_ptr())
             a.register_hook(lambda grad: seen.update(a=grad.data_ptr()))
             b.register_hook(lambda grad: seen.update(b=grad.data_ptr()))
             y = op(a, b)
+            if also_saved:  # another node saves a too; whichever backward runs first, a stays for it
+                c.grad = None
+                y = y + a * c
             kept = (a.detach().clone(), b.detach().clone())
             held = (a, b) if hold else ()
             del a, b
             x.grad = w.grad = None
             y.backward(g, retain_graph=retain)
-            torch.testing.assert_close(x.grad, g * w.detach())
+            torch.testing.assert_close(x.grad, g * (w.detach() + (c.detach() if also_saved else 0)))
             torch.testing.assert_close(w.grad, g * x.detach())
+            if also_saved:
+                torch.testing.assert_close(c.grad, g * x.detach())  # read a as the forward made it
             return ptrs, (seen["a"], seen["b"]), held, kept, y
 
         ptrs, grads, _, _, _ = step()
@@ -1969,8 +1975,10 @@ class Cuda(unittest.TestCase):
         self.assertNotEqual(grads[1], ptrs[1])
         torch.testing.assert_close(held[0], kept[0], rtol=0, atol=0)  # what the caller holds is intact
         torch.testing.assert_close(held[1], kept[1], rtol=0, atol=0)
+        step(also_saved=True)
         ptrs, grads, _, _, y = step(retain=True)
-        self.assertNotEqual(grads, ptrs)
+        self.assertNotEqual(grads[0], ptrs[0])
+        self.assertNotEqual(grads[1], ptrs[1])
         x.grad = w.grad = None
         y.backward(g)  # the retained graph's saved tensors were left intact: the same gradients again
         torch.testing.assert_close(x.grad, g * w.detach())
@@ -2234,13 +2242,7 @@ class Cuda(unittest.TestCase):
         # In a CUDA graph the scratch allocation is captured with the launch.
         x = torch.randn(256, 256, device="cuda")
         op(x)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            out = op(x)
-        x.copy_(torch.randn_like(x))
-        g.replay()
-        torch.cuda.synchronize()
-        torch.testing.assert_close(out, x * 2)
+        torch.testing.assert_close(replay_with_new_input(op, x), x * 2)
         self.assertIsNotNone(k.last_tactic)
 
     def test_packages_built_without_a_gpu_run_without_triton(self):

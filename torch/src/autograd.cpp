@@ -10,6 +10,7 @@
 #include <torch/library.h>
 
 #include <optional>
+#include <utility>
 
 #include "registration.hpp"
 
@@ -34,8 +35,7 @@ struct AutogradInfo {
   std::vector<int> saved_inputs;   // forward inputs (input_order) the backward reads, in save order
   std::vector<int> saved_outputs;  // then forward outputs it reads
   std::vector<int>
-      grad_outputs;             // forward outputs whose gradients the backward reads (node inputs)
-  std::vector<int> grad_reads;  // per node input: how many of link.sources read it
+      grad_outputs;  // forward outputs whose gradients the backward reads (node inputs)
   std::size_t num_inputs = 0, num_outputs = 0;
 };
 
@@ -55,6 +55,7 @@ class KernelopBackward final : public torch::autograd::Node {
   variable_list apply(variable_list&& grads) override {
     std::lock_guard<std::mutex> lock(mutex_);  // as generated nodes: saved variables are shared
     const AutogradInfo& a = *info_;
+    const bool releasing = std::exchange(releasing_, false);  // this run's notice only
     torch::jit::Stack stack;
     stack.reserve(a.link.sources.size());
     std::shared_ptr<Node> self = shared_from_this();
@@ -63,14 +64,9 @@ class KernelopBackward final : public torch::autograd::Node {
       const std::size_t k = a.slot[j];
       if (a.link.sources[j].kind == Kind::Grad) {
         // An output the loss did not use has no gradient: zeros, as autograd::Function's
-        // materialize_grads gives. A gradient read once is moved (Note [donated inputs]).
-        if (!grads[k].defined()) {
-          stack.emplace_back(input_metadata(k).zeros_like());
-        } else if (a.grad_reads[k] == 1) {
-          stack.emplace_back(std::move(grads[k]));
-        } else {
-          stack.emplace_back(grads[k]);
-        }
+        // materialize_grads gives. (Not moved: a gradient autograd gave several nodes may still
+        // be read on another stream, which no reference count shows.)
+        stack.emplace_back(grads[k].defined() ? grads[k] : input_metadata(k).zeros_like());
       } else if (saved_[k].is_scalar) {
         stack.push_back(saved_[k].scalar);
       } else {
@@ -89,7 +85,7 @@ class KernelopBackward final : public torch::autograd::Node {
     // Note [donated inputs]: a graph that will not run again (no retain_graph) lets go of its
     // saved tensors before the backward op runs rather than after, so that a tensor nothing else
     // holds is the call's alone and may become the buffer of an output that starts as its copy.
-    if (releasing_) {
+    if (releasing) {
       for (std::size_t k : unpacked) saved_[k].tensor.reset_data();
     }
     a.backward_handle->callBoxed(stack);
@@ -283,10 +279,6 @@ torch::CppFunction make_autograd_kernel(Registration::State* state, const OpPlan
         info->slot.push_back(position(info->grad_outputs, s.index));
         break;
     }
-  }
-  info->grad_reads.assign(info->grad_outputs.size(), 0);
-  for (std::size_t j = 0; j < info->link.sources.size(); ++j) {
-    if (info->link.sources[j].kind == Kind::Grad) ++info->grad_reads[info->slot[j]];
   }
   info->backward = std::move(backward_state);
   return torch::CppFunction::makeFromBoxedFunctor(std::make_unique<AutogradKernel>(state, info));

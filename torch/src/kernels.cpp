@@ -16,6 +16,7 @@
 #include <optional>
 #include <sstream>
 
+#include "kernelop/numbers.hpp"
 #include "kernelop/shape_eval.hpp"
 #include "kernelop/spec_json.hpp"
 #include "kernelop/torch.hpp"
@@ -203,10 +204,15 @@ c10::Allocator* cuda_allocator() {  // the one at::empty allocates CUDA tensors 
   return allocator;
 }
 
+bool donation_enabled() {  // KERNELOP_DONATE=0 turns it off (docs/autograd.md), read once
+  static const bool enabled = env_flag("KERNELOP_DONATE", true);
+  return enabled;
+}
+
 at::Tensor donated(const KernelOp& op, const Call& call, std::size_t o, DType dtype,
                    const Shape& shape) {
   const int i = op.donatable_input(o);
-  if (i < 0) return {};
+  if (i < 0 || !donation_enabled()) return {};
   const at::Tensor& t = call.tensors[static_cast<std::size_t>(i)];
   const c10::Storage& storage = t.storage();
   const std::size_t holders =
@@ -215,7 +221,11 @@ at::Tensor donated(const KernelOp& op, const Call& call, std::size_t o, DType dt
   // one more for a Python wrapper nothing but the tensor itself holds.
   if (!torch::autograd::impl::is_tensor_stealable(t, holders) || storage.use_count() != 1 ||
       storage.getWeakStorageImpl().weak_use_count() != 2 ||  // this one and the strong group's
-      storage.allocator() != cuda_allocator() || !t.is_contiguous() ||
+      storage.allocator() != cuda_allocator() ||
+      // The allocator's own block: not one shared with another process (CUDA IPC replaces the
+      // deleter to keep it alive for the receiver) nor any buffer someone else frees.
+      storage.data_ptr().get_deleter() != cuda_allocator()->raw_deleter() ||
+      storage.data_ptr().get_deleter() == nullptr || !t.is_contiguous() ||
       to_torch(dtype) != t.scalar_type() ||
       !std::equal(shape.begin(), shape.end(), t.sizes().begin(), t.sizes().end()))
     return {};
