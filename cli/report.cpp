@@ -116,6 +116,12 @@ void print_plan(std::ostream& out, const OpPlan& plan) {
     if (o.fill) out << "  init fill " << o.fill->value;
     if (o.clone_slot >= 0)
       out << "  init clone of " << plan.tensors[static_cast<std::size_t>(o.clone_slot)].name;
+    // Note [returned views]: how the op returns what its launches write.
+    if (!o.permute.empty()) {
+      out << "  returned as permute(";
+      for (std::size_t k = 0; k < o.permute.size(); ++k) out << (k ? ", " : "") << o.permute[k];
+      out << ")";
+    }
     out << "\n";
   }
   // Note [several launches]: what runs after the op's kernel, in order.

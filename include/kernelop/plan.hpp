@@ -67,6 +67,9 @@ struct OutputPlan {
   /// A workspace of the op's launches (OutputDecl::scratch): allocated by the launch, never
   /// returned. Scratch outputs come after the op's results.
   bool scratch = false;
+  /// Note [returned views] (OutputDecl::permute): the op returns the output as this permutation
+  /// of the tensor its launches write; empty: as written.
+  std::vector<int> permute;
   bool operator==(const OutputPlan&) const = default;
 };
 

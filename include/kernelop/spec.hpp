@@ -151,6 +151,11 @@ struct OutputDecl {
   /// Note [several launches]: a workspace of the op's launches, allocated by kernelop for the
   /// call (stream-ordered) and never returned; not in the schema. Declared after the outputs.
   bool scratch = false;
+  /// Note [returned views]: the op returns this output as `output.permute(permute)`, a view in
+  /// which dim k is dim permute[k] of the tensor its launches write (contiguous, of the declared
+  /// shape); empty: as written. Liger's RoPE writes (batch, seq, heads, dim) and returns
+  /// (batch, heads, seq, dim): "permute": [0, 2, 1, 3].
+  std::vector<std::int64_t> permute{};
   bool operator==(const OutputDecl&) const = default;
 };
 

@@ -202,6 +202,9 @@ class OutputDecl:
     init: Optional[Union[Fill, Clone]] = None
     # A workspace of the op's launches (docs/spec-format.md 4.1): allocated by kernelop per call, never returned.
     scratch: bool = False
+    # Note [returned views]: the op returns the output as output.permute(permute) (dim k is dim permute[k] of the
+    # contiguous tensor of `shape` its launches write); None: as written.
+    permute: Optional[Sequence[int]] = None
 
     def _json(self) -> Dict[str, Any]:
         if isinstance(self.shape, (SameAs, ReduceDims)):
@@ -224,6 +227,11 @@ class OutputDecl:
             out["init"] = self.init._json()
         if _bool(self.scratch, f"OutputDecl {_r(self.name)}.scratch"):
             out["scratch"] = True
+        if self.permute is not None:
+            if not isinstance(self.permute, (list, tuple)) or not all(type(d) is int for d in self.permute):
+                raise TypeError(f"OutputDecl {_r(self.name)}: permute must be a list of ints, got "
+                                f"{repr(self.permute)[:60]}")
+            out["permute"] = list(self.permute)
         return out
 
 

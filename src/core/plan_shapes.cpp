@@ -217,6 +217,7 @@ void Deriver::derive_outputs() {
                  *decl.init);
     }
     out.scratch = decl.scratch;
+    out.permute.assign(decl.permute.begin(), decl.permute.end());
     plan_.outputs.push_back(std::move(out));
   }
 }

@@ -115,7 +115,7 @@ ShapeRel SpecReader::read_shape(const Json& j, const std::string& path) const {
 }
 
 OutputDecl SpecReader::read_output(const Json& j, const std::string& path) const {
-  expect_keys(j, path, {"name", "shape", "dtype_from", "dtype", "init", "scratch"});
+  expect_keys(j, path, {"name", "shape", "dtype_from", "dtype", "init", "scratch", "permute"});
   OutputDecl o;
   o.name = get_string(j.value("name", Json()), join(path, "name"));
   if (!j.contains("shape")) KERNELOP_RAISE(error(join(path, "shape"))) << "missing";
@@ -125,6 +125,14 @@ OutputDecl SpecReader::read_output(const Json& j, const std::string& path) const
   if (j.contains("dtype")) o.dtype = get_dtype_decl(j["dtype"], join(path, "dtype"));
   if (j.contains("init")) o.init = read_output_init(j["init"], join(path, "init"));
   if (j.contains("scratch")) o.scratch = get_bool(j["scratch"], join(path, "scratch"));
+  if (j.contains("permute")) {
+    o.permute = get_ints(j["permute"], join(path, "permute"));
+    if (o.permute.empty()) {
+      KERNELOP_RAISE(error(join(path, "permute")))
+          << "is empty; expected a permutation of the output's dims (leave it out to return the "
+             "output as its launches write it)";
+    }
+  }
   return o;
 }
 

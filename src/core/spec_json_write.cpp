@@ -117,6 +117,7 @@ Json write_spec(const KernelSpec& s, const JsonWriteOptions& options, Json root)
       if (o.dtype_from) j["dtype_from"] = *o.dtype_from;
       if (o.dtype) j["dtype"] = dtype_json(*o.dtype);
       if (o.scratch) j["scratch"] = true;
+      if (!o.permute.empty()) j["permute"] = o.permute;
       if (o.init) {
         std::visit(Overloaded{
                        [&](const FillInit& f) {

@@ -381,6 +381,42 @@ void Validator::check_outputs() {
     if (out.dtype_from) check_tensor_input_name(*out.dtype_from, path + ".dtype_from");
     check_dtype_decl(out.dtype, path + ".dtype");
     if (out.init) check_output_init(out, path);
+    if (!out.permute.empty()) check_output_permute(out, path);
+  }
+}
+
+// Note [returned views]: a permutation of the dims of an output of known rank that the op
+// returns (a scratch tensor is never returned; a meta_fn shapes its outputs itself).
+void Validator::check_output_permute(const OutputDecl& out, const std::string& path) {
+  const std::string where = path + ".permute";
+  if (out.scratch) {
+    KERNELOP_RAISE(fail_at(where)) << "'" << out.name
+                                   << "' is scratch, which the op never returns; a permute "
+                                      "tells how the op returns an output";
+  }
+  if (options_.has_meta_fn) {
+    KERNELOP_RAISE(fail_at(where)) << "the op's meta_fn shapes its outputs; a permute needs the "
+                                      "output's shape in the spec";
+  }
+  const auto* dims = std::get_if<ShapeExprs>(&out.shape);
+  if (!dims) {
+    KERNELOP_RAISE(fail_at(where))
+        << "needs the output's rank: give '" << out.name << "' its shape as a list of expressions";
+  }
+  const std::size_t rank = dims->dims.size();
+  std::vector<bool> seen(rank, false);
+  bool ok = out.permute.size() == rank;
+  for (std::size_t k = 0; ok && k < out.permute.size(); ++k) {
+    const std::int64_t d = out.permute[k];
+    ok = d >= 0 && static_cast<std::size_t>(d) < rank && !seen[static_cast<std::size_t>(d)];
+    if (ok) seen[static_cast<std::size_t>(d)] = true;
+  }
+  if (!ok) {
+    std::ostringstream found;
+    for (std::size_t k = 0; k < out.permute.size(); ++k) found << (k ? ", " : "") << out.permute[k];
+    KERNELOP_RAISE(fail_at(where))
+        << "expected a permutation of the " << rank << " dims of '" << out.name << "' (each of 0.."
+        << (rank ? rank - 1 : 0) << " once), found [" << found.str() << "]";
   }
 }
 

@@ -70,6 +70,7 @@ class Validator {
   void check_outputs();
   void check_output_shape(const ShapeRel& shape, const std::string& path, bool scratch);
   void check_output_init(const OutputDecl& out, const std::string& path);
+  void check_output_permute(const OutputDecl& out, const std::string& path);
   // validate_exprs.cpp: expressions and axis lists.
   // Checks every leaf of an expression: tensors must be known (inputs, and outputs for launch
   // values), scalars must be integer scalar inputs, and the leaf must be readable where it is.

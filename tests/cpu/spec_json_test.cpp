@@ -636,7 +636,7 @@ TEST(SpecJsonTest, UnknownNestedField) {
       Doc().set("outputs", R"([{"name": "y", "shape": {"same_as": "x"}, "dtype_form": "x"}])"),
       ErrorKind::Spec,
       "t.json: outputs[0].dtype_form: unknown field (known fields: name, shape, dtype_from, "
-      "dtype, init, scratch)");
+      "dtype, init, scratch, permute)");
   expect_parse_error(
       Doc().set("outputs", R"([{"name": "y", "shape": {"same_as": "x", "dimz": [0]}}])"),
       ErrorKind::Spec,
@@ -991,6 +991,50 @@ TEST(OutputInitTest, FillsAndClonesReadPrintAndRoundTrip) {
   EXPECT_EQ(p.outputs[5].clone_slot, p.tensor_slot("x"));
   EXPECT_FALSE(p.outputs[6].fill.has_value());
   EXPECT_EQ(p.outputs[6].clone_slot, -1);
+}
+
+// Note [returned views]: an output the op returns as a permutation of what its launches write.
+TEST(ReturnedViewTest, APermuteReadsPrintsRoundTripsAndReachesThePlan) {
+  OpDecl d = parse(Doc().set("outputs", R"J([
+      {"name": "y", "shape": ["dim(x, 0)", "dim(x, 0) + 1", "3"], "permute": [0, 2, 1]},
+      {"name": "z", "shape": {"same_as": "x"}}])J"));
+  EXPECT_EQ((*d.spec.outputs)[0].permute, (std::vector<std::int64_t>{0, 2, 1}));
+  EXPECT_TRUE((*d.spec.outputs)[1].permute.empty());
+  EXPECT_NO_THROW(validate(d));
+  expect_round_trip(d);
+  std::string text = print_op_json(d);
+  EXPECT_NE(text.find(R"("permute": [)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("permute", text.find(R"("name": "z")")), std::string::npos) << text;
+  OpPlan p = derive_plan(d);
+  EXPECT_EQ(p.outputs[0].permute, (std::vector<int>{0, 2, 1}));
+  EXPECT_TRUE(p.outputs[1].permute.empty());
+}
+
+TEST(ReturnedViewTest, APermuteThatIsNoPermutationOfTheOutputsDimsIsRefusedByName) {
+  auto invalid = [](const std::string& outputs, const std::string& want) {
+    SCOPED_TRACE(outputs);
+    OpDecl d = parse(Doc().set("outputs", outputs));
+    expect_error([&] { validate(d); }, ErrorKind::Spec, want);
+  };
+  const std::string y = R"J({"name": "y", "shape": ["dim(x, 0)", "2", "3"], "permute": )J";
+  invalid("[" + y + "[0, 1]}]",
+          "op test::relu: outputs[0].permute: expected a permutation of the 3 dims of 'y' (each "
+          "of 0..2 once), found [0, 1]");
+  invalid("[" + y + "[0, 1, 1]}]", "found [0, 1, 1]");
+  invalid("[" + y + "[0, 1, 3]}]", "found [0, 1, 3]");
+  invalid("[" + y + "[-1, 0, 1]}]", "found [-1, 0, 1]");
+  expect_parse_error(Doc().set("outputs", "[" + y + "[]}]"), ErrorKind::Spec,
+                     "outputs[0].permute: is empty; expected a permutation of the output's dims");
+  invalid(R"J([{"name": "y", "shape": {"same_as": "x"}, "permute": [1, 0]}])J",
+          "outputs[0].permute: needs the output's rank: give 'y' its shape as a list of "
+          "expressions");
+  invalid(R"J([{"name": "y", "shape": {"same_as": "x"}},
+               {"name": "s", "shape": ["2", "3"], "scratch": true, "permute": [1, 0]}])J",
+          "outputs[1].permute: 's' is scratch, which the op never returns");
+  expect_parse_error(Doc().set("outputs", R"J([{"name": "y", "shape": ["2"], "permute": "0"}])J"),
+                     ErrorKind::Spec, "outputs[0].permute");
+  expect_parse_error(Doc().set("outputs", R"J([{"name": "y", "shape": ["2"], "permute": [0.5]}])J"),
+                     ErrorKind::Spec, "outputs[0].permute");
 }
 
 TEST(OutputInitTest, MalformedInitsNameTheField) {

@@ -17,7 +17,7 @@ import torch
 import kernelop as ko
 from kernelop._dtypes import DTYPES
 from compile_counter import counting_inductor
-from kernelop_testing import run_tests
+from kernelop_testing import replay_with_new_input, run_tests
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 sys.path.insert(0, str(EXAMPLES))
@@ -616,6 +616,86 @@ class InitialisedOutputs(unittest.TestCase):
         torch.cuda.synchronize()
         self.assertTrue(bool((y == 1.5).all()))
         self.assertEqual(tuple(op(torch.empty(0, 3, device="cuda", dtype=torch.float64)).shape), (0, 3))
+
+
+TRANSPOSE_SOURCE = r"""
+// y (batch, seq, heads), contiguous, from x (batch, heads, seq): the op returns y.permute(0, 2, 1), which is x again.
+template <class T>
+__global__ void swap12(const T* x, long long b, long long h, long long s, T* y) {
+  const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i >= b * h * s) return;
+  const long long hh = i % h, ss = (i / h) % s, bb = i / (h * s);
+  y[i] = x[(bb * h + hh) * s + ss];
+}
+"""
+
+
+def swap12_spec(permute=(0, 2, 1)):
+    return ko.KernelSpec(
+        TRANSPOSE_SOURCE, "swap12<T>", inputs=[ko.InputDecl("x", "T")],
+        outputs=[ko.OutputDecl("y", ["dim(x, 0)", "dim(x, 2)", "dim(x, 1)"], permute=list(permute))],
+        requires=["rank(x) == 3"],
+        params=["x", ko.Expr("dim(x, 0)", int64=True), ko.Expr("dim(x, 1)", int64=True),
+                ko.Expr("dim(x, 2)", int64=True), "y"],
+        geometry=ko.Custom(grid=["cdiv(numel(x), 256)"], block=[256]),
+        type_params={"T": ["float32", "bfloat16"]})
+
+
+def swap12_op(name="kop_py_view::swap12", permute=(0, 2, 1)):
+    return ko.cuda_kernel_op(name, swap12_spec(permute), archs=ARCHS)
+
+
+class ReturnedViews(unittest.TestCase):
+    """Note [returned views]: an output the op returns as a permutation of the contiguous tensor its launches write
+    (Liger's RoPE writes (batch, seq, heads, dim) and returns (batch, heads, seq, dim)), with the view's strides
+    everywhere a shape is traced: the Meta kernel, fake tensors, export."""
+
+    def test_the_meta_kernel_gives_the_views_shape_and_strides(self):
+        op = swap12_op()
+        for b, h, s in ((2, 3, 5), (1, 4, 7), (3, 1, 1)):
+            y = op(torch.empty(b, h, s, device="meta"))
+            self.assertEqual((tuple(y.shape), y.stride()), ((b, h, s), (s * h, 1, h)), (b, h, s))
+        # Symbolic sizes: the strides are the view's, expressions of the sizes.
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.fx.experimental.symbolic_shapes import ShapeEnv
+        with FakeTensorMode(shape_env=ShapeEnv()) as mode:
+            x = mode.from_tensor(torch.empty(4, 6, 10), symbolic_context=None)
+            y = op(x)
+            self.assertEqual(tuple(y.shape), (4, 6, 10))
+            self.assertEqual(y.stride(), (60, 1, 6))
+
+    def test_a_package_keeps_the_permute(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = ko.build_package("kop_py_view_pkg::swap12", swap12_spec(), os.path.join(d, "s.kop"),
+                                    archs=["sm_90"])
+            op = ko.load_package(path)
+        y = op(torch.empty(2, 3, 5, device="meta"))
+        self.assertEqual((tuple(y.shape), y.stride()), ((2, 3, 5), (15, 1, 3)))
+
+    def test_a_permute_that_is_no_permutation_is_refused_before_registering(self):
+        for bad, want in (((0, 1), r"outputs\[0\]\.permute: expected a permutation of the 3 dims of 'y' \(each of "
+                                   r"0\.\.2 once\), found \[0, 1\]"),
+                          ((0, 2, 2), r"found \[0, 2, 2\]")):
+            with self.assertRaisesRegex(ValueError, want):
+                swap12_op("kop_py_view::bad", bad)
+            self.assertFalse(hasattr(torch.ops.kop_py_view, "bad"))
+        with self.assertRaisesRegex(TypeError, "OutputDecl 'y': permute must be a list of ints"):
+            ko.OutputDecl("y", ["2"], permute="0")._json()
+
+    @unittest.skipUnless(CUDA, "no CUDA device")
+    def test_values_strides_graphs_and_compile_on_the_gpu(self):
+        op = swap12_op()
+        for dtype in (torch.float32, torch.bfloat16):
+            for b, h, s in ((2, 3, 5), (1, 32, 1000), (4, 1, 3)):
+                x = torch.randn(b, h, s, device="cuda").to(dtype)
+                y = op(x)
+                self.assertEqual(y.stride(), (s * h, 1, h))
+                torch.testing.assert_close(y, x, rtol=0, atol=0)
+        x = torch.randn(2, 8, 33, device="cuda")
+        torch.library.opcheck(torch.ops.kop_py_view.swap12.default, (x,))
+        compiled = torch.compile(lambda t: op(t) * 2, fullgraph=True, dynamic=True)
+        torch.testing.assert_close(compiled(x), x * 2)
+        torch.testing.assert_close(replay_with_new_input(op, x), x, rtol=0, atol=0)
 
 
 @unittest.skipUnless(CUDA, "no CUDA device")

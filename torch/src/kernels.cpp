@@ -235,6 +235,22 @@ at::Tensor donated(const KernelOp& op, const Call& call, std::size_t o, DType dt
   return at::Tensor(std::move(impl));
 }
 
+// Note [returned views] (OutputDecl::permute): the sizes and strides of the view an output is
+// returned as, dim k being dim permute[k] of the contiguous tensor of `shape` the launches write.
+// Allocated so directly (empty_strided): the op returns a tensor of its own, never a view of one.
+template <class Int>
+void returned_view(const std::vector<int>& permute, const std::vector<Int>& shape,
+                   std::vector<Int>& sizes, std::vector<Int>& strides) {
+  std::vector<Int> contiguous(shape.size(), Int(1));
+  for (std::size_t j = shape.size(); j-- > 1;) contiguous[j - 1] = contiguous[j] * shape[j];
+  sizes.clear();
+  strides.clear();
+  for (int d : permute) {
+    sizes.push_back(shape[static_cast<std::size_t>(d)]);
+    strides.push_back(contiguous[static_cast<std::size_t>(d)]);
+  }
+}
+
 // The outputs of one call, allocated through the caching allocator, and their views.
 struct Outputs {
   c10::SmallVector<at::Tensor, 4> tensors;
@@ -277,12 +293,19 @@ class CudaKernel final : public c10::OperatorKernel {
       } else {
         // The shapes the launch's checks compute, evaluated once (Note [launch path]).
         auto allocate = [&](std::size_t o, DType dtype, const Shape& shape) {
-          at::Tensor given = donated(op, call, o, dtype, shape);
-          out.add(given.defined()
-                      ? std::move(given)
-                      : at::empty(c10::IntArrayRef(shape.begin(), shape.end()),
-                                  at::TensorOptions().dtype(to_torch(dtype)).device(device)),
-                  dtype, shape, device);
+          const auto options = at::TensorOptions().dtype(to_torch(dtype)).device(device);
+          const std::vector<int>& permute = p.outputs[o].permute;
+          at::Tensor t;
+          if (!permute.empty()) {  // Note [returned views]: the launches see `shape`, contiguous
+            std::vector<std::int64_t> sizes, strides;
+            returned_view(permute, std::vector<std::int64_t>(shape.begin(), shape.end()), sizes,
+                          strides);
+            t = at::empty_strided(sizes, strides, options);
+          } else {
+            t = donated(op, call, o, dtype, shape);
+            if (!t.defined()) t = at::empty(c10::IntArrayRef(shape.begin(), shape.end()), options);
+          }
+          out.add(std::move(t), dtype, shape, device);
           return out.views.back();
         };
         op.launch_allocating(in, sc, allocate, stream);
@@ -480,8 +503,14 @@ class MetaKernel final : public c10::OperatorKernel {
         const OutputPlan& out = p.outputs[o];
         std::vector<c10::SymInt> dims;
         output_dims<c10::SymInt>(p, out, sizes, dims);
-        outputs.push_back(at::empty_symint(
-            dims, at::TensorOptions().dtype(to_torch(dtypes[o])).device(c10::kMeta)));
+        const auto options = at::TensorOptions().dtype(to_torch(dtypes[o])).device(c10::kMeta);
+        if (!out.permute.empty()) {  // Note [returned views]
+          std::vector<c10::SymInt> view_sizes, view_strides;
+          returned_view(out.permute, dims, view_sizes, view_strides);
+          outputs.push_back(at::empty_strided_symint(view_sizes, view_strides, options));
+        } else {
+          outputs.push_back(at::empty_symint(dims, options));
+        }
       }
       push_outputs(stack, p.input_order.size(), outputs);
     } catch (const Error& e) {
