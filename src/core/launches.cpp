@@ -235,6 +235,10 @@ void check_launches(const OpPlan& p, const ValidateOptions& options) {
         KERNELOP_RAISE(fail_at(p, k, path + ".scratch"))
             << "the op declares its scratch; a launch writes it as an output";
       }
+      if (!o.permute.empty()) {  // Note [returned views]
+        KERNELOP_RAISE(fail_at(p, k, path + ".permute"))
+            << "the op declares how it returns its outputs; a launch writes them as they are";
+      }
     }
     for (const auto& entry : step.from) {
       const std::string& own = entry.first;

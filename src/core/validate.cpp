@@ -380,8 +380,8 @@ void Validator::check_outputs() {
     }
     if (out.dtype_from) check_tensor_input_name(*out.dtype_from, path + ".dtype_from");
     check_dtype_decl(out.dtype, path + ".dtype");
-    if (out.init) check_output_init(out, path);
     if (!out.permute.empty()) check_output_permute(out, path);
+    if (out.init) check_output_init(out, path);
   }
 }
 
@@ -397,6 +397,15 @@ void Validator::check_output_permute(const OutputDecl& out, const std::string& p
   if (options_.has_meta_fn) {
     KERNELOP_RAISE(fail_at(where)) << "the op's meta_fn shapes its outputs; a permute needs the "
                                       "output's shape in the spec";
+  }
+  if (options_.has_eager_fn) {  // its outputs are what eager_fn allocates, not the permuted view
+    KERNELOP_RAISE(fail_at(where)) << "the op's eager_fn allocates its outputs; a permute is how "
+                                      "kernelop allocates them";
+  }
+  if (out.init && std::holds_alternative<CloneInit>(*out.init)) {
+    KERNELOP_RAISE(fail_at(where)) << "'" << out.name
+                                   << "' starts as a clone of an input, which is returned as "
+                                      "it is; a permute needs a shape of its own";
   }
   const auto* dims = std::get_if<ShapeExprs>(&out.shape);
   if (!dims) {

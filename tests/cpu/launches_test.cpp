@@ -119,6 +119,10 @@ TEST(Launches, RulesAreCheckedWithTheFieldNamed) {
               {"name": "y", "shape": [1], "dtype": "float32"},
               {"name": "part")J",
        "outputs[1]: 'y' follows scratch 'part0'; declare scratch after the outputs the op returns"},
+      {R"J("outputs": [{"name": "out", "shape": [1]}])J",
+       R"J("outputs": [{"name": "out", "shape": [1], "permute": [0]}])J",
+       "then[0].outputs[0].permute: the op declares how it returns its outputs; a launch writes "
+       "them as they are"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.message);

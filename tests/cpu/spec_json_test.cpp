@@ -1031,6 +1031,19 @@ TEST(ReturnedViewTest, APermuteThatIsNoPermutationOfTheOutputsDimsIsRefusedByNam
   invalid(R"J([{"name": "y", "shape": {"same_as": "x"}},
                {"name": "s", "shape": ["2", "3"], "scratch": true, "permute": [1, 0]}])J",
           "outputs[1].permute: 's' is scratch, which the op never returns");
+  invalid(R"J([{"name": "y", "shape": ["dim(x, 0)"], "permute": [0], "init": {"clone": "x"}}])J",
+          "outputs[0].permute: 'y' starts as a clone of an input, which is returned as it is");
+  {
+    OpDecl d = parse(Doc().set("outputs", "[" + y + "[0, 2, 1]}]"));
+    ValidateOptions eager;
+    eager.has_eager_fn = true;
+    expect_error([&] { validate(d, eager); }, ErrorKind::Spec,
+                 "outputs[0].permute: the op's eager_fn allocates its outputs");
+    ValidateOptions meta;
+    meta.has_meta_fn = true;
+    expect_error([&] { validate(d, meta); }, ErrorKind::Spec,
+                 "outputs[0].permute: the op's meta_fn shapes its outputs");
+  }
   expect_parse_error(Doc().set("outputs", R"J([{"name": "y", "shape": ["2"], "permute": "0"}])J"),
                      ErrorKind::Spec, "outputs[0].permute");
   expect_parse_error(Doc().set("outputs", R"J([{"name": "y", "shape": ["2"], "permute": [0.5]}])J"),

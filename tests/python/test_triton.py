@@ -1580,6 +1580,14 @@ class Refusals(unittest.TestCase):
         msg = expect_error(self, ValueError, "passes bogus, which kernelop does not record", record, two_launches)
         self.assertIn("test_triton.py:", msg)
 
+        def transposed(x: torch.Tensor) -> torch.Tensor:  # the output as a view of what the kernel writes
+            y = torch.empty_like(x)
+            copy_kernel[(1,)](x, y, x.numel(), BLOCK=128)
+            return y.t()
+        expect_error(self, ValueError, "output 0 is not a contiguous tensor of its own; kernelop records outputs "
+                     "allocated contiguous (a spec may return one as a permutation", record, transposed,
+                     example_inputs=(torch.empty(4, 8),))
+
         def no_launch(x: torch.Tensor) -> torch.Tensor:
             return torch.empty_like(x)
         expect_error(self, ValueError, "launch_fn launched no Triton kernel", record, no_launch)

@@ -250,8 +250,9 @@ def outputs_of(where: str, result: Any, rec: Recorder) -> Tuple[List[Any], List[
             returned.append(source.name)
             continue
         if not o.is_contiguous() or o.storage_offset() != 0:
-            raise ValueError(f"{where}: output {i} is not a contiguous tensor of its own; kernelop allocates outputs "
-                             "contiguous")
+            raise ValueError(f"{where}: output {i} is not a contiguous tensor of its own; kernelop records outputs "
+                             "allocated contiguous (a spec may return one as a permutation of what its launches "
+                             "write, OutputDecl(permute=...), which launch_fn recording does not produce yet)")
         new.append(o)
     return new, returned
 
