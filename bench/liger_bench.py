@@ -1,8 +1,8 @@
 """Liger-Kernel's ops through kernelop against Liger's own autograd Functions and plain torch, side by side.
 
 The kernelop ops are registered from Liger's own host functions (examples/liger_ops.py, which
-tests/python/test_liger.py checks): cross entropy (``cross_entropy_forward`` / ``_backward`` line for line, the
-count of kept rows on the device), SwiGLU forward + backward (``swiglu_forward`` / ``swiglu_backward``, a recorded
+tests/python/test_liger.py checks): RoPE (``rope_forward`` / ``rope_backward``, unchanged), cross entropy
+(``cross_entropy_forward`` / ``_backward`` line for line, the count of kept rows on the device), SwiGLU forward + backward (``swiglu_forward`` / ``swiglu_backward``, a recorded
 backward) and RMSNorm forward and backward (``rms_norm_forward`` / ``rms_norm_backward``, whose per-SM partials of
 dW are the op's scratch and whose ``_dW.sum(dim=0).to(W.dtype)`` is a launch of kernelop's own sum kernel). A
 *step* is forward + backward (the gradients of every input); RMSNorm is timed forward alone too. Liger's Functions
@@ -138,6 +138,44 @@ def ce_rows(shape, dtype):
     return compare({"kernelop": kernelop_step, "liger": liger_step, "torch": torch_step}, iters)
 
 
+def rope_rows(shape, dtype):
+    """RoPE as a Llama attention runs it (32 query heads, 8 key-value heads of 128): q and k are transposed views of
+    (batch, seq, heads, head_dim) projections, as HF makes them, so Liger's ``q.transpose(1, 2).contiguous()`` is no
+    copy and its kernel rotates the projections in place; kernelop's op copies them first (one strided copy each,
+    its glue) and leaves them intact. The gradients arrive contiguous, as the attention's backward makes them."""
+    batch, seq, _ = shape
+    op = liger_ops.rope(dtype, "kop_liger_bench::rope", batches=(1, 2), q_heads=(32,), kv_heads=(8,),
+                        head_dims=(128,)).register()
+    from liger_kernel.ops.rope import LigerRopeFunction
+
+    def projections():
+        return (torch.randn(batch, seq, 32, 128, device="cuda", dtype=dtype, requires_grad=True),
+                torch.randn(batch, seq, 8, 128, device="cuda", dtype=dtype, requires_grad=True))
+    q0, k0 = projections()
+    lq0, lk0 = projections()  # Liger's own: it rotates them in place every step
+    freqs = torch.outer(torch.arange(seq, device="cuda", dtype=torch.float32),
+                        1e4 ** (-torch.arange(0, 128, 2, device="cuda", dtype=torch.float32) / 128))
+    angles = torch.cat((freqs, freqs), -1)
+    cos, sin = angles.cos().to(dtype), angles.sin().to(dtype)
+    gq = torch.randn(batch, 32, seq, 128, device="cuda", dtype=dtype)
+    gk = torch.randn(batch, 8, seq, 128, device="cuda", dtype=dtype)
+
+    def rotate_half(x):
+        return torch.cat((-x[..., 64:], x[..., :64]), -1)
+
+    def torch_rope(q, k):
+        return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+
+    iters = 200 if q0.numel() < 1 << 20 else 20
+    return compare({
+        "kernelop": lambda: torch.autograd.grad(op(q0.transpose(1, 2), k0.transpose(1, 2), cos, sin), (q0, k0),
+                                                (gq, gk)),
+        "liger": lambda: torch.autograd.grad(LigerRopeFunction.apply(lq0.transpose(1, 2), lk0.transpose(1, 2), cos,
+                                                                     sin), (lq0, lk0), (gq, gk)),
+        "torch": lambda: torch.autograd.grad(torch_rope(q0.transpose(1, 2), k0.transpose(1, 2)), (q0, k0),
+                                             (gq, gk))}, iters)
+
+
 def main():
     lines = [f"device: {torch.cuda.get_device_name()}  (torch {torch.__version__}, Liger-Kernel "
              f"{open(os.path.join(ROOT, '.deps', 'liger', 'VERSION')).read().strip()})",
@@ -157,6 +195,8 @@ def main():
         results.append(("rms_norm fwd+bwd", shape, rms_rows(shape, dtype, True)))
     for shape in ((4, 32000), (4096, 32000)):
         results.append(("cross_entropy fwd+bwd", shape, ce_rows(shape, dtype)))
+    for shape in ((1, 4, 4096), (2, 4096, 4096)):
+        results.append(("rope fwd+bwd", shape, rope_rows(shape, dtype)))
     for name, shape, t in results:
         row = f"{name:<22}{'x'.join(map(str, shape)):<13}"
         for i in (0, 1):
@@ -174,7 +214,8 @@ def main():
                  "kernelop's leave what anyone holds intact: SwiGLU's backward takes a and b's buffers when only its "
                  "graph holds them (activations, timed net of making them), cross entropy's forward copies the "
                  "logits, which the caller holds; its cross entropy counts the kept rows on the device (Liger's "
-                 ".item() syncs the host)")
+                 ".item() syncs the host); Liger's RoPE rotates the q and k projections it is given in place, "
+                 "kernelop's copies them first (one strided copy each) and leaves them intact")
     lines.append(f"targets: small steps <= 0.5x Liger's wall time {'met' if max(small) <= 0.5 else 'NOT met'} "
                  f"(worst {max(small):.3f}); large <= 1.02x Liger's device time "
                  f"{'met' if max(large) <= 1.02 else 'NOT met'} (worst {max(large):.3f}; against Liger*, "

@@ -7,6 +7,10 @@ bench/liger_bench.py times them.
   scratch and ``_dW.sum(dim=0).to(W.dtype)`` a launch of kernelop's own sum kernel.
 - SwiGLU: ``swiglu_forward`` / ``swiglu_backward``, unchanged; the backward gives Liger's function copies of ``a``
   and ``b``, which it writes over (no copy when nothing else holds them: docs/autograd.md, donated inputs).
+- RoPE: ``rope_forward`` / ``rope_backward``, unchanged. Their ``q.transpose(1, 2).contiguous()`` is a copy by
+  kernelop's glue (reading q with its strides: a q that is itself a transposed view is copied once), which the kernel
+  then rotates in place; the returned ``q.transpose(1, 2)`` is an output returned as a permutation (OutputDecl
+  permute). The op leaves q and k intact: Liger's rotates them in place when their transpose is contiguous.
 - Cross entropy: ``cross_entropy_forward`` / ``cross_entropy_backward`` line for line, for a mean loss, with the
   deviations their docstrings give (no ``.item()`` host sync: the count of kept rows stays on the device).
 
@@ -75,6 +79,38 @@ def swiglu(dtype=torch.float32, op_name="liger::swiglu", hidden=(4096, 11008, 14
     return ko.record_plugin(ko.triton(swiglu_fwd, specialize=list(hidden)), op_name=op_name,
                             example_inputs=(torch.empty(shape, dtype=dtype), torch.empty(shape, dtype=dtype)),
                             backward=ko.Backward(["a", "b"], ko.triton(swiglu_bwd)))  # the forward's specialize
+
+
+def rope_fwd(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    """Liger's rope_forward as LigerRopeFunction.forward calls it (no position_ids, unsqueeze_dim 1, rotary_dim from
+    cos); it returns (q, k, cos, sin) for its autograd Function to save: the op's outputs are q and k. cos and sin are
+    (seq_len, rotary_dim), shared by the batch. The asserts are what its kernel assumes (one cos and sin row per
+    position, k's batch, positions and head size q's): the op's requirements."""
+    assert cos.shape == sin.shape and cos.shape[0] == q.shape[2]
+    assert k.shape[0] == q.shape[0] and k.shape[2] == q.shape[2] and k.shape[3] == q.shape[3]
+    return _ops("rope").rope_forward(q, k, cos, sin)[:2]
+
+
+def rope_bwd(grad_q_embed: torch.Tensor, grad_k_embed: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    """Liger's rope_backward, unchanged: the gradients rotated back (cos and sin are the forward's)."""
+    return _ops("rope").rope_backward(grad_q_embed, grad_k_embed, cos, sin)
+
+
+def rope(dtype=torch.float32, op_name="liger::rope", batches=(1, 2, 4, 8), q_heads=(32,), kv_heads=(8,),
+         head_dims=(128,)):
+    """RoPE forward and backward for `dtype`: ``q_embed, k_embed = op(q, k, cos, sin)``, q (batch, q_heads, seq,
+    head_dim), k (batch, kv_heads, seq, head_dim), cos and sin (seq, head_dim). Liger's kernel takes the batch, the
+    head counts and the head size as constexprs: kernelop compiles the values listed (a model's heads and head size,
+    the batch sizes it runs)."""
+    def classes(q, k):
+        return {f"dim({q}, 0)": list(batches), f"dim({q}, -3)": list(q_heads), f"dim({k}, -3)": list(kv_heads),
+                f"dim({q}, -1)": list(head_dims)}
+    examples = (torch.empty(2, 32, 5, 128, dtype=dtype), torch.empty(2, 8, 5, 128, dtype=dtype),
+                torch.empty(5, 128, dtype=dtype), torch.empty(5, 128, dtype=dtype))
+    return ko.record_plugin(ko.triton(rope_fwd, specialize=classes("q", "k"), outputs=["q_embed", "k_embed"]),
+                            op_name=op_name, example_inputs=examples,
+                            backward=ko.Backward(["q", "k"], ko.triton(
+                                rope_bwd, specialize=classes("grad_q_embed", "grad_k_embed"))))
 
 
 def ce_fwd(_input: torch.Tensor, target: torch.Tensor, ignore_index: int = -100):

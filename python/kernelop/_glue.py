@@ -13,7 +13,7 @@ import struct
 from typing import Any, Dict, List, Sequence
 
 from ._spec import (Custom, Expr, FloatConst, InputDecl, KernelSpec, OutputDecl, ReduceDims, SameAs, ScalarInput,
-                    _dtype_name)
+                    _dtype_name, _r)
 
 # Accumulation in float for 16-bit and float types, double for double, 64-bit for integers; the result converted
 # to the output's type as PyTorch's .to() converts it (round to nearest even; integers truncate toward zero).
@@ -132,6 +132,29 @@ __global__ void kop_cast(const T* __restrict__ x, long long n, U* __restrict__ y
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
     y[i] = kop_from<U>(kop_to<A>(x[i]));
 }
+// y = x.permute(P).contiguous(): y is contiguous of sizes s[0..R), x is read with strides t[0..R) per dim of y
+// (x's strides permuted, any layout). A block copies rows of y (its last dim) with consecutive threads on
+// consecutive elements, so a permutation that keeps the last dim in place reads and writes whole rows.
+template <class T, int R>
+__global__ void kop_permute_copy(const T* __restrict__ x, long long rows, long long s0, long long s1, long long s2,
+                                 long long s3, long long s4, long long s5, long long s6, long long s7, long long t0,
+                                 long long t1, long long t2, long long t3, long long t4, long long t5, long long t6,
+                                 long long t7, T* __restrict__ y) {
+  const long long s[8] = {s0, s1, s2, s3, s4, s5, s6, s7};
+  const long long t[8] = {t0, t1, t2, t3, t4, t5, t6, t7};
+  const long long inner = s[R - 1];
+  for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
+    long long offset = 0, rest = r;
+#pragma unroll
+    for (int d = R - 2; d >= 0; --d) {
+      offset += (rest % s[d]) * t[d];
+      rest /= s[d];
+    }
+    const T* from = x + offset;
+    T* to = y + r * inner;
+    for (long long i = threadIdx.x; i < inner; i += blockDim.x) to[i] = from[i * t[R - 1]];
+  }
+}
 """
 
 # The element types the glue takes (the C++ DType table names; float8 and bool have no arithmetic here).
@@ -246,4 +269,24 @@ def clamp(dtype: Any, lo: Any = None, hi: Any = None) -> KernelSpec:
         geometry=Custom(grid=["max(min(cdiv(numel(x), 256), 65535), 1)"], block=[256]))
 
 
-__all__: List[str] = ["GLUE_DTYPES", "cast", "clamp", "count_ne", "div", "sum_all", "sum_dim"]
+def permute_copy(perm: Sequence[int], dtype: Any) -> KernelSpec:
+    """``y = x.permute(perm).contiguous()`` for an ``x`` of rank ``len(perm)`` (2 to 8) laid out any way (a
+    strided input: the copy reads it with its own strides, so one of another layout is copied once)."""
+    where = f"kernelop glue permute_copy(perm={_r(perm)})"
+    rank = len(perm) if isinstance(perm, (list, tuple)) else -1
+    if not 2 <= rank <= 8 or any(type(p) is not int for p in perm) or sorted(perm) != list(range(rank)):
+        raise ValueError(f"{where}: perm must be a permutation of 0..n-1 for a rank n in 2..8")
+    name = _dtype(dtype, where)
+    sizes = [Expr(f"dim(x, {p})", int64=True) for p in perm] + [Expr("1", int64=True)] * (8 - rank)
+    strides = [Expr(f"stride(x, {p})", int64=True) for p in perm] + [Expr("0", int64=True)] * (8 - rank)
+    rows = f"numel_except(x, {perm[-1]})"
+    params: List[Any] = ["x", Expr(rows, int64=True), *sizes, *strides, "y"]
+    return KernelSpec(
+        kernel_source=_SOURCE, kernel_name=f"kop_permute_copy<T, {rank}>", type_params={"T": [name]},
+        inputs=[InputDecl("x", "T", strided=True)],
+        outputs=[OutputDecl("y", [f"dim(x, {p})" for p in perm])],
+        requires=[f"rank(x) == {rank}"], params=params,
+        geometry=Custom(grid=[f"max(min({rows}, 1048576), 1)"], block=[128]))
+
+
+__all__: List[str] = ["GLUE_DTYPES", "cast", "clamp", "count_ne", "div", "permute_copy", "sum_all", "sum_dim"]

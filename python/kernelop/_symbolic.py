@@ -520,6 +520,10 @@ def trace_meta(where: str, inputs: Sequence[Tuple[str, str, Optional[torch.dtype
         shapes = []
         try:
             for i, o in enumerate(outs):
+                if not o.is_contiguous():  # the kernel writes its outputs contiguous (Note [returned views])
+                    return None, (f"output {i} has strides ({', '.join(str(s) for s in o.stride())}), not "
+                                  "contiguous; kernelop allocates outputs contiguous (a spec returns one as a "
+                                  "permutation with OutputDecl(permute=...))")
                 like, dims = shape_exprs(rec, o.shape, f"{where}: meta_fn output {i}")
                 shapes.append(({"same_as": like} if like else dims, o.dtype,
                                {t.name for t in rec.tensors if t.dtype == o.dtype}))

@@ -68,7 +68,7 @@ def triton(launch_fn: Callable[..., Any], configs: Optional[Sequence[Mapping[str
     (constexprs, ``num_warps``, ``num_stages``); each is a tactic kernelop tunes between. A config may carry
     ``"requires": [...]``, conditions (kernelop expressions) on the sizes it is right for. ``specialize``: the
     values to compile for when launch_fn derives a constexpr from a size (Note [size classes]): of
-    ``triton.next_power_of_2(size)`` (powers of two), or of a size passed to a constexpr as it is (any ints >= 2);
+    ``triton.next_power_of_2(size)`` (powers of two), or of a size passed to a constexpr as it is (any ints >= 1);
     or a dict of size -> such a list. ``outputs``: the names of the tensors launch_fn returns, in order (by default
     each is named after the kernel parameter it is passed to, else out0, out1, ...); a forward's backward reads them
     and their gradients by these names."""

@@ -2,6 +2,7 @@
 // thread-local message.
 #include "kernelop/c_api.h"
 
+#include <algorithm>
 #include <new>
 #include <string>
 #include <vector>
@@ -251,6 +252,23 @@ const char* kop_op_output_name(const kop_op* op, int32_t index) {
   const auto& plan = op->op.plan();
   return plan.tensors[static_cast<std::size_t>(plan.outputs[static_cast<std::size_t>(index)].slot)]
       .name.c_str();
+}
+
+int32_t kop_op_output_permute(const kop_op* op, int32_t index, int32_t* perm, int32_t capacity) {
+  if (!op || index < 0 || index >= kop_op_num_outputs(op)) {
+    bad_argument("kop_op_output_permute: op must not be NULL and index must name an output");
+    return -1;
+  }
+  const auto& permute = op->op.plan().outputs[static_cast<std::size_t>(index)].permute;
+  const auto n = static_cast<int32_t>(permute.size());
+  if (n > 0 && (!perm || capacity < n)) {
+    bad_argument("kop_op_output_permute: output " + std::to_string(index) + " is returned as a permutation of " +
+                 std::to_string(n) + " dims; perm must hold " + std::to_string(n) + ", got capacity " +
+                 std::to_string(capacity));
+    return -1;
+  }
+  std::copy(permute.begin(), permute.end(), perm);
+  return n;
 }
 
 kop_status kop_op_output_shapes(const kop_op* op, const kop_tensor* inputs, int32_t num_inputs,

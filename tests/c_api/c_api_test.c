@@ -14,6 +14,9 @@
  *   c_api_test COLSUM.kop launches|launches_gpu  the example colsum (two launches and per-SM
  *                                scratch): the scratch is no output of the ABI; with
  *                                launches_gpu, column sums of a matrix with more rows than SMs
+ *   c_api_test ROWS.kop views|views_gpu  tests/c_api/rows_as_columns.json, an output returned as
+ *                                a permutation: kop_op_output_permute and its refusals; with
+ *                                views_gpu, the launch writes the declared shape, contiguous
  *   c_api_test AXPY.kop cutedsl  the CuTe DSL example axpy (struct parameters, host-side tiling)
  *                                built likewise: every tactic's results at sizes that are not
  *                                multiples of its tile
@@ -211,6 +214,7 @@ static void check_introspection(const kop_op* op, const char* how) {
         "input names out of range are NULL");
   INTRO(kop_op_output_name(op, 1) == NULL && kop_op_output_name(op, -1) == NULL,
         "output names out of range are NULL");
+  INTRO(kop_op_output_permute(op, 0, NULL, 0) == 0, "output 0 is returned as written");
 #undef INTRO
 }
 
@@ -1127,15 +1131,67 @@ static int run_launches(const char* path, int gpu) {
   return 0;
 }
 
+static int run_views(const char* path, int gpu) {
+  enum { kRows = 3, kCols = 70 };
+  kop_op* op = NULL;
+  EXPECT_STATUS("kop_load_package (returned view)", kop_load_package(path, &op), KOP_OK, NULL);
+  int32_t perm[4] = {-1, -1, -1, -1};
+  CHECK(kop_op_output_permute(op, 0, perm, 4) == 2 && perm[0] == 1 && perm[1] == 0 && perm[2] == -1,
+        "output 0 is returned as permute(1, 0)");
+  CHECK(kop_op_output_permute(op, 0, perm, 1) == -1 && kop_last_status() == KOP_ERROR_ARGUMENT &&
+            strstr(kop_last_error(), "perm must hold 2, got capacity 1") != NULL,
+        "a perm of capacity 1 is refused, saying 2 are needed");
+  CHECK(kop_op_output_permute(op, 0, NULL, 4) == -1, "a NULL perm is refused");
+  CHECK(kop_op_output_permute(op, 1, perm, 4) == -1 && kop_op_output_permute(op, -1, perm, 4) == -1 &&
+            kop_op_output_permute(NULL, 0, perm, 4) == -1,
+        "an output out of range and a NULL op are refused");
+  int64_t shape[2] = {kRows, kCols};
+  kop_tensor in = tensor(NULL, KOP_FLOAT32, 2, shape);
+  int32_t rank = 0, dtype = -1;
+  int64_t dims[KOP_MAX_RANK];
+  EXPECT_STATUS("kop_op_output_shapes (returned view)",
+                kop_op_output_shapes(op, &in, 1, NULL, 0, &rank, dims, &dtype), KOP_OK, NULL);
+  CHECK(rank == 2 && dims[0] == kRows && dims[1] == kCols,
+        "the output's shape is the declared one, as the launch writes it");
+  if (gpu) {
+    cuda_driver cu;
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    int count = 0;
+    open_driver(&cu, lib, &count);
+    float x[kRows * kCols], y[kRows * kCols];
+    for (int i = 0; i < kRows * kCols; ++i) x[i] = (float)i;
+    CUdeviceptr dx = 0, dy = 0;
+    CU(cu.cuMemAlloc(&dx, sizeof x));
+    CU(cu.cuMemAlloc(&dy, sizeof y));
+    CU(cu.cuMemcpyHtoD(dx, x, sizeof x));
+    in = tensor((void*)(uintptr_t)dx, KOP_FLOAT32, 2, shape);
+    kop_tensor out = tensor((void*)(uintptr_t)dy, KOP_FLOAT32, 2, shape);
+    EXPECT_STATUS("kop_op_launch (returned view)", kop_op_launch(op, &in, 1, NULL, 0, &out, 1, NULL), KOP_OK,
+                  NULL);
+    CU(cu.cuMemcpyDtoH(y, dy, sizeof y));
+    int same = 1;
+    /* Element (c, r) of the returned view is element (r, c) of what was written. */
+    for (int r = 0; r < kRows; ++r)
+      for (int c = 0; c < kCols; ++c) same &= y[r * kCols + c] == x[r * kCols + c];
+    CHECK(same, "the launch wrote the declared shape, contiguous; the caller applies the permutation");
+    CU(cu.cuMemFree(dx));
+    CU(cu.cuMemFree(dy));
+  }
+  kop_op_destroy(op);
+  printf("PASSED: %d checks (views%s)\n", checks_passed, gpu ? " on the GPU" : "");
+  return 0;
+}
+
 int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc != 3 || (strcmp(argv[2], "cpu") != 0 && strcmp(argv[2], "gpu") != 0 &&
                     strcmp(argv[2], "triton") != 0 && strcmp(argv[2], "cutedsl") != 0 &&
                     strcmp(argv[2], "autograd") != 0 && strcmp(argv[2], "autograd_gpu") != 0 &&
-                    strcmp(argv[2], "launches") != 0 && strcmp(argv[2], "launches_gpu") != 0)) {
+                    strcmp(argv[2], "launches") != 0 && strcmp(argv[2], "launches_gpu") != 0 &&
+                    strcmp(argv[2], "views") != 0 && strcmp(argv[2], "views_gpu") != 0)) {
     fprintf(stderr,
             "usage: %s PACKAGE.kop cpu|gpu|triton|cutedsl|autograd|autograd_gpu|launches|"
-            "launches_gpu\n",
+            "launches_gpu|views|views_gpu\n",
             argc > 0 ? argv[0] : "c_api_test");
     return 2;
   }
@@ -1143,5 +1199,6 @@ int main(int argc, char** argv) {
   if (strcmp(argv[2], "cutedsl") == 0) return run_cutedsl(argv[1]);
   if (strncmp(argv[2], "autograd", 8) == 0) return run_autograd(argv[1], argv[2][8] != 0);
   if (strncmp(argv[2], "launches", 8) == 0) return run_launches(argv[1], argv[2][8] != 0);
+  if (strncmp(argv[2], "views", 5) == 0) return run_views(argv[1], argv[2][5] != 0);
   return strcmp(argv[2], "cpu") == 0 ? run_cpu(argv[1]) : run_gpu(argv[1]);
 }

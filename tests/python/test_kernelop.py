@@ -941,6 +941,8 @@ class Glue(unittest.TestCase):
                     specs += [_glue.count_ne(a, -100, b), _glue.count_ne(a, "v", b)]
                 if a in ("float32", "float16", "bfloat16", "float64"):
                     specs.append(_glue.div(a, b))
+                if a == b:
+                    specs += [_glue.permute_copy([1, 0], a), _glue.permute_copy([0, 2, 1, 3], a)]
                 for spec in specs:
                     with tempfile.TemporaryDirectory() as d:
                         ko.build_package("kop_glue::t", spec, os.path.join(d, "t.kop"), archs=["sm_80"])
@@ -990,6 +992,26 @@ class Glue(unittest.TestCase):
                                     "float holds, got int 16777217"):
             _glue.clamp(torch.int64, 2 ** 24 + 1)
 
+    def test_a_permuted_copy_has_the_permuted_shape_at_every_rank(self):
+        from kernelop import _glue
+        import itertools
+        for rank in range(2, 9):
+            shape = [2, 3, 0, 5, 1, 7, 4, 6][:rank]
+            for perm in list(itertools.permutations(range(rank)))[:: max(1, math.factorial(rank) // 5)]:
+                op = ko.cuda_kernel_op(f"kop_glue_meta::p{rank}_{''.join(map(str, perm))}",
+                                       _glue.permute_copy(list(perm), torch.float16), archs=["sm_80"])
+                y = op(torch.empty(shape, device="meta", dtype=torch.float16))
+                want = torch.empty(shape).permute(perm)
+                self.assertEqual((tuple(y.shape), y.dtype, y.is_contiguous()), (tuple(want.shape), torch.float16,
+                                                                                 True), perm)
+        for perm in ([0], [0, 0], [1, 2], [0, 1, 2, 3, 4, 5, 6, 7, 8], (1, True), "10"):
+            with self.assertRaisesRegex(ValueError, r"kernelop glue permute_copy\(perm=.*\): perm must be a "
+                                        r"permutation of 0..n-1 for a rank n in 2..8"):
+                _glue.permute_copy(perm, torch.float32)
+        op = ko.cuda_kernel_op("kop_glue_meta::p_rank", _glue.permute_copy([1, 0], torch.float32), archs=["sm_80"])
+        with self.assertRaisesRegex(RuntimeError, r"rank\(x\) == 2"):
+            op(torch.empty(2, 3, 4, device="meta"))
+
 
 @unittest.skipUnless(CUDA, "no CUDA device")
 class GlueCuda(unittest.TestCase):
@@ -1037,6 +1059,41 @@ class GlueCuda(unittest.TestCase):
                         self.assertTrue(torch.equal(got, want), what)
                     checked += 1
         self.assertGreater(checked, 150)
+
+    def test_permuted_copies_match_torch_from_any_layout(self):
+        """y = x.permute(P).contiguous() for every permutation at ranks 2-4 (some at 5-8), empty and size-1 axes,
+        rows past the grid, and inputs of other layouts (a transposed view, a slice, an expanded dim): the copy
+        reads the input with its own strides."""
+        from kernelop import _glue
+        import itertools
+        g = torch.Generator(device="cpu").manual_seed(2)
+        ops = {}
+        checked = 0
+        shapes = {2: [(3, 5), (1, 129), (0, 4), (1100000, 2)], 3: [(2, 3, 130), (4, 1, 7)],
+                  4: [(2, 33, 4, 128), (3, 0, 2, 5)], 5: [(2, 3, 1, 4, 5)], 8: [(2, 1, 2, 3, 1, 2, 2, 3)]}
+        for rank, cases in shapes.items():
+            perms = list(itertools.permutations(range(rank)))
+            perms = perms if rank <= 4 else perms[:: len(perms) // 6]
+            for dtype in (torch.float32, torch.bfloat16, torch.int64, torch.uint8):
+                for perm in perms:
+                    key = (rank, perm, dtype)
+                    ops[key] = ko.cuda_kernel_op(f"kop_glue_gpu::perm{len(ops)}",
+                                                 _glue.permute_copy(list(perm), dtype), archs=ARCHS)
+                    for shape in cases:
+                        if dtype != torch.float32 and math.prod(shape) > 100000:
+                            continue
+                        base = torch.randint(-100, 100, shape, generator=g).to(dtype).cuda()
+                        views = [base, base.transpose(0, 1).contiguous().transpose(0, 1),
+                                 torch.cat([base, base], -1)[..., : shape[-1]]]
+                        if shape[0] == 1:
+                            views.append(base.expand(3, *shape[1:]))
+                        for x in views:
+                            got = ops[key](x)
+                            want = x.permute(perm).contiguous()
+                            self.assertTrue(got.is_contiguous() and torch.equal(got, want),
+                                            f"{dtype} {tuple(x.shape)} strides {x.stride()} perm {perm}")
+                            checked += 1
+        self.assertGreater(checked, 500)
 
     def test_whole_sums_counts_divisions_and_clamps_match_torch(self):
         from kernelop import _glue

@@ -14,6 +14,9 @@ and ``b``; kernelop's gives it copies (outputs initialised by a copy).
 Cross entropy: ``cross_entropy_forward`` / ``cross_entropy_backward`` line for line for a mean loss, the count of
 kept rows on the device (glue before and after the kernel) instead of Liger's ``.item()`` host sync.
 
+RoPE: ``rope_forward`` / ``rope_backward`` unchanged: a permuted copy (glue) of q and k, rotated in place by the
+kernel and returned as a permutation; compiled per batch, head count and head size listed.
+
 CPU: the recorded specs, the Meta kernels (autograd on meta tensors), the packages. GPU: values and gradients against
 Liger's own launch, its autograd Function and plain torch, float32 and bfloat16, ragged sizes, ignored targets, CUDA
 graphs, opcheck, torch.compile.
@@ -76,6 +79,36 @@ def recorded_ce(dtype=torch.float32, op_name="kop_liger::cross_entropy"):
     return liger_ops.cross_entropy(dtype, op_name, VOCABS)
 
 
+ROPE = dict(batches=(1, 2, 3), q_heads=(4,), kv_heads=(2,), head_dims=(64,))  # the RoPE classes these tests use
+
+
+def recorded_rope(dtype=torch.float32, op_name="kop_liger::rope"):
+    return liger_ops.rope(dtype, op_name, **ROPE)
+
+
+def rope_reference(q, k, cos, sin):
+    """HF Llama's apply_rotary_pos_emb in float32 (cos and sin (seq, head_dim), their halves equal)."""
+    def rotate_half(x):
+        return torch.cat((-x[..., x.shape[-1] // 2:], x[..., : x.shape[-1] // 2]), -1)
+    c, s = cos.float()[None, None], sin.float()[None, None]
+    return q.float() * c + rotate_half(q.float()) * s, k.float() * c + rotate_half(k.float()) * s
+
+
+def rope_inputs(batch, seq, dtype, hf_layout, q_heads=4, kv_heads=2, head_dim=64, requires_grad=False):
+    """q, k (batch, heads, seq, head_dim): contiguous, or as HF makes them (a transposed view of (batch, seq, heads,
+    head_dim)); cos and sin (seq, head_dim) of angles, halves equal."""
+    def make(heads):
+        if hf_layout:
+            t = torch.randn(batch, seq, heads, head_dim, device="cuda", dtype=dtype).transpose(1, 2)
+        else:
+            t = torch.randn(batch, heads, seq, head_dim, device="cuda", dtype=dtype)
+        return t.requires_grad_(requires_grad)
+    freqs = torch.outer(torch.arange(seq, device="cuda", dtype=torch.float32),
+                        1e4 ** (-torch.arange(0, head_dim, 2, device="cuda", dtype=torch.float32) / head_dim))
+    angles = torch.cat((freqs, freqs), -1)
+    return make(q_heads), make(kv_heads), angles.cos().to(dtype), angles.sin().to(dtype)
+
+
 def cross_entropy():
     liger()
     from liger_kernel.ops import cross_entropy as module
@@ -83,7 +116,7 @@ def cross_entropy():
 
 
 _ops = {}
-_RECORDERS = {"rms_norm": recorded, "swiglu": recorded_swiglu, "cross_entropy": recorded_ce}
+_RECORDERS = {"rms_norm": recorded, "swiglu": recorded_swiglu, "cross_entropy": recorded_ce, "rope": recorded_rope}
 
 
 def registered(kind, dtype):
@@ -103,6 +136,10 @@ def swiglu_op(dtype):
 
 def ce_op(dtype):
     return registered("cross_entropy", dtype)
+
+
+def rope_op(dtype):
+    return registered("rope", dtype)
 
 
 class Recording(unittest.TestCase):
@@ -304,6 +341,85 @@ class CrossEntropyRecording(unittest.TestCase):
         """)
         self.assertEqual(out.strip(), "kop_liger_pkg::cross_entropy(Tensor _input, Tensor target, int "
                                       "ignore_index=-100) -> (Tensor, Tensor, Tensor) (6, 1000)")
+
+
+class RopeRecording(unittest.TestCase):
+    """Liger's rope_forward / rope_backward, unchanged: ``q.transpose(1, 2).contiguous()`` is kernelop's permuted
+    copy (q taken with its strides), the kernel rotates that copy in place, and ``q.transpose(1, 2)`` of it is an
+    output returned as a permutation. The batch, head counts and head size are constexprs: one class per value
+    listed, a batch of 1 included."""
+
+    def setUp(self):
+        liger()
+
+    def test_forward_and_backward_record_from_ligers_host_functions(self):
+        r = recorded_rope()
+        d, b = r.doc, r.doc["backward"]
+        self.assertEqual((d["kernel_name"], b["kernel_name"]), ("_triton_rope", "_triton_rope"))
+        self.assertEqual(b["differentiable"], ["q", "k"])
+        self.assertEqual([(i["name"], i.get("strided", False)) for i in d["inputs"]],
+                         [("q", True), ("k", True), ("cos", False), ("sin", False)])
+        self.assertEqual([(i["name"], i.get("strided", False)) for i in b["inputs"]],
+                         [("grad_q_embed", True), ("grad_k_embed", True), ("cos", False), ("sin", False)])
+        self.assertEqual(d["outputs"], [
+            {"name": "q_embed", "shape": ["dim(q, 0)", "dim(q, 2)", "dim(q, 1)", "dim(q, 3)"], "dtype": "float32",
+             "permute": [0, 2, 1, 3]},
+            {"name": "k_embed", "shape": ["dim(q, 0)", "dim(q, 2)", "dim(k, 1)", "dim(q, 3)"], "dtype": "float32",
+             "permute": [0, 2, 1, 3]}])
+        self.assertEqual([o["permute"] for o in b["outputs"]], [[0, 2, 1, 3]] * 2)
+        for doc, q in ((d, "q"), (b, "grad_q_embed")):
+            # The copies come first, each a launch of kernelop's permuted copy, from the input to the output.
+            self.assertEqual([(t["kernel_name"], t["from"], t.get("before")) for t in doc["then"]],
+                             [("kop_permute_copy<T, 4>", {"x": q, "y": doc["outputs"][0]["name"]}, True),
+                              ("kop_permute_copy<T, 4>", {"x": q.replace("q", "k"), "y": doc["outputs"][1]["name"]},
+                               True)])
+            # One class per batch listed (1 too), each config compiled with exactly that batch and requiring it.
+            self.assertEqual(sorted({c["bs"] for c in doc["configs"]}), [1, 2, 3])
+            for c in doc["configs"]:
+                self.assertEqual((c["n_qh"], c["n_kh"], c["hd"], c["pad_n_kh"], c["BLOCK_SIZE"]), (4, 2, 64, 2, 4))
+                self.assertIn(f"dim({q}, 0) == {c['bs']}", c["requires"])
+
+    def test_meta_shapes_strides_autograd_and_refusals(self):
+        op = rope_op(torch.bfloat16)
+        for batch, layout in ((1, "contiguous"), (2, "hf"), (3, "contiguous")):
+            q = torch.empty(batch, 4, 7, 64, dtype=torch.bfloat16, device="meta")
+            k = torch.empty(batch, 2, 7, 64, dtype=torch.bfloat16, device="meta")
+            if layout == "hf":  # a transposed view of (batch, seq, heads, head_dim): taken as it is
+                q = torch.empty(batch, 7, 4, 64, dtype=torch.bfloat16, device="meta").transpose(1, 2)
+            q.requires_grad_()
+            k.requires_grad_()
+            cos = torch.empty(7, 64, dtype=torch.bfloat16, device="meta")
+            qe, ke = op(q, k, cos, cos)
+            self.assertEqual((tuple(qe.shape), qe.stride(), tuple(ke.shape), ke.stride()),
+                             ((batch, 4, 7, 64), (7 * 4 * 64, 64, 4 * 64, 1), (batch, 2, 7, 64),
+                              (7 * 2 * 64, 64, 2 * 64, 1)))
+            gq, gk = torch.autograd.grad((qe, ke), (q, k), (torch.empty_like(qe), torch.empty_like(ke)))
+            self.assertEqual((tuple(gq.shape), tuple(gk.shape)), ((batch, 4, 7, 64), (batch, 2, 7, 64)))
+
+        def call(qs=(2, 4, 7, 64), ks=(2, 2, 7, 64), cs=(7, 64), ss=(7, 64)):
+            e = lambda s: torch.empty(s, dtype=torch.bfloat16, device="meta")  # noqa: E731
+            return op(e(qs), e(ks), e(cs), e(ss))
+        for kwargs, message in (({"qs": (4, 4, 7, 64), "ks": (4, 2, 7, 64)}, r"dim\(q, 0\) == 1\) \+ "),
+                                ({"qs": (2, 8, 7, 64)}, r"dim\(q, 1\) == 4"),
+                                ({"ks": (3, 2, 7, 64)}, r"dim\(k, 0\) == dim\(q, 0\)"),
+                                ({"ks": (2, 2, 9, 64)}, r"dim\(k, 2\) == dim\(q, 2\)"),
+                                ({"cs": (6, 64), "ss": (6, 64)}, r"dim\(cos, 0\) == dim\(k, 2\)"),
+                                ({"ss": (7, 32)}, r"dim\(sin, 1\) == dim\(cos, 1\)"),
+                                ({"cs": (1, 7, 64)}, r"rank\(cos\) == 2")):
+            with self.assertRaisesRegex(RuntimeError, message, msg=kwargs):
+                call(**kwargs)
+
+    def test_the_rope_package_trains_where_liger_and_triton_cannot_be_imported(self):
+        out = run_package(recorded_rope, "kop_liger_pkg::rope", """
+            q = torch.empty(1, 7, 4, 64, device='meta').transpose(1, 2).requires_grad_()
+            k = torch.empty(1, 2, 7, 64, device='meta', requires_grad=True)
+            c = torch.empty(7, 64, device='meta')
+            qe, ke = op(q, k, c, c)
+            gq, gk = torch.autograd.grad((qe, ke), (q, k), (torch.empty_like(qe), torch.empty_like(ke)))
+            print(op.default._schema, qe.stride(), tuple(gk.shape))
+        """)
+        self.assertEqual(out.strip(), "kop_liger_pkg::rope(Tensor q, Tensor k, Tensor cos, Tensor sin) -> (Tensor, "
+                                      "Tensor) (1792, 64, 256, 1) (1, 2, 7, 64)")
 
 
 @unittest.skipUnless(CUDA, "needs a CUDA device")
@@ -541,6 +657,74 @@ class Cuda(unittest.TestCase):
         torch.testing.assert_close(loss, want_loss, rtol=0, atol=0)
         torch.testing.assert_close(gx, want_gx, rtol=0, atol=0)
 
+    def test_rope_matches_ligers_autograd_function_and_torch(self):
+        """Values and gradients against Liger's own Function and HF's formula, float32 and bfloat16, batches 1-3,
+        ragged sequence lengths, q and k contiguous or as HF makes them (transposed views); q and k left intact."""
+        from liger_kernel.ops.rope import LigerRopeFunction
+        for dtype, tol in ((torch.float32, 1e-5), (torch.bfloat16, 2e-2)):
+            op = rope_op(dtype)
+            for batch, seq, hf in ((1, 7, False), (2, 129, True), (3, 1, False), (2, 1000, False), (1, 33, True)):
+                q, k, cos, sin = rope_inputs(batch, seq, dtype, hf, requires_grad=True)
+                q0, k0 = q.detach().clone(), k.detach().clone()
+                gq_out, gk_out = torch.randn_like(q), torch.randn_like(k)
+                qe, ke = op(q, k, cos, sin)
+                gq, gk = torch.autograd.grad((qe, ke), (q, k), (gq_out, gk_out))
+                what = f"{dtype} batch {batch} seq {seq} hf {hf}"
+                self.assertTrue(torch.equal(q.detach(), q0) and torch.equal(k.detach(), k0), what)
+                lq, lk = q0.clone().requires_grad_(), k0.clone().requires_grad_()
+                lqe, lke = LigerRopeFunction.apply(lq, lk, cos, sin)  # Liger's own (rotates its inputs in place)
+                lgq, lgk = torch.autograd.grad((lqe, lke), (lq, lk), (gq_out, gk_out))
+                for got, want in ((qe, lqe), (ke, lke), (gq, lgq), (gk, lgk)):
+                    torch.testing.assert_close(got, want, rtol=0, atol=0, msg=what)
+                self.assertEqual((qe.stride(), ke.stride()), (lqe.stride(), lke.stride()), what)
+                tq, tk = q0.float().requires_grad_(), k0.float().requires_grad_()
+                rq, rk = rope_reference(tq, tk, cos, sin)
+                rgq, rgk = torch.autograd.grad((rq, rk), (tq, tk), (gq_out.float(), gk_out.float()))
+                for got, want in ((qe, rq), (ke, rk), (gq, rgq), (gk, rgk)):
+                    torch.testing.assert_close(got.float(), want, rtol=tol, atol=tol * 2, msg=what)
+
+    def test_rope_opcheck_graphs_and_compile(self):
+        op = rope_op(torch.float32)
+        q, k, cos, sin = rope_inputs(2, 9, torch.float32, True, requires_grad=True)
+        torch.library.opcheck(op, (q, k, cos, sin))
+        step = torch.compile(lambda a, b, c, s: sum(t.square().sum() for t in op(a, b, c, s)), fullgraph=True,
+                             dynamic=True)
+        for batch, seq in ((1, 5), (3, 17), (2, 64)):
+            q, k, cos, sin = rope_inputs(batch, seq, torch.float32, batch == 3, requires_grad=True)
+            gq, gk = torch.autograd.grad(step(q, k, cos, sin), (q, k))
+            tq, tk = q.detach().requires_grad_(), k.detach().requires_grad_()
+            rq, rk = rope_reference(tq, tk, cos, sin)
+            rgq, rgk = torch.autograd.grad(rq.square().sum() + rk.square().sum(), (tq, tk))
+            torch.testing.assert_close(gq, rgq, rtol=1e-4, atol=1e-4)
+            torch.testing.assert_close(gk, rgk, rtol=1e-4, atol=1e-4)
+        q, k, cos, sin = rope_inputs(2, 40, torch.float32, True)
+        op(q, k, cos, sin)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            qe, ke = op(q, k, cos, sin)
+        with torch.no_grad():
+            q.copy_(torch.randn_like(q))
+        graph.replay()
+        torch.cuda.synchronize()
+        rq, rk = rope_reference(q, k, cos, sin)
+        torch.testing.assert_close(qe, rq, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(ke, rk, rtol=1e-5, atol=1e-5)
+
+    def test_the_rope_package_runs_where_liger_and_triton_cannot_be_imported(self):
+        out = run_package(recorded_rope, "kop_liger_pkg_gpu::rope", """
+            import sys
+            sys.path.insert(0, {tests!r})
+            from test_liger import rope_inputs, rope_reference
+            q, k, cos, sin = rope_inputs(3, 77, torch.float32, True, requires_grad=True)
+            qe, ke = op(q, k, cos, sin)
+            gq, gk = torch.autograd.grad(qe.sum() + 2 * ke.sum(), (q, k))
+            tq, tk = q.detach().requires_grad_(), k.detach().requires_grad_()
+            rq, rk = rope_reference(tq, tk, cos, sin)
+            rgq, rgk = torch.autograd.grad(rq.sum() + 2 * rk.sum(), (tq, tk))
+            print(max((a - b).abs().max().item() for a, b in ((qe, rq), (ke, rk), (gq, rgq), (gk, rgk))))
+        """.replace("{tests!r}", repr(str(ROOT / "tests" / "python"))))
+        self.assertLess(float(out.split()[-1]), 1e-4)
+
     def test_the_ce_package_trains_where_liger_and_triton_cannot_be_imported(self):
         out = run_package(recorded_ce, "kop_liger_pkg_gpu::cross_entropy", """
             x = torch.randn(37, 32000, device='cuda', requires_grad=True)
@@ -557,4 +741,4 @@ class Cuda(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    run_tests(cpu=[Recording, SwiGLURecording, CrossEntropyRecording], gpu=[Cuda], cuda=CUDA)
+    run_tests(cpu=[Recording, SwiGLURecording, CrossEntropyRecording, RopeRecording], gpu=[Cuda], cuda=CUDA)

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import os
 import unittest
+import warnings
 
 import torch
 
@@ -24,6 +25,11 @@ RELU = (EXAMPLES / "relu.cu").read_text()
 
 def repeat2_meta(x: torch.Tensor) -> torch.Tensor:
     return x.new_empty(x.shape[0], x.shape[1] * 2)
+
+
+def repeat2_transposed_meta(x: torch.Tensor) -> torch.Tensor:
+    """repeat2's output as a transposed view: strides kernelop's launch does not write."""
+    return x.new_empty(x.shape[:-1] + (x.shape[-1] * 2,)).transpose(0, -1)
 
 
 def repeat2_eager(x: torch.Tensor) -> torch.Tensor:
@@ -111,6 +117,13 @@ class OverrideRegistration(unittest.TestCase):
             op = ko.cuda_kernel_op("kop_ov::repeat2_by_rank", spec, meta_fn=by_rank, archs=ARCHS)
         self.assertFalse(ko.kernel("kop_ov::repeat2_by_rank").declarative)
         self.assertEqual(op(torch.empty(3, 5, device="meta")).shape, (3, 10))
+
+        # A meta_fn whose output is not contiguous: kernelop writes outputs contiguous, so it is not declared (the
+        # fake tensor would not be the real one) and, as a Python fake kernel, the CUDA kernel refuses it by name.
+        with self.assertWarnsRegex(UserWarning, r"meta_fn stays a Python fake kernel .*: output 0 has strides "
+                                   r"\(1, .*\), not contiguous; kernelop allocates outputs contiguous"):
+            ko.cuda_kernel_op("kop_ov::repeat2_transposed", spec, meta_fn=repeat2_transposed_meta, archs=ARCHS)
+        self.assertFalse(ko.kernel("kop_ov::repeat2_transposed").declarative)
 
         # An output whose dtype is its own (float32 from any input dtype) is declared so, not copied from x.
         up = ko.cuda_kernel_op("kop_ov::up", ko.KernelSpec(
@@ -324,6 +337,16 @@ class OverrideCuda(unittest.TestCase):
         torch.testing.assert_close(OPS["relu_eager"](x), torch.relu(x), rtol=0, atol=0)
         torch.testing.assert_close(OPS["relu_schema"](x), torch.relu(x), rtol=0, atol=0)
         self.assertEqual(OPS["repeat2_meta"](torch.empty(0, 4, device="cuda")).shape, (0, 8))
+
+    def test_a_meta_fn_with_strides_the_kernel_does_not_write_is_refused(self):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # meta_fn stays a Python fake kernel: the CPU tests check the warning
+            op = ko.cuda_kernel_op("kop_ov::repeat2_transposed_gpu", repeat2_spec(
+                extras=[ko.DimSize("x", 1), ko.Numel("out0")], geometry=ko.Elementwise(block=(128,))),
+                meta_fn=repeat2_transposed_meta, archs=ARCHS)
+        with self.assertRaisesRegex(RuntimeError, r"op kop_ov::repeat2_transposed_gpu: its meta_fn returned output 0 "
+                                    r"\('out0'\) with strides \[1, 8\]; kernelop allocates outputs contiguous"):
+            op(torch.randn(3, 4, device="cuda"))
 
     def test_ptx_functions_only(self):
         ptx, op = register_relu_ptx()

@@ -1397,8 +1397,11 @@ class SeveralLaunches(unittest.TestCase):
         def glue_of_a_part(x: torch.Tensor) -> torch.Tensor:  # would sum all four rows
             return partials(x)[1:].sum(dim=0)
 
-        def glue_of_a_transpose(x: torch.Tensor) -> torch.Tensor:
+        def glue_of_a_transpose(x: torch.Tensor) -> torch.Tensor:  # recorded: a permuted copy, then the sum
             return partials(x).t().contiguous().sum(0)
+
+        def copy_of_a_part(x: torch.Tensor) -> torch.Tensor:
+            return partials(x)[:, :3].contiguous().sum(0)
 
         def cast_of_a_transpose(x: torch.Tensor) -> torch.Tensor:
             return partials(x).t().to(torch.bfloat16, memory_format=torch.contiguous_format)
@@ -1425,7 +1428,7 @@ class SeveralLaunches(unittest.TestCase):
         for launch, message in [
                 (glue_of_a_part, "the glue at "), (glue_of_a_part, "reads a view of a tensor (a part, a transpose or "
                                                    "a reshape of it)"),
-                (glue_of_a_transpose, "scratch tensor 1 (a tensor a kernel takes that launch_fn does not return) "
+                (copy_of_a_part, "scratch tensor 1 (a tensor a kernel takes that launch_fn does not return) "
                  "is a copy (aten.clone) of something other than a whole input"),
                 (cast_of_a_transpose, "reads a view of a tensor"),
                 (part_of_a_workspace, "launch_fn returns a part of a tensor it made (at "),
@@ -1436,6 +1439,11 @@ class SeveralLaunches(unittest.TestCase):
             with self.subTest(launch=launch.__name__, message=message):
                 expect_error(self, ValueError, message, ko.record_plugin, ko.triton(launch),
                              op_name="kop_tt_glue_refused::f", example_inputs=(torch.empty(64, 100),))
+
+        doc = ko.record_plugin(ko.triton(glue_of_a_transpose), op_name="kop_tt_glue::t",
+                               example_inputs=(torch.empty(64, 100),)).doc
+        self.assertEqual([(t["kernel_name"], t.get("before", False)) for t in doc["then"]],
+                         [("kop_permute_copy<T, 2>", False), ("kop_sum_dim<T, U>", False)])
 
         def later_kernel_writes_input(x: torch.Tensor) -> torch.Tensor:
             y = torch.empty_like(x)
@@ -1580,13 +1588,21 @@ class Refusals(unittest.TestCase):
         msg = expect_error(self, ValueError, "passes bogus, which kernelop does not record", record, two_launches)
         self.assertIn("test_triton.py:", msg)
 
-        def transposed(x: torch.Tensor) -> torch.Tensor:  # the output as a view of what the kernel writes
+        def every_other(x: torch.Tensor) -> torch.Tensor:  # the output as a view of a part of what the kernel writes
+            y = torch.empty_like(x)
+            copy_kernel[(1,)](x, y, x.numel(), BLOCK=128)
+            return y.view(-1)[::2]
+        expect_error(self, ValueError, "output 0 is not a contiguous tensor of its own, nor a permutation of one "
+                     "(x.transpose(1, 2) of a tensor launch_fn allocates, all of it", record, every_other,
+                     example_inputs=(torch.empty(4, 8),))
+
+        def transposed(x: torch.Tensor) -> torch.Tensor:  # recorded: an output returned as a permutation
             y = torch.empty_like(x)
             copy_kernel[(1,)](x, y, x.numel(), BLOCK=128)
             return y.t()
-        expect_error(self, ValueError, "output 0 is not a contiguous tensor of its own; kernelop records outputs "
-                     "allocated contiguous (a spec may return one as a permutation", record, transposed,
-                     example_inputs=(torch.empty(4, 8),))
+        doc = ko.record_plugin(ko.triton(transposed), op_name="kop_tt_views::t", example_inputs=(torch.empty(4, 8),)).doc
+        self.assertEqual(doc["outputs"], [{"name": "Y", "shape": ["dim(x, 0)", "dim(x, 1)"], "dtype": "float32",
+                                           "permute": [1, 0]}])
 
         def no_launch(x: torch.Tensor) -> torch.Tensor:
             return torch.empty_like(x)
@@ -1644,8 +1660,8 @@ class Refusals(unittest.TestCase):
         r = ko.record_plugin(ko.triton(constexpr_is_a_size, [{}], specialize=[64, 128]), op_name="kop_tt_t::exact")
         self.assertEqual([c["BLOCK"] for c in r.doc["configs"]], [64] * 3 + [128] * 3)
         self.assertIn("(dim(x, 1) == 64) + (dim(x, 1) == 128) != 0", r.doc["requires"])
-        expect_error(self, ValueError, "specialize must list the values of dim(x, -1) (ints >= 2), got [64, 1]",
-                     ko.record_plugin, ko.triton(constexpr_is_a_size, [{}], specialize=[64, 1]))
+        expect_error(self, ValueError, "specialize must list the values of dim(x, -1) (ints >= 1), got [64, 0]",
+                     ko.record_plugin, ko.triton(constexpr_is_a_size, [{}], specialize=[64, 0]))
 
         def float_math(x: torch.Tensor, alpha: float) -> torch.Tensor:
             return tk.elementwise_scale_mul(x, x, alpha * 2, 2)
@@ -1915,6 +1931,36 @@ class Cuda(unittest.TestCase):
 
     def each_tactic(self, name):
         return each_tactic(f"kop_tt::{name}")
+
+    def test_an_op_with_a_copy_before_its_kernel_tunes_among_configs_that_agree(self):
+        """A launch before the op's own kernel (a permuted copy, glue) with configs to tune: the tuner's choice, and
+        every tactic pinned, give the same values over a corpus, for a contiguous input and a transposed view (read
+        with its strides)."""
+        def transposed_scaled(x: torch.Tensor) -> torch.Tensor:
+            y = x.t().contiguous()  # kernelop's permuted copy, before the kernel, into scratch
+            out = torch.empty_like(y)
+            n = y.numel()
+            scaled_copy[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](y, out, n, 2.0, BLOCK=128)
+            return out
+        op = ko.custom_plugin(ko.triton(transposed_scaled, [{"num_warps": 1}, {"num_warps": 4}, {"num_warps": 8}]),
+                              op_name="kop_tt_before_tuned::f")
+        k = ko.kernel("kop_tt_before_tuned::f")
+        self.assertEqual(len(k.tactics), 9)  # 3 configs, 3 specialisation variants each
+        for shape in ((33, 70), (1, 5), (1024, 513), (64, 64)):
+            for view in (False, True):
+                x = torch.randn(shape[::-1], device="cuda").t() if view else torch.randn(shape, device="cuda")
+                want = x.t().contiguous() * 2
+                torch.testing.assert_close(op(x), want, rtol=0, atol=0, msg=f"tuned {shape} view {view}")
+                ran = 0
+                for t, text in each_tactic("kop_tt_before_tuned::f"):
+                    try:
+                        got = op(x)
+                    except RuntimeError as e:  # another variant of the config is the one for these inputs
+                        self.assertRegex(str(e), r"aligned\(|% 16", f"{shape} tactic {t}: {e}")
+                        continue
+                    torch.testing.assert_close(got, want, rtol=0, atol=0, msg=f"{shape} view {view} tactic {text}")
+                    ran += 1
+                self.assertEqual(ran, 3, f"{shape} view {view}")
 
     def test_a_recorded_backward_matches_torch_autograd(self):
         ops = {dtype: ko.custom_plugin(

@@ -238,11 +238,16 @@ at::Tensor donated(const KernelOp& op, const Call& call, std::size_t o, DType dt
 // Note [returned views] (OutputDecl::permute): the sizes and strides of the view an output is
 // returned as, dim k being dim permute[k] of the contiguous tensor of `shape` the launches write.
 // Allocated so directly (empty_strided): the op returns a tensor of its own, never a view of one.
+// Strides as PyTorch makes them contiguous: a size of 0 counts as 1 (at::empty({2, 0, 3}) has
+// strides {3, 3, 1}), so a fake tensor's strides and the real one's agree for empty outputs too.
+inline std::int64_t at_least_one(std::int64_t n) { return std::max<std::int64_t>(n, 1); }
+inline c10::SymInt at_least_one(const c10::SymInt& n) { return n.max(c10::SymInt(1)); }
+
 template <class Int>
 void returned_view(const std::vector<int>& permute, const std::vector<Int>& shape,
                    std::vector<Int>& sizes, std::vector<Int>& strides) {
   std::vector<Int> contiguous(shape.size(), Int(1));
-  for (std::size_t j = shape.size(); j-- > 1;) contiguous[j - 1] = contiguous[j] * shape[j];
+  for (std::size_t j = shape.size(); j-- > 1;) contiguous[j - 1] = contiguous[j] * at_least_one(shape[j]);
   sizes.clear();
   strides.clear();
   for (int d : permute) {
@@ -341,6 +346,12 @@ class CudaKernel final : public c10::OperatorKernel {
                        meta[o].tagKind(), " as output ", o, "; expected a tensor");
       const at::Tensor& m = meta[o].toTensor();
       const std::string& name = p.tensors[static_cast<std::size_t>(p.outputs[o].slot)].name;
+      // The kernel writes its outputs contiguous: a meta_fn that says otherwise would give fake
+      // tensors (compile, export) strides the real ones do not have.
+      TORCH_CHECK(m.is_contiguous(), "op ", p.op_name, ": its meta_fn returned output ", o, " ('",
+                  name, "') with strides ", m.strides(), "; kernelop allocates outputs contiguous "
+                  "(return torch.empty(...) of the shape; a spec returns a permutation of an output "
+                  "with \"permute\")");
       out.add(at::empty(m.sizes(), m.options().device(device)), call.dtype_of(m, name),
               Shape(std::span<const std::int64_t>(m.sizes().data(), m.sizes().size())), device);
     }

@@ -153,6 +153,8 @@ class Recording:
     named: bool  # whether the user gave op_name
     meta_impl: Optional[Callable[..., Any]]
     inits: List[Optional[Dict[str, Any]]] = field(default_factory=list)  # per output (Note [initialised outputs])
+    permutes: List[Optional[List[int]]] = field(default_factory=list)  # per returned output (Note [returned views])
+    strided: Set[str] = field(default_factory=set)  # inputs only a permuted copy reads (Program.strided_inputs)
     out_names: List[str] = field(default_factory=list)
     tactics: str = ""  # how the user's configs became the spec's tactics, for validate's messages
     name_key: Any = None  # what names the op by default besides its spec (Triton: the kernel's cache key)
@@ -204,7 +206,7 @@ class Recording:
         n = len(self.outputs) - self.scratch
         inits = self.inits or [None] * len(self.outputs)
         out = output_shapes(self.where, self.rec, self.outputs[:n], self.out_names[:n], meta_impl, self.fakes,
-                            inits[:n])
+                            inits[:n], self.permutes)
         if self.scratch:
             out += [dict(e, scratch=True) for e in output_shapes(self.where, self.rec, self.outputs[n:],
                                                                  self.out_names[n:], None, self.fakes, inits[n:])]
@@ -224,7 +226,7 @@ class Recording:
             raise ValueError(str(e)) from None
 
     def inputs_json(self) -> List[Dict[str, Any]]:
-        return inputs_json(self.rec, self.inputs)
+        return inputs_json(self.rec, self.inputs, self.strided)
 
     def check_config_values(self, user_configs: Sequence[Dict[str, Any]], tuned: Sequence[str],
                             constexprs: Dict[str, Any]) -> None:
@@ -255,7 +257,7 @@ def _example_outputs(where: str, spec: Any, example_inputs: Any) -> List[torch.T
     dsl = _dsls.dsl_of(spec)
     assert dsl is not None
     rec, _, result = _discover(dsl, spec, where, inputs, tensors, raise_errors=True)
-    outputs, _ = outputs_of(where, result, rec)
+    outputs, _, permutes = outputs_of(where, result, rec)
 
     def size(s: Any) -> int:
         hint = s.node.hint if isinstance(s, torch.SymInt) else s
@@ -265,7 +267,8 @@ def _example_outputs(where: str, spec: Any, example_inputs: Any) -> List[torch.T
                              "backward from the forward's: record the backward of an op whose output sizes are sizes "
                              "of its inputs")
         return int(hint)
-    return [torch.empty([size(s) for s in o.shape], dtype=o.dtype, device="meta") for o in outputs]
+    return [torch.empty([size(s) for s in o.shape], dtype=o.dtype, device="meta").permute(p or list(range(o.dim())))
+            for o, p in zip(outputs, permutes)]  # as the op returns them (gradients have their shapes)
 
 
 def _record_backward(where: str, forward: RecordedPlugin, spec: Any, backward: Any, example_inputs: Any,
@@ -438,10 +441,11 @@ def _record_classes(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]]
         inside = {name: torch.empty([example.get(int(s), int(s)) for s in t.shape], dtype=t.dtype, device="meta")
                   for name, t in tensors.items()}
         try:
-            if rank_free is False:
-                r, rec_v, again = _record_once(dsl, spec, meta_impl, op_name, where, inputs, inside, False)
-            else:
-                r, rec_v, again = _record_at_ranks(dsl, spec, meta_impl, op_name, where, inputs, inside)
+            with sizes.exact_values(d.exact(v)):
+                if rank_free is False:
+                    r, rec_v, again = _record_once(dsl, spec, meta_impl, op_name, where, inputs, inside, False)
+                else:
+                    r, rec_v, again = _record_at_ranks(dsl, spec, meta_impl, op_name, where, inputs, inside)
         except NestedRecording:
             raise
         except (LaunchFnRaised, sizes.NoConfigForClass) as e:  # launch_fn refuses the class, or no config is for it
@@ -651,7 +655,7 @@ def _record_once(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], o
     finally:
         sizes.end()
     launch, kernel_name = dsl.one_launch(where, launches)
-    outputs, returned = outputs_of(where, result, rec)
+    outputs, returned, permutes = outputs_of(where, result, rec)
     # Several launches, scratch and glue (Note [recorded programs]), where the DSL tells each launch's tensors.
     per_launch = [dsl.launch_tensors(x) for x in launches] if dsl.launch_tensors is not None else []
     prog = plan_program(where, rec, writes.events, outputs, [t for t, _ in per_launch]) if per_launch else Program()
@@ -661,7 +665,9 @@ def _record_once(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], o
         op_name = f"kernelop_{dsl.name}::{kernel_name}"
     rec.where = where = f"kernelop.custom_plugin({shorten(repr(op_name))})"
     recording_ = Recording(dsl, where, rec, inputs, fakes, outputs + prog.scratch, op_name, named, meta_impl,
-                           inits=inits, fixed_names=_output_names(where, spec), scratch=len(prog.scratch),
+                           inits=inits, permutes=permutes, strided=prog.strided_inputs(rec, per_launch),
+                           fixed_names=_output_names(where, spec),
+                           scratch=len(prog.scratch),
                            program=bool(prog.scratch or prog.glue) or len(launches) > 1)
     later: List[Optional[RecordedPlugin]] = []
     order: List[Optional[RecordedPlugin]] = []  # the later kernels and the glue (None), in launch_fn's order

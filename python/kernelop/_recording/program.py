@@ -25,6 +25,8 @@ from .._symbolic import Recorder, shorten
 #   a / b, b of one element, a floating       -> kernelop._glue.div
 #   x.clamp(min=c, max=d), constants          -> kernelop._glue.clamp (n.clamp(min=1): a count that divides)
 #   aten._to_copy (x.to(dtype), x.float())    -> kernelop._glue.cast
+#   x.permute(P).contiguous() (a clone)       -> kernelop._glue.permute_copy (Liger's RoPE: q.transpose(1, 2)
+#                                                .contiguous(), which its kernel then writes in place)
 # of a tensor a kernel or glue wrote (or an input), into a returned output or more scratch. Glue before the first
 # kernel is a launch marked "before" (LaunchStep::before): it runs after the inits, before the op's own kernel
 # (Liger's cross entropy backward scales the incoming gradient by a count before its kernel). Any other aten op that
@@ -76,7 +78,8 @@ class GlueStep:
     by `kind`: ``y = x.sum(dim, keepdim).to(y.dtype)`` ("sum_dim"), ``y = x.sum().to(y.dtype)`` ("sum_all"),
     ``y = (x != value).sum().to(y.dtype)`` ("count_ne"; value an int or ("scalar", name)), ``y = x / other``
     ("div"), ``y = x.clamp(*value)`` ("clamp"; value (lo, hi), None for no bound) or ``y = x.to(y.dtype)``
-    ("cast"); `event`: its index in launch_fn's aten ops."""
+    ("cast") or ``y = x.permute(value).contiguous()`` ("permute_copy"); `event`: its index in launch_fn's aten
+    ops."""
 
     position: int
     x: Any  # the tensors (fakes)
@@ -88,7 +91,7 @@ class GlueStep:
     event: int = 0
     cast: Optional[Event] = None  # its .to(dtype) (a cast's own, or the one folded into a reduction)
     other: Any = None  # div's divisor
-    value: Any = None  # count_ne's value, clamp's bounds
+    value: Any = None  # count_ne's value, clamp's bounds, permute_copy's permutation
 
 
 @dataclass
@@ -100,6 +103,15 @@ class Program:
     scratch: List[Any] = field(default_factory=list)
     glue: List[GlueStep] = field(default_factory=list)
     copies: List[Tuple[int, Optional[int], str]] = field(default_factory=list)
+
+    def strided_inputs(self, rec: Recorder, per_launch: Sequence[Tuple[Dict[str, Any], Any]]) -> Set[str]:
+        """The inputs that only permuted copies read (Liger's RoPE: ``q.transpose(1, 2).contiguous()``): the op takes
+        them with their strides, so an input of another layout (a transposed view) is copied once, by the glue,
+        not made contiguous first. `per_launch`: each kernel's tensors."""
+        other = {storage_of(t) for tensors, _ in per_launch for t in tensors.values()}
+        other |= {storage_of(t) for g in self.glue if g.kind != "permute_copy" for t in (g.x, g.other, g.y)}
+        copied = {storage_of(g.x) for g in self.glue if g.kind == "permute_copy"}
+        return {t.name for t in rec.tensors if storage_of(t.fake) in copied - other}
 
 
 def storage_of(t: Any) -> Optional[int]:
@@ -146,6 +158,25 @@ def _same_shape(a: Any, b: Any) -> bool:
     return [str(d) for d in a.shape] == [str(d) for d in b.shape]
 
 
+def permutation_of(view: Any) -> Optional[Tuple[Any, List[int]]]:
+    """(base, perm) when `view` is ``base.permute(perm)`` of a whole contiguous tensor, perm not the identity, else
+    None. Sizes and strides are compared as text (comparing symbolic sizes would add conditions to the recording);
+    two dims of one size and stride (possible for sizes of 1 only) make it None."""
+    base = view._base if view._base is not None else view
+    if view.storage_offset() != 0 or not base.is_contiguous() or base.storage_offset() != 0 or \
+            base.dim() != view.dim():
+        return None
+    text = lambda v: [str(x) for x in v]  # noqa: E731
+    dims = list(zip(text(base.shape), text(base.stride())))
+    perm: List[int] = []
+    for size_stride in zip(text(view.shape), text(view.stride())):
+        matches = [j for j, d in enumerate(dims) if d == size_stride and j not in perm]
+        if len(matches) != 1:
+            return None
+        perm.append(matches[0])
+    return (base, perm) if perm != list(range(view.dim())) else None
+
+
 def plan_program(where: str, rec: Recorder, events: List[Event], outputs: List[Any],
                  launch_tensors: Sequence[Dict[str, Any]]) -> Program:
     """The scratch and glue of launch_fn's launches (Note [recorded programs]); refuses host work kernelop does not
@@ -178,6 +209,12 @@ def plan_program(where: str, rec: Recorder, events: List[Event], outputs: List[A
         return None
 
     for i, e in enumerate(events):
+        if e.op == "clone" and e.args and isinstance(e.args[0], torch.Tensor) and e.result.is_contiguous():
+            found = permutation_of(e.args[0])  # x.transpose(1, 2).contiguous(): a copy the glue makes
+            if found is not None and (storage_of(found[0]) in inputs or storage_of(found[0]) in made_by):
+                steps.append(GlueStep(e.position, found[0], e.result, "permute_copy", where=e.where, event=i,
+                                      value=found[1]))
+            continue
         if e.op not in _GLUE or i in folded or not e.args or storage_of(e.args[0]) is None:
             continue
         x = e.args[0]
@@ -298,8 +335,9 @@ def _check_inits(where: str, events: List[Event], launch_tensors: Sequence[Dict[
         for t in (g.x, g.other, g.y):
             if t is not None:
                 used_by_glue.setdefault(storage_of(t), g)
+    glue_events = {g.event for g in program.glue}
     for j, e in enumerate(events):
-        if e.op not in _INITS:
+        if e.op not in _INITS or j in glue_events:
             continue
         target = e.args[0] if e.op in ("zero_", "fill_", "copy_") and e.args else e.result
         st = storage_of(target)
@@ -351,6 +389,8 @@ def glue_launch(step: GlueStep, names: Dict[Optional[int], str]) -> Dict[str, An
         rename = {"a": x, "b": names[storage_of(step.other)], "y": y}
     elif step.kind == "clamp":
         spec = _glue.clamp(step.x.dtype, *step.value)
+    elif step.kind == "permute_copy":
+        spec = _glue.permute_copy(step.value, step.x.dtype)
     else:
         spec = _glue.cast(step.x.dtype, step.y.dtype)
     return Launch(spec, from_=rename, before=step.position == 0)._json()
@@ -431,4 +471,5 @@ def _divisor(where: str, e: Event, rec: Recorder) -> Any:
     return b
 
 
-__all__ = ["Event", "GlueStep", "Program", "copies_checked", "glue_launch", "host_op", "plan_program", "storage_of"]
+__all__ = ["Event", "GlueStep", "Program", "copies_checked", "glue_launch", "host_op", "permutation_of", "plan_program",
+           "storage_of"]

@@ -21,7 +21,11 @@ A size passed to a constexpr as it is (Liger's SwiGLU: ``n_cols=n_cols``) is a c
 is ``n == v``, recorded with the example size v, and since the values are unbounded they are those ``specialize``
 lists (the hidden sizes of the models the op serves); a size outside them is refused, naming them. The class's
 requirement is no ShapeEnv guard (which would replace the size by v in every expression, and the classes' ops
-would no longer merge): the recorder holds it as a requirement of its own.
+would no longer merge): the recorder holds it as a requirement of its own. Nor is the class's recording made at
+size v: its tensors keep the examples' size there, and only the constexpr and the requirement say v
+(exact_values). So a class may be 1 (a batch of one; PyTorch's sizes range over [2, inf)), and two sizes that
+the examples tell apart (a batch and a head count) stay two sizes in a class where both are 2 (PyTorch's duck
+sizing would make them one, and that class's op another op).
 """
 
 from __future__ import annotations
@@ -99,8 +103,8 @@ class Derived:
         return f"{self.text} == {v}" if not self.function else f"{self.text} <= {v}"
 
     def example(self, v: int) -> int:
-        """A size inside the class of v to record it with."""
-        return v if not self.function else v * 3 // 4
+        """A size inside the class of v (of next_power_of_2) to record it with."""
+        return v * 3 // 4
 
 
 def begin(rec: Recorder) -> List[Derived]:
@@ -150,12 +154,30 @@ def power_of_two(original: Any, n: Any) -> Any:
         raise Unexpressible(f"next_power_of_2({text}): kernelop specialises on sizes of inputs, and {text} is an int "
                             "scalar's value, which the recording does not know; pass a size, or give the values as "
                             "configs")
-    v = next_power_of_2(int(hint))
     _state.calls.append(Derived("next_power_of_2", text, n.node.expr))
+    exact = (getattr(_state, "exact", None) or {}).get(int(hint))
+    if exact is not None:  # a size a constexpr also takes as it is: its class's requirement (n == value) decides
+        return DerivedInt(next_power_of_2(exact), f"next_power_of_2({text})")
+    v = next_power_of_2(int(hint))
     # The class's bounds, as the guards a size comparison makes (hence requirements of the class's configs).
     bool(n <= v)
     bool(n > v // 2)
     return DerivedInt(v, f"next_power_of_2({text})")
+
+
+class exact_values:
+    """While a class is recorded on this thread: the value a constexpr that takes a size as it is compiles in, by
+    the size's example value (SizeClasses.exact; Note [size classes])."""
+
+    def __init__(self, values: Dict[int, int]) -> None:
+        self.values = values
+
+    def __enter__(self) -> None:
+        self.saved = getattr(_state, "exact", None)
+        _state.exact = self.values
+
+    def __exit__(self, *exc: Any) -> None:
+        _state.exact = self.saved
 
 
 def exact_size(n: Any) -> Any:
@@ -165,7 +187,8 @@ def exact_size(n: Any) -> Any:
     if rec is None or not isinstance(n, torch.SymInt) or n.node.hint is None or not n.node.expr.is_Symbol:
         return n  # not one size: the DSL refuses it
     text = rec.expr(n, "a constexpr's value")
-    v = int(n.node.hint)
+    hint = int(n.node.hint)
+    v = (getattr(_state, "exact", None) or {}).get(hint, hint)  # the class recorded (exact_values)
     _state.calls.append(Derived("", text, n.node.expr))
     requirement = canonical(f"{text} == {v}")
     if requirement not in rec.class_requirements:
@@ -198,8 +221,13 @@ class SizeClasses:
         return combo[0] if len(self.groups) == 1 else self.combos.index(combo)
 
     def examples(self, combo: Tuple[int, ...]) -> Dict[int, int]:
-        """Example value -> a size inside the class, to record it with."""
-        return {h: self.lead(g).example(v) for g, (h, v) in enumerate(zip(self.hints, combo))}
+        """Example value -> a size inside the class, to record it with (a size a constexpr takes as it is keeps the
+        example's: exact)."""
+        return {h: self.lead(g).example(v) for g, (h, v) in enumerate(zip(self.hints, combo)) if self.lead(g).function}
+
+    def exact(self, combo: Tuple[int, ...]) -> Dict[int, int]:
+        """Example value -> the class's value, for the sizes constexprs take as they are (exact_values)."""
+        return {h: v for g, (h, v) in enumerate(zip(self.hints, combo)) if not self.lead(g).function}
 
     def __repr__(self) -> str:
         return ", ".join(repr(self.lead(g)) for g in range(len(self.groups)))
@@ -261,9 +289,9 @@ def _values_of(where: str, d: Derived, members: List[Derived], specialize: Any) 
                              f"value, so kernelop compiles the values you list: kernelop.triton(..., specialize=[...])"
                              f" (or {{{d.text!r}: [...]}}), e.g. the sizes of the models the op serves; other sizes "
                              "are refused")
-        bad = [v for v in values if isinstance(v, bool) or not isinstance(v, int) or v < 2]
+        bad = [v for v in values if isinstance(v, bool) or not isinstance(v, int) or v < 1]
         if bad or not values:
-            raise ValueError(f"{where}: specialize must list the values of {d.text} (ints >= 2), got "
+            raise ValueError(f"{where}: specialize must list the values of {d.text} (ints >= 1), got "
                              f"{shorten(repr(list(values)), 300)}")
         return sorted(set(values))
     values = DEFAULT_CLASSES

@@ -15,7 +15,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .._spec import Fill
 from .._symbolic import BoolProbe, FloatProbe, Recorder, Unexpressible, shape_exprs, shorten, user_location
 from .interception import NestedRecording
-from .program import ALLOCATE, COPY_ARG, FILL, FILL_ARG, GLUE_WORDS, VIEWS, Event, host_op
+from .program import ALLOCATE, COPY_ARG, FILL, FILL_ARG, GLUE_WORDS, VIEWS, Event, host_op, permutation_of
 
 Input = Tuple[str, str, Any]
 """A parameter of launch_fn: (name, "tensor" | "float" | "int" | "bool", default or inspect.Parameter.empty)."""
@@ -231,14 +231,17 @@ class HostOps(TorchDispatchMode):
         return init
 
 
-def outputs_of(where: str, result: Any, rec: Recorder) -> Tuple[List[Any], List[str]]:
+def outputs_of(where: str, result: Any, rec: Recorder) -> Tuple[List[Any], List[str], List[Optional[List[int]]]]:
     """What launch_fn returned, checked: the new contiguous tensors it allocated (the outputs), and the inputs it
     returns as they are (the kernel must write them: they become Tensor(a!) and the op does not return them).
-    Nothing at all is returned by an op whose only effect is writing inputs."""
+    Nothing at all is returned by an op whose only effect is writing inputs. An output returned as a permutation
+    of a new contiguous tensor (Liger's RoPE returns ``q.transpose(1, 2)`` of the tensor its kernel writes) is that
+    tensor, with the permutation (Note [returned views]; None for one returned as it is)."""
     outs = [] if result is None else list(result) if isinstance(result, (tuple, list)) else [result]
     inputs = {t.fake.untyped_storage()._cdata: t for t in rec.tensors}
     new: List[Any] = []
     returned: List[str] = []
+    permutes: List[Optional[List[int]]] = []
     for i, o in enumerate(outs):
         if not isinstance(o, torch.Tensor):
             raise ValueError(f"{where}: launch_fn returned a {type(o).__name__} as output {i}; outputs are tensors")
@@ -249,12 +252,24 @@ def outputs_of(where: str, result: Any, rec: Recorder) -> Tuple[List[Any], List[
                                  "the input itself (an input the kernel writes in place) or a new tensor")
             returned.append(source.name)
             continue
+        perm = None
         if not o.is_contiguous() or o.storage_offset() != 0:
-            raise ValueError(f"{where}: output {i} is not a contiguous tensor of its own; kernelop records outputs "
-                             "allocated contiguous (a spec may return one as a permutation of what its launches "
-                             "write, OutputDecl(permute=...), which launch_fn recording does not produce yet)")
+            o, perm = _permuted(where, i, o)
         new.append(o)
-    return new, returned
+        permutes.append(perm)
+    return new, returned, permutes
+
+
+def _permuted(where: str, i: int, o: Any) -> Tuple[Any, List[int]]:
+    """The new contiguous tensor output i is a permutation of, and the permutation; refused when it is anything
+    else."""
+    found = permutation_of(o)
+    if found is None:
+        raise ValueError(f"{where}: output {i} is not a contiguous tensor of its own, nor a permutation of one "
+                         "(x.transpose(1, 2) of a tensor launch_fn allocates, all of it, its dims told apart by their "
+                         "sizes); kernelop allocates outputs contiguous and returns one as a permutation of what its "
+                         "kernels write (OutputDecl(permute=...))")
+    return found
 
 
 def check_returned_inputs(where: str, doc: Dict[str, Any], returned: List[str]) -> None:
@@ -339,10 +354,13 @@ def from_inputs(value: Any) -> bool:
 
 def output_shapes(where: str, rec: Recorder, outputs: List[Any], out_names: List[str],
                   meta_impl: Optional[Callable[..., Any]], fakes: List[Any],
-                  inits: Optional[List[Optional[Dict[str, Any]]]] = None) -> List[Dict[str, Any]]:
-    """The outputs' spec entries (name, shape, dtype, init: HostOps.check); with meta_impl, traced from it and checked
-    against the outputs launch_fn allocates. A clone of an input has that input's shape and dtype."""
+                  inits: Optional[List[Optional[Dict[str, Any]]]] = None,
+                  permutes: Optional[List[Optional[List[int]]]] = None) -> List[Dict[str, Any]]:
+    """The outputs' spec entries (name, shape, dtype, init: HostOps.check, permute: outputs_of); with meta_impl,
+    traced from it and checked against the outputs launch_fn returns. A clone of an input has that input's shape and
+    dtype."""
     shaped = outputs
+    permutes = permutes or [None] * len(outputs)
     if meta_impl is not None:
         try:
             with rec.mode:
@@ -359,11 +377,12 @@ def output_shapes(where: str, rec: Recorder, outputs: List[Any], out_names: List
                              "tensor(s)")
         for i, (m, o) in enumerate(zip(meta, outputs)):
             ms = [rec.expr(d, f"{where}: meta_impl output {i}") for d in m.shape]
-            os_ = [rec.expr(d, f"{where}: launch_fn output {i}") for d in o.shape]
+            returned = o.permute(permutes[i]) if permutes[i] is not None else o
+            os_ = [rec.expr(d, f"{where}: launch_fn output {i}") for d in returned.shape]
             if ms != os_ or m.dtype != o.dtype:
                 raise ValueError(f"{where}: meta_impl says output {i} is {m.dtype} [{', '.join(ms)}] but launch_fn "
                                  f"allocates {o.dtype} [{', '.join(os_)}]")
-        shaped = meta
+        shaped = [o if p is not None else m for m, o, p in zip(meta, outputs, permutes)]
     out = []
     for i, (o, name) in enumerate(zip(shaped, out_names)):
         try:
@@ -373,6 +392,10 @@ def output_shapes(where: str, rec: Recorder, outputs: List[Any], out_names: List
         entry: Dict[str, Any] = {"name": name, "shape": {"same_as": like} if like else dims,
                                  "dtype": str(o.dtype).replace("torch.", "")}
         init = inits[i] if inits else None
+        if i < len(permutes) and permutes[i] is not None:
+            entry["permute"] = list(permutes[i] or ())
+            if like:  # the declared shape is explicit with a permutation (check_output_permute)
+                entry["shape"] = [rec.expr(d, f"{where}: output {i}") for d in o.shape]
         if init is not None:
             entry["init"] = init
             if "clone" in init:
@@ -382,15 +405,19 @@ def output_shapes(where: str, rec: Recorder, outputs: List[Any], out_names: List
     return out
 
 
-def inputs_json(rec: Recorder, inputs: List[Input]) -> List[Dict[str, Any]]:
-    """The spec's inputs: launch_fn's parameters, tensors with the dtype they were recorded with."""
+def inputs_json(rec: Recorder, inputs: List[Input], strided: Any = ()) -> List[Dict[str, Any]]:
+    """The spec's inputs: launch_fn's parameters, tensors with the dtype they were recorded with; `strided`: those
+    taken with their strides (read by a permuted copy alone: Note [recorded programs])."""
     out = []
     tensors = {t.name: t for t in rec.tensors}
     for name, kind, default in inputs:
         if kind == "tensor":
-            out.append({"name": name, "dtype": str(tensors[name].dtype).replace("torch.", "")})
+            entry: Dict[str, Any] = {"name": name, "dtype": str(tensors[name].dtype).replace("torch.", "")}
+            if name in strided:
+                entry["strided"] = True
+            out.append(entry)
             continue
-        entry: Dict[str, Any] = {"name": name, "scalar": kind}
+        entry = {"name": name, "scalar": kind}
         if default is not inspect.Parameter.empty:
             entry["default"] = float(default) if kind == "float" else default
         out.append(entry)
