@@ -133,8 +133,10 @@ __global__ void kop_cast(const T* __restrict__ x, long long n, U* __restrict__ y
     y[i] = kop_from<U>(kop_to<A>(x[i]));
 }
 // y = x.permute(P).contiguous(): y is contiguous of sizes s[0..R), x is read with strides t[0..R) per dim of y
-// (x's strides permuted, any layout). A block copies rows of y (its last dim) with consecutive threads on
-// consecutive elements, so a permutation that keeps the last dim in place reads and writes whole rows.
+// (x's strides permuted, any layout). A warp copies a row of y (its last dim) at a time: in 16-byte vectors when the
+// row is contiguous in x too and both rows are aligned (a permutation that keeps the last dim in place, as RoPE's
+// q.transpose(1, 2).contiguous()), element by element otherwise. The row's place in x is found with 32-bit
+// divisions when the rows fit them.
 template <class T, int R>
 __global__ void kop_permute_copy(const T* __restrict__ x, long long rows, long long s0, long long s1, long long s2,
                                  long long s3, long long s4, long long s5, long long s6, long long s7, long long t0,
@@ -142,17 +144,39 @@ __global__ void kop_permute_copy(const T* __restrict__ x, long long rows, long l
                                  long long t7, T* __restrict__ y) {
   const long long s[8] = {s0, s1, s2, s3, s4, s5, s6, s7};
   const long long t[8] = {t0, t1, t2, t3, t4, t5, t6, t7};
-  const long long inner = s[R - 1];
-  for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
-    long long offset = 0, rest = r;
+  const long long inner = s[R - 1], step = t[R - 1];
+  const int lane = threadIdx.x % 32;
+  const long long warps = (long long)gridDim.x * (blockDim.x / 32);
+  const bool narrow = rows < (1LL << 31);
+  for (long long r = blockIdx.x * (long long)(blockDim.x / 32) + threadIdx.x / 32; r < rows; r += warps) {
+    long long offset = 0;
+    if (narrow) {
+      unsigned rest = (unsigned)r;
 #pragma unroll
-    for (int d = R - 2; d >= 0; --d) {
-      offset += (rest % s[d]) * t[d];
-      rest /= s[d];
+      for (int d = R - 2; d >= 0; --d) {
+        const unsigned size = (unsigned)s[d];
+        offset += (long long)(rest % size) * t[d];
+        rest /= size;
+      }
+    } else {
+      long long rest = r;
+#pragma unroll
+      for (int d = R - 2; d >= 0; --d) {
+        offset += (rest % s[d]) * t[d];
+        rest /= s[d];
+      }
     }
     const T* from = x + offset;
     T* to = y + r * inner;
-    for (long long i = threadIdx.x; i < inner; i += blockDim.x) to[i] = from[i * t[R - 1]];
+    if (step == 1 && (inner * (long long)sizeof(T)) % 16 == 0 &&
+        (((unsigned long long)from | (unsigned long long)to) % 16) == 0) {
+      const uint4* f = reinterpret_cast<const uint4*>(from);
+      uint4* o = reinterpret_cast<uint4*>(to);
+      const long long n = inner * (long long)sizeof(T) / 16;
+      for (long long i = lane; i < n; i += 32) o[i] = f[i];
+    } else {
+      for (long long i = lane; i < inner; i += 32) to[i] = from[i * step];
+    }
   }
 }
 """
@@ -286,7 +310,7 @@ def permute_copy(perm: Sequence[int], dtype: Any) -> KernelSpec:
         inputs=[InputDecl("x", "T", strided=True)],
         outputs=[OutputDecl("y", [f"dim(x, {p})" for p in perm])],
         requires=[f"rank(x) == {rank}"], params=params,
-        geometry=Custom(grid=[f"max(min({rows}, 1048576), 1)"], block=[128]))
+        geometry=Custom(grid=[f"max(min(cdiv({rows}, 8), 1048576), 1)"], block=[256]))
 
 
 __all__: List[str] = ["GLUE_DTYPES", "cast", "clamp", "count_ne", "div", "permute_copy", "sum_all", "sum_dim"]
