@@ -88,10 +88,11 @@ int32_t kop_op_num_scalars(const kop_op* op);
 int32_t kop_op_num_outputs(const kop_op* op);
 const char* kop_op_input_name(const kop_op* op, int32_t index);
 const char* kop_op_output_name(const kop_op* op, int32_t index);
-/* How the op returns output `index` (Note [returned views], since ABI 2): 0 when as written; else
- * its rank n, with perm[0..n) the permutation (dim k of the result is dim perm[k] of what the
- * launches write, contiguous, of the declared shape kop_op_output_shapes gives). -1 on a bad
- * argument (a NULL op or perm, an index out of range, capacity below n): see kop_last_error(). */
+/* How the op returns output `index` (Note [returned views], since ABI 2): 0 when as written (perm
+ * may then be NULL); else its rank n, with perm[0..n) the permutation (dim k of the result is dim
+ * perm[k] of what the launches write, contiguous, of the declared shape kop_op_output_shapes
+ * gives). -1 on a bad argument (a NULL op, an index out of range, a NULL perm or a capacity below
+ * n for a permuted output): see kop_last_error(). */
 int32_t kop_op_output_permute(const kop_op* op, int32_t index, int32_t* perm, int32_t capacity);
 
 /* Output shapes and dtypes for the given inputs: ranks[num_outputs], dtypes[num_outputs] and

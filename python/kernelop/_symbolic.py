@@ -160,6 +160,14 @@ class Recorder:
         # Requirements that are no guard: a size a constexpr takes as it is holds the recorded class's value
         # (Note [size classes]), without the ShapeEnv replacing the size by that value everywhere.
         self.class_requirements: List[str] = []
+        # Each size's place, the same at every rank a recording is made at (_higher_ranks adds axes after the first):
+        # (tensor, 0) for the first axis, (tensor, axis - rank) for the others of a tensor of rank >= 2.
+        self.dim_keys: Dict[sympy.Symbol, Tuple[str, int]] = {}
+
+    def keys_of(self, expr: Any) -> Set[Tuple[str, int]]:
+        """The places (dim_keys) of the sizes that are `expr` in this recording (sizes launch_fn found equal,
+        `assert a.shape == b.shape`, are one symbol)."""
+        return {key for sym, key in self.dim_keys.items() if sym == expr or self.shape_env.replace(sym) == expr}
 
     # -- inputs --------------------------------------------------------------------------------------------------
     def add_tensor(self, name: str, dtype: torch.dtype, shape: Optional[Sequence[int]],
@@ -174,6 +182,7 @@ class Recorder:
             sym = self.shape_env.create_symbol(hint, ConstantSource(f"{name}.size({axis})"),
                                                dynamic_dim=DimDynamic.DYNAMIC)
             self._leaf[sym] = f"dim({name}, {axis})"
+            self.dim_keys[sym] = (name, axis if axis == 0 or rank < 2 else axis - rank)
             t.symbols.append(sym)
             sizes.append(self.shape_env.create_symintnode(sym, hint=hint))
         with self.mode:

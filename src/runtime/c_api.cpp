@@ -262,8 +262,9 @@ int32_t kop_op_output_permute(const kop_op* op, int32_t index, int32_t* perm, in
   const auto& permute = op->op.plan().outputs[static_cast<std::size_t>(index)].permute;
   const auto n = static_cast<int32_t>(permute.size());
   if (n > 0 && (!perm || capacity < n)) {
-    bad_argument("kop_op_output_permute: output " + std::to_string(index) + " is returned as a permutation of " +
-                 std::to_string(n) + " dims; perm must hold " + std::to_string(n) + ", got capacity " +
+    bad_argument("kop_op_output_permute: output " + std::to_string(index) +
+                 " is returned as a permutation of " + std::to_string(n) +
+                 " dims; perm must hold " + std::to_string(n) + ", got capacity " +
                  std::to_string(capacity));
     return -1;
   }

@@ -1142,7 +1142,8 @@ static int run_views(const char* path, int gpu) {
             strstr(kop_last_error(), "perm must hold 2, got capacity 1") != NULL,
         "a perm of capacity 1 is refused, saying 2 are needed");
   CHECK(kop_op_output_permute(op, 0, NULL, 4) == -1, "a NULL perm is refused");
-  CHECK(kop_op_output_permute(op, 1, perm, 4) == -1 && kop_op_output_permute(op, -1, perm, 4) == -1 &&
+  CHECK(kop_op_output_permute(op, 1, perm, 4) == -1 &&
+            kop_op_output_permute(op, -1, perm, 4) == -1 &&
             kop_op_output_permute(NULL, 0, perm, 4) == -1,
         "an output out of range and a NULL op are refused");
   int64_t shape[2] = {kRows, kCols};
@@ -1166,14 +1167,15 @@ static int run_views(const char* path, int gpu) {
     CU(cu.cuMemcpyHtoD(dx, x, sizeof x));
     in = tensor((void*)(uintptr_t)dx, KOP_FLOAT32, 2, shape);
     kop_tensor out = tensor((void*)(uintptr_t)dy, KOP_FLOAT32, 2, shape);
-    EXPECT_STATUS("kop_op_launch (returned view)", kop_op_launch(op, &in, 1, NULL, 0, &out, 1, NULL), KOP_OK,
-                  NULL);
+    EXPECT_STATUS("kop_op_launch (returned view)",
+                  kop_op_launch(op, &in, 1, NULL, 0, &out, 1, NULL), KOP_OK, NULL);
     CU(cu.cuMemcpyDtoH(y, dy, sizeof y));
     int same = 1;
     /* Element (c, r) of the returned view is element (r, c) of what was written. */
     for (int r = 0; r < kRows; ++r)
       for (int c = 0; c < kCols; ++c) same &= y[r * kCols + c] == x[r * kCols + c];
-    CHECK(same, "the launch wrote the declared shape, contiguous; the caller applies the permutation");
+    CHECK(same,
+          "the launch wrote the declared shape, contiguous; the caller applies the permutation");
     CU(cu.cuMemFree(dx));
     CU(cu.cuMemFree(dy));
   }

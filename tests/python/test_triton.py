@@ -1264,6 +1264,51 @@ class SizeClasses(unittest.TestCase):
         r = ko.record_plugin(ko.triton(exact, [{}], specialize={"dim(x, -1)": [64]}), op_name="kop_tt_sc::exact")
         self.assertEqual({c["BLOCK"] for c in r.doc["configs"]}, {64})
 
+    def test_classes_of_one_value_beside_power_of_two_classes_require_what_they_compile(self):
+        """A size passed to a constexpr as it is (rows, classes 1 and 2) beside next_power_of_2 of another (BLOCK),
+        over a corpus of examples whose sizes collide with the classes' (the rows' example 6 is the example the
+        class 8 of BLOCK is recorded at): every config's compiled values are what its requirements allow, checked
+        with kernelop's own evaluator on every size of a grid."""
+        @triton.jit
+        def rows_kernel(X, Y, n_cols, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+            r = tl.program_id(0)
+            offs = tl.arange(0, BLOCK)
+            tl.store(Y + r * n_cols + offs, tl.load(X + r * n_cols + offs, mask=offs < n_cols) * ROWS,
+                     mask=offs < n_cols)
+
+        def launch(x: torch.Tensor) -> torch.Tensor:
+            y = torch.empty_like(x)
+            rows_kernel[(x.shape[0],)](x, y, x.shape[1], ROWS=x.shape[0], BLOCK=triton.next_power_of_2(x.shape[1]))
+            return y
+        for example in ((6, 100), (2, 3), (8, 6), (3, 6)):
+            r = ko.record_plugin(ko.triton(launch, specialize={"dim(x, 0)": [1, 2, 3], "dim(x, -1)": [4, 8, 128]}),
+                                 op_name=f"kop_tt_exact::rows_{example[0]}_{example[1]}",
+                                 example_inputs=(torch.empty(example),))
+            self.assertEqual(sorted({(c["ROWS"], c["BLOCK"]) for c in r.doc["configs"]}),
+                             [(a, b) for a in (1, 2, 3) for b in (4, 8, 128)], example)
+            for rows in (1, 2, 3, 4):
+                for cols in (1, 3, 4, 5, 8, 9, 100, 128, 129):
+                    leaves = {"dim(x, 0)": rows, "dim(x, 1)": cols, "dim(x, -1)": cols, "numel(x)": rows * cols,
+                              "numel_except(x, 0)": cols, "numel_except(x, -1)": rows, "numel_except(x, 1)": rows}
+                    for i in eligible(r, leaves):
+                        c = r.doc["configs"][i]
+                        self.assertEqual((c["ROWS"], c["BLOCK"]), (rows, triton.next_power_of_2(cols)),
+                                         f"example {example}: {rows}x{cols} runs {c}")
+
+    def test_a_class_of_one_is_dropped_where_launch_fn_decides_otherwise_at_1(self):
+        def launch(x: torch.Tensor) -> torch.Tensor:
+            y = torch.empty_like(x)
+            if x.shape[0] < 3:  # decided on the example's rows (the class of 1 is recorded there): not so at 1
+                raise ValueError("too few rows")
+            copy_kernel[(1,)](x, y, x.numel(), BLOCK=x.shape[0])
+            return y
+        with self.assertWarnsRegex(UserWarning, r"launch_fn refuses size classes 1 of dim\(x, 0\).*for dim\(x, 0\) "
+                                   r"== 1: launch_fn decides 'dim\(x, 0\) >= 3' on the host, which does not hold "
+                                   r"there"):
+            r = ko.record_plugin(ko.triton(launch, specialize=[1, 4, 8]), op_name="kop_tt_exact::one",
+                                 example_inputs=(torch.empty(4, 100),))
+        self.assertEqual(sorted({c["BLOCK"] for c in r.doc["configs"]}), [4, 8])
+
 
 class SeveralLaunches(unittest.TestCase):
     """launch_fn launching several kernels with scratch and host glue between them (Note [recorded programs])."""
@@ -1445,6 +1490,26 @@ class SeveralLaunches(unittest.TestCase):
         self.assertEqual([(t["kernel_name"], t.get("before", False)) for t in doc["then"]],
                          [("kop_permute_copy<T, 2>", False), ("kop_sum_dim<T, U>", False)])
 
+        def cloned_and_transposed(x: torch.Tensor) -> torch.Tensor:  # x is also cloned: taken contiguous
+            y = x.clone()
+            z = x.t().contiguous()
+            out = torch.empty_like(y)
+            add_into[(triton.cdiv(x.numel(), 256),)](y, z, out, x.numel(), BLOCK=256)
+            return out
+        doc = ko.record_plugin(ko.triton(cloned_and_transposed), op_name="kop_tt_glue::ct",
+                               example_inputs=(torch.empty(64, 100),)).doc
+        self.assertEqual(doc["inputs"], [{"name": "x", "dtype": "float32"}])
+        self.assertEqual([t["kernel_name"] for t in doc["then"]], ["kop_permute_copy<T, 2>"])
+
+        def transposed_mask(x: torch.Tensor) -> torch.Tensor:
+            z = x.t().contiguous()
+            out = torch.empty_like(z)
+            copy_kernel[(1,)](z, out, x.numel(), BLOCK=128)
+            return out
+        expect_error(self, ValueError, "launch_fn copies a permutation of a bool tensor of rank 2 on the host "
+                     "(aten.clone at ", ko.record_plugin, ko.triton(transposed_mask),
+                     op_name="kop_tt_glue::mask", example_inputs=(torch.empty(8, 4, dtype=torch.bool),))
+
         def later_kernel_writes_input(x: torch.Tensor) -> torch.Tensor:
             y = torch.empty_like(x)
             scaled_copy[(triton.cdiv(x.numel(), 128),)](x, y, x.numel(), 2.0, BLOCK=128)
@@ -1600,7 +1665,8 @@ class Refusals(unittest.TestCase):
             y = torch.empty_like(x)
             copy_kernel[(1,)](x, y, x.numel(), BLOCK=128)
             return y.t()
-        doc = ko.record_plugin(ko.triton(transposed), op_name="kop_tt_views::t", example_inputs=(torch.empty(4, 8),)).doc
+        doc = ko.record_plugin(ko.triton(transposed), op_name="kop_tt_views::t",
+                               example_inputs=(torch.empty(4, 8),)).doc
         self.assertEqual(doc["outputs"], [{"name": "Y", "shape": ["dim(x, 0)", "dim(x, 1)"], "dtype": "float32",
                                            "permute": [1, 0]}])
 

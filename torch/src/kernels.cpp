@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <limits>
 #include <optional>
+#include <span>
 #include <sstream>
 
 #include "kernelop/numbers.hpp"
@@ -240,14 +241,20 @@ at::Tensor donated(const KernelOp& op, const Call& call, std::size_t o, DType dt
 // Allocated so directly (empty_strided): the op returns a tensor of its own, never a view of one.
 // Strides as PyTorch makes them contiguous: a size of 0 counts as 1 (at::empty({2, 0, 3}) has
 // strides {3, 3, 1}), so a fake tensor's strides and the real one's agree for empty outputs too.
-inline std::int64_t at_least_one(std::int64_t n) { return std::max<std::int64_t>(n, 1); }
-inline c10::SymInt at_least_one(const c10::SymInt& n) { return n.max(c10::SymInt(1)); }
+inline std::int64_t at_least_one(std::int64_t n) {
+  return std::max<std::int64_t>(n, 1);
+}
+inline c10::SymInt at_least_one(const c10::SymInt& n) {
+  return n.max(c10::SymInt(1));
+}
 
+// Small vectors: no heap allocation per call for ranks up to 8.
 template <class Int>
-void returned_view(const std::vector<int>& permute, const std::vector<Int>& shape,
-                   std::vector<Int>& sizes, std::vector<Int>& strides) {
-  std::vector<Int> contiguous(shape.size(), Int(1));
-  for (std::size_t j = shape.size(); j-- > 1;) contiguous[j - 1] = contiguous[j] * at_least_one(shape[j]);
+void returned_view(const std::vector<int>& permute, std::span<const Int> shape,
+                   c10::SmallVector<Int, 8>& sizes, c10::SmallVector<Int, 8>& strides) {
+  c10::SmallVector<Int, 8> contiguous(shape.size(), Int(1));
+  for (std::size_t j = shape.size(); j-- > 1;)
+    contiguous[j - 1] = contiguous[j] * at_least_one(shape[j]);
   sizes.clear();
   strides.clear();
   for (int d : permute) {
@@ -302,9 +309,8 @@ class CudaKernel final : public c10::OperatorKernel {
           const std::vector<int>& permute = p.outputs[o].permute;
           at::Tensor t;
           if (!permute.empty()) {  // Note [returned views]: the launches see `shape`, contiguous
-            std::vector<std::int64_t> sizes, strides;
-            returned_view(permute, std::vector<std::int64_t>(shape.begin(), shape.end()), sizes,
-                          strides);
+            c10::SmallVector<std::int64_t, 8> sizes, strides;
+            returned_view<std::int64_t>(permute, shape.span(), sizes, strides);
             t = at::empty_strided(sizes, strides, options);
           } else {
             t = donated(op, call, o, dtype, shape);
@@ -348,10 +354,12 @@ class CudaKernel final : public c10::OperatorKernel {
       const std::string& name = p.tensors[static_cast<std::size_t>(p.outputs[o].slot)].name;
       // The kernel writes its outputs contiguous: a meta_fn that says otherwise would give fake
       // tensors (compile, export) strides the real ones do not have.
-      TORCH_CHECK(m.is_contiguous(), "op ", p.op_name, ": its meta_fn returned output ", o, " ('",
-                  name, "') with strides ", m.strides(), "; kernelop allocates outputs contiguous "
-                  "(return torch.empty(...) of the shape; a spec returns a permutation of an output "
-                  "with \"permute\")");
+      TORCH_CHECK(
+          m.is_contiguous(), "op ", p.op_name, ": its meta_fn returned output ", o, " ('", name,
+          "') with strides ", m.strides(),
+          "; kernelop allocates outputs contiguous "
+          "(return torch.empty(...) of the shape; a spec returns a permutation of an output "
+          "with \"permute\")");
       out.add(at::empty(m.sizes(), m.options().device(device)), call.dtype_of(m, name),
               Shape(std::span<const std::int64_t>(m.sizes().data(), m.sizes().size())), device);
     }
@@ -516,8 +524,10 @@ class MetaKernel final : public c10::OperatorKernel {
         output_dims<c10::SymInt>(p, out, sizes, dims);
         const auto options = at::TensorOptions().dtype(to_torch(dtypes[o])).device(c10::kMeta);
         if (!out.permute.empty()) {  // Note [returned views]
-          std::vector<c10::SymInt> view_sizes, view_strides;
-          returned_view(out.permute, dims, view_sizes, view_strides);
+          c10::SmallVector<c10::SymInt, 8> view_sizes, view_strides;
+          returned_view<c10::SymInt>(out.permute,
+                                     std::span<const c10::SymInt>(dims.data(), dims.size()),
+                                     view_sizes, view_strides);
           outputs.push_back(at::empty_strided_symint(view_sizes, view_strides, options));
         } else {
           outputs.push_back(at::empty_symint(dims, options));

@@ -451,6 +451,10 @@ def _record_classes(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]]
         except (LaunchFnRaised, sizes.NoConfigForClass) as e:  # launch_fn refuses the class, or no config is for it
             refused.append((v, e))
             continue
+        wrong = _decided_elsewhere(rec_v, d.exact(v))
+        if wrong is not None:  # a class of 1, recorded at another size: launch_fn decided something not true at 1
+            refused.append((v, ValueError(f"launch_fn decides {wrong} on the host, which does not hold there")))
+            continue
         if len({x.text for x in again}) != len(texts):  # (named by rank or from the end: counted, not compared)
             raise ValueError(f"{where}: launch_fn derives {', '.join(map(repr, again)) or 'nothing'} for sizes where "
                              f"{d.within(v)}, but {', '.join(map(repr, derived))} for the examples; kernelop records "
@@ -466,6 +470,19 @@ def _record_classes(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]]
                          f"({', '.join(str(d.key(v)) for v, _ in refused)}); for {d.within(first)}: "
                          f"{shorten(error, 1000)}") from error
     return classes
+
+
+def _decided_elsewhere(rec: Recorder, exact: Dict[Any, int]) -> Optional[str]:
+    """A condition launch_fn evaluated on the host that is false for the sizes of a class of 1 (Note [size classes]:
+    such a class is recorded at another size), as text; None when every one holds."""
+    import sympy
+    ones = {sym: sympy.Integer(1) for sym in rec.dim_keys if any(exact.get(k) == 1 for k in rec.keys_of(sym))}
+    if not ones:
+        return None
+    for guard in rec.shape_env.guards:
+        if set(ones) & guard.expr.free_symbols and guard.expr.subs(ones) == sympy.false:
+            return rec.describe(guard.expr)
+    return None
 
 
 def _discover(dsl: Dsl, spec: Any, where: str, inputs: List[Input], tensors: Dict[str, torch.Tensor],

@@ -110,6 +110,7 @@ class Program:
         not made contiguous first. `per_launch`: each kernel's tensors."""
         other = {storage_of(t) for tensors, _ in per_launch for t in tensors.values()}
         other |= {storage_of(t) for g in self.glue if g.kind != "permute_copy" for t in (g.x, g.other, g.y)}
+        other |= {source for _, source, _ in self.copies}  # an input an init copies is cloned contiguous
         copied = {storage_of(g.x) for g in self.glue if g.kind == "permute_copy"}
         return {t.name for t in rec.tensors if storage_of(t.fake) in copied - other}
 
@@ -212,6 +213,11 @@ def plan_program(where: str, rec: Recorder, events: List[Event], outputs: List[A
         if e.op == "clone" and e.args and isinstance(e.args[0], torch.Tensor) and e.result.is_contiguous():
             found = permutation_of(e.args[0])  # x.transpose(1, 2).contiguous(): a copy the glue makes
             if found is not None and (storage_of(found[0]) in inputs or storage_of(found[0]) in made_by):
+                dtype = str(e.result.dtype).replace("torch.", "")
+                if dtype not in GLUE_DTYPES or not 2 <= e.result.dim() <= 8:
+                    raise ValueError(f"{where}: launch_fn copies a permutation of a {dtype} tensor of rank "
+                                     f"{e.result.dim()} on the host (aten.clone at {e.where}); kernelop's permuted "
+                                     f"copy takes tensors of rank 2 to 8 of {', '.join(GLUE_DTYPES)}")
                 steps.append(GlueStep(e.position, found[0], e.result, "permute_copy", where=e.where, event=i,
                                       value=found[1]))
             continue

@@ -9,8 +9,8 @@ BLOCK_SIZE), and the class's bounds are guards, hence requirements of its config
 merged into one op: their configs side by side, each requiring its class; the op requires that some class holds, so
 the Meta kernel and tracing refuse a size no config can run. The classes recorded are the powers of two from 4 to
 65536 that launch_fn accepts (its own checks, such as Liger's "BLOCK_SIZE > MAX_FUSED_SIZE" error, drop the rest), or
-the values ``specialize`` gives. (Sizes 1 and 2 are not recorded: PyTorch records sizes over [2, inf), where the
-class of 2 would pin a size.)
+the values ``specialize`` gives. (next_power_of_2's classes 1 and 2 are not recorded: PyTorch records sizes over
+[2, inf), where the class of 2 would pin a size.)
 
 Constexprs derived from several sizes (a tile's BLOCK_M and BLOCK_N) are recorded at the product of their
 sizes' classes (SizeClasses), each class's recording requiring all its bounds; sizes of one value in the examples
@@ -21,11 +21,13 @@ A size passed to a constexpr as it is (Liger's SwiGLU: ``n_cols=n_cols``) is a c
 is ``n == v``, recorded with the example size v, and since the values are unbounded they are those ``specialize``
 lists (the hidden sizes of the models the op serves); a size outside them is refused, naming them. The class's
 requirement is no ShapeEnv guard (which would replace the size by v in every expression, and the classes' ops
-would no longer merge): the recorder holds it as a requirement of its own. Nor is the class's recording made at
-size v: its tensors keep the examples' size there, and only the constexpr and the requirement say v
-(exact_values). So a class may be 1 (a batch of one; PyTorch's sizes range over [2, inf)), and two sizes that
-the examples tell apart (a batch and a head count) stay two sizes in a class where both are 2 (PyTorch's duck
-sizing would make them one, and that class's op another op).
+would no longer merge): the recorder holds it as a requirement of its own, and next_power_of_2 of such a size
+(Liger's RoPE pads its head counts) holds its bounds as requirements too, not guards (the guards of the class of 2,
+n <= 2 and n > 1, would make PyTorch replace the size by 2). Sizes are found by their place (Recorder.dim_keys,
+exact_values), never by value: a class's sizes may equal other sizes. A class may be 1 (a batch of one): PyTorch's
+sizes range over [2, inf), so that class is recorded at the examples' size there and only the constexpr and the
+requirements say 1; a condition launch_fn evaluates on the size is checked at 1 and the class dropped when it does
+not hold there (a decision on "n == 1" itself is not seen: docs/triton.md, Limits).
 """
 
 from __future__ import annotations
@@ -92,8 +94,9 @@ DerivedInt.__hash__ = int.__hash__  # type: ignore[method-assign]
 class Derived:
     """One value launch_fn derived from a size: the size (its text and symbol) and the function."""
 
-    def __init__(self, function: str, text: str, symbol: Any) -> None:
+    def __init__(self, function: str, text: str, symbol: Any, keys: Any = frozenset()) -> None:
         self.function, self.text, self.symbol = function, text, symbol
+        self.keys = keys  # the size's places (Recorder.keys_of)
 
     def __repr__(self) -> str:
         return f"{self.function}({self.text})" if self.function else self.text
@@ -103,8 +106,8 @@ class Derived:
         return f"{self.text} == {v}" if not self.function else f"{self.text} <= {v}"
 
     def example(self, v: int) -> int:
-        """A size inside the class of v (of next_power_of_2) to record it with."""
-        return v * 3 // 4
+        """A size inside the class of v to record it with."""
+        return v if not self.function else v * 3 // 4
 
 
 def begin(rec: Recorder) -> List[Derived]:
@@ -154,10 +157,16 @@ def power_of_two(original: Any, n: Any) -> Any:
         raise Unexpressible(f"next_power_of_2({text}): kernelop specialises on sizes of inputs, and {text} is an int "
                             "scalar's value, which the recording does not know; pass a size, or give the values as "
                             "configs")
-    _state.calls.append(Derived("next_power_of_2", text, n.node.expr))
-    exact = (getattr(_state, "exact", None) or {}).get(int(hint))
-    if exact is not None:  # a size a constexpr also takes as it is: its class's requirement (n == value) decides
-        return DerivedInt(next_power_of_2(exact), f"next_power_of_2({text})")
+    keys = rec.keys_of(n.node.expr)
+    _state.calls.append(Derived("next_power_of_2", text, n.node.expr, keys))
+    exact = _exact_value(keys)
+    if exact is not None:  # a size of a class of one value: its bounds are requirements, not guards
+        v = next_power_of_2(exact)
+        if canonical(f"{text} == {exact}") not in rec.class_requirements:  # (which the size's own value implies)
+            for requirement in _bounds(text, v):
+                if requirement not in rec.class_requirements:
+                    rec.class_requirements.append(requirement)
+        return DerivedInt(v, f"next_power_of_2({text})")
     v = next_power_of_2(int(hint))
     # The class's bounds, as the guards a size comparison makes (hence requirements of the class's configs).
     bool(n <= v)
@@ -166,10 +175,10 @@ def power_of_two(original: Any, n: Any) -> Any:
 
 
 class exact_values:
-    """While a class is recorded on this thread: the value a constexpr that takes a size as it is compiles in, by
-    the size's example value (SizeClasses.exact; Note [size classes])."""
+    """While a class is recorded on this thread: the value of each size of a class of one value, by the size's place
+    (SizeClasses.exact; Note [size classes])."""
 
-    def __init__(self, values: Dict[int, int]) -> None:
+    def __init__(self, values: Dict[Any, int]) -> None:
         self.values = values
 
     def __enter__(self) -> None:
@@ -187,13 +196,26 @@ def exact_size(n: Any) -> Any:
     if rec is None or not isinstance(n, torch.SymInt) or n.node.hint is None or not n.node.expr.is_Symbol:
         return n  # not one size: the DSL refuses it
     text = rec.expr(n, "a constexpr's value")
-    hint = int(n.node.hint)
-    v = (getattr(_state, "exact", None) or {}).get(hint, hint)  # the class recorded (exact_values)
-    _state.calls.append(Derived("", text, n.node.expr))
+    keys = rec.keys_of(n.node.expr)
+    v = _exact_value(keys)  # the class recorded (exact_values)
+    v = int(n.node.hint) if v is None else v
+    _state.calls.append(Derived("", text, n.node.expr, keys))
     requirement = canonical(f"{text} == {v}")
     if requirement not in rec.class_requirements:
-        rec.class_requirements.append(requirement)
+        implied = _bounds(text, next_power_of_2(v))  # next_power_of_2's bounds on the size, if it came first
+        rec.class_requirements[:] = [r for r in rec.class_requirements if r not in implied] + [requirement]
     return DerivedInt(v, text)
+
+
+def _exact_value(keys: Any) -> Optional[int]:
+    """The value of the class of one value being recorded that a size at these places has, or None."""
+    exact = getattr(_state, "exact", None) or {}
+    return next((exact[k] for k in sorted(keys) if k in exact), None)
+
+
+def _bounds(text: str, v: int) -> Tuple[str, str]:
+    """The class of next_power_of_2(size) == v as requirements."""
+    return canonical(f"{text} <= {v}"), canonical(f"{text} > {v // 2}")
 
 
 MAX_CLASSES = 64  # the most size classes one op records without specialize listing every size's values
@@ -221,13 +243,15 @@ class SizeClasses:
         return combo[0] if len(self.groups) == 1 else self.combos.index(combo)
 
     def examples(self, combo: Tuple[int, ...]) -> Dict[int, int]:
-        """Example value -> a size inside the class, to record it with (a size a constexpr takes as it is keeps the
-        example's: exact)."""
-        return {h: self.lead(g).example(v) for g, (h, v) in enumerate(zip(self.hints, combo)) if self.lead(g).function}
+        """Example value -> a size inside the class, to record it with (a class of 1 keeps the example's size:
+        exact)."""
+        return {h: self.lead(g).example(v) for g, (h, v) in enumerate(zip(self.hints, combo))
+                if self.lead(g).function or v >= 2}
 
-    def exact(self, combo: Tuple[int, ...]) -> Dict[int, int]:
-        """Example value -> the class's value, for the sizes constexprs take as they are (exact_values)."""
-        return {h: v for g, (h, v) in enumerate(zip(self.hints, combo)) if not self.lead(g).function}
+    def exact(self, combo: Tuple[int, ...]) -> Dict[Any, int]:
+        """The place of each size of a class of one value (a size a constexpr takes as it is, and the sizes moving
+        with it) -> the class's value (exact_values)."""
+        return {k: v for g, v in enumerate(combo) if not self.lead(g).function for m in self.groups[g] for k in m.keys}
 
     def __repr__(self) -> str:
         return ", ".join(repr(self.lead(g)) for g in range(len(self.groups)))
