@@ -41,14 +41,15 @@ def rms_norm_fwd(X: torch.Tensor, W: torch.Tensor, eps: float):
 
 def rms_norm_bwd(grad_Y_ptr: torch.Tensor, X: torch.Tensor, W: torch.Tensor, RSTD_ptr: torch.Tensor):
     """LigerRMSNormFunction.backward line for line: X as its forward saved it (rms_norm_forward's X.view(-1, dim)),
-    BLOCK_SIZE and num_warps as its ctx holds them (calculate_settings of the hidden size), not in place (the
-    gradient is autograd's). Liger's rms_norm_backward allocates per-SM partials of dW (scratch) and ends with
-    _dW.sum(dim=0).to(W.dtype) (kernelop's glue, a launch of the op)."""
+    BLOCK_SIZE and num_warps as its ctx holds them (calculate_settings of the hidden size), in place as Liger's
+    default, over a copy of the incoming gradient: no zeroed dX, and no copy either when autograd gave the gradient
+    to this backward alone (docs/autograd.md, donated inputs). Liger's rms_norm_backward allocates per-SM partials
+    of dW (scratch) and ends with _dW.sum(dim=0).to(W.dtype) (kernelop's glue, a launch of the op)."""
     from liger_kernel.ops.utils import calculate_settings
     X = X.view(-1, X.shape[-1])
     BLOCK_SIZE, num_warps = calculate_settings(X.shape[-1])
-    return _ops("rms_norm").rms_norm_backward(grad_Y_ptr, X, W, RSTD_ptr, 0.0, "llama", BLOCK_SIZE, num_warps,
-                                              False, False)
+    return _ops("rms_norm").rms_norm_backward(grad_Y_ptr.clone(), X, W, RSTD_ptr, 0.0, "llama", BLOCK_SIZE,
+                                              num_warps, True, False)
 
 
 def rms_norm(dtype=torch.float32, op_name="liger::rms_norm", specialize=None):

@@ -30,8 +30,8 @@ void Validator::check_extras() {
   }
 }
 
-// The kernel's own parameter order: every output once, inputs and scalars at most once, extras
-// in place of the separate list.
+// The kernel's own parameter order: every output (unless an init sets it or a later launch
+// writes it), any name more than once, extras in place of the separate list.
 void Validator::check_params() {
   if (!spec_.params) return;
   if (!spec_.extras.empty()) {
@@ -61,13 +61,9 @@ void Validator::check_params() {
           << "'" << detail::shorten(name)
           << "' is not an input or output (known: " << join_or_none(all) << ")";
     }
-    // An input may feed several parameters (Liger passes n_cols as a size and a stride, dY as
-    // the input and, in place, the output); an output is written through one.
-    bool output =
-        std::find(output_names_.begin(), output_names_.end(), name) != output_names_.end();
-    if (!seen.insert(name).second && output) {
-      KERNELOP_RAISE(fail_at(path)) << "output '" << detail::shorten(name) << "' is passed twice";
-    }
+    // A name may feed several parameters: Liger passes n_cols as a size and a stride, and its
+    // in-place RMSNorm backward reads dY and writes dX through two that are one buffer.
+    seen.insert(name);
   };
   for (std::size_t i = 0; i < spec_.params->size(); ++i) {
     std::string path = "params[" + std::to_string(i) + "]";

@@ -73,8 +73,14 @@ TEST(AsWritten, ParamsMistakesNameTheEntry) {
   };
   bad(R"(["out", "x", "y"])",
       "op t::rows: params[2]: 'y' is not an input or output (known: x, out)");
-  bad(R"(["out", "x", "out"])", "params[2]: output 'out' is passed twice");
   bad(R"(["x"])", "params: does not pass output 'out'; the kernel must receive every output");
+  {  // an output through two parameters: a kernel that reads and writes one buffer
+    std::string text = spec();
+    auto at = text.find("\"params\"");
+    auto end = text.find("\"geometry\"");
+    text = text.substr(0, at) + R"("params": ["out", "x", "out"],)" + "\n    " + text.substr(end);
+    EXPECT_EQ(derive_plan(parse(text)).args.size(), 3u);
+  }
   expect_error([&] { derive_plan(parse(spec(R"(, "extras": [{"numel": "x"}])"))); },
                ErrorKind::Spec, "extras: cannot be combined with 'params'");
 }

@@ -182,11 +182,13 @@ class Recording(unittest.TestCase):
         self.assertEqual(b["kernel_name"], "_rms_norm_backward_kernel")
         self.assertEqual([i["name"] for i in b["inputs"]], ["grad_Y_ptr", "X", "W", "RSTD_ptr"])
         self.assertEqual(b["outputs"], [
-            {"name": "grad_X", "shape": {"same_as": "grad_Y_ptr"}, "dtype": "float32", "init": {"fill": 0}},
+            {"name": "grad_X", "shape": {"same_as": "grad_Y_ptr"}, "init": {"clone": "grad_Y_ptr"}},
             {"name": "grad_W", "shape": ["dim(grad_Y_ptr, -1)"], "dtype": "float32"},
             {"name": "dW_ptr", "shape": ["sm_count()", "dim(grad_Y_ptr, -1)"], "dtype": "float32", "scratch": True}])
         self.assertEqual(b["geometry"]["custom"]["grid"], ["sm_count()"])
         self.assertIn({"expr": "cdiv(numel_except(grad_Y_ptr, -1), sm_count())"}, b["params"])  # rows_per_program
+        # in place, as Liger's default: dY and dX are one buffer, a copy of the gradient (none when it is donated)
+        self.assertEqual(b["params"][:4], ["grad_X", {"expr": "dim(grad_Y_ptr, -1)"}] * 2)
         (glue,) = b["then"]
         self.assertEqual((glue["kernel_name"], glue["from"]), ("kop_sum_dim<T, U>", {"x": "dW_ptr", "y": "grad_W"}))
         self.assertEqual(sorted({c["size_class"] for c in b["configs"]}), CLASSES)

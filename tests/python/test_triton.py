@@ -400,6 +400,19 @@ def mul_backward_over_copies(a: torch.Tensor, b: torch.Tensor, grad_Y: torch.Ten
     return a, b
 
 
+@triton.jit
+def mul_into(G, B, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(G + offs, tl.load(G + offs, mask=m) * tl.load(B + offs, mask=m), mask=m)
+
+
+def mul_backward_over_gradient(b: torch.Tensor, grad_Y: torch.Tensor):
+    g = grad_Y.clone()  # Liger's RMSNorm backward in miniature: the gradient goes over (a copy of) the incoming one
+    mul_into[(triton.cdiv(g.numel(), 256),)](g, b, g.numel(), BLOCK=256)
+    return g
+
+
 def recorded_scale_mul(op_name="kop_tt_bwd::scale_mul", differentiable=("x", "w"), bwd=scale_mul_backward_launch,
                        **kw):
     return ko.record_plugin(ko.triton(scale_mul_launch), op_name=op_name,
@@ -2110,6 +2123,43 @@ class Cuda(unittest.TestCase):
         bwd(a, b, torch.ones_like(a))
         torch.testing.assert_close(a, before[0], rtol=0, atol=0)
         torch.testing.assert_close(b, before[1], rtol=0, atol=0)
+
+    def test_a_backward_takes_the_incoming_gradient_autograd_gave_it_alone(self):
+        # Note [donated inputs]: a gradient the engine gave this backward alone (made by the next node's backward) is
+        # the buffer of the gradient written over its copy; one the caller holds, or one autograd gave two nodes
+        # (until the other has run), or one a double-backward graph needs, is copied and keeps its value.
+        op = ko.custom_plugin(ko.triton(mul_launch), op_name="kop_tt_donate_grad::mul",
+                              backward=ko.Backward(["a"], ko.triton(mul_backward_over_gradient)))
+        x = torch.randn(1000, 33, device="cuda", requires_grad=True)
+        w = torch.randn(1000, 33, device="cuda")
+        g = torch.randn(1000, 33, device="cuda")
+
+        def step(make, create_graph=False):
+            seen = {}
+            a = x * 1.0
+            y = op(a, w)
+            y.register_hook(lambda grad: seen.update(y=grad.data_ptr()))
+            a.register_hook(lambda grad: seen.update(a=grad.data_ptr()))
+            out, grad = make(y)
+            (gx,) = torch.autograd.grad(out, (x,), grad, create_graph=create_graph)
+            return seen, gx
+
+        seen, gx = step(lambda y: (y * 2.0, g))  # y's gradient is MulBackward's new tensor: autograd's alone
+        self.assertEqual(seen["a"], seen["y"])
+        torch.testing.assert_close(gx, 2.0 * g * w)
+        before = g.clone()
+        seen, gx = step(lambda y: (y, g))  # the caller's own gradient: copied, intact
+        self.assertNotEqual(seen["a"], seen["y"])
+        torch.testing.assert_close(g, before, rtol=0, atol=0)
+        torch.testing.assert_close(gx, g * w)
+        # One gradient to two backwards (AddBackward passes it on as it is): the first copies it, so the second's
+        # taking it changes nothing the first reads.
+        a1, a2 = x * 1.0, x * 3.0
+        (gx,) = torch.autograd.grad((op(a1, w) + op(a2, w)) * 2.0, (x,), g)
+        torch.testing.assert_close(gx, 2.0 * g * w * 4.0)
+        seen, gx = step(lambda y: (y * 2.0, g), create_graph=True)  # a graph that may be differentiated again
+        self.assertNotEqual(seen["a"], seen["y"])
+        torch.testing.assert_close(gx.detach(), 2.0 * g * w)
 
     def test_a_packaged_recorded_backward_trains_without_triton(self):
         with tempfile.TemporaryDirectory() as d:

@@ -35,7 +35,8 @@ struct AutogradInfo {
   std::vector<int> saved_inputs;   // forward inputs (input_order) the backward reads, in save order
   std::vector<int> saved_outputs;  // then forward outputs it reads
   std::vector<int>
-      grad_outputs;  // forward outputs whose gradients the backward reads (node inputs)
+      grad_outputs;             // forward outputs whose gradients the backward reads (node inputs)
+  std::vector<int> grad_reads;  // per node input: how many backward inputs read that gradient
   std::size_t num_inputs = 0, num_outputs = 0;
 };
 
@@ -60,13 +61,21 @@ class KernelopBackward final : public torch::autograd::Node {
     stack.reserve(a.link.sources.size());
     std::shared_ptr<Node> self = shared_from_this();
     c10::SmallVector<std::size_t, 4> unpacked;
+    const bool donate_grads = !at::GradMode::is_enabled();
     for (std::size_t j = 0; j < a.link.sources.size(); ++j) {
       const std::size_t k = a.slot[j];
       if (a.link.sources[j].kind == Kind::Grad) {
         // An output the loss did not use has no gradient: zeros, as autograd::Function's
-        // materialize_grads gives. (Not moved: a gradient autograd gave several nodes may still
-        // be read on another stream, which no reference count shows.)
-        stack.emplace_back(grads[k].defined() ? grads[k] : input_metadata(k).zeros_like());
+        // materialize_grads gives. Note [donated inputs]: a gradient the engine gave this node
+        // alone is moved into the call, so that an output that starts as its copy may take its
+        // buffer; outside a double-backward graph only, as PyTorch's InputBuffer reuses one.
+        if (!grads[k].defined()) {
+          stack.emplace_back(input_metadata(k).zeros_like());
+        } else if (donate_grads && a.grad_reads[k] == 1) {
+          stack.emplace_back(std::move(grads[k]));
+        } else {
+          stack.emplace_back(grads[k]);
+        }
       } else if (saved_[k].is_scalar) {
         stack.push_back(saved_[k].scalar);
       } else {
@@ -264,6 +273,7 @@ torch::CppFunction make_autograd_kernel(Registration::State* state, const OpPlan
     if (s.kind == Kind::Grad) add(info->grad_outputs, s.index);
   }
   std::sort(info->grad_outputs.begin(), info->grad_outputs.end());  // node inputs in output order
+  info->grad_reads.assign(info->grad_outputs.size(), 0);
   auto position = [](const std::vector<int>& list, int index) {
     return static_cast<std::size_t>(std::find(list.begin(), list.end(), index) - list.begin());
   };
@@ -277,6 +287,7 @@ torch::CppFunction make_autograd_kernel(Registration::State* state, const OpPlan
         break;
       case Kind::Grad:
         info->slot.push_back(position(info->grad_outputs, s.index));
+        ++info->grad_reads[info->slot.back()];
         break;
     }
   }
