@@ -12,7 +12,9 @@ bench/liger_bench.py times them.
   then rotates in place; the returned ``q.transpose(1, 2)`` is an output returned as a permutation (OutputDecl
   permute). The op leaves q and k intact: Liger's rotates them in place when their transpose is contiguous.
 - Cross entropy: ``cross_entropy_forward`` / ``cross_entropy_backward`` line for line, for a mean loss, with the
-  deviations their docstrings give (no ``.item()`` host sync: the count of kept rows stays on the device).
+  deviations their docstrings give (no ``.item()`` host sync: the count of kept rows stays on the device); the
+  gradient over a copy of the logits, or over the logits as Liger's (``in_place=True``: ``Tensor(a!)`` with a
+  backward).
 
 Each ``launch_fn`` is what the library's autograd Function calls; the wrappers only say which of its returns are the
 op's outputs and pass what the Function's ctx holds.
@@ -114,17 +116,19 @@ def rope(dtype=torch.float32, op_name="liger::rope", batches=(1, 2, 4, 8), q_hea
                                 rope_bwd, specialize=classes("grad_q_embed", "grad_k_embed"))))
 
 
-def ce_fwd(_input: torch.Tensor, target: torch.Tensor, ignore_index: int = -100):
+def ce_fwd_in_place(_input: torch.Tensor, target: torch.Tensor, ignore_index: int = -100):
     """Liger's cross_entropy_forward line for line for a mean loss with no weight, z-loss, label smoothing, softcap
-    or accuracy (as LigerCrossEntropyFunction.apply(x, target, None, ignore_index) calls it), with two deviations.
-    ``n_non_ignore = target_mask.sum().item()`` is a host sync (no CUDA graph, a stall per step) and feeds a kernel
-    scalar: the count stays on the device, the kernel runs its "sum" reduction (n_non_ignore unused: each term of
-    "mean" is the "sum" one divided by it) and kernelop's glue divides the summed loss by the count; the backward
-    divides the incoming gradient by it before its kernel. And the gradient goes to a copy of the logits, not over
-    them: kernelop's op leaves its input intact. Liger's asserts that targets are in [0, V) are host syncs and are
-    left out: a target outside [0, V) that is not ignore_index makes Liger's kernel read and write outside its row
-    (torch's own loss asserts on the device), so targets must be in range. A mean over no kept row is nan, as
-    torch's (Liger's is 0), and its gradient 0, as torch's."""
+    or accuracy (as LigerCrossEntropyFunction.apply(x, target, None, ignore_index) calls it). As Liger's, the kernel
+    writes the gradient over the logits it is given (no copy: Liger's memory saving); the op's schema says so
+    (``Tensor(a!) _input``): the logits' version is bumped, a leaf that requires grad is refused, and the value left
+    in them has no gradient (docs/autograd.md). One deviation: ``n_non_ignore = target_mask.sum().item()`` is a host
+    sync (no CUDA graph, a stall per step) and feeds a kernel scalar: the count stays on the device, the kernel runs
+    its "sum" reduction (n_non_ignore unused: each term of "mean" is the "sum" one divided by it) and kernelop's glue
+    divides the summed loss by the count; the backward divides the incoming gradient by it before its kernel (the
+    logits hold the sum's gradient, Liger's the mean's). Liger's asserts that targets are in [0, V) are host syncs
+    and are left out: a target outside [0, V) that is not ignore_index makes Liger's kernel read and write outside
+    its row (torch's own loss asserts on the device), so targets must be in range. A mean over no kept row is nan,
+    as torch's (Liger's is 0), and its gradient 0, as torch's."""
     import triton
     ce = _ops("cross_entropy")
     BT, V = _input.shape
@@ -134,7 +138,6 @@ def ce_fwd(_input: torch.Tensor, target: torch.Tensor, ignore_index: int = -100)
     loss_1d = torch.zeros(n_rows, dtype=_input.dtype, device=_input.device)
     target_mask = target != ignore_index
     n_non_ignore = target_mask.sum()
-    _input = _input.clone()
     ce.liger_cross_entropy_kernel[(n_rows,)](
         X_ptr=_input, X_stride=_input.stride(-2), Y_ptr=target, Y_stride=target.stride(-1), weight_ptr=None,
         loss_ptr=loss_1d, z_loss_ptr=None, loss_stride=loss_1d.stride(-1), token_accuracy_ptr=None,
@@ -144,7 +147,14 @@ def ce_fwd(_input: torch.Tensor, target: torch.Tensor, ignore_index: int = -100)
         RETURN_PREDICTED_TOKENS=False, BLOCK_SIZE=BLOCK_SIZE, HAS_WEIGHT=False, HAS_SOFTCAPPING=False,
         HAS_GRADIENTS=True, num_warps=32)
     loss = torch.sum(loss_1d) / n_non_ignore
-    return loss, _input, n_non_ignore
+    return loss, n_non_ignore
+
+
+def ce_fwd(_input: torch.Tensor, target: torch.Tensor, ignore_index: int = -100):
+    """ce_fwd_in_place over a copy of the logits: the op leaves its input intact (the functional op)."""
+    grad = _input.clone()
+    loss, n_non_ignore = ce_fwd_in_place(grad, target, ignore_index)
+    return loss, grad, n_non_ignore
 
 
 def ce_bwd(grad_loss: torch.Tensor, grad: torch.Tensor, n_non_ignore: torch.Tensor):
@@ -165,11 +175,22 @@ def ce_bwd(grad_loss: torch.Tensor, grad: torch.Tensor, n_non_ignore: torch.Tens
     return _input
 
 
-def cross_entropy(dtype=torch.float32, op_name="liger::cross_entropy", vocabs=None):
+def ce_bwd_in_place(grad_loss: torch.Tensor, _input: torch.Tensor, n_non_ignore: torch.Tensor):
+    """ce_bwd reading the gradient the forward left in the logits (the forward's input ``_input``, as it left it):
+    it scales a copy, which is the logits' own buffer when the caller no longer holds them (donated inputs)."""
+    return ce_bwd(grad_loss, _input, n_non_ignore)
+
+
+def cross_entropy(dtype=torch.float32, op_name="liger::cross_entropy", vocabs=None, in_place=False):
     """Cross entropy (mean over the rows whose target is not ignore_index) and its backward for logits of `dtype`:
     ``loss, grad, n_non_ignore = op(logits, target, ignore_index=-100)``. ``vocabs``: the classes of
-    next_power_of_2(V) to compile (default: 4 to 65536; add 131072 for Llama 3's 128256)."""
+    next_power_of_2(V) to compile (default: 4 to 65536; add 131072 for Llama 3's 128256). ``in_place``: as
+    Liger's, the gradient goes over the logits: ``loss, n_non_ignore = op(logits, target)``."""
+    examples = (torch.empty(4, 1024, dtype=dtype), torch.empty(4, dtype=torch.int64))
+    if in_place:
+        return ko.record_plugin(ko.triton(ce_fwd_in_place, specialize=vocabs, outputs=["loss", "n_non_ignore"]),
+                                op_name=op_name, example_inputs=examples,
+                                backward=ko.Backward(["_input"], ko.triton(ce_bwd_in_place)))
     return ko.record_plugin(ko.triton(ce_fwd, specialize=vocabs, outputs=["loss", "grad", "n_non_ignore"]),
-                            op_name=op_name,
-                            example_inputs=(torch.empty(4, 1024, dtype=dtype), torch.empty(4, dtype=torch.int64)),
+                            op_name=op_name, example_inputs=examples,
                             backward=ko.Backward(["_input"], ko.triton(ce_bwd)))

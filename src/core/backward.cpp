@@ -176,14 +176,9 @@ void check_backward(const OpPlan& p, const ValidateOptions& options) {
       }
     }
   }
-  for (const TensorSlot& t : p.tensors) {
-    if (t.mutated) {
-      KERNELOP_RAISE(fail_at(p, ""))
-          << "input '" << t.name
-          << "' is written in place; an op that mutates an input has no backward (PyTorch "
-             "refuses autograd through in-place custom ops too)";
-    }
-  }
+  // An input the forward writes (Liger's cross entropy leaves the gradient in the logits) may be
+  // differentiable: its gradient is that of the value it had before the call, and a backward that
+  // reads it gets the value the forward left there (Note [written inputs with a backward]).
   // differentiable: tensor inputs of a floating dtype, each once
   if (b.differentiable.empty()) {
     KERNELOP_RAISE(fail_at(p, "differentiable"))

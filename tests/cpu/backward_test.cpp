@@ -182,11 +182,15 @@ TEST(Backward, RulesNameTheFieldAndWhatWasExpected) {
   // The backward is a spec like any other: its own errors name its op.
   expect_error([] { derive_plan(rms_with([](BackwardSpec& b) { b.spec.geometry.reset(); })); },
                ErrorKind::Spec, "op kernelop_autograd::rms_norm_backward: geometry: missing");
-  // A forward that mutates an input has no backward.
+  // A forward that writes an input has a backward too (Note [written inputs with a backward]):
+  // the input may be differentiable, and the backward reads the value the forward left.
   OpDecl mutated = autograd_example("rms_norm");
   std::get<InputDecl>((*mutated.spec.inputs)[1]).mutated = true;
-  expect_error([&] { derive_plan(mutated); }, ErrorKind::Spec,
-               "input 'weight' is written in place; an op that mutates an input has no backward");
+  OpPlan written = derive_plan(mutated);
+  EXPECT_TRUE(written.tensors[static_cast<std::size_t>(written.tensor_slot("weight"))].mutated);
+  OpPlan written_backward = derive_plan(backward_decl(written));
+  BackwardLink written_link = link_backward(written, written_backward);
+  EXPECT_EQ(written_link.grad_of.size(), written_link.differentiable.size());
   OpDecl twice = autograd_example("rms_norm");
   twice.spec.backward.push_back(twice.spec.backward[0]);
   expect_error([&] { derive_plan(twice); }, ErrorKind::Spec, "an op has one backward, found 2");

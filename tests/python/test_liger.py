@@ -79,6 +79,10 @@ def recorded_ce(dtype=torch.float32, op_name="kop_liger::cross_entropy"):
     return liger_ops.cross_entropy(dtype, op_name, VOCABS)
 
 
+def recorded_ce_in_place(dtype=torch.float32, op_name="kop_liger::cross_entropy_"):
+    return liger_ops.cross_entropy(dtype, op_name, VOCABS, in_place=True)
+
+
 ROPE = dict(batches=(1, 2, 3), q_heads=(4,), kv_heads=(2,), head_dims=(64,))  # the RoPE classes these tests use
 
 
@@ -116,7 +120,8 @@ def cross_entropy():
 
 
 _ops = {}
-_RECORDERS = {"rms_norm": recorded, "swiglu": recorded_swiglu, "cross_entropy": recorded_ce, "rope": recorded_rope}
+_RECORDERS = {"rms_norm": recorded, "swiglu": recorded_swiglu, "cross_entropy": recorded_ce, "rope": recorded_rope,
+              "cross_entropy_in_place": recorded_ce_in_place}
 
 
 def registered(kind, dtype):
@@ -334,6 +339,41 @@ class CrossEntropyRecording(unittest.TestCase):
             op(torch.empty(2, 4, 1000, dtype=torch.bfloat16, device="meta"),
                torch.empty(8, dtype=torch.int64, device="meta"))
 
+    def test_in_place_as_ligers_the_gradient_goes_over_the_logits(self):
+        r = recorded_ce_in_place()
+        d, b = r.doc, r.doc["backward"]
+        self.assertEqual([(i["name"], i.get("mutated", False)) for i in d["inputs"]],
+                         [("_input", True), ("target", False), ("ignore_index", False)])
+        self.assertEqual([o["name"] for o in d["outputs"] if not o.get("scratch")], ["loss", "n_non_ignore"])
+        self.assertEqual([i["name"] for i in b["inputs"]], ["grad_loss", "_input", "n_non_ignore"])
+        self.assertEqual(b["outputs"][0], {"name": "grad__input", "shape": {"same_as": "_input"},
+                                           "init": {"clone": "_input"}})
+        op = registered("cross_entropy_in_place", torch.bfloat16)
+        self.assertEqual(str(op.default._schema), "kop_liger::cross_entropy_in_place_bfloat16(Tensor(a!) _input, "
+                                                  "Tensor target, int ignore_index=-100) -> (Tensor, Tensor)")
+        x = torch.empty(37, 1000, dtype=torch.bfloat16, device="meta", requires_grad=True)
+        t = torch.empty(37, dtype=torch.int64, device="meta")
+        logits = x * 1.0
+        loss, n = op(logits, t)
+        self.assertEqual((logits._version, tuple(loss.shape), n.dtype), (1, (), torch.int64))
+        (gx,) = torch.autograd.grad(loss, (x,), torch.empty_like(loss))
+        self.assertEqual((tuple(gx.shape), gx.dtype), ((37, 1000), torch.bfloat16))
+        with self.assertRaisesRegex(RuntimeError, "writes its input '_input' in place: a leaf Variable that "
+                                                  "requires grad"):
+            op(x, t)
+        with self.assertRaisesRegex(RuntimeError, "wrote into its input '_input' in place: the value it left "
+                                                  "there has no gradient"):
+            torch.autograd.grad(op(x * 1.0, t)[0] + logits.sum(), (x,))
+        out = run_package(recorded_ce_in_place, "kop_liger_pkg::cross_entropy_", """
+            x = torch.empty(6, 1000, device='meta', requires_grad=True)
+            logits = x * 1.0
+            loss, n = op(logits, torch.empty(6, dtype=torch.int64, device='meta'))
+            (gx,) = torch.autograd.grad(loss, (x,), torch.empty((), device='meta'))
+            print(op.default._schema, logits._version, tuple(gx.shape))
+        """)
+        self.assertEqual(out.strip(), "kop_liger_pkg::cross_entropy_(Tensor(a!) _input, Tensor target, int "
+                                      "ignore_index=-100) -> (Tensor, Tensor) 1 (6, 1000)")
+
     def test_the_ce_package_loads_where_liger_and_triton_cannot_be_imported(self):
         out = run_package(recorded_ce, "kop_liger_pkg::cross_entropy", """
             x = torch.empty(6, 1000, device='meta', requires_grad=True)
@@ -425,6 +465,19 @@ class RopeRecording(unittest.TestCase):
 
 
 @unittest.skipUnless(CUDA, "needs a CUDA device")
+def compiled_ce_trains(step):
+    """`step(x, t)`, twice the mean cross entropy, compiled (fullgraph, dynamic), against torch's at two sizes."""
+    step = torch.compile(step, fullgraph=True, dynamic=True)
+    for rows in (3, 9):
+        xs = torch.randn(rows, 1000, device="cuda", requires_grad=True)
+        t = torch.randint(0, 1000, (rows,), device="cuda")
+        t[0] = -100
+        (g,) = torch.autograd.grad(step(xs, t), (xs,))
+        tx = xs.detach().requires_grad_()
+        (tg,) = torch.autograd.grad(torch.nn.functional.cross_entropy(tx, t) * 2, (tx,))
+        torch.testing.assert_close(g, tg, rtol=1e-5, atol=1e-6)
+
+
 class Cuda(unittest.TestCase):
     def setUp(self):
         liger()
@@ -627,20 +680,61 @@ class Cuda(unittest.TestCase):
             torch.testing.assert_close(loss.float(), want, rtol=tol, atol=tol)
             self.assertEqual(n.item(), 3)
 
+    def test_cross_entropy_in_place_writes_ligers_gradient_over_the_logits(self):
+        # As Liger's: the kernel leaves the gradient in the logits (the sum's: the mean's times the count), and no
+        # copy of them is made, in the forward or, when the caller no longer holds them, in the backward.
+        from liger_kernel.ops.cross_entropy import LigerCrossEntropyFunction
+        for dtype, tol in ((torch.float32, 1e-5), (torch.bfloat16, 1e-2)):
+            op = registered("cross_entropy_in_place", dtype)
+            for rows, vocab, ignored in ((37, 32000, 5), (8, 128256, 8), (3, 33, 1), (513, 1024, 100)):
+                x = torch.randn(rows, vocab, device="cuda", dtype=dtype, requires_grad=True)
+                target = torch.randint(0, vocab, (rows,), device="cuda")
+                target[torch.randperm(rows, device="cuda")[:ignored]] = -100
+                lx = x.detach().clone().requires_grad_()
+                LigerCrossEntropyFunction.apply(lx, target, None, -100)  # leaves its gradient in lx
+                logits = x * 1.0
+                loss, n = op(logits, target)
+                what = f"{dtype} {rows}x{vocab}, {ignored} ignored"
+                self.assertEqual(n.item(), rows - ignored, what)
+                if ignored < rows:
+                    step = 2 ** -7 if dtype == torch.bfloat16 else 1e-6
+                    torch.testing.assert_close(logits.detach() / n, lx.detach(), rtol=step,
+                                               atol=step * lx.detach().float().abs().max().item(), msg=what)
+                (gx,) = torch.autograd.grad(loss * 0.5, (x,))
+                tx = x.detach().float().requires_grad_()
+                tloss = torch.nn.functional.cross_entropy(tx, target, ignore_index=-100)
+                (tgx,) = torch.autograd.grad(tloss * 0.5, (tx,))
+                if ignored == rows:
+                    self.assertTrue(loss.isnan().item() and torch.equal(gx, torch.zeros_like(gx)), what)
+                    continue
+                torch.testing.assert_close(loss.float(), tloss, rtol=tol, atol=tol, msg=what)
+                torch.testing.assert_close(gx.float(), tgx, rtol=tol, atol=tol / rows, msg=what)
+        op = registered("cross_entropy_in_place", torch.bfloat16)
+        x = torch.randn(1024, 32000, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        target = torch.randint(0, 32000, (1024,), device="cuda")
+        size = x.numel() * x.element_size()
+
+        def peak(step):
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+            step()
+            torch.cuda.synchronize()
+            return (torch.cuda.max_memory_allocated() - base) / size
+        # The forward: the logits made in the step (x * 1.0) and the gradient over them are one buffer of the logits'
+        # size, where the functional op's copy makes two.
+        self.assertLess(peak(lambda: op(x * 1.0, target)), 1.05)
+        functional = ce_op(torch.bfloat16)
+        self.assertGreater(peak(lambda: functional(x * 1.0, target)), 1.95)
+        op = registered("cross_entropy_in_place", torch.float32)
+        compiled_ce_trains(lambda x, t: op(x * 1.0, t)[0] * 2)
+
     def test_cross_entropy_opcheck_graphs_and_compile(self):
         op = ce_op(torch.float32)
         x = torch.randn(16, 1000, device="cuda", requires_grad=True)
         target = torch.randint(0, 1000, (16,), device="cuda")
         torch.library.opcheck(op, (x, target, -100))
-        step = torch.compile(lambda x, t: op(x, t)[0] * 2, fullgraph=True, dynamic=True)
-        for rows in (3, 9):
-            xs = torch.randn(rows, 1000, device="cuda", requires_grad=True)
-            t = torch.randint(0, 1000, (rows,), device="cuda")
-            t[0] = -100
-            (g,) = torch.autograd.grad(step(xs, t), (xs,))
-            tx = xs.detach().requires_grad_()
-            (tg,) = torch.autograd.grad(torch.nn.functional.cross_entropy(tx, t) * 2, (tx,))
-            torch.testing.assert_close(g, tg, rtol=1e-5, atol=1e-6)
+        compiled_ce_trains(lambda x, t: op(x, t)[0] * 2)
 
         def grads():
             loss, _, _ = op(x, target)

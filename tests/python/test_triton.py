@@ -147,6 +147,32 @@ def add_one_returning_nothing(x: torch.Tensor) -> None:
 
 
 @triton.jit
+def square_then_double(X, Y, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(X + offs, mask=m)
+    tl.store(Y + offs, x * x, mask=m)
+    tl.store(X + offs, 2 * x, mask=m)
+
+
+def square_doubling_launch(x: torch.Tensor) -> torch.Tensor:
+    """y = x², and x doubled in place: an op that writes its input and has a backward."""
+    y = torch.empty_like(x)
+    square_then_double[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), BLOCK=256)
+    return y
+
+
+def square_doubling_backward(x: torch.Tensor, grad_Y: torch.Tensor) -> torch.Tensor:
+    # x is the value the forward left (2 x_before), so d(x_before²) = 2 x_before grad_Y = x grad_Y
+    return scale_mul_launch(x, grad_Y, 1.0)
+
+
+def square_doubling(op_name):
+    return ko.record_plugin(ko.triton(square_doubling_launch), op_name=op_name,
+                            backward=ko.Backward(["x"], ko.triton(square_doubling_backward)))
+
+
+@triton.jit
 def scatter_rows(Src, Index, Dst, width, BLOCK: tl.constexpr):
     # The written pointer's offsets come from a loaded index: only Dst is written, never Index.
     row = tl.program_id(0)
@@ -963,6 +989,58 @@ class WrittenInputs(unittest.TestCase):
             self.assertEqual((self.mutated(r), r.doc["outputs"]), (["x"], []))
             self.assertEqual(self.schema(r), f"kop_tt_w::{name}(Tensor(a!) x) -> ()")
             self.assertIsNone(getattr(torch.ops.kop_tt_w, name)(torch.empty(3, 5, device="meta")))
+
+    def test_a_written_input_is_a_new_version_and_its_value_has_no_gradient(self):
+        # Note [written inputs with a backward], for an op without a backward: the version is bumped, so a graph that
+        # saved the input refuses to use the value it lost, and what the op left has no gradient (not the history of
+        # the value it replaced: a silently wrong gradient).
+        ko.record_plugin(ko.triton(add_one_returning_nothing), op_name="kop_tt_w::inc_v").register()
+        inc = torch.ops.kop_tt_w.inc_v
+        x = torch.randn(3, 5, device="meta", requires_grad=True)
+        a = x * 2
+        y = a.sin()  # saves a
+        inc(a)
+        self.assertEqual(a._version, 1)
+        with self.assertRaisesRegex(RuntimeError, "modified by an inplace operation"):
+            y.sum().backward()
+        with self.assertRaisesRegex(RuntimeError, r"op kop_tt_w::inc_v wrote into its input 'x' in place: the value "
+                                                  r"it left there has no gradient"):
+            (a * 3).sum().backward()
+        with self.assertRaisesRegex(RuntimeError, r"op kop_tt_w::inc_v writes its input 'x' in place: a leaf "
+                                                  r"Variable that requires grad is being used in an in-place"):
+            inc(x)
+        self.assertEqual(x._version, 0)  # refused before the call
+        with torch.no_grad():
+            inc(x)  # as PyTorch's in-place ops: a leaf may be written where nothing is recorded
+        self.assertEqual(x._version, 1)
+        plain = torch.empty(4, device="meta")
+        inc(plain)
+        self.assertEqual((plain._version, plain.requires_grad), (1, False))
+
+    def test_an_op_that_writes_its_input_has_a_backward(self):
+        r = square_doubling("kop_tt_w::sqd")
+        self.assertEqual([i.get("mutated") for i in r.doc["inputs"]], [True])
+        self.assertEqual([i["name"] for i in r.doc["backward"]["inputs"]], ["x", "grad_Y"])
+        op = r.register()
+        self.assertEqual(str(op.default._schema), "kop_tt_w::sqd(Tensor(a!) x) -> Tensor")
+        x0 = torch.randn(6, 7, device="meta", requires_grad=True)
+        a = x0 * 1.0
+        y = op(a)
+        self.assertEqual((a._version, type(a.grad_fn).__name__, y.grad_fn.name()),
+                         (1, "Error", "kop_tt_w::sqdBackward"))
+        (g,) = torch.autograd.grad(y, (x0,), torch.empty_like(y))
+        self.assertEqual((g.shape, g.device.type), (x0.shape, "meta"))
+        with self.assertRaisesRegex(RuntimeError, "op kop_tt_w::sqd writes its input 'x' in place: a leaf"):
+            op(x0)
+        base = x0 * 1.0  # a view of a tensor with history: PyTorch's CopySlices takes the base's history
+        y = op(base[2:])
+        self.assertEqual(type(base.grad_fn).__name__, "CopySlices")
+        (g,) = torch.autograd.grad(y, (x0,), torch.empty_like(y))
+        self.assertEqual(g.shape, x0.shape)
+        with self.assertRaisesRegex(RuntimeError, "a view of a leaf Variable that requires grad"):
+            op(x0[1:])
+        y = op(x0.detach() * 1.0)  # nothing requires grad: no graph, the version still moves
+        self.assertFalse(y.requires_grad)
 
     def test_pointers_read_or_offset_by_loaded_values_are_not_written(self):
         r = ko.record_plugin(ko.triton(scatter_rows_launch), op_name="kop_tt_w::scatter",
@@ -2160,6 +2238,31 @@ class Cuda(unittest.TestCase):
         seen, gx = step(lambda y: (y * 2.0, g), create_graph=True)  # a graph that may be differentiated again
         self.assertNotEqual(seen["a"], seen["y"])
         torch.testing.assert_close(gx.detach(), 2.0 * g * w)
+
+    def test_an_op_that_writes_its_input_differentiates_the_value_before(self):
+        # Note [written inputs with a backward]: y = x², x doubled in place. The gradient is that of the x before the
+        # call; the backward reads the x the op left (2 x); a view's base takes the write (CopySlices).
+        op = square_doubling("kop_tt_w_gpu::sqd").register()
+        x0 = torch.randn(300, 7, device="cuda", requires_grad=True)
+        g = torch.randn(300, 7, device="cuda")
+        a = x0 * 1.0
+        y = op(a)
+        torch.testing.assert_close(a.detach(), 2 * x0.detach())
+        torch.testing.assert_close(y, x0.detach() ** 2)
+        (gx,) = torch.autograd.grad(y, (x0,), g)
+        torch.testing.assert_close(gx, 2 * x0.detach() * g)
+        base = x0 * 1.0
+        y = op(base[100:])
+        torch.testing.assert_close(base[:100].detach(), x0[:100].detach(), rtol=0, atol=0)
+        torch.testing.assert_close(base[100:].detach(), 2 * x0[100:].detach())
+        (gx,) = torch.autograd.grad(y, (x0,), g[100:])
+        torch.testing.assert_close(gx[:100], torch.zeros_like(gx[:100]), rtol=0, atol=0)
+        torch.testing.assert_close(gx[100:], 2 * x0[100:].detach() * g[100:])
+        with self.assertRaisesRegex(RuntimeError, "wrote into its input 'x' in place"):
+            torch.autograd.grad(base.sum(), (x0,))
+        compiled = torch.compile(lambda t: (op(t * 1.0) * g).sum(), fullgraph=True)
+        (gx,) = torch.autograd.grad(compiled(x0), (x0,))
+        torch.testing.assert_close(gx, 2 * x0.detach() * g)
 
     def test_a_packaged_recorded_backward_trains_without_triton(self):
         with tempfile.TemporaryDirectory() as d:

@@ -3,6 +3,7 @@
 // node calls the backward op through the dispatcher, so a backward with its own backward is
 // differentiable again (double backward) and AOTAutograd traces both ops.
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/csrc/autograd/VariableTypeUtils.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/basic_ops.h>
 #include <torch/csrc/autograd/functions/utils.h>
@@ -21,6 +22,109 @@ using torch::autograd::SavedVariable;
 using torch::autograd::variable_list;
 using Kind = BackwardLink::Source::Kind;
 
+// Note [written inputs with a backward]: an op may write an input (Liger's cross entropy leaves
+// the gradient in the logits it is given) and have a backward, as PyTorch's in-place ops do:
+//  - before the call, an input it writes that carries autograd history is checked as PyTorch
+//    checks an in-place op's self (a leaf that requires grad, or a view of one, is refused);
+//  - the call goes through the ADInplaceOrView kernel, which bumps the versions of the inputs
+//    it writes (make_written_inputs_kernel), so a graph that saved one refuses to use it;
+//  - the op's gradient for such an input is that of the value it had before the call (its edge
+//    is taken before), and a backward that reads it gets the value the op left (saved after);
+//  - the value the op leaves has no gradient: the input's history is rebased onto a node that
+//    refuses to be differentiated, naming the op (a view's base through PyTorch's CopySlices).
+// An op that writes inputs and declares no backward gets the same checks and rebase, and its
+// outputs a node that names what to declare (make_no_backward_kernel).
+struct WrittenInputs {
+  struct Kept {  // per input written: the tensor, and the edge of its value before the call
+    c10::SmallVector<at::Tensor, 2> tensors;
+    torch::autograd::edge_list edges;
+  };
+  std::string op_name;
+  std::vector<std::size_t> position;  // in input_order
+  std::vector<std::string> name;
+
+  WrittenInputs() = default;
+  explicit WrittenInputs(const OpPlan& p) : op_name(p.op_name) {
+    for (std::size_t i = 0; i < p.input_order.size(); ++i) {
+      const DeclaredInput& d = p.input_order[i];
+      if (!d.is_tensor) continue;
+      const TensorSlot& t = p.tensors[static_cast<std::size_t>(d.slot)];
+      if (!t.mutated) continue;
+      position.push_back(i);
+      name.push_back(t.name);
+    }
+  }
+  bool any() const { return !position.empty(); }
+  bool writes(std::size_t input) const {
+    return std::find(position.begin(), position.end(), input) != position.end();
+  }
+  // The tensor check() kept for input `input` (one this op writes).
+  const at::Tensor& kept(const Kept& kept, std::size_t input) const {
+    return kept.tensors[static_cast<std::size_t>(
+        std::find(position.begin(), position.end(), input) - position.begin())];
+  }
+
+  // Whether an input it writes has autograd history to rebase (grad mode on).
+  bool with_history(c10::ArrayRef<c10::IValue> in) const {
+    if (!at::GradMode::is_enabled()) return false;
+    for (std::size_t w : position) {
+      if (in[w].isTensor() && in[w].toTensor().requires_grad()) return true;
+    }
+    return false;
+  }
+
+  // Checks them before the call and keeps them (the call consumes its arguments).
+  Kept check(c10::ArrayRef<c10::IValue> in, bool result_requires_grad) const {
+    Kept kept;
+    for (std::size_t k = 0; k < position.size(); ++k) {
+      const at::Tensor& t = in[position[k]].toTensor();
+      try {
+        torch::autograd::check_inplace(t, result_requires_grad || t.requires_grad());
+      } catch (const c10::Error& e) {
+        TORCH_CHECK(false, "op ", op_name, " writes its input '", name[k], "' in place: ", e.msg(),
+                    " Pass a tensor computed from it (x.clone()), or call the op under "
+                    "torch.no_grad()");
+      }
+      kept.tensors.push_back(t);
+      kept.edges.push_back(t.requires_grad() ? torch::autograd::impl::gradient_edge(t)
+                                             : torch::autograd::Edge{});
+    }
+    return kept;
+  }
+
+  // After the call: the values left in them have no gradient. The refusing node leads where the
+  // value it replaced did, so that a gradient asked of what that value came from (autograd.grad)
+  // reaches it, and refuses, rather than being left out of the graph task as a constant.
+  void rebase(const Kept& kept) const {
+    for (std::size_t k = 0; k < kept.tensors.size(); ++k) {
+      const at::Tensor& t = kept.tensors[k];
+      if (!t.requires_grad()) continue;
+      auto node = std::shared_ptr<torch::autograd::Error>(
+          new torch::autograd::Error(
+              "op " + op_name + " wrote into its input '" + name[k] +
+                  "' in place: the value it left there has no gradient (the op's gradient is "
+                  "that of the value before the call)",
+              torch::autograd::edge_list{kept.edges[k]}),
+          torch::autograd::deleteNode);
+      const std::uint32_t nr = node->add_input_metadata(t);
+      torch::autograd::impl::rebase_history(t, {std::move(node), nr});
+    }
+  }
+};
+
+// The call below autograd; an op that writes inputs goes through ADInplaceOrView, whose kernel
+// bumps their versions.
+void call_below_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                         torch::jit::Stack* stack, bool writes) {
+  if (writes) {
+    at::AutoDispatchBelowAutograd guard;
+    op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
+  } else {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
+  }
+}
+
 // What one registration's Autograd kernel and graph nodes share.
 struct AutogradInfo {
   std::string op_name;
@@ -38,6 +142,7 @@ struct AutogradInfo {
       grad_outputs;             // forward outputs whose gradients the backward reads (node inputs)
   std::vector<int> grad_reads;  // per node input: how many backward inputs read that gradient
   std::size_t num_inputs = 0, num_outputs = 0;
+  WrittenInputs written;
 };
 
 // A saved forward input or output: a tensor as autograd::Function saves it, or a scalar input.
@@ -144,17 +249,26 @@ class AutogradKernel final : public c10::OperatorKernel {
     std::optional<CallScope> scope;
     enter(scope, *state_);
     const AutogradInfo& a = *info_;
-    bool needed = false;
+    const bool writes = a.written.any();
+    bool needed = false, history = false;
     if (at::GradMode::is_enabled()) {
       auto in = torch::jit::last(*stack, a.num_inputs);
       for (int d : a.link.differentiable) {
         const c10::IValue& v = in[static_cast<std::size_t>(d)];
         needed = needed || (v.isTensor() && v.toTensor().requires_grad());
       }
+      history = writes && a.written.with_history(in);
     }
-    if (!needed) {  // no graph to record (inference, or inside a backward pass): only the call
-      at::AutoDispatchBelowADInplaceOrView guard;
-      op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
+    if (!needed && !history) {  // no graph to record (inference, or inside a backward pass)
+      call_below_autograd(op, ks, stack, writes);
+      return;
+    }
+    // Note [written inputs with a backward]
+    WrittenInputs::Kept written;
+    if (writes) written = a.written.check(torch::jit::last(*stack, a.num_inputs), needed);
+    if (!needed) {
+      call_below_autograd(op, ks, stack, writes);
+      a.written.rebase(written);
       return;
     }
     auto node =
@@ -168,25 +282,32 @@ class AutogradKernel final : public c10::OperatorKernel {
             torch::autograd::impl::gradient_edge(in[static_cast<std::size_t>(d)].toTensor()));
       }
       node->set_next_edges(std::move(edges));
-      // The call consumes its arguments: what the backward reads is saved first.
+      // The call consumes its arguments: what the backward reads is saved first (an input the op
+      // writes, after the call: the value it leaves).
       for (int i : a.saved_inputs) {
         const c10::IValue& v = in[static_cast<std::size_t>(i)];
         Saved& s = node->saved_.emplace_back();
         if (v.isTensor()) {
-          s.tensor = SavedVariable(v.toTensor(), false);
+          if (!a.written.writes(static_cast<std::size_t>(i)))
+            s.tensor = SavedVariable(v.toTensor(), false);
         } else {
           s.scalar = v;
           s.is_scalar = true;
         }
       }
     }
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
-    }
+    call_below_autograd(op, ks, stack, writes);
     auto outputs = torch::jit::last(*stack, a.num_outputs);
     for (int o : a.grad_outputs)
       torch::autograd::set_history(outputs[static_cast<std::size_t>(o)].toTensor(), node);
+    if (writes) {
+      a.written.rebase(written);
+      for (std::size_t k = 0; k < a.saved_inputs.size(); ++k) {
+        const auto i = static_cast<std::size_t>(a.saved_inputs[k]);
+        if (a.written.writes(i))
+          node->saved_[k].tensor = SavedVariable(a.written.kept(written, i), false);
+      }
+    }
     for (int o : a.saved_outputs) {
       bool is_output =
           std::find(a.grad_outputs.begin(), a.grad_outputs.end(), o) != a.grad_outputs.end();
@@ -200,44 +321,87 @@ class AutogradKernel final : public c10::OperatorKernel {
   std::shared_ptr<const AutogradInfo> info_;
 };
 
-// A backward op that declares no backward of its own: its results carry a node that refuses to be
-// differentiated, naming what to declare, as once_differentiable does (not PyTorch's fallback,
-// which would only warn and give no gradient).
-class OnceDifferentiableKernel final : public c10::OperatorKernel {
+// An op with no backward of its own whose results must not be differentiated silently: a backward
+// op (double backward) or an op that writes inputs (Note [written inputs with a backward]). Its
+// results carry a node that refuses to be differentiated, naming what to declare, as
+// once_differentiable does (not PyTorch's fallback, which would only warn and give no gradient).
+class NoBackwardKernel final : public c10::OperatorKernel {
  public:
-  OnceDifferentiableKernel(Registration::State* state, std::size_t num_inputs, std::string message)
-      : state_(state), num_inputs_(num_inputs), message_(std::move(message)) {}
+  NoBackwardKernel(Registration::State* state, std::size_t num_inputs, std::string message,
+                   WrittenInputs written)
+      : state_(state),
+        num_inputs_(num_inputs),
+        message_(std::move(message)),
+        written_(std::move(written)) {}
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
     std::optional<CallScope> scope;
     enter(scope, *state_);
+    const bool writes = written_.any();
     // Inside a backward pass (grad mode off, the usual case) nothing is collected: only the call.
     variable_list inputs;
-    bool needed = false;
+    bool needed = false, history = false;
     if (at::GradMode::is_enabled()) {
-      for (const c10::IValue& v : torch::jit::last(*stack, num_inputs_)) {
+      auto in = torch::jit::last(*stack, num_inputs_);
+      for (const c10::IValue& v : in) {
         if (!v.isTensor()) continue;
         inputs.push_back(v.toTensor());
         needed = needed || v.toTensor().requires_grad();
       }
+      history = writes && written_.with_history(in);
     }
+    WrittenInputs::Kept written;
+    if (history) written = written_.check(torch::jit::last(*stack, num_inputs_), needed);
     const std::size_t num_outputs = op.schema().returns().size();
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
+    call_below_autograd(op, ks, stack, writes);
+    if (needed) {
+      // The edges of the inputs' values before the call (the rebase below comes after).
+      auto node = std::shared_ptr<torch::autograd::Error>(
+          new torch::autograd::Error(message_, torch::autograd::collect_next_edges(inputs)),
+          torch::autograd::deleteNode);
+      for (const c10::IValue& v : torch::jit::last(*stack, num_outputs)) {
+        if (v.isTensor() && torch::autograd::isDifferentiableType(v.toTensor().scalar_type()))
+          torch::autograd::set_history(v.toTensor(), node);
+      }
     }
-    if (!needed) return;
-    auto node = std::shared_ptr<torch::autograd::Error>(
-        new torch::autograd::Error(message_, torch::autograd::collect_next_edges(inputs)),
-        torch::autograd::deleteNode);
-    for (const c10::IValue& v : torch::jit::last(*stack, num_outputs))
-      torch::autograd::set_history(v.toTensor(), node);
+    written_.rebase(written);
   }
 
  private:
   Registration::State* state_;
   std::size_t num_inputs_;
   std::string message_;
+  WrittenInputs written_;
+};
+
+// ADInplaceOrView of an op that writes inputs: their versions are bumped after the call, as
+// PyTorch's in-place ops do, so that a graph that saved one refuses to use the value it lost.
+class WrittenVersionsKernel final : public c10::OperatorKernel {
+ public:
+  WrittenVersionsKernel(Registration::State* state, std::size_t num_inputs, WrittenInputs written)
+      : state_(state), num_inputs_(num_inputs), written_(std::move(written)) {}
+
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+    std::optional<CallScope> scope;
+    enter(scope, *state_);
+    c10::SmallVector<at::Tensor, 2> kept;
+    {
+      auto in = torch::jit::last(*stack, num_inputs_);
+      for (std::size_t w : written_.position) {
+        if (in[w].isTensor()) kept.push_back(in[w].toTensor());
+      }
+    }
+    {
+      at::AutoDispatchBelowADInplaceOrView guard;
+      op.redispatchBoxed(ks & c10::after_ADInplaceOrView_keyset, stack);
+    }
+    for (const at::Tensor& t : kept) torch::autograd::increment_version(t);
+  }
+
+ private:
+  Registration::State* state_;
+  std::size_t num_inputs_;
+  WrittenInputs written_;
 };
 
 }  // namespace
@@ -245,11 +409,31 @@ class OnceDifferentiableKernel final : public c10::OperatorKernel {
 torch::CppFunction make_once_differentiable_kernel(Registration::State* state,
                                                    const OpPlan& backward,
                                                    const std::string& forward) {
-  return torch::CppFunction::makeFromBoxedFunctor(std::make_unique<OnceDifferentiableKernel>(
+  return torch::CppFunction::makeFromBoxedFunctor(std::make_unique<NoBackwardKernel>(
       state, backward.input_order.size(),
       "op " + backward.op_name + " is the backward of " + forward +
           " and declares no backward of its own: to differentiate " + forward +
-          " twice (create_graph=True, gradgradcheck), give its backward a \"backward\""));
+          " twice (create_graph=True, gradgradcheck), give its backward a \"backward\"",
+      WrittenInputs(backward)));
+}
+
+bool writes_inputs(const OpPlan& p) {
+  return WrittenInputs(p).any();
+}
+
+torch::CppFunction make_written_without_backward_kernel(Registration::State* state,
+                                                        const OpPlan& p) {
+  return torch::CppFunction::makeFromBoxedFunctor(std::make_unique<NoBackwardKernel>(
+      state, p.input_order.size(),
+      "op " + p.op_name +
+          " declares no backward: to differentiate through it, give it one "
+          "(docs/autograd.md)",
+      WrittenInputs(p)));
+}
+
+torch::CppFunction make_written_versions_kernel(Registration::State* state, const OpPlan& p) {
+  return torch::CppFunction::makeFromBoxedFunctor(
+      std::make_unique<WrittenVersionsKernel>(state, p.input_order.size(), WrittenInputs(p)));
 }
 
 torch::CppFunction make_autograd_kernel(Registration::State* state, const OpPlan& forward,
@@ -264,6 +448,7 @@ torch::CppFunction make_autograd_kernel(Registration::State* state, const OpPlan
   info->link = link_backward(forward, backward);
   info->num_inputs = forward.input_order.size();
   info->num_outputs = forward.num_results();
+  info->written = WrittenInputs(forward);
   auto add = [](std::vector<int>& list, int index) {
     if (std::find(list.begin(), list.end(), index) == list.end()) list.push_back(index);
   };

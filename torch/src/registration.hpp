@@ -65,6 +65,12 @@ torch::CppFunction make_autograd_kernel(Registration::State* state, const OpPlan
 torch::CppFunction make_once_differentiable_kernel(Registration::State* state,
                                                    const OpPlan& backward,
                                                    const std::string& forward);
+/// Note [written inputs with a backward] (autograd.cpp): whether `p` writes inputs; the Autograd
+/// kernel of such an op without a backward; its ADInplaceOrView kernel (version bumps).
+bool writes_inputs(const OpPlan& p);
+torch::CppFunction make_written_without_backward_kernel(Registration::State* state,
+                                                        const OpPlan& p);
+torch::CppFunction make_written_versions_kernel(Registration::State* state, const OpPlan& p);
 
 }  // namespace impl
 }  // namespace kernelop::torch_ops

@@ -307,6 +307,15 @@ Registration register_op(KernelOp op, const RegisterOptions& options) {
           plan.name.c_str(),
           torch::dispatch(c10::DispatchKey::Autograd, impl::make_once_differentiable_kernel(
                                                           state.get(), plan, options.backward_of)));
+    } else if (impl::writes_inputs(plan)) {
+      library->impl(plan.name.c_str(),
+                    torch::dispatch(c10::DispatchKey::Autograd,
+                                    impl::make_written_without_backward_kernel(state.get(), plan)));
+    }
+    if (impl::writes_inputs(plan)) {
+      library->impl(plan.name.c_str(),
+                    torch::dispatch(c10::DispatchKey::ADInplaceOrView,
+                                    impl::make_written_versions_kernel(state.get(), plan)));
     }
     definition->def((plan.name + schema_text).c_str());
   } catch (const c10::Error& e) {
