@@ -27,13 +27,13 @@ using Kind = BackwardLink::Source::Kind;
 //  - before the call, an input it writes that carries autograd history is checked as PyTorch
 //    checks an in-place op's self (a leaf that requires grad, or a view of one, is refused);
 //  - the call goes through the ADInplaceOrView kernel, which bumps the versions of the inputs
-//    it writes (make_written_inputs_kernel), so a graph that saved one refuses to use it;
+//    it writes (make_written_versions_kernel), so a graph that saved one refuses to use it;
 //  - the op's gradient for such an input is that of the value it had before the call (its edge
 //    is taken before), and a backward that reads it gets the value the op left (saved after);
 //  - the value the op leaves has no gradient: the input's history is rebased onto a node that
 //    refuses to be differentiated, naming the op (a view's base through PyTorch's CopySlices).
 // An op that writes inputs and declares no backward gets the same checks and rebase, and its
-// outputs a node that names what to declare (make_no_backward_kernel).
+// outputs a node that names what to declare (make_written_without_backward_kernel).
 struct WrittenInputs {
   struct Kept {  // per input written: the tensor, and the edge of its value before the call
     c10::SmallVector<at::Tensor, 2> tensors;
