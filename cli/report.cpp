@@ -66,6 +66,10 @@ void print_backward(std::ostream& out, const OpPlan& forward, const OpPlan& back
       case BackwardLink::Source::Kind::Grad:
         incoming.push_back("grad_" + output_name(s.index));
         break;
+      case BackwardLink::Source::Kind::ResultGrad:  // a written input's new value
+        incoming.push_back(
+            "grad_" + forward.tensors[static_cast<std::size_t>(forward.input_order[i].slot)].name);
+        break;
     }
   }
   auto joined = [](const std::vector<std::string>& names) {

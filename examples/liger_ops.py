@@ -99,17 +99,34 @@ def rope_bwd(grad_q_embed: torch.Tensor, grad_k_embed: torch.Tensor, cos: torch.
     return _ops("rope").rope_backward(grad_q_embed, grad_k_embed, cos, sin)
 
 
+def rope_bwd_in_place(grad_q_out: torch.Tensor, grad_k_out: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    """rope_bwd for the op in place: it takes the gradients of the values the op left in q and k (docs/autograd.md,
+    written results) and gives those of q and k before."""
+    return rope_bwd(grad_q_out, grad_k_out, cos, sin)
+
+
 def rope(dtype=torch.float32, op_name="liger::rope", batches=(1, 2, 4, 8), q_heads=(32,), kv_heads=(8,),
-         head_dims=(128,)):
+         head_dims=(128,), in_place=False):
     """RoPE forward and backward for `dtype`: ``q_embed, k_embed = op(q, k, cos, sin)``, q (batch, q_heads, seq,
     head_dim), k (batch, kv_heads, seq, head_dim), cos and sin (seq, head_dim). Liger's kernel takes the batch, the
     head counts and the head size as constexprs: kernelop compiles the values listed (a model's heads and head size,
-    the batch sizes it runs)."""
+    the batch sizes it runs). ``in_place``: as Liger's on HF's q and k (transposed views of the projections,
+    ``proj.view(b, s, h, d).transpose(1, 2)``, which the op requires): ``op(q, k, cos, sin)`` rotates them in place,
+    and they are its results (recorded from examples laid out so: docs/triton.md, example layouts)."""
+    if in_place not in (True, False):
+        raise TypeError(f"rope: in_place must be True or False, got {in_place!r}")
+
     def classes(q, k):
         return {f"dim({q}, 0)": list(batches), f"dim({q}, -3)": list(q_heads), f"dim({k}, -3)": list(kv_heads),
                 f"dim({q}, -1)": list(head_dims)}
-    examples = (torch.empty(2, 32, 5, 128, dtype=dtype), torch.empty(2, 8, 5, 128, dtype=dtype),
-                torch.empty(5, 128, dtype=dtype), torch.empty(5, 128, dtype=dtype))
+    trig = (torch.empty(5, 128, dtype=dtype), torch.empty(5, 128, dtype=dtype))
+    if in_place:  # HF's layout: the kernel then rotates q and k themselves
+        examples = (torch.empty(2, 5, 32, 128, dtype=dtype).transpose(1, 2),
+                    torch.empty(2, 5, 8, 128, dtype=dtype).transpose(1, 2)) + trig
+        return ko.record_plugin(ko.triton(rope_fwd, specialize=classes("q", "k")), op_name=op_name,
+                                example_inputs=examples, backward=ko.Backward(["q", "k"], ko.triton(
+                                    rope_bwd_in_place, specialize=classes("grad_q_out", "grad_k_out"))))
+    examples = (torch.empty(2, 32, 5, 128, dtype=dtype), torch.empty(2, 8, 5, 128, dtype=dtype)) + trig
     return ko.record_plugin(ko.triton(rope_fwd, specialize=classes("q", "k"), outputs=["q_embed", "k_embed"]),
                             op_name=op_name, example_inputs=examples,
                             backward=ko.Backward(["q", "k"], ko.triton(

@@ -28,6 +28,8 @@ struct TensorSlot {
   std::optional<DTypeDecl> dtype;
   /// An input passed as it is, any strides (InputDecl::strided); others must be contiguous.
   bool strided = false;
+  /// A mutated input whose new value is one of the op's results (InputDecl::result).
+  bool result = false;
   bool operator==(const TensorSlot&) const = default;
 };
 
@@ -257,10 +259,13 @@ CompletedPlan complete_plan(OpPlan plan);
 /// (Note [backward]): what autograd saves, passes and returns.
 struct BackwardLink {
   struct Source {
-    enum class Kind : std::uint8_t { ForwardInput, ForwardOutput, Grad };
+    /// ResultGrad: the gradient of the value the forward left in a written input that is one of
+    /// its results (InputDecl::result), read as grad_<input>_out.
+    enum class Kind : std::uint8_t { ForwardInput, ForwardOutput, Grad, ResultGrad };
     Kind kind = Kind::ForwardInput;
-    int index =
-        0;  ///< ForwardInput: its input_order position; ForwardOutput, Grad: the output index
+    /// ForwardInput, ResultGrad: the input's input_order position; ForwardOutput, Grad: the
+    /// output index
+    int index = 0;
     bool operator==(const Source&) const = default;
   };
   std::vector<Source> sources;      ///< per backward input, in its input_order

@@ -48,6 +48,11 @@ struct InputDecl {
   /// (`stride(x, -2)`); `requires` states what it needs (`stride(x, -1) == 1`). Otherwise the
   /// tensor must be contiguous (PyTorch copies a non-contiguous input the kernel only reads).
   bool strided = false;
+  /// With `mutated`: the value the op leaves in the tensor is one of its results (Liger's RoPE
+  /// rotates q and k in place), as an in-place op's self: autograd differentiates it through the
+  /// op's backward, which reads its gradient as `grad_<name>_out` (Note [written results]). Without
+  /// it, a written input's new value has no gradient (Note [written inputs with a backward]).
+  bool result = false;
   bool operator==(const InputDecl&) const = default;
 };
 

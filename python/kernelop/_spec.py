@@ -80,6 +80,9 @@ class InputDecl:
     # kernelop: the kernel takes the tensor with its strides (a view, no copy); read them with
     # stride(name, axis) in extras and state what the kernel needs in requires.
     strided: bool = False
+    # kernelop: with mutated, the value the op leaves in the tensor is one of its results (an in-place op's self): the
+    # backward reads its gradient as grad_<name>_out (docs/autograd.md, written results).
+    result: bool = False
 
     def _json(self) -> Dict[str, Any]:
         out: Dict[str, Any] = {"name": self.name}
@@ -89,6 +92,8 @@ class InputDecl:
             out["mutated"] = True
         if _bool(self.strided, f"InputDecl({_r(self.name)}).strided"):
             out["strided"] = True
+        if _bool(self.result, f"InputDecl({_r(self.name)}).result"):
+            out["result"] = True
         return out
 
 

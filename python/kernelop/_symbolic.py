@@ -163,6 +163,9 @@ class Recorder:
         # Each size's place, the same at every rank a recording is made at (_higher_ranks adds axes after the first):
         # (tensor, 0) for the first axis, (tensor, axis - rank) for the others of a tensor of rank >= 2.
         self.dim_keys: Dict[sympy.Symbol, Tuple[str, int]] = {}
+        # Note [example layouts]: tensors whose example is a permutation of a contiguous tensor (HF's q, a transposed
+        # view of its projection) are recorded so, and their perm (the example is base.permute(perm)) is required.
+        self.layouts: Dict[str, List[int]] = {}
 
     def keys_of(self, expr: Any) -> Set[Tuple[str, int]]:
         """The places (dim_keys) of the sizes that are `expr` in this recording (sizes launch_fn found equal,
@@ -171,7 +174,9 @@ class Recorder:
 
     # -- inputs --------------------------------------------------------------------------------------------------
     def add_tensor(self, name: str, dtype: torch.dtype, shape: Optional[Sequence[int]],
-                   rank: int = _DEFAULT_RANK) -> Any:
+                   rank: int = _DEFAULT_RANK, perm: Optional[Sequence[int]] = None) -> Any:
+        """A fake input of `shape` (symbolic sizes): contiguous, or with `perm` ``base.permute(perm)`` of a contiguous
+        tensor (Note [example layouts])."""
         rank = len(shape) if shape is not None else rank
         hints = list(shape) if shape is not None else [_HINTS[rank - 1 - i] for i in range(rank)]
         sizes = []
@@ -186,9 +191,29 @@ class Recorder:
             t.symbols.append(sym)
             sizes.append(self.shape_env.create_symintnode(sym, hint=hint))
         with self.mode:
-            t.fake = torch.empty(sizes, dtype=dtype, device="cuda")
+            if perm is None:
+                t.fake = torch.empty(sizes, dtype=dtype, device="cuda")
+            else:
+                base = [sizes[list(perm).index(i)] for i in range(rank)]
+                t.fake = torch.empty(base, dtype=dtype, device="cuda").permute(*perm)
+                self.layouts[name] = list(perm)
         self.tensors.append(t)
         return t.fake
+
+    def layout_requirements(self) -> List[str]:
+        """Note [example layouts]: each such tensor's strides, those of its permutation of a contiguous tensor: the
+        innermost dim of the base has stride 1, every other the product of the sizes inside it."""
+        out = []
+        for t in self.tensors:
+            perm = self.layouts.get(t.name)
+            if perm is None:
+                continue
+            inside: List[str] = []
+            for axis in reversed(perm):  # the base's dims, innermost first, as axes of t
+                stride = " * ".join(inside) or "1"
+                out.append(canonical(f"stride({t.name}, {self.axis_text(t, axis)}) == {stride}"))
+                inside.insert(0, f"dim({t.name}, {self.axis_text(t, axis)})")
+        return out
 
     def add_scalar(self, name: str, kind: str, default: Any) -> Any:
         s = ScalarArg(name, kind, default)
@@ -386,7 +411,7 @@ class Recorder:
 
     def requirements_from_guards(self, start: int = 0) -> List[str]:
         """The conditions the traced code evaluated on the sizes, as requirements; refuses specialisations."""
-        out: List[str] = [] if start else list(self.class_requirements)
+        out: List[str] = [] if start else list(self.class_requirements) + self.layout_requirements()
         conditions = [(g.expr, _guard_location(g)) for g in self.shape_env.guards[start:]]
         # torch._check(...) on values it cannot decide becomes a deferred runtime assert, not a guard.
         for asserts in getattr(self.shape_env, "deferred_runtime_asserts", {}).values():

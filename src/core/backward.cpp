@@ -11,6 +11,9 @@ namespace kernelop {
 namespace {
 
 constexpr std::string_view kGrad = "grad_";
+// A written result's incoming gradient is grad_<input>_out: grad_<input> is the gradient the
+// backward gives the input (that of its value before the call).
+constexpr std::string_view kOut = "_out";
 
 bool is_floating(DType d) {
   return d == DType::Float32 || d == DType::Float16 || d == DType::BFloat16 ||
@@ -49,6 +52,40 @@ int output_position(const OpPlan& p, std::string_view name) {
   return -1;
 }
 
+// The input_order position of the written input that holds the result `name` (<input>_out), or -1.
+int result_position(const OpPlan& p, std::string_view name) {
+  if (name.size() <= kOut.size() || name.substr(name.size() - kOut.size()) != kOut) return -1;
+  int i = input_position(p, name.substr(0, name.size() - kOut.size()));
+  if (i < 0 || !p.input_order[static_cast<std::size_t>(i)].is_tensor) return -1;
+  const TensorSlot& t =
+      p.tensors[static_cast<std::size_t>(p.input_order[static_cast<std::size_t>(i)].slot)];
+  return t.result ? i : -1;
+}
+
+// The names whose gradients a backward may read: the outputs', then the written results'
+// (<input>_out).
+std::vector<std::string> graded_names(const OpPlan& p) {
+  std::vector<std::string> names;
+  for (const OutputPlan& o : p.outputs) {
+    if (!o.scratch) names.push_back(p.tensors[static_cast<std::size_t>(o.slot)].name);
+  }
+  for (const TensorSlot& t : p.tensors) {
+    if (t.result) names.push_back(t.name + std::string(kOut));
+  }
+  return names;
+}
+
+// The tensor a backward name is, or whose gradient it is (grad_<output>, grad_<input>_out), or -1.
+int graded_slot(const OpPlan& p, std::string_view name) {
+  if (int slot = p.tensor_slot(name); slot >= 0) return slot;
+  if (name.substr(0, kGrad.size()) != kGrad) return -1;
+  std::string_view base = name.substr(kGrad.size());
+  if (int o = output_position(p, base); o >= 0) return p.outputs[static_cast<std::size_t>(o)].slot;
+  if (int i = result_position(p, base); i >= 0)
+    return p.input_order[static_cast<std::size_t>(i)].slot;
+  return -1;
+}
+
 // What the backward input `name` receives: its `from` entry, else its own name.
 std::string_view received(const OpPlan& p, const std::string& name) {
   return detail::renamed(p.spec.backward.at(0).from, name);
@@ -62,18 +99,15 @@ std::optional<BackwardLink::Source> source_of(const OpPlan& p, std::string_view 
   if (name.substr(0, kGrad.size()) == kGrad) {
     if (int o = output_position(p, name.substr(kGrad.size())); o >= 0)
       return BackwardLink::Source{Kind::Grad, o};
+    if (int i = result_position(p, name.substr(kGrad.size())); i >= 0)
+      return BackwardLink::Source{Kind::ResultGrad, i};
   }
   return std::nullopt;
 }
 
 // The dtype of what a backward input or output named `name` carries (a forward tensor's).
 std::optional<DTypeDecl> forward_dtype(const OpPlan& p, std::string_view name) {
-  std::string_view base = name;
-  int slot = p.tensor_slot(name);
-  if (slot < 0 && name.substr(0, kGrad.size()) == kGrad) {
-    base = name.substr(kGrad.size());
-    slot = p.tensor_slot(base);
-  }
+  int slot = graded_slot(p, name);
   if (slot < 0) return std::nullopt;
   return p.tensors[static_cast<std::size_t>(slot)].dtype;
 }
@@ -109,6 +143,9 @@ std::string known_names(const OpPlan& p) {
     const std::string& n = p.tensors[static_cast<std::size_t>(o.slot)].name;
     names.push_back(n);
     names.push_back(std::string(kGrad) + n);
+  }
+  for (const TensorSlot& t : p.tensors) {
+    if (t.result) names.push_back(std::string(kGrad) + t.name + std::string(kOut));
   }
   return detail::join(names);
 }
@@ -165,14 +202,19 @@ void check_backward(const OpPlan& p, const ValidateOptions& options) {
   std::vector<std::string> names;  // every forward name, tensors and scalars
   for (const TensorSlot& t : p.tensors) names.push_back(t.name);
   for (const ScalarSlot& s : p.scalars) names.push_back(s.name);
-  for (const std::string& name : names) {
-    // A name is what it says first; grad_<output> is that output's gradient. The two must not
-    // meet: an input or output named grad_<output> would make the name ambiguous.
-    for (const OutputPlan& o : p.outputs) {
-      if (name == std::string(kGrad) + p.tensors[static_cast<std::size_t>(o.slot)].name) {
+  // A name is what it says first; grad_<output> is that output's gradient, grad_<input>_out a
+  // written result's. They must not meet: a forward name equal to one of them, or to a result's
+  // <input>_out (whose grad_ would also be an input's gradient), would make the name ambiguous.
+  for (const std::string& graded : graded_names(p)) {
+    for (const std::string& name : names) {
+      bool result = p.tensor_slot(graded) < 0;  // <input>_out
+      if (name == std::string(kGrad) + graded || (result && name == graded)) {
         KERNELOP_RAISE(fail_at(p, ""))
             << "the forward has an input or output named '" << name
-            << "', which would also name the gradient of its output; rename it";
+            << "', which would also name the gradient of its "
+            << (result ? "written result '" + graded.substr(0, graded.size() - kOut.size()) + "'"
+                       : "output '" + graded + "'")
+            << "; rename it";
       }
     }
   }
@@ -235,7 +277,9 @@ void check_backward(const OpPlan& p, const ValidateOptions& options) {
     if (forward_scalar) {
       KERNELOP_RAISE(fail_at(p, path)) << "'" << name << "' is a scalar in the forward";
     }
-    if (source->kind == BackwardLink::Source::Kind::Grad && !floating(p, forward_dtype(p, name))) {
+    bool grad = source->kind == BackwardLink::Source::Kind::Grad ||
+                source->kind == BackwardLink::Source::Kind::ResultGrad;
+    if (grad && !floating(p, forward_dtype(p, name))) {
       KERNELOP_RAISE(fail_at(p, path)) << "'" << name << "' is the gradient of an output that is "
                                        << dtype_decl_text(*forward_dtype(p, name))
                                        << "; only floating-point outputs have gradients";

@@ -32,7 +32,7 @@ void Deriver::derive_slots() {
         Overloaded{
             [&](const InputDecl& t) {
               plan_.input_order.push_back({true, static_cast<int>(plan_.tensors.size())});
-              plan_.tensors.push_back(TensorSlot{t.name, false, t.mutated, t.dtype, t.strided});
+              plan_.tensors.push_back(TensorSlot{t.name, false, t.mutated, t.dtype, t.strided, t.result});
             },
             [&](const ScalarInput& s) {
               plan_.input_order.push_back({false, static_cast<int>(plan_.scalars.size())});

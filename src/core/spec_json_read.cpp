@@ -56,12 +56,13 @@ Input SpecReader::read_input(const Json& j, const std::string& path) const {
     if (j.contains("default")) s.default_value = read_default(j["default"], join(path, "default"));
     return s;
   }
-  expect_keys(j, path, {"name", "dtype", "mutated", "strided", "scalar"});
+  expect_keys(j, path, {"name", "dtype", "mutated", "strided", "result", "scalar"});
   InputDecl t;
   t.name = get_string(j.value("name", Json()), join(path, "name"));
   if (j.contains("dtype")) t.dtype = get_dtype_decl(j["dtype"], join(path, "dtype"));
   if (j.contains("mutated")) t.mutated = get_bool(j["mutated"], join(path, "mutated"));
   if (j.contains("strided")) t.strided = get_bool(j["strided"], join(path, "strided"));
+  if (j.contains("result")) t.result = get_bool(j["result"], join(path, "result"));
   return t;
 }
 

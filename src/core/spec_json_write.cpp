@@ -70,6 +70,7 @@ Json write_spec(const KernelSpec& s, const JsonWriteOptions& options, Json root)
                        if (t.dtype) j["dtype"] = dtype_json(*t.dtype);
                        if (t.mutated) j["mutated"] = true;
                        if (t.strided) j["strided"] = true;
+                       if (t.result) j["result"] = true;
                      },
                      [&](const ScalarInput& sc) {
                        j["name"] = sc.name;

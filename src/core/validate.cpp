@@ -251,6 +251,12 @@ void Validator::check_inputs() {
                            << ", which has a default; inputs with defaults come last";
                      }
                      check_dtype_decl(t.dtype, path + ".dtype");
+                     if (t.result && !t.mutated) {
+                       KERNELOP_RAISE(fail_at(path + ".result"))
+                           << "'" << name
+                           << "' is not mutated; only an input the kernel writes in place "
+                              "holds a result (declare \"mutated\": true, or drop \"result\")";
+                     }
                      tensor_inputs_.push_back(name);
                    },
                    [&](const ScalarInput& s) {

@@ -191,6 +191,34 @@ TEST(Backward, RulesNameTheFieldAndWhatWasExpected) {
   OpPlan written_backward = derive_plan(backward_decl(written));
   BackwardLink written_link = link_backward(written, written_backward);
   EXPECT_EQ(written_link.grad_of.size(), written_link.differentiable.size());
+  // A written input that holds a result (Note [written results]): its incoming gradient is
+  // grad_<input>_out, grad_<input> the gradient the backward gives it.
+  OpDecl result = autograd_example("rms_norm");
+  auto& weight = std::get<InputDecl>((*result.spec.inputs)[1]);
+  weight.mutated = weight.result = true;
+  result.spec.backward[0].from["grad_y"] = "grad_weight_out";
+  OpDecl result_again = parse_op_json(print_op_json(result), result.base_dir, "again.json");
+  EXPECT_EQ(result_again, result);
+  EXPECT_NE(print_op_json(result).find("\"result\": true"), std::string::npos);
+  OpPlan result_plan = derive_plan(result);
+  BackwardLink result_link = link_backward(result_plan, derive_plan(backward_decl(result_plan)));
+  EXPECT_EQ(result_link.sources.back(), (BackwardLink::Source{Kind::ResultGrad, 1}));
+  OpDecl named_out = result;
+  std::get<ScalarInput>((*named_out.spec.inputs)[2]).name = "weight_out";
+  expect_error([&] { derive_plan(named_out); }, ErrorKind::Spec,
+               "the forward has an input or output named 'weight_out', which would also name the "
+               "gradient of its written result 'weight'; rename it");
+  OpDecl unread = result;
+  unread.spec.backward[0].from["grad_y"] = "grad_weight";
+  expect_error([&] { derive_plan(unread); }, ErrorKind::Spec,
+               "'grad_weight' is not a forward input, output or output gradient (known: x, weight, "
+               "eps, y, grad_y, rstd, grad_rstd, grad_weight_out)");
+  OpDecl unmutated = autograd_example("rms_norm");
+  std::get<InputDecl>((*unmutated.spec.inputs)[1]).result = true;
+  expect_error(
+      [&] { derive_plan(unmutated); }, ErrorKind::Spec,
+      "inputs[1].result: 'weight' is not mutated; only an input the kernel writes in place "
+      "holds a result");
   OpDecl twice = autograd_example("rms_norm");
   twice.spec.backward.push_back(twice.spec.backward[0]);
   expect_error([&] { derive_plan(twice); }, ErrorKind::Spec, "an op has one backward, found 2");

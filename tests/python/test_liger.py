@@ -90,6 +90,22 @@ def recorded_rope(dtype=torch.float32, op_name="kop_liger::rope"):
     return liger_ops.rope(dtype, op_name, **ROPE)
 
 
+def recorded_rope_in_place(dtype=torch.float32, op_name="kop_liger::rope_"):
+    return liger_ops.rope(dtype, op_name, in_place=True, **ROPE)
+
+
+def hf_projections(batch, seq, dtype, q_heads=4, kv_heads=2, head_dim=64, requires_grad=True):
+    """Leaves standing for HF's projections (batch, seq, heads * head_dim), and q and k as HF makes them from their
+    copies: transposed views (batch, heads, seq, head_dim)."""
+    pq = torch.randn(batch, seq, q_heads * head_dim, device="cuda", dtype=dtype, requires_grad=requires_grad)
+    pk = torch.randn(batch, seq, kv_heads * head_dim, device="cuda", dtype=dtype, requires_grad=requires_grad)
+
+    def views():
+        return ((pq * 1.0).view(batch, seq, q_heads, head_dim).transpose(1, 2),
+                (pk * 1.0).view(batch, seq, kv_heads, head_dim).transpose(1, 2))
+    return pq, pk, views
+
+
 def rope_reference(q, k, cos, sin):
     """HF Llama's apply_rotary_pos_emb in float32 (cos and sin (seq, head_dim), their halves equal)."""
     def rotate_half(x):
@@ -121,7 +137,7 @@ def cross_entropy():
 
 _ops = {}
 _RECORDERS = {"rms_norm": recorded, "swiglu": recorded_swiglu, "cross_entropy": recorded_ce, "rope": recorded_rope,
-              "cross_entropy_in_place": recorded_ce_in_place}
+              "cross_entropy_in_place": recorded_ce_in_place, "rope_in_place": recorded_rope_in_place}
 
 
 def registered(kind, dtype):
@@ -450,6 +466,40 @@ class RopeRecording(unittest.TestCase):
                                 ({"cs": (1, 7, 64)}, r"rank\(cos\) == 2")):
             with self.assertRaisesRegex(RuntimeError, message, msg=kwargs):
                 call(**kwargs)
+
+    def test_in_place_as_ligers_on_hfs_views(self):
+        # Recorded from examples laid out as HF's q and k: Liger's contiguous() is no copy, its kernel writes q and k,
+        # and the q.transpose(1, 2) it returns is q: written results (docs/autograd.md), their layout required.
+        r = recorded_rope_in_place()
+        d, b = r.doc, r.doc["backward"]
+        self.assertEqual([(i["name"], i.get("mutated", False), i.get("strided", False), i.get("result", False))
+                          for i in d["inputs"]],
+                         [("q", True, True, True), ("k", True, True, True), ("cos", False, False, False),
+                          ("sin", False, False, False)])
+        self.assertEqual((d["outputs"], d.get("then")), ([], None))  # no copy, no output: the kernel alone
+        for t in ("q", "k"):
+            for req in (f"stride({t}, 3) == 1", f"stride({t}, 1) == dim({t}, 3)",
+                        f"stride({t}, 2) == dim({t}, 1) * dim({t}, 3)",
+                        f"stride({t}, 0) == dim({t}, 2) * dim({t}, 1) * dim({t}, 3)"):
+                self.assertIn(req, d["requires"])
+        self.assertEqual([i["name"] for i in b["inputs"]], ["grad_q_out", "grad_k_out", "cos", "sin"])
+        self.assertEqual([o["name"] for o in b["outputs"]], ["grad_q", "grad_k"])
+        op = r.register()
+        self.assertEqual(str(op.default._schema), "kop_liger::rope_(Tensor(a!) q, Tensor(b!) k, Tensor cos, "
+                                                  "Tensor sin) -> ()")
+        cos = torch.empty(7, 64, device="meta")
+        pq = torch.empty(2, 7, 256, device="meta", requires_grad=True)
+        pk = torch.empty(2, 7, 128, device="meta", requires_grad=True)
+        q = (pq * 1.0).view(2, 7, 4, 64).transpose(1, 2)
+        k = (pk * 1.0).view(2, 7, 2, 64).transpose(1, 2)
+        self.assertIsNone(op(q, k, cos, cos))
+        self.assertEqual((q.grad_fn.name(), q._version, q.stride()),
+                         ("kop_liger::rope_Backward", 1, (1792, 64, 256, 1)))
+        gq, gk = torch.autograd.grad((q.sum() + k.sum()), (pq, pk))
+        self.assertEqual((tuple(gq.shape), tuple(gk.shape)), ((2, 7, 256), (2, 7, 128)))
+        with self.assertRaisesRegex(RuntimeError, r"op kop_liger::rope_: the inputs break the requirement "
+                                                  r"'stride\(q, 1\) == dim\(q, 3\)'"):
+            op(torch.empty(2, 4, 7, 64, device="meta"), k.detach(), cos, cos)  # contiguous: not HF's layout
 
     def test_the_rope_package_trains_where_liger_and_triton_cannot_be_imported(self):
         out = run_package(recorded_rope, "kop_liger_pkg::rope", """
@@ -811,6 +861,84 @@ class Cuda(unittest.TestCase):
         rq, rk = rope_reference(q, k, cos, sin)
         torch.testing.assert_close(qe, rq, rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(ke, rk, rtol=1e-5, atol=1e-5)
+
+    def test_rope_in_place_matches_ligers_autograd_function_and_torch(self):
+        """In place on HF's views as Liger's: the values left in q and k and the gradients of the projections against
+        Liger's own Function and HF's formula, float32 and bfloat16, batches 1-3, ragged sequence lengths; then
+        compiled (fullgraph, dynamic) and the package where Liger and Triton cannot be imported."""
+        from liger_kernel.ops.rope import LigerRopeFunction
+        for dtype, tol in ((torch.float32, 1e-5), (torch.bfloat16, 2e-2)):
+            op = registered("rope_in_place", dtype)
+            for batch, seq in ((1, 7), (2, 129), (3, 1), (2, 1000)):
+                pq, pk, views = hf_projections(batch, seq, dtype)
+                _, _, cos, sin = rope_inputs(batch, seq, dtype, True)
+                gq_out = torch.randn(batch, 4, seq, 64, device="cuda", dtype=dtype)
+                gk_out = torch.randn(batch, 2, seq, 64, device="cuda", dtype=dtype)
+                what = f"{dtype} batch {batch} seq {seq}"
+                q, k = views()
+                self.assertIsNone(op(q, k, cos, sin))
+                gq, gk = torch.autograd.grad((q, k), (pq, pk), (gq_out, gk_out))
+                lq, lk = views()
+                lqe, lke = LigerRopeFunction.apply(lq, lk, cos, sin)
+                lgq, lgk = torch.autograd.grad((lqe, lke), (pq, pk), (gq_out.clone(), gk_out.clone()))
+                for got, want in ((q, lqe), (k, lke), (gq, lgq), (gk, lgk)):
+                    torch.testing.assert_close(got, want, rtol=0, atol=0, msg=what)
+                tq = pq.detach().float().view(batch, seq, 4, 64).transpose(1, 2).requires_grad_()
+                tk = pk.detach().float().view(batch, seq, 2, 64).transpose(1, 2).requires_grad_()
+                rq, rk = rope_reference(tq, tk, cos, sin)
+                rgq, rgk = torch.autograd.grad((rq, rk), (tq, tk), (gq_out.float(), gk_out.float()))
+                torch.testing.assert_close(q.float(), rq, rtol=tol, atol=tol * 2, msg=what)
+                torch.testing.assert_close(gq.float().view(batch, seq, 4, 64).transpose(1, 2), rgq, rtol=tol,
+                                           atol=tol * 2, msg=what)
+                torch.testing.assert_close(gk.float().view(batch, seq, 2, 64).transpose(1, 2), rgk, rtol=tol,
+                                           atol=tol * 2, msg=what)
+        op = registered("rope_in_place", torch.float32)
+
+        def step(a, b, c, s):
+            q = (a * 1.0).view(a.shape[0], a.shape[1], 4, 64).transpose(1, 2)
+            k = (b * 1.0).view(b.shape[0], b.shape[1], 2, 64).transpose(1, 2)
+            op(q, k, c, s)
+            return q.square().sum() + k.square().sum()
+        compiled = torch.compile(step, fullgraph=True, dynamic=True)
+        for batch, seq in ((1, 5), (3, 17), (2, 64)):
+            pq, pk, _ = hf_projections(batch, seq, torch.float32)
+            _, _, cos, sin = rope_inputs(batch, seq, torch.float32, True)
+            got = torch.autograd.grad(compiled(pq, pk, cos, sin), (pq, pk))
+            want = torch.autograd.grad(step(pq, pk, cos, sin), (pq, pk))
+            for g, w in zip(got, want):
+                torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+        pq, pk, views = hf_projections(2, 40, torch.float32, requires_grad=False)
+        _, _, cos, sin = rope_inputs(2, 40, torch.float32, True)
+        q, k = views()
+        q0, k0 = q.clone(), k.clone()
+        graph = torch.cuda.CUDAGraph()
+        op(q.clone(), k.clone(), cos, sin)  # warm
+        with torch.cuda.graph(graph):
+            op(q, k, cos, sin)
+        q.copy_(q0)
+        k.copy_(k0)
+        graph.replay()
+        torch.cuda.synchronize()
+        rq, rk = rope_reference(q0, k0, cos, sin)
+        torch.testing.assert_close(q, rq, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(k, rk, rtol=1e-5, atol=1e-5)
+        out = run_package(recorded_rope_in_place, "kop_liger_pkg_gpu::rope_", """
+            import sys
+            sys.path.insert(0, {tests!r})
+            from test_liger import hf_projections, rope_inputs, rope_reference
+            pq, pk, views = hf_projections(3, 77, torch.float32)
+            _, _, cos, sin = rope_inputs(3, 77, torch.float32, True)
+            q, k = views()
+            op(q, k, cos, sin)
+            gq, gk = torch.autograd.grad(q.sum() + 2 * k.sum(), (pq, pk))
+            tq = pq.detach().view(3, 77, 4, 64).transpose(1, 2).requires_grad_()
+            tk = pk.detach().view(3, 77, 2, 64).transpose(1, 2).requires_grad_()
+            rq, rk = rope_reference(tq, tk, cos, sin)
+            rgq, rgk = torch.autograd.grad(rq.sum() + 2 * rk.sum(), (tq, tk))
+            rgq, rgk = rgq.transpose(1, 2).reshape(3, 77, 256), rgk.transpose(1, 2).reshape(3, 77, 128)
+            print(max((a - b).abs().max().item() for a, b in ((q, rq), (k, rk), (gq, rgq), (gk, rgk))))
+        """.replace("{tests!r}", repr(str(ROOT / "tests" / "python"))))
+        self.assertLess(float(out.split()[-1]), 1e-4)
 
     def test_the_rope_package_runs_where_liger_and_triton_cannot_be_imported(self):
         out = run_package(recorded_rope, "kop_liger_pkg_gpu::rope", """

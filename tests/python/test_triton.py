@@ -173,6 +173,83 @@ def square_doubling(op_name):
 
 
 @triton.jit
+def scale_two(X, Y, n, m, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(X + offs, tl.load(X + offs, mask=offs < n) * 2, mask=offs < n)
+    tl.store(Y + offs, tl.load(Y + offs, mask=offs < m) * 3, mask=offs < m)
+
+
+def scale_two_launch(x: torch.Tensor, y: torch.Tensor):
+    """x doubled and y tripled in place, and returned: two written results (Note [written results]), as Liger's RoPE
+    rotates q and k."""
+    scale_two[(triton.cdiv(max(x.numel(), y.numel()), 256),)](x, y, x.numel(), y.numel(), BLOCK=256)
+    return x, y
+
+
+def scale_two_backward(grad_x_out: torch.Tensor, grad_y_out: torch.Tensor):
+    gx, gy = grad_x_out.clone(), grad_y_out.clone()
+    scale_two[(triton.cdiv(max(gx.numel(), gy.numel()), 256),)](gx, gy, gx.numel(), gy.numel(), BLOCK=256)
+    return gx, gy
+
+
+def scale_two_op(op_name):
+    return ko.record_plugin(ko.triton(scale_two_launch), op_name=op_name,
+                            backward=ko.Backward(["x", "y"], ko.triton(scale_two_backward)))
+
+
+def written_results_scenarios(op, device):
+    """(name, function of two leaves giving the tensors a loss sums, weighted) where `op(a, b)` writes a and b in
+    place (a doubled, b tripled): the Note [written results] cases, to compare with PyTorch's own in-place ops
+    (``a.mul_(2); b.mul_(3)``) as `op`."""
+    def plain(x0, y0):
+        a, b = x0 * 1.0, y0 * 1.0
+        op(a, b)
+        return [a, b]
+
+    def covering_views(x0, y0):  # views over all of their bases (HF's q of its projection)
+        bx, by = x0 * 1.0, y0 * 1.0
+        a, b = bx.view(-1), by.t()[0:].t()
+        op(a, b)
+        return [a, b]
+
+    def parts(x0, y0):  # views of parts of their bases, the bases used after
+        bx, by = x0 * 1.0, y0 * 1.0
+        a, b = bx[1:], by[:2]
+        op(a, b)
+        return [a, b, bx, by * by]
+
+    def one_base(x0, y0):  # two rows of one base (q and k of a fused projection)
+        base = torch.stack([x0, y0]) * 1.0
+        a, b = base[0], base[1]
+        op(a, b)
+        return [a * a, b]
+
+    def base_alone(x0, y0):
+        base = torch.stack([x0, y0]) * 1.0
+        op(base[0][1:], base[1][:-1])
+        return [base]
+
+    def then_in_place(x0, y0):  # a later in-place op on a written view
+        base = torch.stack([x0, y0]) * 1.0
+        a, b = base[0], base[1]
+        op(a, b)
+        a.mul_(5)
+        return [a, base]
+
+    def one_requires_grad(x0, y0):
+        a, b = x0 * 1.0, y0.detach() * 1.0
+        op(a, b)
+        return [a, b]
+
+    def unused(x0, y0):  # a result the loss does not use
+        a, b = x0 * 1.0, y0 * 1.0
+        op(a, b)
+        return [a]
+    return [(f.__name__, f) for f in (plain, covering_views, parts, one_base, base_alone, then_in_place,
+                                      one_requires_grad, unused)]
+
+
+@triton.jit
 def scatter_rows(Src, Index, Dst, width, BLOCK: tl.constexpr):
     # The written pointer's offsets come from a loaded index: only Dst is written, never Index.
     row = tl.program_id(0)
@@ -1041,6 +1118,66 @@ class WrittenInputs(unittest.TestCase):
             op(x0[1:])
         y = op(x0.detach() * 1.0)  # nothing requires grad: no graph, the version still moves
         self.assertFalse(y.requires_grad)
+
+    def test_written_inputs_returned_are_results_with_gradients(self):
+        # Note [written results]: launch_fn returns the inputs its kernel writes: they are the op's results, and the
+        # backward reads their gradients as grad_<input>_out (grad_<input> is the gradient it gives the input).
+        r = scale_two_op("kop_tt_wr::scale_two")
+        self.assertEqual([(i["name"], i.get("mutated"), i.get("result")) for i in r.doc["inputs"]],
+                         [("x", True, True), ("y", True, True)])
+        self.assertEqual([i["name"] for i in r.doc["backward"]["inputs"]], ["grad_x_out", "grad_y_out"])
+        self.assertEqual([o["name"] for o in r.doc["backward"]["outputs"]], ["grad_x", "grad_y"])
+        op = r.register()
+        self.assertEqual(str(op.default._schema), "kop_tt_wr::scale_two(Tensor(a!) x, Tensor(b!) y) -> ()")
+        for name, scenario in written_results_scenarios(op, "meta"):
+            with self.subTest(name):
+                x0 = torch.randn(4, 6, device="meta", requires_grad=True)
+                y0 = torch.randn(4, 6, device="meta", requires_grad=True)
+                outs = scenario(x0, y0)
+                grads = torch.autograd.grad(sum((o * 1.0).sum() for o in outs), (x0, y0), allow_unused=True)
+                self.assertEqual(grads[0].shape, x0.shape)
+        x0 = torch.randn(4, 6, device="meta", requires_grad=True)
+        a, b = x0 * 1.0, x0 * 2.0
+        op(a, b)
+        self.assertEqual((a.grad_fn.name(), b.grad_fn.name(), a._version), ("kop_tt_wr::scale_twoBackward",) * 2 + (1,))
+        base = x0 * 1.0
+        q, k = base[0], base[1]
+        op(q, k)  # two views of one base: theirs and the base's history is the op's node
+        self.assertEqual({q.grad_fn.name(), k.grad_fn.name(), base.grad_fn.name()}, {"kop_tt_wr::scale_twoBackward"})
+        with self.assertRaisesRegex(RuntimeError, "op kop_tt_wr::scale_two writes its input 'x' in place: a view of "
+                                                  "a leaf Variable"):
+            op(x0[0], b)
+
+    def test_a_result_the_backward_does_not_read_has_no_gradient(self):
+        def only_x(grad_x_out: torch.Tensor, y: torch.Tensor):
+            return mul_backward_over_gradient(y, grad_x_out)
+        op = ko.record_plugin(ko.triton(scale_two_launch), op_name="kop_tt_wr::only_x",
+                              backward=ko.Backward(["x"], ko.triton(only_x))).register()
+        x0 = torch.randn(4, 6, device="meta", requires_grad=True)
+        a, b = x0 * 1.0, x0 * 2.0
+        op(a, b)
+        self.assertEqual((a.grad_fn.name(), type(b.grad_fn).__name__), ("kop_tt_wr::only_xBackward", "Error"))
+        with self.assertRaisesRegex(RuntimeError, "op kop_tt_wr::only_x wrote into its input 'y' in place: the value "
+                                                  "it left there has no gradient"):
+            b.sum().backward()
+
+    def test_example_layouts_are_recorded_and_required(self):
+        # Note [example layouts]: an example that is a transposed view of a contiguous tensor (HF's q) is recorded
+        # so; the op takes the input with its strides and requires that layout.
+        r = ko.record_plugin(ko.triton(add_one_returning_it), op_name="kop_tt_wr::inc_t",
+                             example_inputs=(torch.empty(3, 4, 5).transpose(0, 1),))
+        self.assertEqual(r.doc["inputs"], [{"name": "x", "dtype": "float32", "mutated": True, "strided": True,
+                                            "result": True}])
+        self.assertEqual(r.doc["requires"], ["rank(x) == 3", "stride(x, 2) == 1", "stride(x, 0) == dim(x, 2)",
+                                             "stride(x, 1) == dim(x, 0) * dim(x, 2)"])
+        op = r.register()
+        op(torch.empty(6, 7, 8, device="meta").transpose(0, 1))
+        with self.assertRaisesRegex(RuntimeError, r"op kop_tt_wr::inc_t: the inputs break the requirement "
+                                                  r"'stride\(x, 2\) == 1'"):
+            op(torch.empty(7, 6, 8, device="meta").transpose(1, 2))
+        with self.assertRaisesRegex(RuntimeError, r"op kop_tt_wr::inc_t: the inputs break the requirement "
+                                                  r"'stride\(x, 0\) == dim\(x, 2\)'"):
+            op(torch.empty(7, 6, 8, device="meta"))
 
     def test_pointers_read_or_offset_by_loaded_values_are_not_written(self):
         r = ko.record_plugin(ko.triton(scatter_rows_launch), op_name="kop_tt_w::scatter",
@@ -2263,6 +2400,38 @@ class Cuda(unittest.TestCase):
         compiled = torch.compile(lambda t: (op(t * 1.0) * g).sum(), fullgraph=True)
         (gx,) = torch.autograd.grad(compiled(x0), (x0,))
         torch.testing.assert_close(gx, 2 * x0.detach() * g)
+
+    def test_written_results_differentiate_as_pytorchs_in_place_ops(self):
+        # Note [written results], differential: every scenario's gradients equal those of PyTorch's own in-place ops
+        # doing the same writes (a.mul_(2); b.mul_(3)), as do the values left.
+        op = scale_two_op("kop_tt_wr_gpu::scale_two").register()
+
+        def aten(a, b):
+            a.mul_(2)
+            b.mul_(3)
+        for name, _ in written_results_scenarios(op, "cuda"):
+            with self.subTest(name):
+                x0 = torch.randn(300, 7, device="cuda", requires_grad=True)
+                y0 = torch.randn(300, 7, device="cuda", requires_grad=True)
+                got, want = [dict(written_results_scenarios(f, "cuda"))[name](x0, y0) for f in (op, aten)]
+                ws = [torch.randn_like(w) for w in want]
+                for g, w in zip(got, want):
+                    torch.testing.assert_close(g, w, rtol=0, atol=0)
+                loss = lambda outs: sum((o * w).sum() for o, w in zip(outs, ws))  # noqa: E731
+                gg = torch.autograd.grad(loss(got), (x0, y0), allow_unused=True)
+                gw = torch.autograd.grad(loss(want), (x0, y0), allow_unused=True)
+                for g, w in zip(gg, gw):
+                    self.assertEqual(g is None, w is None)
+                    if w is not None:
+                        torch.testing.assert_close(g, w)
+        compiled = torch.compile(lambda x, y: dict(written_results_scenarios(op, "cuda"))["one_base"](x, y),
+                                 fullgraph=True)
+        x0 = torch.randn(300, 7, device="cuda", requires_grad=True)
+        y0 = torch.randn(300, 7, device="cuda", requires_grad=True)
+        outs = compiled(x0, y0)
+        gx, gy = torch.autograd.grad(sum(o.sum() for o in outs), (x0, y0))
+        torch.testing.assert_close(gx, 8 * x0.detach())  # (2 x)² summed
+        torch.testing.assert_close(gy, torch.full_like(gy, 3.0))
 
     def test_a_packaged_recorded_backward_trains_without_triton(self):
         with tempfile.TemporaryDirectory() as d:

@@ -3,6 +3,8 @@
 // node calls the backward op through the dispatcher, so a backward with its own backward is
 // differentiable again (double backward) and AOTAutograd traces both ops.
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/add.h>
+#include <ATen/ops/empty_strided.h>
 #include <torch/csrc/autograd/VariableTypeUtils.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/basic_ops.h>
@@ -42,6 +44,7 @@ struct WrittenInputs {
   std::string op_name;
   std::vector<std::size_t> position;  // in input_order
   std::vector<std::string> name;
+  std::vector<bool> result;  // InputDecl::result: rebased onto the op's node when it has one
 
   WrittenInputs() = default;
   explicit WrittenInputs(const OpPlan& p) : op_name(p.op_name) {
@@ -52,6 +55,7 @@ struct WrittenInputs {
       if (!t.mutated) continue;
       position.push_back(i);
       name.push_back(t.name);
+      result.push_back(t.result);
     }
   }
   bool any() const { return !position.empty(); }
@@ -95,10 +99,11 @@ struct WrittenInputs {
   // After the call: the values left in them have no gradient. The refusing node leads where the
   // value it replaced did, so that a gradient asked of what that value came from (autograd.grad)
   // reaches it, and refuses, rather than being left out of the graph task as a constant.
-  void rebase(const Kept& kept) const {
+  // `differentiated`: the results the op's node took (Note [written results]), left alone.
+  void rebase(const Kept& kept, bool differentiated = false) const {
     for (std::size_t k = 0; k < kept.tensors.size(); ++k) {
       const at::Tensor& t = kept.tensors[k];
-      if (!t.requires_grad()) continue;
+      if (!t.requires_grad() || (differentiated && result[k])) continue;
       auto node = std::shared_ptr<torch::autograd::Error>(
           new torch::autograd::Error(
               "op " + op_name + " wrote into its input '" + name[k] +
@@ -138,12 +143,54 @@ struct AutogradInfo {
   std::vector<std::size_t> slot;
   std::vector<int> saved_inputs;   // forward inputs (input_order) the backward reads, in save order
   std::vector<int> saved_outputs;  // then forward outputs it reads
-  std::vector<int>
-      grad_outputs;             // forward outputs whose gradients the backward reads (node inputs)
-  std::vector<int> grad_reads;  // per node input: how many backward inputs read that gradient
+  // Node inputs: the gradients of the forward outputs the backward reads, then those of the
+  // written results it reads (grad_<input>_out: Note [written results]), then, per call, one per
+  // base of a result that is a view.
+  std::vector<int> grad_outputs;
+  std::vector<int> grad_results;  // input_order positions
   std::size_t num_inputs = 0, num_outputs = 0;
   WrittenInputs written;
 };
+
+// Note [written results]: an op may write an input whose new value is one of its results
+// (InputDecl::result: Liger's RoPE rotates HF's q and k in place), as PyTorch's in-place ops
+// write self. After the call the op's node is that value's history, and the backward reads its
+// gradient as grad_<input>_out; the gradient the node gives the input is that of the value before.
+// A result that is a view (HF's q is a transposed view of the projection) gets the op's node as
+// its own history, as an autograd::Function's output does, so that the common case costs no copy:
+// the gradient of q reaches the backward as it is, and the gradient of q's old value goes back
+// through q's old view history. Its base, whose values changed too, is no constant either: it is
+// rebased onto the node as well (one node input per base), so a gradient reaching the base (the
+// base used after the call, or a later in-place op on the view, through PyTorch's CopySlices)
+// has its view's part added to the view's gradient before the backward, and the rest passed on
+// to the base's old history. PyTorch's own rebase of a view (CopySlices) copies the base's
+// gradient twice and takes one written view per node; this takes several (q and k, even of one
+// fused projection).
+struct ViewedResult {
+  std::size_t result = 0;                   // index in grad_results
+  std::size_t base = 0;                     // index in ResultBases::bases
+  std::vector<c10::SymInt> sizes, strides;  // symbolic while AOTAutograd traces
+  c10::SymInt offset = 0;                   // from the base's storage offset
+};
+struct ResultBase {
+  std::uint32_t input_nr = 0;
+  std::vector<c10::SymInt> sizes, strides;
+  bool covered = false;       // a single view over all of it: nothing of its gradient is left
+  std::size_t next_edge = 0;  // where the rest of its gradient goes (when not covered)
+};
+
+// The base's gradient laid out as the base (the engine gives one of its shape, not its strides).
+at::Tensor as_base(const at::Tensor& grad, const ResultBase& b) {
+  if (grad.sym_strides().equals(b.strides)) return grad;
+  at::Tensor out = at::empty_strided_symint(b.sizes, b.strides, grad.options());
+  out.copy_(grad);
+  return out;
+}
+
+// The part of a base's gradient (laid out as the base) that is a view's.
+at::Tensor slice_of(const at::Tensor& base_grad, const ViewedResult& v) {
+  return base_grad.as_strided_symint(v.sizes, v.strides, base_grad.sym_storage_offset() + v.offset);
+}
 
 // A saved forward input or output: a tensor as autograd::Function saves it, or a scalar input.
 struct Saved {
@@ -167,16 +214,31 @@ class KernelopBackward final : public torch::autograd::Node {
     std::shared_ptr<Node> self = shared_from_this();
     c10::SmallVector<std::size_t, 4> unpacked;
     const bool donate_grads = !at::GradMode::is_enabled();
+    // Note [written results]: the bases' gradients, laid out as the bases
+    c10::SmallVector<at::Tensor, 2> base_grads;
+    for (const ResultBase& b : bases_) {
+      const at::Tensor& g = grads[b.input_nr];
+      base_grads.push_back(g.defined() ? as_base(g, b) : at::Tensor());
+    }
+    for (const ViewedResult& v : views_) {
+      const at::Tensor& g = base_grads[v.base];
+      if (!g.defined()) continue;
+      at::Tensor& direct = grads[a.grad_outputs.size() + v.result];
+      at::Tensor part = slice_of(g, v);
+      direct = direct.defined() ? at::add(direct, part) : part;
+    }
     for (std::size_t j = 0; j < a.link.sources.size(); ++j) {
       const std::size_t k = a.slot[j];
-      if (a.link.sources[j].kind == Kind::Grad) {
+      const Kind kind = a.link.sources[j].kind;
+      if (kind == Kind::Grad || kind == Kind::ResultGrad) {
         // An output the loss did not use has no gradient: zeros, as autograd::Function's
         // materialize_grads gives. Note [donated inputs]: a gradient the engine gave this node
         // alone is moved into the call, so that an output that starts as its copy may take its
-        // buffer; outside a double-backward graph only, as PyTorch's InputBuffer reuses one.
+        // buffer; outside a double-backward graph only, as PyTorch's InputBuffer reuses one
+        // (each gradient is read by one backward input: their names are unique).
         if (!grads[k].defined()) {
           stack.emplace_back(input_metadata(k).zeros_like());
-        } else if (donate_grads && a.grad_reads[k] == 1) {
+        } else if (donate_grads) {
           stack.emplace_back(std::move(grads[k]));
         } else {
           stack.emplace_back(grads[k]);
@@ -206,9 +268,20 @@ class KernelopBackward final : public torch::autograd::Node {
     TORCH_CHECK(stack.size() == a.link.grad_of.size(), "op ", a.op_name, ": its backward ",
                 a.backward->op.plan().op_name, " returned ", stack.size(), " value(s); expected ",
                 a.link.grad_of.size());
-    variable_list out(a.link.differentiable.size());
+    variable_list out(num_outputs());
     for (std::size_t j = 0; j < a.link.grad_of.size(); ++j)
       out[static_cast<std::size_t>(a.link.grad_of[j])] = stack[j].toTensor();
+    // The rest of each base's gradient, outside the views the op wrote, goes to its old history.
+    for (std::size_t i = 0; i < bases_.size(); ++i) {
+      if (bases_[i].covered || !base_grads[i].defined()) continue;
+      const ResultBase& b = bases_[i];
+      at::Tensor rest = at::empty_strided_symint(b.sizes, b.strides, base_grads[i].options());
+      rest.copy_(base_grads[i]);
+      for (const ViewedResult& v : views_) {
+        if (v.base == i) slice_of(rest, v).zero_();
+      }
+      out[bases_[i].next_edge] = std::move(rest);
+    }
     return out;
   }
 
@@ -224,6 +297,9 @@ class KernelopBackward final : public torch::autograd::Node {
   // Saved inputs, then saved outputs (AutogradInfo::slot); inline, so recording a call allocates
   // no more than an autograd::Function does.
   c10::SmallVector<Saved, 4> saved_;
+  // Note [written results]: this call's results that are views, and their bases.
+  std::vector<ViewedResult> views_;
+  std::vector<ResultBase> bases_;
 
  private:
   std::shared_ptr<const AutogradInfo> info_;
@@ -301,11 +377,15 @@ class AutogradKernel final : public c10::OperatorKernel {
     for (int o : a.grad_outputs)
       torch::autograd::set_history(outputs[static_cast<std::size_t>(o)].toTensor(), node);
     if (writes) {
-      a.written.rebase(written);
+      take_results(*node, written);
+      a.written.rebase(written, true);
       for (std::size_t k = 0; k < a.saved_inputs.size(); ++k) {
         const auto i = static_cast<std::size_t>(a.saved_inputs[k]);
-        if (a.written.writes(i))
-          node->saved_[k].tensor = SavedVariable(a.written.kept(written, i), false);
+        if (!a.written.writes(i)) continue;
+        // A result's history is now the node: saved as an output is (no reference cycle).
+        const bool result = std::find(a.grad_results.begin(), a.grad_results.end(),
+                                      static_cast<int>(i)) != a.grad_results.end();
+        node->saved_[k].tensor = SavedVariable(a.written.kept(written, i), result);
       }
     }
     for (int o : a.saved_outputs) {
@@ -317,6 +397,56 @@ class AutogradKernel final : public c10::OperatorKernel {
   }
 
  private:
+  // Note [written results]: the node becomes the history of the results the op wrote (after the
+  // outputs' node inputs), and of the bases of those that are views.
+  void take_results(KernelopBackward& node, const WrittenInputs::Kept& written) const {
+    const AutogradInfo& a = *info_;
+    c10::SmallVector<at::Tensor, 2> bases;
+    for (std::size_t r = 0; r < a.grad_results.size(); ++r) {
+      const at::Tensor& t = a.written.kept(written, static_cast<std::size_t>(a.grad_results[r]));
+      const std::uint32_t nr = node.add_input_metadata(t);
+      if (!t.is_view()) {
+        torch::autograd::impl::rebase_history(t, {node.shared_from_this(), nr});
+        continue;
+      }
+      // The view's own history, as an autograd::Function's output gets it (set_gradient_edge
+      // keeps it until the base changes again).
+      torch::autograd::impl::set_gradient_edge(t, {node.shared_from_this(), nr});
+      at::Tensor base(t._base());
+      std::size_t bi = 0;
+      while (bi < bases.size() && !bases[bi].is_same(base)) ++bi;
+      if (bi == bases.size()) {
+        bases.push_back(base);
+        ResultBase b;
+        b.sizes = base.sym_sizes().vec();
+        b.strides = base.sym_strides().vec();
+        b.covered = TORCH_GUARD_SIZE_OBLIVIOUS(t.sym_numel().sym_eq(base.sym_numel())) &&
+                    t.is_non_overlapping_and_dense();
+        node.bases_.push_back(std::move(b));
+      } else {
+        node.bases_[bi].covered = false;  // two views of one base: the rest is computed
+      }
+      ViewedResult v;
+      v.result = r;
+      v.base = bi;
+      v.sizes = t.sym_sizes().vec();
+      v.strides = t.sym_strides().vec();
+      v.offset = t.sym_storage_offset() - base.sym_storage_offset();
+      node.views_.push_back(std::move(v));
+    }
+    // Each base: its old history takes the rest of its gradient, and the node becomes its history.
+    for (std::size_t bi = 0; bi < bases.size(); ++bi) {
+      const at::Tensor& base = bases[bi];
+      ResultBase& b = node.bases_[bi];
+      if (!b.covered) {
+        b.next_edge = node.num_outputs();
+        node.add_next_edge(torch::autograd::impl::gradient_edge(base));
+      }
+      b.input_nr = node.add_input_metadata(base);
+      torch::autograd::impl::set_gradient_edge(base, {node.shared_from_this(), b.input_nr});
+    }
+  }
+
   Registration::State* state_;
   std::shared_ptr<const AutogradInfo> info_;
 };
@@ -456,9 +586,17 @@ torch::CppFunction make_autograd_kernel(Registration::State* state, const OpPlan
     if (s.kind == Kind::ForwardInput) add(info->saved_inputs, s.index);
     if (s.kind == Kind::ForwardOutput) add(info->saved_outputs, s.index);
     if (s.kind == Kind::Grad) add(info->grad_outputs, s.index);
+    if (s.kind == Kind::ResultGrad) add(info->grad_results, s.index);
   }
-  std::sort(info->grad_outputs.begin(), info->grad_outputs.end());  // node inputs in output order
-  info->grad_reads.assign(info->grad_outputs.size(), 0);
+  // Node inputs in output order, then in input order
+  std::sort(info->grad_outputs.begin(), info->grad_outputs.end());
+  std::sort(info->grad_results.begin(), info->grad_results.end());
+  // A written result whose gradient the backward does not read is a value without one.
+  for (std::size_t k = 0; k < info->written.position.size(); ++k) {
+    info->written.result[k] =
+        std::find(info->grad_results.begin(), info->grad_results.end(),
+                  static_cast<int>(info->written.position[k])) != info->grad_results.end();
+  }
   auto position = [](const std::vector<int>& list, int index) {
     return static_cast<std::size_t>(std::find(list.begin(), list.end(), index) - list.begin());
   };
@@ -472,7 +610,9 @@ torch::CppFunction make_autograd_kernel(Registration::State* state, const OpPlan
         break;
       case Kind::Grad:
         info->slot.push_back(position(info->grad_outputs, s.index));
-        ++info->grad_reads[info->slot.back()];
+        break;
+      case Kind::ResultGrad:
+        info->slot.push_back(info->grad_outputs.size() + position(info->grad_results, s.index));
         break;
     }
   }

@@ -23,8 +23,9 @@ from .compiling import CompiledKernel, CompileJob, KernelBinary
 from .configs import check_config_values, conjunction, select_over_configs, validate_recorded
 from .interception import Handlers, NestedRecording, current_recording, intercepting, nested_message, recording
 from .program import Program, copies_checked, glue_launch, plan_program, storage_of
-from .tracing import (Input, LaunchFnRaised, check_returned_inputs, examples, inputs_json, make_fakes, name_outputs,
-                      output_shapes, outputs_of, run_launch_fn, signature_inputs, tensor_name)
+from .tracing import (Input, LaunchFnRaised, check_returned_inputs, examples, inputs_json, layout_of, like_example,
+                      make_fakes, name_outputs, output_shapes, outputs_of, run_launch_fn, signature_inputs,
+                      tensor_name)
 
 
 def _accept_inputs(where: str, inputs: List[Input]) -> None:
@@ -267,8 +268,10 @@ def _example_outputs(where: str, spec: Any, example_inputs: Any) -> List[torch.T
                              "backward from the forward's: record the backward of an op whose output sizes are sizes "
                              "of its inputs")
         return int(hint)
-    return [torch.empty([size(s) for s in o.shape], dtype=o.dtype, device="meta").permute(p or list(range(o.dim())))
-            for o, p in zip(outputs, permutes)]  # as the op returns them (gradients have their shapes)
+    # Their shapes as the op returns them (gradients have them), contiguous: a gradient arrives in any layout (an
+    # example's layout would be recorded: Note [example layouts]).
+    return [torch.empty([size(s) for s in o.permute(p or list(range(o.dim()))).shape], dtype=o.dtype, device="meta")
+            for o, p in zip(outputs, permutes)]
 
 
 def _record_backward(where: str, forward: RecordedPlugin, spec: Any, backward: Any, example_inputs: Any,
@@ -292,6 +295,11 @@ def _record_backward(where: str, forward: RecordedPlugin, spec: Any, backward: A
         raise ValueError(f"{where}: launch_fn returned {len(outs)} new tensors for the backward's examples, and the "
                          f"op has {len(out_names)} outputs")
     receivable = {**tensors, **dict(zip(out_names, outs)), **{f"grad_{n}": o for n, o in zip(out_names, outs)}}
+    # Note [written results]: an input the op writes and returns has a gradient too, grad_<input>_out (contiguous, as
+    # it may arrive; grad_<input> is the gradient the backward gives the input)
+    results = [i["name"] for i in forward.doc["inputs"] if i.get("result")]
+    receivable.update({f"grad_{n}_out": torch.empty(tensors[n].shape, dtype=tensors[n].dtype, device="meta")
+                       for n in results})
     bwd_spec: Any = backward.spec
     bwd_inputs = signature_inputs(f"{where} backward", bwd_spec.launch_fn)
     bwd_tensors = {}
@@ -304,7 +312,7 @@ def _record_backward(where: str, forward: RecordedPlugin, spec: Any, backward: A
                              f"{f' (from {got!r})' if got != name else ''}, which is none of what a backward "
                              f"receives: the forward's tensors {', '.join(repr(n) for n in tensors)}, its outputs "
                              f"{', '.join(repr(n) for n in out_names)} and their gradients "
-                             f"{', '.join(repr('grad_' + n) for n in out_names)}")
+                             f"{', '.join(repr('grad_' + n) for n in out_names + [r + '_out' for r in results])}")
         bwd_tensors[name] = receivable[got]
     if getattr(bwd_spec, "specialize", None) is None and getattr(spec, "specialize", None) is not None:
         bwd_spec = dataclasses.replace(bwd_spec, specialize=spec.specialize)  # the forward's sizes, by default
@@ -438,8 +446,7 @@ def _record_classes(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]]
     texts = {x.text for x in derived}
     for v in d.combos:
         example = d.examples(v)
-        inside = {name: torch.empty([example.get(int(s), int(s)) for s in t.shape], dtype=t.dtype, device="meta")
-                  for name, t in tensors.items()}
+        inside = {name: like_example(t, [example.get(int(s), int(s)) for s in t.shape]) for name, t in tensors.items()}
         try:
             with sizes.exact_values(d.exact(v)):
                 if rank_free is False:
@@ -512,7 +519,10 @@ def _record_at_ranks(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]
                      where: str, inputs: List[Input], tensors: Dict[str, torch.Tensor]
                      ) -> Tuple[RecordedPlugin, Recorder, List[sizes.Derived]]:
     """Recorded at two ranks above the examples', kept when both give the same op; else at the examples' ranks,
-    with the ranks as requirements (Note [rank-free recording])."""
+    with the ranks as requirements (Note [rank-free recording]). An example's layout (Note [example layouts]) is
+    one of its rank."""
+    if any(layout_of(t) is not None for t in tensors.values()):
+        return _record_once(dsl, spec, meta_impl, op_name, where, inputs, tensors, False)
     probes = []
     for extra in (1, 2):
         with warnings.catch_warnings(record=True) as caught:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import inspect
 import traceback
 import typing
-from typing import Any, Callable, ContextManager, Dict, List, Mapping, Optional, Set, Tuple
+from typing import Any, Callable, ContextManager, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -71,8 +71,28 @@ def examples(where: str, names: List[str], example_inputs: Any) -> Dict[str, tor
                              f"launch_fn ({shorten(', '.join(names), 300)})")
         if not isinstance(v, torch.Tensor):
             raise TypeError(f"{where}: example_inputs[{shorten(repr(k))}] is a {type(v).__name__}; expected a tensor "
-                            "(only its rank, sizes and dtype are used)")
+                            "(its rank, sizes, dtype and layout are used: Note [example layouts])")
     return items
+
+
+def layout_of(example: Optional[torch.Tensor]) -> Optional[List[int]]:
+    """Note [example layouts]: the perm of an example that is ``base.permute(perm)`` of a contiguous tensor (HF's
+    q, ``proj.view(b, s, h, d).transpose(1, 2)``), else None (a contiguous example, or any other: its sizes alone
+    are used)."""
+    if example is None or example.is_contiguous() or example.dim() < 2:
+        return None
+    found = permutation_of(example)
+    return None if found is None else found[1]
+
+
+def like_example(example: torch.Tensor, shape: Sequence[int], dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+    """A meta tensor of `shape` laid out as `example` is (Note [example layouts])."""
+    perm = layout_of(example)
+    dtype = dtype or example.dtype
+    if perm is None:
+        return torch.empty(list(shape), dtype=dtype, device="meta")
+    base = [shape[perm.index(i)] for i in range(len(shape))]
+    return torch.empty(base, dtype=dtype, device="meta").permute(*perm)
 
 
 def make_fakes(rec: Recorder, inputs: List[Input], examples: Dict[str, torch.Tensor]) -> List[Any]:
@@ -82,7 +102,7 @@ def make_fakes(rec: Recorder, inputs: List[Input], examples: Dict[str, torch.Ten
         if kind == "tensor":
             ex = examples.get(name)
             fakes.append(rec.add_tensor(name, ex.dtype if ex is not None else torch.float32,
-                                        tuple(ex.shape) if ex is not None else None))
+                                        tuple(ex.shape) if ex is not None else None, perm=layout_of(ex)))
         else:
             fakes.append(rec.add_scalar(name, kind, default))
     return fakes
@@ -247,7 +267,7 @@ def outputs_of(where: str, result: Any, rec: Recorder) -> Tuple[List[Any], List[
             raise ValueError(f"{where}: launch_fn returned a {type(o).__name__} as output {i}; outputs are tensors")
         source = inputs.get(o.untyped_storage()._cdata)
         if source is not None:
-            if o is not source.fake:
+            if o is not source.fake and not _same_view(o, source.fake):
                 raise ValueError(f"{where}: launch_fn returns a view of input '{source.name}' as output {i}; return "
                                  "the input itself (an input the kernel writes in place) or a new tensor")
             returned.append(source.name)
@@ -258,6 +278,15 @@ def outputs_of(where: str, result: Any, rec: Recorder) -> Tuple[List[Any], List[
         new.append(o)
         permutes.append(perm)
     return new, returned, permutes
+
+
+def _same_view(a: Any, b: Any) -> bool:
+    """Whether two views of one storage have the same sizes, strides and offset (Liger's RoPE returns
+    ``q.transpose(1, 2)`` of its ``q.transpose(1, 2)``: the input itself), compared as text: comparing symbolic
+    sizes would add conditions to the recording."""
+    text = lambda v: [str(x) for x in v]  # noqa: E731
+    return text(a.shape) == text(b.shape) and text(a.stride()) == text(b.stride()) and \
+        str(a.storage_offset()) == str(b.storage_offset())
 
 
 def _permuted(where: str, i: int, o: Any) -> Tuple[Any, List[int]]:
@@ -273,13 +302,17 @@ def _permuted(where: str, i: int, o: Any) -> Tuple[Any, List[int]]:
 
 
 def check_returned_inputs(where: str, doc: Dict[str, Any], returned: List[str]) -> None:
-    """Inputs launch_fn returns must be inputs the kernel writes; an op must return or write something."""
+    """Inputs launch_fn returns must be inputs the kernel writes, and are then results (Note [written results]: an
+    in-place op's self, differentiable through the op's backward); an op must return or write something."""
     mutated = {i["name"] for i in doc["inputs"] if i.get("mutated")}
     for name in returned:
         if name not in mutated:
             raise ValueError(f"{where}: launch_fn returns input '{name}', which the kernel does not write; outputs "
                              "must be new tensors (torch.empty_like(...)), and an input is returned only when the "
                              "kernel writes it in place")
+    for i in doc["inputs"]:
+        if i["name"] in returned:
+            i["result"] = True
     if not doc["outputs"] and not mutated:
         raise ValueError(f"{where}: launch_fn returned no tensor and the kernel writes no input; it must return the "
                          "output tensor(s) it allocates")
@@ -413,7 +446,7 @@ def inputs_json(rec: Recorder, inputs: List[Input], strided: Any = ()) -> List[D
     for name, kind, default in inputs:
         if kind == "tensor":
             entry: Dict[str, Any] = {"name": name, "dtype": str(tensors[name].dtype).replace("torch.", "")}
-            if name in strided:
+            if name in strided or name in rec.layouts:  # Note [example layouts]: its strides, as required
                 entry["strided"] = True
             out.append(entry)
             continue
