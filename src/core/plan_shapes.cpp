@@ -28,18 +28,18 @@ std::int64_t rank_needed(const std::vector<std::int64_t>& axes) {
 
 void Deriver::derive_slots() {
   for (const Input& input : *spec_.inputs) {
-    std::visit(
-        Overloaded{
-            [&](const InputDecl& t) {
-              plan_.input_order.push_back({true, static_cast<int>(plan_.tensors.size())});
-              plan_.tensors.push_back(TensorSlot{t.name, false, t.mutated, t.dtype, t.strided, t.result});
-            },
-            [&](const ScalarInput& s) {
-              plan_.input_order.push_back({false, static_cast<int>(plan_.scalars.size())});
-              plan_.scalars.push_back(ScalarSlot{s.name, s.type, s.symint, s.default_value});
-            },
-        },
-        input);
+    std::visit(Overloaded{
+                   [&](const InputDecl& t) {
+                     plan_.input_order.push_back({true, static_cast<int>(plan_.tensors.size())});
+                     plan_.tensors.push_back(
+                         TensorSlot{t.name, false, t.mutated, t.dtype, t.strided, t.result});
+                   },
+                   [&](const ScalarInput& s) {
+                     plan_.input_order.push_back({false, static_cast<int>(plan_.scalars.size())});
+                     plan_.scalars.push_back(ScalarSlot{s.name, s.type, s.symint, s.default_value});
+                   },
+               },
+               input);
   }
   plan_.num_tensor_inputs = static_cast<int>(plan_.tensors.size());
   for (const auto& name : output_names()) {
