@@ -202,17 +202,19 @@ class Recorder:
 
     def layout_requirements(self) -> List[str]:
         """Note [example layouts]: each such tensor's strides, those of its permutation of a contiguous tensor: the
-        innermost dim of the base has stride 1, every other the product of the sizes inside it."""
+        innermost dim of the base has stride 1, every other the product of the sizes inside it; a dim of size 1 any
+        (it moves no element, as PyTorch's contiguity rule says)."""
         out = []
         for t in self.tensors:
             perm = self.layouts.get(t.name)
             if perm is None:
                 continue
             inside: List[str] = []
-            for axis in reversed(perm):  # the base's dims, innermost first, as axes of t
+            for base_axis in reversed(range(len(perm))):  # the base's dims, innermost first, as axes of t
+                axis = self.axis_text(t, perm.index(base_axis))
                 stride = " * ".join(inside) or "1"
-                out.append(canonical(f"stride({t.name}, {self.axis_text(t, axis)}) == {stride}"))
-                inside.insert(0, f"dim({t.name}, {self.axis_text(t, axis)})")
+                out.append(canonical(f"select(dim({t.name}, {axis}) == 1, 1, stride({t.name}, {axis}) == {stride})"))
+                inside.insert(0, f"dim({t.name}, {axis})")
         return out
 
     def add_scalar(self, name: str, kind: str, default: Any) -> Any:

@@ -478,10 +478,9 @@ class RopeRecording(unittest.TestCase):
                           ("sin", False, False, False)])
         self.assertEqual((d["outputs"], d.get("then")), ([], None))  # no copy, no output: the kernel alone
         for t in ("q", "k"):
-            for req in (f"stride({t}, 3) == 1", f"stride({t}, 1) == dim({t}, 3)",
-                        f"stride({t}, 2) == dim({t}, 1) * dim({t}, 3)",
-                        f"stride({t}, 0) == dim({t}, 2) * dim({t}, 1) * dim({t}, 3)"):
-                self.assertIn(req, d["requires"])
+            for axis, stride in ((3, "1"), (1, f"dim({t}, 3)"), (2, f"dim({t}, 1) * dim({t}, 3)"),
+                                 (0, f"dim({t}, 2) * dim({t}, 1) * dim({t}, 3)")):
+                self.assertIn(f"select(dim({t}, {axis}) == 1, 1, stride({t}, {axis}) == {stride})", d["requires"])
         self.assertEqual([i["name"] for i in b["inputs"]], ["grad_q_out", "grad_k_out", "cos", "sin"])
         self.assertEqual([o["name"] for o in b["outputs"]], ["grad_q", "grad_k"])
         op = r.register()
@@ -498,7 +497,7 @@ class RopeRecording(unittest.TestCase):
         gq, gk = torch.autograd.grad((q.sum() + k.sum()), (pq, pk))
         self.assertEqual((tuple(gq.shape), tuple(gk.shape)), ((2, 7, 256), (2, 7, 128)))
         with self.assertRaisesRegex(RuntimeError, r"op kop_liger::rope_: the inputs break the requirement "
-                                                  r"'stride\(q, 1\) == dim\(q, 3\)'"):
+                                                  r"'select\(dim\(q, 1\) == 1, 1, stride\(q, 1\) == dim\(q, 3\)\)'"):
             op(torch.empty(2, 4, 7, 64, device="meta"), k.detach(), cos, cos)  # contiguous: not HF's layout
 
     def test_the_rope_package_trains_where_liger_and_triton_cannot_be_imported(self):

@@ -197,6 +197,34 @@ def scale_two_op(op_name):
                             backward=ko.Backward(["x", "y"], ko.triton(scale_two_backward)))
 
 
+@triton.jit
+def square_doubling_bwd(X, GY, GX, Out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(Out + offs, tl.load(X + offs, mask=m) * tl.load(GY + offs, mask=m) + 2 * tl.load(GX + offs, mask=m),
+             mask=m)
+
+
+def square_doubling_returning_x(x: torch.Tensor):
+    """y = x², and x doubled in place and returned: an output, then a written result (its node input is 1)."""
+    return square_doubling_launch(x), x
+
+
+def square_doubling_returning_x_backward(x: torch.Tensor, grad_Y: torch.Tensor, grad_x_out: torch.Tensor):
+    # x is the value the forward left (2 x_before): d(x_before²) = x grad_Y, d(2 x_before) = 2 grad_x_out
+    out = torch.empty_like(x)
+    square_doubling_bwd[(triton.cdiv(x.numel(), 256),)](x, grad_Y, grad_x_out, out, x.numel(), BLOCK=256)
+    return out
+
+
+def gradient_read_twice(grad_x_out: torch.Tensor, g: torch.Tensor, grad_y_out: torch.Tensor):
+    """scale_two's backward reading grad_x_out twice (g receives it too: Backward.from_): gx = 2 grad_x_out²."""
+    gx = mul_backward_over_gradient(g, grad_x_out)
+    gy = grad_y_out.clone()
+    scale_two[(triton.cdiv(max(gx.numel(), gy.numel()), 256),)](gx, gy, gx.numel(), gy.numel(), BLOCK=256)
+    return gx, gy
+
+
 def written_results_scenarios(op, device):
     """(name, function of two leaves giving the tensors a loss sums, weighted) where `op(a, b)` writes a and b in
     place (a doubled, b tripled): the Note [written results] cases, to compare with PyTorch's own in-place ops
@@ -241,12 +269,25 @@ def written_results_scenarios(op, device):
         op(a, b)
         return [a, b]
 
+    def base_without_grad(x0, y0):  # a view of a base that did not require grad
+        bx = x0.detach() * 1.0
+        a, b = bx[1:], (y0 * 1.0)[1:]
+        op(a, b)
+        return [a, b, bx]
+
+    def both_then_in_place(x0, y0):  # the second result a view (node input 1 of the op), its base changed after
+        base = torch.stack([x0, y0]) * 1.0
+        a, b = base[0], base[1]
+        op(a, b)
+        base.add_(1)
+        return [a, b * b, base]
+
     def unused(x0, y0):  # a result the loss does not use
         a, b = x0 * 1.0, y0 * 1.0
         op(a, b)
         return [a]
     return [(f.__name__, f) for f in (plain, covering_views, parts, one_base, base_alone, then_in_place,
-                                      one_requires_grad, unused)]
+                                      one_requires_grad, base_without_grad, both_then_in_place, unused)]
 
 
 @triton.jit
@@ -1135,7 +1176,7 @@ class WrittenInputs(unittest.TestCase):
                 y0 = torch.randn(4, 6, device="meta", requires_grad=True)
                 outs = scenario(x0, y0)
                 grads = torch.autograd.grad(sum((o * 1.0).sum() for o in outs), (x0, y0), allow_unused=True)
-                self.assertEqual(grads[0].shape, x0.shape)
+                self.assertEqual([g.shape for g in grads if g is not None][0], x0.shape)
         x0 = torch.randn(4, 6, device="meta", requires_grad=True)
         a, b = x0 * 1.0, x0 * 2.0
         op(a, b)
@@ -1147,6 +1188,13 @@ class WrittenInputs(unittest.TestCase):
         with self.assertRaisesRegex(RuntimeError, "op kop_tt_wr::scale_two writes its input 'x' in place: a view of "
                                                   "a leaf Variable"):
             op(x0[0], b)
+        ax, by = x0 * 1.0, x0 * 1.0  # retained gradients move to the results' nodes (none is lost, none asserts)
+        a, b = ax.view(-1), by[1:]
+        for t in (ax, a, by, b):
+            t.retain_grad()
+        op(a, b)
+        ((a * 2).sum() + (by * by).sum() + ax.sum() + b.sum()).backward()
+        self.assertEqual([t.grad is not None for t in (ax, a, by, b)], [True] * 4)
 
     def test_a_result_the_backward_does_not_read_has_no_gradient(self):
         def only_x(grad_x_out: torch.Tensor, y: torch.Tensor):
@@ -1168,16 +1216,56 @@ class WrittenInputs(unittest.TestCase):
                              example_inputs=(torch.empty(3, 4, 5).transpose(0, 1),))
         self.assertEqual(r.doc["inputs"], [{"name": "x", "dtype": "float32", "mutated": True, "strided": True,
                                             "result": True}])
-        self.assertEqual(r.doc["requires"], ["rank(x) == 3", "stride(x, 2) == 1", "stride(x, 0) == dim(x, 2)",
-                                             "stride(x, 1) == dim(x, 0) * dim(x, 2)"])
+        self.assertEqual(r.doc["requires"], [
+            "rank(x) == 3", "select(dim(x, 2) == 1, 1, stride(x, 2) == 1)",
+            "select(dim(x, 0) == 1, 1, stride(x, 0) == dim(x, 2))",
+            "select(dim(x, 1) == 1, 1, stride(x, 1) == dim(x, 0) * dim(x, 2))"])
         op = r.register()
         op(torch.empty(6, 7, 8, device="meta").transpose(0, 1))
+        op(torch.empty(1, 6, 8, device="meta")[:, :1].transpose(0, 1))  # sizes of 1: any stride
         with self.assertRaisesRegex(RuntimeError, r"op kop_tt_wr::inc_t: the inputs break the requirement "
-                                                  r"'stride\(x, 2\) == 1'"):
+                                                  r"'select\(dim\(x, 2\) == 1, 1, stride\(x, 2\) == 1\)'"):
             op(torch.empty(7, 6, 8, device="meta").transpose(1, 2))
         with self.assertRaisesRegex(RuntimeError, r"op kop_tt_wr::inc_t: the inputs break the requirement "
-                                                  r"'stride\(x, 0\) == dim\(x, 2\)'"):
+                                                  r"'select\(dim\(x, 0\) == 1, 1, stride\(x, 0\) == dim\(x, 2\)\)'"):
             op(torch.empty(7, 6, 8, device="meta"))
+        # an example built as HF builds q (a view of a rank-3 projection, transposed) has the layout too
+        r = ko.record_plugin(ko.triton(add_one_returning_it), op_name="kop_tt_wr::inc_hf",
+                             example_inputs=(torch.empty(2, 5, 12).view(2, 5, 3, 4).transpose(1, 2),))
+        self.assertEqual(r.doc["inputs"][0].get("strided"), True)
+        # an input the kernel only reads takes any layout, whatever its example's
+        r = ko.record_plugin(ko.triton(scale_mul_launch), op_name="kop_tt_wr::read_t",
+                             example_inputs=(torch.empty(4, 6).t(), torch.empty(6, 4)))
+        self.assertEqual([i.get("strided", False) for i in r.doc["inputs"][:2]], [False, False])
+        self.assertFalse(any("stride" in q for q in r.doc.get("requires", [])))
+
+    def test_written_inputs_that_share_memory_are_refused(self):
+        op = scale_two_op("kop_tt_wr::share").register()
+        x0 = torch.randn(4, 6, device="meta", requires_grad=True)
+        base = x0 * 1.0
+        for a, b in ((base, base[1:]), (base[1:], base), (base[:3], base[2:]), (base, base)):
+            with self.assertRaisesRegex(RuntimeError, "op kop_tt_wr::share writes its inputs 'x' and 'y' in place, "
+                                                      "and they share memory"):
+                op(a, b)
+        self.assertEqual(base._version, 0)  # refused before the call
+
+    def test_an_op_with_an_output_and_a_written_result(self):
+        r = ko.record_plugin(ko.triton(square_doubling_returning_x), op_name="kop_tt_wr::sqdx",
+                             backward=ko.Backward(["x"], ko.triton(square_doubling_returning_x_backward)))
+        self.assertEqual([i["name"] for i in r.doc["backward"]["inputs"]], ["x", "grad_Y", "grad_x_out"])
+        op = r.register()
+        self.assertEqual(str(op.default._schema), "kop_tt_wr::sqdx(Tensor(a!) x) -> Tensor")
+        x0 = torch.randn(4, 6, device="meta", requires_grad=True)
+        base = x0 * 1.0
+        a = base[1:]
+        y = op(a)
+        self.assertEqual((y.grad_fn.name(), a.grad_fn.name()), ("kop_tt_wr::sqdxBackward",) * 2)
+        (g,) = torch.autograd.grad(y.sum() + a.sum() + base.sum(), (x0,), retain_graph=True)
+        self.assertEqual(g.shape, x0.shape)
+        base.add_(1)  # a's history is regenerated from its base's: PyTorch requires its node input to be 0
+        self.assertEqual(type(a.grad_fn).__name__, "AsStridedBackward0")
+        with self.assertRaisesRegex(RuntimeError, "modified by an inplace operation"):  # the backward reads a
+            torch.autograd.grad(y.sum(), (x0,))
 
     def test_pointers_read_or_offset_by_loaded_values_are_not_written(self):
         r = ko.record_plugin(ko.triton(scatter_rows_launch), op_name="kop_tt_w::scatter",
@@ -2420,10 +2508,10 @@ class Cuda(unittest.TestCase):
                 loss = lambda outs: sum((o * w).sum() for o, w in zip(outs, ws))  # noqa: E731
                 gg = torch.autograd.grad(loss(got), (x0, y0), allow_unused=True)
                 gw = torch.autograd.grad(loss(want), (x0, y0), allow_unused=True)
-                for g, w in zip(gg, gw):
-                    self.assertEqual(g is None, w is None)
-                    if w is not None:
-                        torch.testing.assert_close(g, w)
+                for g, w, leaf in zip(gg, gw, (x0, y0)):
+                    # an input of the op's one node gets zeros where PyTorch's separate ops give none
+                    torch.testing.assert_close(g if g is not None else torch.zeros_like(leaf),
+                                               w if w is not None else torch.zeros_like(leaf))
         compiled = torch.compile(lambda x, y: dict(written_results_scenarios(op, "cuda"))["one_base"](x, y),
                                  fullgraph=True)
         x0 = torch.randn(300, 7, device="cuda", requires_grad=True)
@@ -2431,6 +2519,40 @@ class Cuda(unittest.TestCase):
         outs = compiled(x0, y0)
         gx, gy = torch.autograd.grad(sum(o.sum() for o in outs), (x0, y0))
         torch.testing.assert_close(gx, 8 * x0.detach())  # (2 x)² summed
+        torch.testing.assert_close(gy, torch.full_like(gy, 3.0))
+        # an output and a written result; a view's base changed after the call
+        sqdx = ko.record_plugin(ko.triton(square_doubling_returning_x), op_name="kop_tt_wr_gpu::sqdx",
+                                backward=ko.Backward(["x"], ko.triton(square_doubling_returning_x_backward))).register()
+        for f in (sqdx, lambda t: (t.clone().square(), t.mul_(2))[0]):
+            base = x0 * 1.0
+            a = base[100:]
+            y = f(a)
+            (g,) = torch.autograd.grad((y * 3).sum() + (a * a).sum() + base.sum(), (x0,))
+            if f is sqdx:
+                got = g
+            else:
+                torch.testing.assert_close(got, g)
+        # gradients retained before the call, of a result and of a result's base, are those of the values after
+        retained = []
+        for f in (op, aten):
+            ax, by = x0 * 1.0, y0 * 1.0
+            a, b = ax.view(-1), by[1:]
+            a.retain_grad()
+            by.retain_grad()
+            f(a, b)
+            ((a * 2).sum() + (by * by).sum()).backward()
+            retained.append((a.grad, by.grad))
+        for g, w in zip(*retained):
+            torch.testing.assert_close(g, w)
+        # a gradient two backward inputs read (Backward.from_) is given to both, never moved from one
+        twice = ko.record_plugin(ko.triton(scale_two_launch), op_name="kop_tt_wr_gpu::twice",
+                                 backward=ko.Backward(["x", "y"], ko.triton(gradient_read_twice),
+                                                      from_={"g": "grad_x_out"})).register()
+        a, b = x0 * 1.0, y0 * 1.0
+        twice(a, b)
+        ga = torch.randn_like(a)
+        gx, gy = torch.autograd.grad((a, b), (x0, y0), (ga, torch.ones_like(b)))
+        torch.testing.assert_close(gx, 2 * ga * ga)
         torch.testing.assert_close(gy, torch.full_like(gy, 3.0))
 
     def test_a_packaged_recorded_backward_trains_without_triton(self):

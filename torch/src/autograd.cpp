@@ -2,6 +2,7 @@
 // the tensors the backward reads are saved as an autograd::Function would save them, and a graph
 // node calls the backward op through the dispatcher, so a backward with its own backward is
 // differentiable again (double backward) and AOTAutograd traces both ops.
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/add.h>
 #include <ATen/ops/empty_strided.h>
@@ -62,10 +63,16 @@ struct WrittenInputs {
   bool writes(std::size_t input) const {
     return std::find(position.begin(), position.end(), input) != position.end();
   }
-  // The tensor check() kept for input `input` (one this op writes).
+  // The tensor check() kept for input `input` (one this op writes), and its edge before the call.
   const at::Tensor& kept(const Kept& kept, std::size_t input) const {
-    return kept.tensors[static_cast<std::size_t>(
-        std::find(position.begin(), position.end(), input) - position.begin())];
+    return kept.tensors[index(input)];
+  }
+  const torch::autograd::Edge& kept_edge(const Kept& kept, std::size_t input) const {
+    return kept.edges[index(input)];
+  }
+  std::size_t index(std::size_t input) const {
+    return static_cast<std::size_t>(std::find(position.begin(), position.end(), input) -
+                                    position.begin());
   }
 
   // Whether an input it writes has autograd history to rebase (grad mode on).
@@ -92,6 +99,21 @@ struct WrittenInputs {
       kept.tensors.push_back(t);
       kept.edges.push_back(t.requires_grad() ? torch::autograd::impl::gradient_edge(t)
                                              : torch::autograd::Edge{});
+    }
+    // Two written inputs over the same memory (one a view of the other, or the same tensor twice)
+    // have no one value before and after: refused, as PyTorch refuses an out= aliasing an input.
+    for (std::size_t j = 0; j < position.size(); ++j) {
+      for (std::size_t k = j + 1; k < position.size(); ++k) {
+        const at::Tensor &a = kept.tensors[j], &b = kept.tensors[k];
+        const auto overlap = at::get_overlap_status(a, b);
+        const bool views_other =
+            (a.is_view() && a._base().is_same(b)) || (b.is_view() && b._base().is_same(a));
+        TORCH_CHECK(overlap != at::MemOverlapStatus::Full &&
+                        overlap != at::MemOverlapStatus::Partial && !views_other,
+                    "op ", op_name, " writes its inputs '", name[j], "' and '", name[k],
+                    "' in place, and they share memory (one a view of the other, or the same "
+                    "tensor twice); pass tensors that do not (a .clone() of one)");
+      }
     }
     return kept;
   }
@@ -148,6 +170,8 @@ struct AutogradInfo {
   // base of a result that is a view.
   std::vector<int> grad_outputs;
   std::vector<int> grad_results;  // input_order positions
+  // Per gradient node input: how many backward inputs read it (more than one through "from")
+  std::vector<int> grad_reads;
   std::size_t num_inputs = 0, num_outputs = 0;
   WrittenInputs written;
 };
@@ -178,6 +202,33 @@ struct ResultBase {
   bool covered = false;       // a single view over all of it: nothing of its gradient is left
   std::size_t next_edge = 0;  // where the rest of its gradient goes (when not covered)
 };
+
+// A result's own node: one input (0, as PyTorch requires of a view's history, which it regenerates
+// from the base after a later in-place op), forwarding the gradient to the op's node.
+class ResultEdge final : public torch::autograd::Node {
+ public:
+  explicit ResultEdge(std::string name) : name_(std::move(name)) {}
+  std::string name() const override { return name_; }
+  variable_list apply(variable_list&& grads) override { return std::move(grads); }
+
+ private:
+  std::string name_;
+};
+
+// `t`'s history becomes `edge` (input 0 of its ResultEdge), as PyTorch's rebase does for an
+// in-place op's self: hooks registered on t from now on go to the new node; one that retains its
+// gradient moves there from the node t had before (`old`).
+void rebase_result(const at::Tensor& t, const torch::autograd::Edge& edge,
+                   const torch::autograd::Edge& old) {
+  torch::autograd::impl::set_gradient_edge(t, edge);
+  if (auto* meta = torch::autograd::impl::get_autograd_meta(t)) meta->cpp_hooks_list_ = nullptr;
+  if (const auto* interp = t.unsafeGetTensorImpl()->pyobj_slot()->pyobj_interpreter())
+    (*interp)->reset_backward_hooks(t.unsafeGetTensorImpl());
+  if (t.retains_grad() && old.function) {
+    if (auto hook = old.function->pop_retains_grad_hook(old.input_nr))
+      edge.function->add_retains_grad_hook(std::move(hook), 0);
+  }
+}
 
 // The base's gradient laid out as the base (the engine gives one of its shape, not its strides).
 at::Tensor as_base(const at::Tensor& grad, const ResultBase& b) {
@@ -234,11 +285,11 @@ class KernelopBackward final : public torch::autograd::Node {
         // An output the loss did not use has no gradient: zeros, as autograd::Function's
         // materialize_grads gives. Note [donated inputs]: a gradient the engine gave this node
         // alone is moved into the call, so that an output that starts as its copy may take its
-        // buffer; outside a double-backward graph only, as PyTorch's InputBuffer reuses one
-        // (each gradient is read by one backward input: their names are unique).
+        // buffer; outside a double-backward graph only, as PyTorch's InputBuffer reuses one, and
+        // when one backward input reads it.
         if (!grads[k].defined()) {
           stack.emplace_back(input_metadata(k).zeros_like());
-        } else if (donate_grads) {
+        } else if (donate_grads && a.grad_reads[k] == 1) {
           stack.emplace_back(std::move(grads[k]));
         } else {
           stack.emplace_back(grads[k]);
@@ -401,29 +452,38 @@ class AutogradKernel final : public c10::OperatorKernel {
   // outputs' node inputs), and of the bases of those that are views.
   void take_results(KernelopBackward& node, const WrittenInputs::Kept& written) const {
     const AutogradInfo& a = *info_;
+    auto own_edge = [&](const at::Tensor& t, std::uint32_t nr) {
+      auto edge =
+          std::shared_ptr<ResultEdge>(new ResultEdge(node.name()), torch::autograd::deleteNode);
+      edge->add_next_edge({node.shared_from_this(), nr});
+      edge->add_input_metadata(t);
+      return torch::autograd::Edge{std::move(edge), 0};
+    };
     c10::SmallVector<at::Tensor, 2> bases;
+    c10::SmallVector<torch::autograd::Edge, 2> base_edges;  // before the rebase
+    c10::SmallVector<std::uint32_t, 4> input_nr;            // per result
     for (std::size_t r = 0; r < a.grad_results.size(); ++r) {
       const at::Tensor& t = a.written.kept(written, static_cast<std::size_t>(a.grad_results[r]));
-      const std::uint32_t nr = node.add_input_metadata(t);
-      if (!t.is_view()) {
-        torch::autograd::impl::rebase_history(t, {node.shared_from_this(), nr});
-        continue;
-      }
-      // The view's own history, as an autograd::Function's output gets it (set_gradient_edge
-      // keeps it until the base changes again).
-      torch::autograd::impl::set_gradient_edge(t, {node.shared_from_this(), nr});
+      input_nr.push_back(node.add_input_metadata(t));
+      if (!t.is_view()) continue;
       at::Tensor base(t._base());
       std::size_t bi = 0;
       while (bi < bases.size() && !bases[bi].is_same(base)) ++bi;
       if (bi == bases.size()) {
         bases.push_back(base);
+        base_edges.push_back(torch::autograd::impl::gradient_edge(base));
         ResultBase b;
         b.sizes = base.sym_sizes().vec();
         b.strides = base.sym_strides().vec();
-        b.covered = TORCH_GUARD_SIZE_OBLIVIOUS(t.sym_numel().sym_eq(base.sym_numel())) &&
-                    t.is_non_overlapping_and_dense();
+        // All of a dense base, from its first element: nothing of its gradient is left. A base
+        // that had no history has nowhere to send the rest either.
+        b.covered =
+            !base_edges.back().is_valid() ||
+            (TORCH_GUARD_SIZE_OBLIVIOUS(t.sym_numel().sym_eq(base.sym_numel())) &&
+             TORCH_GUARD_SIZE_OBLIVIOUS(t.sym_storage_offset().sym_eq(base.sym_storage_offset())) &&
+             t.is_non_overlapping_and_dense() && base.is_non_overlapping_and_dense());
         node.bases_.push_back(std::move(b));
-      } else {
+      } else if (base_edges[bi].is_valid()) {
         node.bases_[bi].covered = false;  // two views of one base: the rest is computed
       }
       ViewedResult v;
@@ -434,17 +494,25 @@ class AutogradKernel final : public c10::OperatorKernel {
       v.offset = t.sym_storage_offset() - base.sym_storage_offset();
       node.views_.push_back(std::move(v));
     }
-    // Each base: its old history takes the rest of its gradient, and the node becomes its history.
+    // The node's edges are complete before anything points to it (PyTorch orders nodes so): a
+    // base's old history takes the rest of its gradient.
     for (std::size_t bi = 0; bi < bases.size(); ++bi) {
-      const at::Tensor& base = bases[bi];
       ResultBase& b = node.bases_[bi];
       if (!b.covered) {
         b.next_edge = node.num_outputs();
-        node.add_next_edge(torch::autograd::impl::gradient_edge(base));
+        node.add_next_edge(base_edges[bi]);
       }
-      b.input_nr = node.add_input_metadata(base);
-      torch::autograd::impl::set_gradient_edge(base, {node.shared_from_this(), b.input_nr});
+      b.input_nr = node.add_input_metadata(bases[bi]);
     }
+    // A view's own history is its node, as an autograd::Function's output's (until its base
+    // changes again); the base's too.
+    for (std::size_t r = 0; r < a.grad_results.size(); ++r) {
+      const auto input = static_cast<std::size_t>(a.grad_results[r]);
+      const at::Tensor& t = a.written.kept(written, input);
+      rebase_result(t, own_edge(t, input_nr[r]), a.written.kept_edge(written, input));
+    }
+    for (std::size_t bi = 0; bi < bases.size(); ++bi)
+      rebase_result(bases[bi], own_edge(bases[bi], node.bases_[bi].input_nr), base_edges[bi]);
   }
 
   Registration::State* state_;
@@ -591,6 +659,7 @@ torch::CppFunction make_autograd_kernel(Registration::State* state, const OpPlan
   // Node inputs in output order, then in input order
   std::sort(info->grad_outputs.begin(), info->grad_outputs.end());
   std::sort(info->grad_results.begin(), info->grad_results.end());
+  info->grad_reads.assign(info->grad_outputs.size() + info->grad_results.size(), 0);
   // A written result whose gradient the backward does not read is a value without one.
   for (std::size_t k = 0; k < info->written.position.size(); ++k) {
     info->written.result[k] =
@@ -610,9 +679,11 @@ torch::CppFunction make_autograd_kernel(Registration::State* state, const OpPlan
         break;
       case Kind::Grad:
         info->slot.push_back(position(info->grad_outputs, s.index));
+        ++info->grad_reads[info->slot.back()];
         break;
       case Kind::ResultGrad:
         info->slot.push_back(info->grad_outputs.size() + position(info->grad_results, s.index));
+        ++info->grad_reads[info->slot.back()];
         break;
     }
   }

@@ -423,6 +423,31 @@ def _record(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], op_nam
     where = f"kernelop.custom_plugin({shorten(repr(op_name if op_name is not None else fn_name))})"
     inputs, tensors = _example_tensors(where, spec.launch_fn, example_inputs)
     dsl.check_inputs(where, inputs)
+    laid = [n for n, t in tensors.items() if layout_of(t) is not None]
+
+    def contiguous(names: List[str]) -> Dict[str, torch.Tensor]:
+        return {n: torch.empty(t.shape, dtype=t.dtype, device="meta") if n in names else t for n, t in tensors.items()}
+    try:
+        recorded = _record_examples(dsl, spec, meta_impl, op_name, where, inputs, tensors)
+    except NestedRecording:
+        raise
+    except Exception as e:  # noqa: BLE001 - Note [example layouts]: launch_fn may not take that layout
+        if not laid:
+            raise
+        recorded = _record_examples(dsl, spec, meta_impl, op_name, where, inputs, contiguous(laid))
+        warnings.warn(f"{where}: recorded with contiguous examples of {', '.join(laid)} (any layout, made "
+                      f"contiguous): in their examples' layout, {shorten(e, 300)}", stacklevel=3)
+        return recorded
+    # Note [example layouts]: the layout of an input the kernel only reads is no requirement (the op takes any, as
+    # it would have with a contiguous example): recorded again with those examples contiguous.
+    written = {i["name"] for i in recorded.doc["inputs"] if i.get("mutated")}
+    read = [n for n in laid if n not in written]
+    return _record_examples(dsl, spec, meta_impl, op_name, where, inputs, contiguous(read)) if read else recorded
+
+
+def _record_examples(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], op_name: Optional[str], where: str,
+                     inputs: List[Input], tensors: Dict[str, torch.Tensor]) -> RecordedPlugin:
+    """_record for these example tensors."""
     rec, derived, _ = _discover(dsl, spec, where, inputs, tensors)
     if not derived:
         return _record_at_ranks(dsl, spec, meta_impl, op_name, where, inputs, tensors)[0]
@@ -709,6 +734,7 @@ def _record_once(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], o
         order = _then_order(later, prog)
         recording_.then = _then_entries(recording_, order, prog)
     recorded = dsl.translate(recording_, spec, launch)
+    check_returned_inputs(where, recorded.doc, returned)  # (before the name: a result is part of the op)
     if recording_.then:
         recorded.doc["then"] = recording_.then
         recorded.then = order
@@ -724,7 +750,6 @@ def _record_once(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], o
     for k, r in enumerate(recorded.then, 1):
         if r is not None:
             r.op_name = f"{recorded.op_name}_launch{k}"
-    check_returned_inputs(where, recorded.doc, returned)
     recording_.validate(recorded.doc)
     return recorded, rec, derived
 

@@ -81,8 +81,10 @@ def layout_of(example: Optional[torch.Tensor]) -> Optional[List[int]]:
     are used)."""
     if example is None or example.is_contiguous() or example.dim() < 2:
         return None
-    found = permutation_of(example)
-    return None if found is None else found[1]
+    order = sorted(range(example.dim()), key=lambda a: -example.stride(a))  # the base's dims, outermost first
+    if order == list(range(example.dim())) or not example.permute(*order).is_contiguous():
+        return None
+    return [order.index(i) for i in range(example.dim())]  # example == base.permute(perm)
 
 
 def like_example(example: torch.Tensor, shape: Sequence[int], dtype: Optional[torch.dtype] = None) -> torch.Tensor:
