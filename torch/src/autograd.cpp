@@ -105,7 +105,11 @@ struct WrittenInputs {
     for (std::size_t j = 0; j < position.size(); ++j) {
       for (std::size_t k = j + 1; k < position.size(); ++k) {
         const at::Tensor &a = kept.tensors[j], &b = kept.tensors[k];
-        const auto overlap = at::get_overlap_status(a, b);
+        // (Tensors of symbolic sizes, traced, have no addresses to compare: the call a traced
+        // graph makes is checked when it runs.)
+        const bool symbolic = a.unsafeGetTensorImpl()->has_symbolic_sizes_strides() ||
+                              b.unsafeGetTensorImpl()->has_symbolic_sizes_strides();
+        const auto overlap = symbolic ? at::MemOverlapStatus::No : at::get_overlap_status(a, b);
         const bool views_other =
             (a.is_view() && a._base().is_same(b)) || (b.is_view() && b._base().is_same(a));
         TORCH_CHECK(overlap != at::MemOverlapStatus::Full &&
