@@ -1195,6 +1195,12 @@ class WrittenInputs(unittest.TestCase):
         op(a, b)
         ((a * 2).sum() + (by * by).sum() + ax.sum() + b.sum()).backward()
         self.assertEqual([t.grad is not None for t in (ax, a, by, b)], [True] * 4)
+        # retained where the result was a later output of the node that made it (VarMeanBackward's second)
+        _, m = torch.var_mean(x0 * 1.0, dim=0)
+        m.retain_grad()
+        op(m, torch.empty(6, device="meta"))
+        m.sum().backward()
+        self.assertEqual((m.grad_fn.name(), tuple(m.grad.shape)), ("kop_tt_wr::scale_twoBackward", (6,)))
 
     def test_a_result_the_backward_does_not_read_has_no_gradient(self):
         def only_x(grad_x_out: torch.Tensor, y: torch.Tensor):

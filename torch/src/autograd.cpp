@@ -220,17 +220,20 @@ class ResultEdge final : public torch::autograd::Node {
 };
 
 // `t`'s history becomes `edge` (input 0 of its ResultEdge), as PyTorch's rebase does for an
-// in-place op's self: hooks registered on t from now on go to the new node; one that retains its
-// gradient moves there from the node t had before (`old`).
+// in-place op's self: hooks registered on t from now on go to the new node; a retained gradient is
+// retained there, and no longer at the node t had before (`old`). (A new retaining hook: PyTorch's
+// reads the gradient at the input index t had when it was made, which the new node may not have.)
 void rebase_result(const at::Tensor& t, const torch::autograd::Edge& edge,
                    const torch::autograd::Edge& old) {
   torch::autograd::impl::set_gradient_edge(t, edge);
-  if (auto* meta = torch::autograd::impl::get_autograd_meta(t)) meta->cpp_hooks_list_ = nullptr;
+  auto* meta = torch::autograd::impl::get_autograd_meta(t);
+  if (meta) meta->cpp_hooks_list_ = nullptr;
   if (const auto* interp = t.unsafeGetTensorImpl()->pyobj_slot()->pyobj_interpreter())
     (*interp)->reset_backward_hooks(t.unsafeGetTensorImpl());
-  if (t.retains_grad() && old.function) {
-    if (auto hook = old.function->pop_retains_grad_hook(old.input_nr))
-      edge.function->add_retains_grad_hook(std::move(hook), 0);
+  if (meta && meta->retains_grad_) {
+    if (old.function) old.function->pop_retains_grad_hook(old.input_nr);
+    meta->retains_grad_ = false;
+    t.retain_grad();
   }
 }
 
@@ -432,15 +435,24 @@ class AutogradKernel final : public c10::OperatorKernel {
     for (int o : a.grad_outputs)
       torch::autograd::set_history(outputs[static_cast<std::size_t>(o)].toTensor(), node);
     if (writes) {
-      take_results(*node, written);
+      const auto results = take_results(*node, written);
       a.written.rebase(written, true);
       for (std::size_t k = 0; k < a.saved_inputs.size(); ++k) {
         const auto i = static_cast<std::size_t>(a.saved_inputs[k]);
         if (!a.written.writes(i)) continue;
-        // A result's history is now the node: saved as an output is (no reference cycle).
-        const bool result = std::find(a.grad_results.begin(), a.grad_results.end(),
-                                      static_cast<int>(i)) != a.grad_results.end();
-        node->saved_[k].tensor = SavedVariable(a.written.kept(written, i), result);
+        const at::Tensor& t = a.written.kept(written, i);
+        const auto r = static_cast<std::size_t>(
+            std::find(a.grad_results.begin(), a.grad_results.end(), static_cast<int>(i)) -
+            a.grad_results.begin());
+        if (r == a.grad_results.size()) {
+          node->saved_[k].tensor = SavedVariable(t, false);
+          continue;
+        }
+        // A result's history is the node's input (through its ResultEdge): saved as an output of
+        // the node (no reference cycle), which unpacks it onto that input (a double backward).
+        torch::autograd::impl::set_gradient_edge(t, {node, results[r].first});
+        node->saved_[k].tensor = SavedVariable(t, true);
+        torch::autograd::impl::set_gradient_edge(t, results[r].second);
       }
     }
     for (int o : a.saved_outputs) {
@@ -454,7 +466,9 @@ class AutogradKernel final : public c10::OperatorKernel {
  private:
   // Note [written results]: the node becomes the history of the results the op wrote (after the
   // outputs' node inputs), and of the bases of those that are views.
-  void take_results(KernelopBackward& node, const WrittenInputs::Kept& written) const {
+  // Per result: its node input and its own edge.
+  c10::SmallVector<std::pair<std::uint32_t, torch::autograd::Edge>, 4> take_results(
+      KernelopBackward& node, const WrittenInputs::Kept& written) const {
     const AutogradInfo& a = *info_;
     auto own_edge = [&](const at::Tensor& t, std::uint32_t nr) {
       auto edge =
@@ -510,13 +524,16 @@ class AutogradKernel final : public c10::OperatorKernel {
     }
     // A view's own history is its node, as an autograd::Function's output's (until its base
     // changes again); the base's too.
+    c10::SmallVector<std::pair<std::uint32_t, torch::autograd::Edge>, 4> out;
     for (std::size_t r = 0; r < a.grad_results.size(); ++r) {
       const auto input = static_cast<std::size_t>(a.grad_results[r]);
       const at::Tensor& t = a.written.kept(written, input);
-      rebase_result(t, own_edge(t, input_nr[r]), a.written.kept_edge(written, input));
+      out.emplace_back(input_nr[r], own_edge(t, input_nr[r]));
+      rebase_result(t, out.back().second, a.written.kept_edge(written, input));
     }
     for (std::size_t bi = 0; bi < bases.size(); ++bi)
       rebase_result(bases[bi], own_edge(bases[bi], node.bases_[bi].input_nr), base_edges[bi]);
+    return out;
   }
 
   Registration::State* state_;
