@@ -11,10 +11,12 @@ bench/liger_bench.py times them.
   kernelop's glue (reading q with its strides: a q that is itself a transposed view is copied once), which the kernel
   then rotates in place; the returned ``q.transpose(1, 2)`` is an output returned as a permutation (OutputDecl
   permute). The op leaves q and k intact: Liger's rotates them in place when their transpose is contiguous.
-- Cross entropy: ``cross_entropy_forward`` / ``cross_entropy_backward`` line for line, for a mean loss, with the
-  deviations their docstrings give (no ``.item()`` host sync: the count of kept rows stays on the device); the
-  gradient over a copy of the logits, or over the logits as Liger's (``in_place=True``: ``Tensor(a!)`` with a
-  backward).
+- Cross entropy: ``cross_entropy_forward`` line for line, for a mean loss, and ``cross_entropy_backward``, by
+  default with the deviations their docstrings give (no ``.item()`` host sync: the count of kept rows stays on the
+  device, so the op can be captured in a CUDA graph), or with ``host_sync=True`` as Liger's: ``n_non_ignore =
+  target_mask.sum().item()`` read at launch, and Liger's ``cross_entropy_backward`` unchanged (its ``torch.equal(
+  grad_output, 1.0)`` skips its kernel when the loss is the last layer: no pass over the logits). The gradient goes
+  over a copy of the logits, or over the logits as Liger's (``in_place=True``: ``Tensor(a!)`` with a backward).
 
 Each ``launch_fn`` is what the library's autograd Function calls; the wrappers only say which of its returns are the
 op's outputs and pass what the Function's ctx holds.
@@ -133,38 +135,49 @@ def rope(dtype=torch.float32, op_name="liger::rope", batches=(1, 2, 4, 8), q_hea
                                 rope_bwd, specialize=classes("grad_q_embed", "grad_k_embed"))))
 
 
-def ce_fwd_in_place(_input: torch.Tensor, target: torch.Tensor, ignore_index: int = -100):
+def ce_forward_in_place(synced: bool):
     """Liger's cross_entropy_forward line for line for a mean loss with no weight, z-loss, label smoothing, softcap
     or accuracy (as LigerCrossEntropyFunction.apply(x, target, None, ignore_index) calls it). As Liger's, the kernel
     writes the gradient over the logits it is given (no copy: Liger's memory saving); the op's schema says so
     (``Tensor(a!) _input``): the logits' version is bumped, a leaf that requires grad is refused, and the value left
-    in them has no gradient (docs/autograd.md). One deviation: ``n_non_ignore = target_mask.sum().item()`` is a host
-    sync (no CUDA graph, a stall per step) and feeds a kernel scalar: the count stays on the device, the kernel runs
-    its "sum" reduction (n_non_ignore unused: each term of "mean" is the "sum" one divided by it) and kernelop's glue
-    divides the summed loss by the count; the backward divides the incoming gradient by it before its kernel (the
-    logits hold the sum's gradient, Liger's the mean's). Liger's asserts that targets are in [0, V) are host syncs
-    and are left out: a target outside [0, V) that is not ignore_index makes Liger's kernel read and write outside
-    its row (torch's own loss asserts on the device), so targets must be in range. A mean over no kept row is nan,
-    as torch's (Liger's is 0), and its gradient 0, as torch's."""
-    import triton
-    ce = _ops("cross_entropy")
-    BT, V = _input.shape
-    assert target.shape == (BT,)  # what the kernel assumes (one target per row): the op's requirement
-    n_rows = BT
-    BLOCK_SIZE = min(ce.MAX_FUSED_SIZE, triton.next_power_of_2(V))
-    loss_1d = torch.zeros(n_rows, dtype=_input.dtype, device=_input.device)
-    target_mask = target != ignore_index
-    n_non_ignore = target_mask.sum()
-    ce.liger_cross_entropy_kernel[(n_rows,)](
-        X_ptr=_input, X_stride=_input.stride(-2), Y_ptr=target, Y_stride=target.stride(-1), weight_ptr=None,
-        loss_ptr=loss_1d, z_loss_ptr=None, loss_stride=loss_1d.stride(-1), token_accuracy_ptr=None,
-        token_accuracy_stride=0, predicted_tokens_ptr=None, predicted_tokens_stride=0, n_cols=V, n_non_ignore=1,
-        sum_non_ignore_weight=1, ignore_index=ignore_index, weight_sum=0.0, lse_square_scale=0.0,
-        label_smoothing=0.0, reduction="sum", softcap=None, RETURN_Z_LOSS=False, RETURN_TOKEN_ACCURACY=False,
-        RETURN_PREDICTED_TOKENS=False, BLOCK_SIZE=BLOCK_SIZE, HAS_WEIGHT=False, HAS_SOFTCAPPING=False,
-        HAS_GRADIENTS=True, num_warps=32)
-    loss = torch.sum(loss_1d) / n_non_ignore
-    return loss, n_non_ignore
+    in them has no gradient (docs/autograd.md). Liger's asserts that targets are in [0, V) are host syncs that only
+    check and are left out: a target outside [0, V) that is not ignore_index makes Liger's kernel read and write
+    outside its row (torch's own loss asserts on the device), so targets must be in range.
+
+    ``synced``: Liger's ``n_non_ignore = target_mask.sum().item()`` as it is, read at launch (ko.triton(...,
+    host_sync=True)) into the kernel's arguments; the kernel divides by it as Liger's does, and a mean over no kept
+    row is 0, as Liger's. Otherwise (graph-safe, one deviation) the count stays on the device: the kernel runs its
+    "sum" reduction (each term of "mean" is the "sum" one divided by the count) and kernelop's glue divides the
+    summed loss by the count; the backward divides the incoming gradient by it before its kernel (the logits hold
+    the sum's gradient, Liger's the mean's); a mean over no kept row is nan, as torch's, and its gradient 0."""
+    def ce_fwd_in_place(_input: torch.Tensor, target: torch.Tensor, ignore_index: int = -100):
+        import triton
+        ce = _ops("cross_entropy")
+        BT, V = _input.shape
+        assert target.shape == (BT,)  # what the kernel assumes (one target per row): the op's requirement
+        n_rows = BT
+        BLOCK_SIZE = min(ce.MAX_FUSED_SIZE, triton.next_power_of_2(V))
+        loss_1d = torch.zeros(n_rows, dtype=_input.dtype, device=_input.device)
+        target_mask = target != ignore_index
+        n_non_ignore = target_mask.sum().item() if synced else target_mask.sum()
+        ce.liger_cross_entropy_kernel[(n_rows,)](
+            X_ptr=_input, X_stride=_input.stride(-2), Y_ptr=target, Y_stride=target.stride(-1), weight_ptr=None,
+            loss_ptr=loss_1d, z_loss_ptr=None, loss_stride=loss_1d.stride(-1), token_accuracy_ptr=None,
+            token_accuracy_stride=0, predicted_tokens_ptr=None, predicted_tokens_stride=0, n_cols=V,
+            n_non_ignore=n_non_ignore if synced else 1, sum_non_ignore_weight=n_non_ignore if synced else 1,
+            ignore_index=ignore_index, weight_sum=0.0, lse_square_scale=0.0, label_smoothing=0.0,
+            reduction="mean" if synced else "sum", softcap=None, RETURN_Z_LOSS=False, RETURN_TOKEN_ACCURACY=False,
+            RETURN_PREDICTED_TOKENS=False, BLOCK_SIZE=BLOCK_SIZE, HAS_WEIGHT=False, HAS_SOFTCAPPING=False,
+            HAS_GRADIENTS=True, num_warps=32)
+        if synced:
+            return torch.sum(loss_1d)
+        loss = torch.sum(loss_1d) / n_non_ignore
+        return loss, n_non_ignore
+    return ce_fwd_in_place
+
+
+ce_fwd_in_place = ce_forward_in_place(False)
+ce_fwd_in_place_synced = ce_forward_in_place(True)
 
 
 def ce_fwd(_input: torch.Tensor, target: torch.Tensor, ignore_index: int = -100):
@@ -198,12 +211,45 @@ def ce_bwd_in_place(grad_loss: torch.Tensor, _input: torch.Tensor, n_non_ignore:
     return ce_bwd(grad_loss, _input, n_non_ignore)
 
 
-def cross_entropy(dtype=torch.float32, op_name="liger::cross_entropy", vocabs=None, in_place=False):
+def ce_fwd_synced(_input: torch.Tensor, target: torch.Tensor, ignore_index: int = -100):
+    """ce_fwd_in_place_synced over a copy of the logits (the functional op)."""
+    grad = _input.clone()
+    return ce_fwd_in_place_synced(grad, target, ignore_index), grad
+
+
+def ce_bwd_synced(grad_loss: torch.Tensor, grad: torch.Tensor):
+    """Liger's cross_entropy_backward, unchanged, on a copy of the gradient the forward wrote (autograd's saved
+    gradient stays intact; the copy is its own buffer when the caller dropped it: docs/autograd.md, donated
+    inputs). Its ``torch.equal(grad_output, 1.0)`` is a `when` of its kernel: a loss that is the last layer costs
+    no pass over the logits."""
+    return _ops("cross_entropy").cross_entropy_backward(grad.clone(), grad_loss)
+
+
+def ce_bwd_in_place_synced(grad_loss: torch.Tensor, _input: torch.Tensor):
+    """ce_bwd_synced reading the gradient the forward left in the logits."""
+    return ce_bwd_synced(grad_loss, _input)
+
+
+def cross_entropy(dtype=torch.float32, op_name="liger::cross_entropy", vocabs=None, in_place=False, host_sync=False):
     """Cross entropy (mean over the rows whose target is not ignore_index) and its backward for logits of `dtype`:
     ``loss, grad, n_non_ignore = op(logits, target, ignore_index=-100)``. ``vocabs``: the classes of
     next_power_of_2(V) to compile (default: 4 to 65536; add 131072 for Llama 3's 128256). ``in_place``: as
-    Liger's, the gradient goes over the logits: ``loss, n_non_ignore = op(logits, target)``."""
+    Liger's, the gradient goes over the logits: ``loss, n_non_ignore = op(logits, target)``. ``host_sync``: Liger's
+    host syncs kept (module docstring): ``loss, grad = op(logits, target)`` (``loss = op(logits, target)`` in
+    place); not for CUDA graphs."""
+    if not isinstance(in_place, bool) or not isinstance(host_sync, bool):
+        raise TypeError(f"cross_entropy: in_place and host_sync are True or False, got {in_place!r}, {host_sync!r}")
     examples = (torch.empty(4, 1024, dtype=dtype), torch.empty(4, dtype=torch.int64))
+    if host_sync and in_place:
+        return ko.record_plugin(
+            ko.triton(ce_fwd_in_place_synced, specialize=vocabs, outputs=["loss"], host_sync=True),
+            op_name=op_name, example_inputs=examples,
+            backward=ko.Backward(["_input"], ko.triton(ce_bwd_in_place_synced, host_sync=True)))
+    if host_sync:
+        return ko.record_plugin(
+            ko.triton(ce_fwd_synced, specialize=vocabs, outputs=["loss", "grad"], host_sync=True),
+            op_name=op_name, example_inputs=examples,
+            backward=ko.Backward(["_input"], ko.triton(ce_bwd_synced, host_sync=True)))
     if in_place:
         return ko.record_plugin(ko.triton(ce_fwd_in_place, specialize=vocabs, outputs=["loss", "n_non_ignore"]),
                                 op_name=op_name, example_inputs=examples,

@@ -30,6 +30,8 @@ enum class ExprOp : std::uint8_t {
   Arch,         ///< arch(): the device's compute capability, major * 10 + minor (sm_90 -> 90)
   Rank,         ///< rank(t): number of dims of tensor t
   SmCount,      ///< sm_count(): the device's number of streaming multiprocessors (launch only)
+  Item,         ///< item(t): the value of one-element integer tensor t, read on the host at
+                ///< launch, a host sync (kernel arguments only: Note [host reads])
   // binary operators (Python semantics: // floors, % takes the divisor's sign)
   Add,
   Sub,
@@ -73,7 +75,7 @@ struct ExprOpInfo {
   int precedence;             ///< Infix: 0 comparisons, 1 + -, 2 * // %; else 3 (an atom)
   int arity;                  ///< expression operands: Infix and cdiv/min/max 2, select 3, else 0
 };
-inline constexpr std::array<ExprOpInfo, 28> kExprOps = {{
+inline constexpr std::array<ExprOpInfo, 29> kExprOps = {{
     {ExprOp::Const, ExprForm::Literal, "", 3, 0},
     {ExprOp::Dim, ExprForm::LeafCall, "dim", 3, 0},
     {ExprOp::Numel, ExprForm::LeafCall, "numel", 3, 0},
@@ -86,6 +88,7 @@ inline constexpr std::array<ExprOpInfo, 28> kExprOps = {{
     {ExprOp::Arch, ExprForm::LeafCall, "arch", 3, 0},
     {ExprOp::Rank, ExprForm::LeafCall, "rank", 3, 0},
     {ExprOp::SmCount, ExprForm::LeafCall, "sm_count", 3, 0},
+    {ExprOp::Item, ExprForm::LeafCall, "item", 3, 0},
     {ExprOp::Add, ExprForm::Infix, "+", 1, 2},
     {ExprOp::Sub, ExprForm::Infix, "-", 1, 2},
     {ExprOp::Mul, ExprForm::Infix, "*", 2, 2},
@@ -121,7 +124,8 @@ static_assert(detail::expr_ops_in_enum_order(), "kExprOps needs one row per Expr
 #define KERNELOP_EXPR_LEAVES                                                                   \
   ExprOp::Const: case ExprOp::Dim: case ExprOp::Numel: case ExprOp::NumelExcept:              \
   case ExprOp::Scalar: case ExprOp::ItemSize: case ExprOp::Stride: case ExprOp::Aligned:      \
-  case ExprOp::Tunable: case ExprOp::Arch: case ExprOp::Rank: case ExprOp::SmCount
+  case ExprOp::Tunable: case ExprOp::Arch: case ExprOp::Rank: case ExprOp::SmCount:          \
+  case ExprOp::Item
 #define KERNELOP_EXPR_ARITHMETIC                                                               \
   ExprOp::Add: case ExprOp::Sub: case ExprOp::Mul: case ExprOp::FloorDiv:                     \
   case ExprOp::CeilDiv: case ExprOp::Mod: case ExprOp::Min: case ExprOp::Max
@@ -214,6 +218,7 @@ class Expr {
   static Expr tunable(std::string name);
   static Expr arch();
   static Expr sm_count();
+  static Expr item(std::string tensor);
   static Expr rank(std::string tensor);
   static Expr binary(ExprOp op, Expr lhs, Expr rhs);
   static Expr select(Expr cond, Expr if_true, Expr if_false);
@@ -421,6 +426,7 @@ Int evaluate_nodes(const Node& node, const Env& env, const Walk& walk) {
     case ExprOp::Arch:
     case ExprOp::Rank:
     case ExprOp::SmCount:
+    case ExprOp::Item:
       return env.leaf(node);
     case ExprOp::Select:
       return ExprArith<Int>::truthy(evaluate_nodes<Int>(walk.cond(node), env, walk))

@@ -83,11 +83,14 @@ struct SizeEnv {
       case ExprOp::Tunable:
       case ExprOp::Arch:
       case ExprOp::SmCount:
+      case ExprOp::Item:
         // Launch values and configs' requires only (validate() keeps them out of shapes and
-        // requirements, which a Meta kernel evaluates with sizes that know no config or device).
+        // requirements, which a Meta kernel evaluates with sizes that know no config or device;
+        // item() out of everything but kernel arguments).
         if constexpr (requires { sizes.tunable(0); }) {
           return ExprArith<Int>::constant(n.op == ExprOp::Arch      ? sizes.arch()
                                           : n.op == ExprOp::SmCount ? sizes.sm_count()
+                                          : n.op == ExprOp::Item    ? sizes.item(n.slot)
                                                                     : sizes.tunable(n.slot));
         } else {
           KERNELOP_FAIL(Internal) << "'" << to_string(expr_source(n)) << "' read outside a launch";

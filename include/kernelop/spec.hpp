@@ -340,6 +340,20 @@ inline std::string_view ForeignKernel::compile_fn() const {
   return info().compile_fn;
 }
 
+/// Note [host reads]: a launch may depend on the values of one-element tensors, read on the host
+/// when the launch is reached (after the op's earlier launches, a stream synchronisation), as
+/// library host code does (Liger's cross entropy: `n = mask.sum().item()` passed to its kernel,
+/// `if torch.equal(grad_output, torch.tensor(1.0)): pass` to skip a scaling). A kernel argument
+/// reads a value as `item(t)` (an integer tensor's), a launch runs only when its `when` tests hold.
+/// Such an op cannot be captured in a CUDA graph (refused, naming the op, under capture); the
+/// recorder makes one only when asked (`ko.triton(..., host_sync=True)`).
+struct HostTest {
+  std::string tensor;  ///< a one-element tensor input or output of the launch
+  double value = 0;    ///< a finite number
+  bool equal = true;   ///< holds when the tensor's value == value (torch.equal); false: !=
+  bool operator==(const HostTest&) const = default;
+};
+
 struct BackwardSpec;
 struct LaunchStep;
 
@@ -381,6 +395,9 @@ struct KernelSpec {
   std::vector<BackwardSpec> backward;
   /// Kernels launched after this one, in order (Note [several launches]).
   std::vector<LaunchStep> then;
+  /// The kernel launches only when every test holds (Note [host reads]); JSON
+  /// "when": [{"tensor": "g", "==": 1.0}, {"tensor": "h", "!=": 0}].
+  std::vector<HostTest> when;
   bool operator==(const KernelSpec&) const = default;
 };
 
@@ -419,6 +436,10 @@ struct BackwardSpec {
   KernelSpec spec;
   bool operator==(const BackwardSpec&) const = default;
 };
+
+/// Whether a launch of the spec reads tensors' values on the host (Note [host reads]): a `when`, or
+/// an argument reading item(), in it or a later launch. Such an op cannot be captured in a graph.
+bool reads_on_host(const KernelSpec& spec);
 
 /// A named operator: "namespace::name" plus its spec. What a JSON spec file holds.
 struct OpDecl {

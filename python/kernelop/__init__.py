@@ -13,8 +13,8 @@ import importlib.util
 from typing import TYPE_CHECKING, Any, Dict, List
 
 from . import _dtypes, _kernelop  # noqa: F401 - torch-free, loaded with the package
-from ._spec import (Backward, Clone, Custom, DimSize, Elementwise, Expr, Fill, FloatConst, InputDecl, KernelSpec,
-                    Launch, Numel, OutputDecl, ReduceDims, Reduction, SameAs, ScalarInput, Tunable)
+from ._spec import (Backward, Clone, Custom, DimSize, Elementwise, Expr, Fill, FloatConst, HostTest, InputDecl,
+                    KernelSpec, Launch, Numel, OutputDecl, ReduceDims, Reduction, SameAs, ScalarInput, Tunable)
 
 if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ imports these on first use
     from ._cutedsl import CuteDslSpec, cutedsl
@@ -37,10 +37,9 @@ _LAZY: Dict[str, str] = {
 
 __all__ = ["Backward", "CuteDslSpec", "cutedsl", "KernelBinary", "RecordedPlugin", "TritonSpec", "custom_plugin",
            "record_plugin", "triton", "Clone", "Custom", "DimSize", "Elementwise", "Expr", "Fill", "FloatConst",
-           "InputDecl",
-           "Kernel", "KernelSpec", "Launch", "Numel", "OutputDecl", "ReduceDims", "Reduction", "SameAs", "ScalarInput",
-           "Tunable", "build_package", "build_package_file", "cuda_kernel_op", "kernel", "load_package", "ptx_op",
-           "register_spec_file"]
+           "HostTest", "InputDecl", "Kernel", "KernelSpec", "Launch", "Numel", "OutputDecl", "ReduceDims", "Reduction",
+           "SameAs", "ScalarInput", "Tunable", "build_package", "build_package_file", "cuda_kernel_op", "kernel",
+           "load_package", "ptx_op", "register_spec_file"]
 
 
 def _import(module: str, what: str) -> Any:

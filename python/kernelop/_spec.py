@@ -382,6 +382,23 @@ def _renames(from_: Any, where: str) -> Dict[str, Any]:
 
 
 @dataclass
+class HostTest:
+    """A test a launch runs under (docs/spec-format.md 4.1, JSON "when"; Note [host reads]): the one element of
+    tensor ``tensor``, read on the host when the launch is reached, == ``value`` (``equal``) or != it."""
+
+    tensor: str
+    value: float
+    equal: bool = True
+
+    def _json(self) -> Dict[str, Any]:
+        if not isinstance(self.tensor, str):
+            raise TypeError(f"HostTest.tensor: expected a str, got {type(self.tensor).__name__}")
+        if isinstance(self.value, bool) or not isinstance(self.value, (int, float)):
+            raise TypeError(f"HostTest.value: expected a number, got {type(self.value).__name__}")
+        return {"tensor": self.tensor, "==" if _bool(self.equal, "HostTest.equal") else "!=": self.value}
+
+
+@dataclass
 class Launch:
     """A kernel launched after the op's own (docs/spec-format.md 4.1; JSON "then"): ``spec`` is a KernelSpec whose
     tensors and scalars are the op's, named after them; ``from_`` renames ({"p": "part"}: its tensor p is the op's
@@ -435,6 +452,8 @@ class KernelSpec:
     backward: Optional["Backward"] = None
     # Kernels launched after this one, in order, on its tensors (docs/spec-format.md 4.1): [Launch(KernelSpec(...))].
     then: Sequence["Launch"] = ()
+    # The kernel runs only when every test holds (Note [host reads]): [HostTest("g", 1.0, equal=False)].
+    when: Sequence["HostTest"] = ()
 
     def to_json(self, op_name: str) -> Dict[str, Any]:
         """The JSON spec document (docs/spec-format.md) for ``op_name``."""
@@ -486,6 +505,10 @@ class KernelSpec:
             if isinstance(self.then, (str, bytes, dict)) or not isinstance(self.then, (list, tuple)):
                 raise TypeError(f"KernelSpec.then: expected a list of Launch, got {type(self.then).__name__}")
             doc["then"] = [self._typed(launch, (Launch,), "then")._json() for launch in self.then]
+        if self.when:
+            if not isinstance(self.when, (list, tuple)):
+                raise TypeError(f"KernelSpec.when: expected a list of HostTest, got {type(self.when).__name__}")
+            doc["when"] = [self._typed(t, (HostTest,), "when")._json() for t in self.when]
         return doc
 
     def _tactics_json(self) -> Dict[str, Any]:

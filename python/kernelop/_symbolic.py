@@ -166,6 +166,10 @@ class Recorder:
         # Note [example layouts]: tensors whose example is a permutation of a contiguous tensor (HF's q, a transposed
         # view of its projection) are recorded so, and their perm (the example is base.permute(perm)) is required.
         self.layouts: Dict[str, List[int]] = {}
+        # Note [host reads]: .item() of a tensor (launch_fn's host sync, when allowed) -> the tensor; written item(t)
+        # with the name `tensor_names` gives the tensor's storage once the op's tensors are named.
+        self.host_reads: Dict[sympy.Symbol, Any] = {}
+        self.tensor_names: Dict[int, str] = {}
 
     def keys_of(self, expr: Any) -> Set[Tuple[str, int]]:
         """The places (dim_keys) of the sizes that are `expr` in this recording (sizes launch_fn found equal,
@@ -274,8 +278,16 @@ class Recorder:
             return self._leaf[sym]
         if sym in self.tunables:
             return self.tunables[sym]
+        if sym in self.host_reads:
+            t = self.host_reads[sym]
+            names = {**{x.fake.untyped_storage()._cdata: x.name for x in self.tensors}, **self.tensor_names}
+            name = names.get(t.untyped_storage()._cdata)
+            if name is not None:
+                return f"item({name})"
+            raise Unexpressible(f"{what}: it is .item() of a tensor that is no input, output or scratch of the op")
         raise Unexpressible(f"{what}: '{sym}' is not a size of an input, an int scalar or a config value "
-                            "(data-dependent: it comes from a tensor's values)")
+                            "(data-dependent: it comes from a tensor's values: kernelop reads one on the host at "
+                            "launch when the spec allows host syncs, ko.triton(..., host_sync=True))")
 
     def expr(self, value: Any, what: str) -> str:
         """The kernelop text of an int, a SymInt or a sympy expression (canonical form)."""

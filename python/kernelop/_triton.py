@@ -60,10 +60,11 @@ class TritonSpec:
     configs: Tuple[Dict[str, Any], ...] = ()
     specialize: Any = None  # the size classes to record (Note [size classes]); None: every one launch_fn accepts
     outputs: Optional[Tuple[str, ...]] = None  # the names of what launch_fn returns, in order
+    host_sync: bool = False  # launch_fn may read tensors' values on the host (Note [host reads])
 
 
 def triton(launch_fn: Callable[..., Any], configs: Optional[Sequence[Mapping[str, Any]]] = None, *,
-           specialize: Any = None, outputs: Optional[Sequence[str]] = None) -> TritonSpec:
+           specialize: Any = None, outputs: Optional[Sequence[str]] = None, host_sync: bool = False) -> TritonSpec:
     """A Triton kernel spec (the reference's ``tta.triton``): ``configs`` replace the launch's meta-parameters
     (constexprs, ``num_warps``, ``num_stages``); each is a tactic kernelop tunes between. A config may carry
     ``"requires": [...]``, conditions (kernelop expressions) on the sizes it is right for. ``specialize``: the
@@ -71,10 +72,15 @@ def triton(launch_fn: Callable[..., Any], configs: Optional[Sequence[Mapping[str
     ``triton.next_power_of_2(size)`` (powers of two), or of a size passed to a constexpr as it is (any ints >= 1);
     or a dict of size -> such a list. ``outputs``: the names of the tensors launch_fn returns, in order (by default
     each is named after the kernel parameter it is passed to, else out0, out1, ...); a forward's backward reads them
-    and their gradients by these names."""
+    and their gradients by these names. ``host_sync=True``: launch_fn may read values of one-element tensors on the
+    host as library host code does, ``n = mask.sum().item()`` passed to a kernel and ``torch.equal(t,
+    torch.tensor(1.0))`` deciding whether a kernel runs; kernelop reads them at launch (a stream synchronisation per
+    read) and the op cannot be captured in a CUDA graph (Note [host reads], docs/triton.md)."""
+    if not isinstance(host_sync, bool):
+        raise TypeError(f"kernelop.triton: host_sync must be True or False, got {shorten(repr(host_sync))}")
     return TritonSpec(launch_fn, check_configs("kernelop.triton", launch_fn, configs),
                       sizes.check_specialize("kernelop.triton", specialize),
-                      check_output_names("kernelop.triton", outputs))
+                      check_output_names("kernelop.triton", outputs), host_sync)
 
 
 def triton_archs(where: str, archs: Any) -> List[str]:
@@ -405,7 +411,8 @@ def _tactics(ctx: Recording, spec: TritonSpec, kernel: Any, args: _Arguments, co
     # An int computed from the device's SM count (rows per program of a persistent kernel) is a per-device partition
     # that seldom divides by 16; requiring it would leave every other int unspecialised (Liger's RMSNorm backward
     # lost its vectorised row loads): it is compiled as a plain int in every variant.
-    specialised = [(i, e) for i, e in args.int_args if "sm_count()" not in e]
+    # A value read on the host (item(t), Note [host reads]) is no size either, and a requirement may not read it.
+    specialised = [(i, e) for i, e in args.int_args if "sm_count()" not in e and "item(" not in e]
     # Ints computed from sizes (strides, row lengths) and the op's int scalar inputs are specialised as two groups: a
     # scalar that seldom divides by 16 (Liger's ignore_index=-100) must not cost the sizes their specialisation (its
     # cross entropy lost its vectorised row loads), so variant 3 is variant 2 with the scalars left plain.

@@ -46,6 +46,7 @@ void print(const ExprNode& n, std::ostream& out) {
     case ExprOp::Numel:
     case ExprOp::ItemSize:
     case ExprOp::Rank:
+    case ExprOp::Item:
       out << expr_op_info(n.op).spelling << "(" << n.name << ")";
       return;
     case ExprOp::SameShape:
@@ -130,6 +131,7 @@ bool is_nonnegative(const ExprNode& node) {
       return true;
     case ExprOp::Scalar:
     case ExprOp::Tunable:
+    case ExprOp::Item:    // a tensor's value
     case ExprOp::Stride:  // a view's strides are the caller's
     case ExprOp::Sub:
       return false;
@@ -178,6 +180,9 @@ Expr Expr::arch() {
 }
 Expr Expr::sm_count() {
   return Expr(make_leaf(ExprOp::SmCount, {}, 0));
+}
+Expr Expr::item(std::string tensor) {
+  return Expr(make_leaf(ExprOp::Item, std::move(tensor), 0));
 }
 
 Expr Expr::rank(std::string tensor) {

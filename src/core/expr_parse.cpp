@@ -228,11 +228,13 @@ class Parser {
     switch (row->op) {
       case ExprOp::Numel:
       case ExprOp::ItemSize:
-      case ExprOp::Rank: {
+      case ExprOp::Rank:
+      case ExprOp::Item: {
         std::string tensor = parse_ident();
         expect(")");
         return {row->op == ExprOp::Numel      ? Expr::numel(tensor)
                 : row->op == ExprOp::ItemSize ? Expr::itemsize(tensor)
+                : row->op == ExprOp::Item     ? Expr::item(tensor)
                                               : Expr::rank(tensor)};
       }
       case ExprOp::Dim:

@@ -77,6 +77,7 @@ Expr Deriver::resolve(const Expr& e) const {
       case ExprOp::Stride:
       case ExprOp::Aligned:
       case ExprOp::Rank:
+      case ExprOp::Item:
         return plan_.tensor_slot(leaf.name());
       case KERNELOP_EXPR_ARITHMETIC:
       case KERNELOP_EXPR_COMPARISONS:

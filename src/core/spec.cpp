@@ -52,4 +52,25 @@ std::string scalar_default_text(const ScalarDefault& value) {
                     value);
 }
 
+bool reads_on_host(const KernelSpec& spec) {
+  bool reads = !spec.when.empty();
+  auto scan = [&](const Extra& e) {
+    if (const auto* x = std::get_if<ExtraExpr>(&e))
+      x->value.for_each_leaf([&](const Expr& l) { reads = reads || l.op() == ExprOp::Item; });
+  };
+  for (const Extra& e : spec.extras) scan(e);
+  if (spec.params) {
+    for (const Param& p : *spec.params) {
+      if (const auto* e = std::get_if<Extra>(&p)) scan(*e);
+      if (const auto* st = std::get_if<ParamStruct>(&p)) {
+        for (const ParamField& f : st->fields) {
+          if (const auto* e = std::get_if<Extra>(&f)) scan(*e);
+        }
+      }
+    }
+  }
+  for (const LaunchStep& step : spec.then) reads = reads || reads_on_host(step.spec);
+  return reads;
+}
+
 }  // namespace kernelop

@@ -163,7 +163,7 @@ std::vector<std::string_view> SpecReader::spec_keys(std::initializer_list<std::s
        {"kernel_name", "kernel_source", "source_file",   "inputs",      "outputs",       "extras",
         "params",      "geometry",      "include_paths", "compile_std", "arch_override", "defines",
         "fast_math",   "line_info",     "type_params",   "requires",    "tunables",      "configs",
-        "tuning_key",  "triton",        "cutedsl",       "backward",    "then"}) {
+        "tuning_key",  "triton",        "cutedsl",       "backward",    "then",          "when"}) {
     keys.push_back(k);
   }
   return keys;
@@ -182,6 +182,27 @@ void SpecReader::read_spec(const Json& root, const std::string& base_dir, Kernel
     const Json& arr = get_array(root["then"], "then");
     for (std::size_t i = 0; i < arr.size(); ++i)
       s.then.push_back(read_launch(arr[i], index("then", i), base_dir));
+  }
+  if (root.contains("when")) {
+    const Json& arr = get_array(root["when"], "when");
+    for (std::size_t i = 0; i < arr.size(); ++i) {
+      std::string p = index("when", i);
+      expect_keys(arr[i], p, {"tensor", "==", "!="});
+      HostTest t;
+      t.tensor = get_string(arr[i].value("tensor", Json()), join(p, "tensor"));
+      t.equal = arr[i].contains("==");
+      if (t.equal == arr[i].contains("!=")) {
+        KERNELOP_RAISE(error(p)) << "expected {\"tensor\": name, \"==\": number} or "
+                                    "{\"tensor\": name, \"!=\": number}: exactly one test";
+      }
+      const Json& v = arr[i][t.equal ? "==" : "!="];
+      if (!v.is_number()) {
+        KERNELOP_RAISE(error(join(p, t.equal ? "==" : "!=")))
+            << "expected a number, found " << type_name(v);
+      }
+      t.value = v.get<double>();
+      s.when.push_back(std::move(t));
+    }
   }
 }
 

@@ -258,6 +258,12 @@ Json write_spec(const KernelSpec& s, const JsonWriteOptions& options, Json root)
     if (!b.from.empty()) head["from"] = b.from;
     root["backward"] = write_spec(b.spec, options, std::move(head));
   }
+  if (!s.when.empty()) {
+    Json arr = Json::array();
+    for (const HostTest& t : s.when)
+      arr.push_back(Json{{"tensor", t.tensor}, {t.equal ? "==" : "!=", t.value}});
+    root["when"] = std::move(arr);
+  }
   if (!s.then.empty()) {
     Json arr = Json::array();
     for (const LaunchStep& step : s.then) {

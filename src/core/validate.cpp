@@ -29,6 +29,7 @@ void Validator::run() {
     check_params();
     check_geometry();
     check_requirements();
+    check_when();
     check_configs();
   }
   check_compile_options();

@@ -11,8 +11,9 @@ namespace kernelop::detail {
 // Checks every leaf of an expression: tensors must be known (inputs, and outputs for launch
 // values), scalars must be integer scalar inputs, and the leaf must be readable where it is.
 void Validator::check_expr(const Expr& expr, const std::string& path, ExprUse use) {
-  const bool outputs_allowed = use == ExprUse::Launch || use == ExprUse::Config;
-  const bool at_launch = use == ExprUse::Launch || use == ExprUse::Config;
+  const bool outputs_allowed =
+      use == ExprUse::Launch || use == ExprUse::Config || use == ExprUse::Argument;
+  const bool at_launch = outputs_allowed;
   fold_constants(expr, path);
   expr.for_each_leaf([&](const Expr& leaf) {
     const std::string& name = leaf.name();
@@ -31,6 +32,11 @@ void Validator::check_expr(const Expr& expr, const std::string& path, ExprUse us
                     "in a config's requires");
     }
     if (leaf.op() == ExprOp::Scalar && use == ExprUse::Config && bool_scalars_.count(name)) return;
+    if (leaf.op() == ExprOp::Item && use != ExprUse::Argument) {
+      KERNELOP_RAISE(fail_at(path) << "'" << expr.to_string())
+          << "': item() reads a tensor's value on the host when the launch is reached (Note "
+             "[host reads]): only a kernel argument's value may read it";
+    }
     if (leaf.op() == ExprOp::Aligned && use != ExprUse::Requirement && use != ExprUse::Config) {
       KERNELOP_RAISE(fail_at(path) << "'" << expr.to_string())
           << "': aligned() tests a data pointer, which only a requirement can read (meta "

@@ -1,6 +1,7 @@
 // Spec validation, second half: the calling convention (extras, params), the launch geometry,
 // requirements and compile options.
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "core/arch.hpp"
@@ -11,17 +12,18 @@
 namespace kernelop::detail {
 
 void Validator::check_extra(const Extra& extra, const std::string& path) {
-  std::visit(Overloaded{
-                 [&](const Numel& e) {
-                   check_expr(Expr::numel(e.input), path + ".numel", ExprUse::Launch);
-                 },
-                 [&](const DimSize& e) {
-                   check_expr(Expr::dim(e.input, e.axis), path + ".dim_size", ExprUse::Launch);
-                 },
-                 [&](const ExtraExpr& e) { check_expr(e.value, path + ".expr", ExprUse::Launch); },
-                 [&](const ExtraFloat&) {},  // a finite float32, checked when read
-             },
-             extra);
+  std::visit(
+      Overloaded{
+          [&](const Numel& e) {
+            check_expr(Expr::numel(e.input), path + ".numel", ExprUse::Launch);
+          },
+          [&](const DimSize& e) {
+            check_expr(Expr::dim(e.input, e.axis), path + ".dim_size", ExprUse::Launch);
+          },
+          [&](const ExtraExpr& e) { check_expr(e.value, path + ".expr", ExprUse::Argument); },
+          [&](const ExtraFloat&) {},  // a finite float32, checked when read
+      },
+      extra);
 }
 
 void Validator::check_extras() {
@@ -112,6 +114,28 @@ void Validator::check_requirements() {
     if (value && *value == 0) {
       KERNELOP_RAISE(fail_at(path)) << "'" << detail::shorten(r.to_string())
                                     << "' is always false: no input could ever satisfy it";
+    }
+  }
+}
+
+// Note [host reads]: each test reads a tensor of the launch.
+void Validator::check_when() {
+  for (std::size_t i = 0; i < spec_.when.size(); ++i) {
+    const HostTest& t = spec_.when[i];
+    std::string path = "when[" + std::to_string(i) + "]";
+    if (!std::isfinite(t.value)) {
+      KERNELOP_RAISE(fail_at(path))
+          << "tests '" << detail::shorten(t.tensor) << "' against a number that is not finite";
+    }
+    bool known =
+        std::find(tensor_inputs_.begin(), tensor_inputs_.end(), t.tensor) != tensor_inputs_.end() ||
+        std::find(output_names_.begin(), output_names_.end(), t.tensor) != output_names_.end();
+    if (!known) {
+      std::vector<std::string> names = tensor_inputs_;
+      names.insert(names.end(), output_names_.begin(), output_names_.end());
+      KERNELOP_RAISE(fail_at(path))
+          << "'" << detail::shorten(t.tensor)
+          << "' is not a tensor of the launch (known tensors: " << join_or_none(names) << ")";
     }
   }
 }

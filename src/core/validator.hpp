@@ -51,7 +51,8 @@ class Validator {
   // tunables and the device's arch(): they are evaluated at launch only, never by a Meta kernel.
   // Scratch: a scratch output's shape (Note [several launches]), which a launch alone reads, so
   // it may read the device (sm_count(): per-SM partials).
-  enum class ExprUse : std::uint8_t { Shape, Requirement, Launch, Config, Scratch };
+  // Argument: a kernel argument's value, a launch value that may also read item().
+  enum class ExprUse : std::uint8_t { Shape, Requirement, Launch, Config, Scratch, Argument };
 
   // Starts an error for the field at `path`; the caller streams the rest of the message.
   detail::ErrorStream fail_at(std::string_view path, ErrorKind kind = ErrorKind::Spec) const;
@@ -85,6 +86,7 @@ class Validator {
   void check_block(const std::vector<std::int64_t>& block, const std::string& path);
   // Requirements constrain the inputs: outputs are not known when they are checked.
   void check_requirements();
+  void check_when();
   void check_geometry();
   void check_compile_options();
   void check_params();

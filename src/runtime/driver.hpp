@@ -47,6 +47,7 @@ namespace kernelop::detail {
   X(cuEventSynchronize)              \
   X(cuEventElapsedTime)              \
   X(cuMemcpyDtoDAsync)               \
+  X(cuMemcpyDtoHAsync)               \
   X(cuMemsetD8Async)                 \
   X(cuMemsetD16Async)                \
   X(cuMemsetD32Async)                \

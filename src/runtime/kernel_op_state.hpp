@@ -68,7 +68,8 @@ struct KernelOp::State {
   std::vector<KernelOp> then;
   std::vector<LaunchLink> then_links;
   bool program = false;
-  std::size_t before = 0;  // the first `before` of `then` run before the op's own kernel
+  bool reads_items = false;  // an argument reads item() (Note [host reads])
+  std::size_t before = 0;    // the first `before` of `then` run before the op's own kernel
 
   const OpPlan& plan() const { return image.plan; }
   const OutputPlan& output_of(int slot) const {

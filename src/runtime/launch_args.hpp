@@ -33,6 +33,24 @@ class SlotArray {
   const T& operator[](std::size_t i) const { return slots_[i].value; }
 };
 
+struct DeviceModule;
+
+/// Note [host reads] (spec.hpp): reads a one-element tensor on the host after the work queued on
+/// the call's stream (host_read.cpp).
+struct HostReader {
+  const OpPlan& plan;
+  const DeviceModule& module;
+  void* stream = nullptr;
+  /// The value of tensor slot `slot` (view `v`) as a double. Error(Launch) naming the op and the
+  /// tensor while the stream is captured (a graph cannot hold a host read), or for a tensor of
+  /// other than one element.
+  double value(int slot, const TensorView& v) const;
+  /// item(t): the value of an integer (or bool) tensor; a floating one is refused.
+  std::int64_t integer(int slot, const TensorView& v) const;
+  /// Whether every test of a launch's `when` holds (`views`: per tensor slot).
+  bool holds(const std::vector<HostTest>& when, std::span<const TensorView* const> views) const;
+};
+
 /// Everything a call derives from its arguments, on the stack (Note [launch path]).
 struct Frame {
   SlotArray<Shape, kMaxKernelArgs> shapes;        // per tensor slot
@@ -44,6 +62,7 @@ struct Frame {
   const std::int64_t* tunables = nullptr;  // the chosen config's values
   int arch = 0;                            // the device's compute capability (arch())
   int sm_count = 0;                        // the device's number of SMs (sm_count())
+  const HostReader* host = nullptr;        // item() (set by a launch whose arguments read it)
 };
 
 /// The sizes a frame knows, for the one shape evaluator (Note [one shape evaluator]).
@@ -73,6 +92,10 @@ struct FrameSizes {
   std::int64_t tunable(int slot) const { return frame.tunables[slot]; }
   std::int64_t arch() const { return frame.arch; }
   std::int64_t sm_count() const { return frame.sm_count; }
+  std::int64_t item(int slot) const {
+    KERNELOP_INTERNAL_CHECK(frame.host != nullptr) << "(item() read with no host reader)";
+    return frame.host->integer(slot, view(slot));
+  }
   std::string shape_text(int slot) const { return shape(slot).to_string(); }
 };
 using FrameEnv = SizeEnv<std::int64_t, FrameSizes>;

@@ -73,11 +73,22 @@ bool reads_pointer_alignment(const OpPlan& p) {
   return reads;
 }
 
+bool reads_items(const OpPlan& p) {
+  bool reads = false;
+  for (const ArgSlot& a : p.args) {
+    if (a.value)
+      a.value->for_each_leaf([&](const Expr& l) { reads = reads || l.op() == ExprOp::Item; });
+  }
+  return reads;
+}
+
 bool memo_eligible(const OpPlan& p) {
   if (!env_flag("KERNELOP_LAUNCH_MEMO", true)) return false;
   if (!p.geometry || p.args_from_kernel) return false;  // raw launches only
   // Several launches and scratch (Note [several launches]) take their own path.
   if (!p.spec.then.empty() || p.num_results() != p.outputs.size()) return false;
+  // Note [host reads]: values read per call are no part of a memo's key.
+  if (!p.spec.when.empty() || reads_items(p)) return false;
   for (const TensorSlot& t : p.tensors) {
     if (t.mutated) return false;  // the overlap check reads the pointers
   }

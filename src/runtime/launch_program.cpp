@@ -60,13 +60,16 @@ void KernelOp::State::launch_program(std::span<const TensorView> inputs,
     t.data = reinterpret_cast<void*>(ptr);
   }
   std::span<const TensorView> outputs(all.data(), p.outputs.size());
-  if (before > 0) {
-    // Launches before the op's own kernel run after the inits (LaunchStep::before).
+  const bool tested = !p.spec.when.empty();
+  if (before > 0 || tested) {
+    // Launches before the op's own kernel run after the inits (LaunchStep::before), and so do
+    // the reads of its `when` tests (Note [host reads]).
     if (detail::check_tensors(p, inputs, outputs, f).work && inits_outputs)
       init_outputs(tensor_ptrs(inputs, outputs), outputs, device, stream);
     for (std::size_t k = 0; k < before; ++k) launch_step(k, inputs, scalars, outputs, stream);
   }
-  launch_prepared(f, inputs, scalars, outputs, stream, nullptr, before == 0);
+  if (!tested || detail::HostReader{p, m, stream}.holds(p.spec.when, f.views))
+    launch_prepared(f, inputs, scalars, outputs, stream, nullptr, before == 0 && !tested);
   for (std::size_t k = before; k < then.size(); ++k)
     launch_step(k, inputs, scalars, outputs, stream);
   if (CUresult r = scratch.release(); r != CUDA_SUCCESS) {
@@ -89,6 +92,12 @@ void KernelOp::State::launch_step(std::size_t k, std::span<const TensorView> inp
   for (std::size_t j = 0; j < link.scalars.size(); ++j)
     values[j] = scalars[static_cast<std::size_t>(link.scalars[j])];
   auto n_in = static_cast<std::size_t>(lp.num_tensor_inputs);
+  if (!lp.spec.when.empty()) {
+    std::array<const TensorView*, kMaxKernelArgs> by_slot{};
+    for (std::size_t t = 0; t < link.tensors.size(); ++t) by_slot[t] = &views[t];
+    detail::HostReader host{lp, then[k].state_->module_for(views[0].device), stream};
+    if (!host.holds(lp.spec.when, by_slot)) return;
+  }
   then[k].launch(std::span<const TensorView>(views.data(), n_in),
                  std::span<const ScalarArg>(values.data(), link.scalars.size()),
                  std::span<const TensorView>(views.data() + n_in, link.tensors.size() - n_in),

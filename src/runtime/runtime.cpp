@@ -139,7 +139,10 @@ KernelOp::KernelOp(CompiledImage image, LoadOptions options) : state_(std::make_
     state_->then_links.push_back(link_launch(p, k, launch.plan));
     state_->then.emplace_back(launch, state_->options);
   }
-  state_->program = !state_->then.empty() || p.num_results() != p.outputs.size();
+  // A launch that may not run (Note [host reads]) takes the program's path, which decides.
+  state_->program =
+      !state_->then.empty() || p.num_results() != p.outputs.size() || !p.spec.when.empty();
+  state_->reads_items = detail::reads_items(p);
   state_->donatable = donatable_inputs(p, state_->then_links);
   for (const LaunchStep& step : p.spec.then) state_->before += step.before;
   // Raw launches (no geometry) choose their shared memory per call.
@@ -428,6 +431,11 @@ void KernelOp::State::launch_config(Frame& f, int config, const TensorPtrs& ptrs
          {std::int64_t{device}, std::int64_t{instance}, grid[0], grid[1], grid[2], block[0],
           block[1], block[2], smem, static_cast<std::int64_t>(chosen), std::int64_t{config}})
       record->push(static_cast<std::uint64_t>(v));
+  }
+  std::optional<detail::HostReader> host;
+  if (reads_items) {
+    host.emplace(detail::HostReader{p, module_for(device), stream});
+    f.host = &*host;
   }
   PackedArgs packed;
   detail::pack_arguments(args, ptrs, scalars, packed, [&](std::size_t i) {

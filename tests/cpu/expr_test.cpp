@@ -531,7 +531,7 @@ TEST(Expr, TheOperatorTableDrivesThePrinterTheParserAndTheReservedNames) {
       expect_error([&] { Expr::parse(std::string(row.spelling) + "x(a)"); }, ErrorKind::Spec,
                    "unknown function '" + std::string(row.spelling) +
                        "x' (known: dim, numel, numel_except, itemsize, stride, aligned, arch, "
-                       "rank, sm_count, cdiv, min, max, select, same_shape)");
+                       "rank, sm_count, item, cdiv, min, max, select, same_shape)");
     }
   }
 }

@@ -679,5 +679,102 @@ TEST(SmCount, IsTheDevicesAtLaunchAndNowhereElse) {
           "requires[0]: 'dim(x, 0) >= sm_count()': sm_count() cannot be read by the op's requires");
 }
 
+// Note [host reads]: item(n) passes the value of one-element tensor n, read on the host when the
+// launch is reached (the fake driver's memory), to the kernel, call after call (no memo replays an
+// old value); a launch whose `when` fails does not run. Read under a capture, of a tensor of other
+// than one element, or item() of a float tensor: errors naming the op and the tensor. item() is a
+// kernel argument's only; `when` names a tensor of the launch.
+TEST(HostReads, ReadValuesWhenTheLaunchIsReached) {
+  ASSERT_TRUE(fake().ok());
+  const std::string spec = R"json({
+    "op": "host_test::scaled",
+    "kernel_name": "scaled<G>",
+    "kernel_source": "#include <cuda_bf16.h>\ntemplate <class G> __global__ void scaled(const float* x, const G* g, int n, float* y) {}\n",
+    "type_params": [{"name": "G", "dtypes": ["float32", "bfloat16"]}],
+    "inputs": [{"name": "x", "dtype": "float32"}, {"name": "g", "dtype": "G"}, {"name": "n"}],
+    "outputs": [{"name": "y", "shape": {"same_as": "x"}}],
+    "params": ["x", "g", {"expr": "item(n) * 2"}, "y"],
+    "when": [{"tensor": "g", "!=": 1.0}],
+    "geometry": {"custom": {"grid": ["dim(x, 0)"], "block": [128]}}
+  })json";
+  OpDecl decl = parse_op_json(spec, ".");
+  EXPECT_EQ(parse_op_json(print_op_json(decl), "."), decl);
+  EXPECT_TRUE(reads_on_host(decl.spec));
+  CompiledImage image = compile_for_test(decl);
+  record_launches_of(image);
+  KernelOp op(image);
+  auto call = [&](DType g_dtype, DType n_dtype, Shape n_shape) {
+    Call c = x_to_y(Shape{5});
+    c.inputs.push_back(tensor(0x300000, g_dtype, Shape{}));
+    c.inputs.push_back(tensor(0x400000, n_dtype, n_shape));
+    return c;
+  };
+  auto put = [](std::uint64_t at, auto value) { fake().set_memory(at, &value, sizeof value); };
+  Call c = call(DType::Float32, DType::Int64, Shape{});
+  put(0x300000, 2.0f);
+  put(0x400000, std::int64_t{21});
+  std::string first = outcome(op, c);
+  EXPECT_NE(first.find(" 2a000000 "), std::string::npos) << first;  // item(n) * 2 = 42
+  EXPECT_EQ(std::string(fake().memory_ops()), "read 0x300000 bytes=4\nread 0x400000 bytes=8\n");
+  put(0x400000, std::int64_t{3});
+  std::string second = outcome(op, c);
+  EXPECT_NE(second.find(" 06000000 "), std::string::npos) << second;  // read again: 6
+  fake().memory_ops();
+  put(0x300000, 1.0f);  // the test fails: no launch, nothing else read
+  EXPECT_EQ(outcome(op, c), "");
+  EXPECT_EQ(std::string(fake().memory_ops()), "read 0x300000 bytes=4\n");
+  // bfloat16 1.0 is 0x3f80; 1.0078125 (0x3f81) is not 1.
+  Call b = call(DType::BFloat16, DType::Int32, Shape{1, 1});
+  put(0x300000, std::uint16_t{0x3f80});
+  EXPECT_EQ(outcome(op, b), "");
+  put(0x300000, std::uint16_t{0x3f81});
+  put(0x400000, std::int32_t{-4});
+  EXPECT_NE(outcome(op, b).find(" f8ffffff "), std::string::npos);  // -8
+  auto error_of = [&](const Call& x) {
+    std::string text = outcome(op, x);
+    return text.substr(0, text.find('\n'));
+  };
+  Call f = call(DType::Float32, DType::Float32, Shape{});
+  put(0x300000, 2.0f);
+  EXPECT_EQ(
+      error_of(f),
+      "error TypeError: op host_test::scaled: item(n) passes an integer to the kernel, and the "
+      "tensor is float32; kernelop reads integer and bool tensors only");
+  EXPECT_EQ(
+      error_of(call(DType::Float32, DType::Int64, Shape{2})),
+      "error LaunchError: op host_test::scaled: reads the value of 'n' on the host, which needs "
+      "one element; it has 2 (shape [2])");
+  fake().set_capturing(1);
+  std::string captured = error_of(c);
+  fake().set_capturing(0);
+  EXPECT_EQ(
+      captured,
+      "error LaunchError: op host_test::scaled: reads the value of 'g' on the host at launch (a "
+      "host sync, as its library's .item() / torch.equal), which a CUDA graph cannot "
+      "capture; run it outside the graph");
+  fake().memory_ops();
+
+  auto refused = [&](const std::string& from, const std::string& to, const std::string& want) {
+    std::string text = spec;
+    text.replace(text.find(from), from.size(), to);
+    testing::expect_error([&] { validate(parse_op_json(text, ".")); }, ErrorKind::Spec, want);
+  };
+  refused(R"J("shape": {"same_as": "x"})J", R"J("shape": ["item(n)"])J",
+          "outputs[0].shape[0]: 'item(n)': item() reads a tensor's value on the host");
+  refused(R"J("grid": ["dim(x, 0)"])J", R"J("grid": ["item(n)"])J",
+          "geometry.custom.grid[0]: 'item(n)': item() reads a tensor's value on the host");
+  refused(R"J("params")J", R"J("requires": ["item(n) > 0"], "params")J",
+          "requires[0]: 'item(n) > 0': item() reads a tensor's value on the host");
+  refused(R"J("item(n) * 2")J", R"J("item(m) * 2")J", "'m' is not a tensor");
+  refused(R"J({"tensor": "g", "!=": 1.0})J", R"J({"tensor": "h", "!=": 1.0})J",
+          "when[0]: 'h' is not a tensor of the launch (known tensors: x, g, n, y)");
+  refused(R"J({"tensor": "g", "!=": 1.0})J", R"J({"tensor": "g", "!=": 1.0, "==": 2})J",
+          "when[0]: expected {\"tensor\": name, \"==\": number} or {\"tensor\": name, \"!=\": "
+          "number}: exactly one test");
+  refused(R"J({"tensor": "g", "!=": 1.0})J", R"J({"tensor": "g", "!=": "1"})J",
+          "when[0].!=: expected a number, found string");
+  refused(R"J({"tensor": "g", "!=": 1.0})J", R"J({"tensor": "g", "<": 1.0})J", "when[0]");
+}
+
 }  // namespace
 }  // namespace kernelop

@@ -589,7 +589,7 @@ TEST(SpecJsonTest, UnknownTopLevelField) {
                      "kernel_source, source_file, inputs, outputs, extras, params, geometry, "
                      "include_paths, compile_std, arch_override, defines, fast_math, line_info, "
                      "type_params, requires, tunables, configs, tuning_key, triton, cutedsl, "
-                     "backward, then)");
+                     "backward, then, when)");
 }
 
 TEST(SpecJsonTest, RequirementsParseAndPrint) {

@@ -4,10 +4,12 @@
 // The test reads what was launched through fake_cuda_launches().
 #include <cuda.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -17,10 +19,12 @@ namespace {
 std::mutex mu;
 CUcontext current = nullptr;
 const auto kPrimary = reinterpret_cast<CUcontext>(0x1000);
-std::vector<std::string> function_names;  // a CUfunction is its index + 1
-std::vector<int> param_sizes;             // bytes of each parameter a launch records
-std::vector<std::string> launches;        // one text per launch
-std::vector<std::string> memory_ops;      // one text per memset or device copy
+std::vector<std::string> function_names;      // a CUfunction is its index + 1
+std::vector<int> param_sizes;                 // bytes of each parameter a launch records
+std::vector<std::string> launches;            // one text per launch
+std::vector<std::string> memory_ops;          // one text per memset or device copy
+std::map<CUdeviceptr, std::string> contents;  // what a test put at an address (host reads)
+bool capturing = false;                       // streams report an active capture
 
 std::string hex_of(std::uint64_t v) {
   static const char* digits = "0123456789abcdef";
@@ -60,6 +64,17 @@ const char* fake_cuda_functions() {
   out.clear();
   for (const std::string& f : function_names) out += f + "\n";
   return out.c_str();
+}
+
+/// Bytes a device-to-host copy from `at` reads (a test's tensor values, Note [host reads]).
+void fake_cuda_set_memory(std::uint64_t at, const void* bytes, int n) {
+  std::lock_guard lock(mu);
+  contents[at].assign(static_cast<const char*>(bytes), static_cast<std::size_t>(n));
+}
+/// Whether streams report an active capture from now on.
+void fake_cuda_set_capturing(int on) {
+  std::lock_guard lock(mu);
+  capturing = on != 0;
 }
 
 const char* fake_cuda_memory_ops() {
@@ -236,7 +251,16 @@ CUresult cuMemsetD2D32Async(CUdeviceptr p, size_t pitch, unsigned v, size_t widt
   return CUDA_SUCCESS;
 }
 CUresult cuStreamIsCapturing(CUstream, CUstreamCaptureStatus* s) {
-  return ok(s, CU_STREAM_CAPTURE_STATUS_NONE);
+  std::lock_guard lock(mu);
+  return ok(s, capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE);
+}
+CUresult cuMemcpyDtoHAsync(void* to, CUdeviceptr from, size_t bytes, CUstream) {
+  note("read " + hex_of(from) + " bytes=" + std::to_string(bytes));
+  std::lock_guard lock(mu);
+  std::string& c = contents[from];
+  c.resize(std::max(c.size(), bytes), '\0');
+  std::memcpy(to, c.data(), bytes);
+  return CUDA_SUCCESS;
 }
 CUresult cuMemAllocAsync(CUdeviceptr* p, size_t bytes, CUstream stream) {
   // Distinct addresses, so that a test sees which allocation each parameter is.

@@ -15,6 +15,8 @@ struct FakeDriver {
   const char* (*launches)() = nullptr;
   const char* (*memory_ops)() = nullptr;
   const char* (*functions)() = nullptr;
+  void (*set_memory)(std::uint64_t, const void*, int) = nullptr;
+  void (*set_capturing)(int) = nullptr;
   FakeDriver() {
     void* lib = dlopen("libcuda.so.1", RTLD_NOW);
     if (!lib) return;
@@ -23,8 +25,13 @@ struct FakeDriver {
     launches = reinterpret_cast<const char* (*)()>(dlsym(lib, "fake_cuda_launches"));
     memory_ops = reinterpret_cast<const char* (*)()>(dlsym(lib, "fake_cuda_memory_ops"));
     functions = reinterpret_cast<const char* (*)()>(dlsym(lib, "fake_cuda_functions"));
+    set_memory = reinterpret_cast<void (*)(std::uint64_t, const void*, int)>(
+        dlsym(lib, "fake_cuda_set_memory"));
+    set_capturing = reinterpret_cast<void (*)(int)>(dlsym(lib, "fake_cuda_set_capturing"));
   }
-  bool ok() const { return set_param_sizes && launches && memory_ops && functions; }
+  bool ok() const {
+    return set_param_sizes && launches && memory_ops && functions && set_memory && set_capturing;
+  }
 };
 
 inline FakeDriver& fake() {

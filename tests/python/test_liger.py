@@ -22,6 +22,7 @@ Liger's own launch, its autograd Function and plain torch, float32 and bfloat16,
 graphs, opcheck, torch.compile.
 """
 
+import json
 import os
 import pathlib
 import re
@@ -83,6 +84,14 @@ def recorded_ce_in_place(dtype=torch.float32, op_name="kop_liger::cross_entropy_
     return liger_ops.cross_entropy(dtype, op_name, VOCABS, in_place=True)
 
 
+def recorded_ce_synced(dtype=torch.float32, op_name="kop_liger::cross_entropy_synced"):
+    return liger_ops.cross_entropy(dtype, op_name, VOCABS, host_sync=True)
+
+
+def recorded_ce_synced_in_place(dtype=torch.float32, op_name="kop_liger::cross_entropy_synced_"):
+    return liger_ops.cross_entropy(dtype, op_name, VOCABS, in_place=True, host_sync=True)
+
+
 ROPE = dict(batches=(1, 2, 3), q_heads=(4,), kv_heads=(2,), head_dims=(64,))  # the RoPE classes these tests use
 
 
@@ -137,7 +146,8 @@ def cross_entropy():
 
 _ops = {}
 _RECORDERS = {"rms_norm": recorded, "swiglu": recorded_swiglu, "cross_entropy": recorded_ce, "rope": recorded_rope,
-              "cross_entropy_in_place": recorded_ce_in_place, "rope_in_place": recorded_rope_in_place}
+              "cross_entropy_in_place": recorded_ce_in_place, "rope_in_place": recorded_rope_in_place,
+              "cross_entropy_synced": recorded_ce_synced, "cross_entropy_synced_in_place": recorded_ce_synced_in_place}
 
 
 def registered(kind, dtype):
@@ -389,6 +399,41 @@ class CrossEntropyRecording(unittest.TestCase):
         """)
         self.assertEqual(out.strip(), "kop_liger_pkg::cross_entropy_(Tensor(a!) _input, Tensor target, int "
                                       "ignore_index=-100) -> (Tensor, Tensor) 1 (6, 1000)")
+
+    def test_with_host_syncs_it_is_ligers_own_host_code(self):
+        # Note [host reads]: n_non_ignore = target_mask.sum().item() is read at launch into both of the kernel's
+        # arguments, and Liger's cross_entropy_backward, unchanged, skips its kernel when grad_output is 1.
+        for recorder, outputs in ((recorded_ce_synced, ["loss", "grad"]), (recorded_ce_synced_in_place, ["loss"])):
+            r = recorder()
+            d, b = r.doc, r.doc["backward"]
+            self.assertEqual([o["name"] for o in d["outputs"] if not o.get("scratch")], outputs)
+            (count,) = [t["from"]["y"] for t in d["then"] if t["kernel_name"] == "kop_count_ne<T, U>"]
+            self.assertEqual([p for p in d["params"] if "item(" in json.dumps(p)], [{"expr": f"item({count})"}] * 2)
+            self.assertEqual([t["kernel_name"] for t in d["then"]], ["kop_count_ne<T, U>", "kop_sum_all<T, U>"])
+            self.assertNotIn("when", d)
+            self.assertEqual((b["kernel_name"], b["when"]), ("element_mul_kernel", [{"tensor": "grad_loss", "!=": 1.0}]))
+            self.assertEqual([i["name"] for i in b["inputs"]], ["grad_loss", outputs[-1] if len(outputs) == 2
+                                                                else "_input"])
+            self.assertNotIn("then", b)
+        op = registered("cross_entropy_synced", torch.bfloat16)
+        self.assertIn(torch.Tag.cudagraph_unsafe, op.default.tags)
+        self.assertEqual(str(op.default._schema), "kop_liger::cross_entropy_synced_bfloat16(Tensor _input, Tensor "
+                                                  "target, int ignore_index=-100) -> (Tensor, Tensor)")
+        x = torch.empty(37, 1000, dtype=torch.bfloat16, device="meta", requires_grad=True)
+        loss, grad = op(x, torch.empty(37, dtype=torch.int64, device="meta"))
+        (gx,) = torch.autograd.grad(loss, (x,), torch.empty_like(loss))
+        self.assertEqual((tuple(loss.shape), tuple(grad.shape), tuple(gx.shape)), ((), (37, 1000), (37, 1000)))
+        out = run_package(recorded_ce_synced_in_place, "kop_liger_pkg::cross_entropy_synced_", """
+            x = torch.empty(6, 1000, device='meta', requires_grad=True)
+            logits = x * 1.0
+            loss = op(logits, torch.empty(6, dtype=torch.int64, device='meta'))
+            (gx,) = torch.autograd.grad(loss, (x,), torch.empty((), device='meta'))
+            print(op.default._schema, torch.Tag.cudagraph_unsafe in op.default.tags, tuple(gx.shape))
+        """)
+        self.assertEqual(out.strip(), "kop_liger_pkg::cross_entropy_synced_(Tensor(a!) _input, Tensor target, int "
+                                      "ignore_index=-100) -> Tensor True (6, 1000)")
+        with self.assertRaisesRegex(TypeError, "in_place and host_sync are True or False, got 1, False"):
+            liger_ops.cross_entropy(in_place=1)
 
     def test_the_ce_package_loads_where_liger_and_triton_cannot_be_imported(self):
         out = run_package(recorded_ce, "kop_liger_pkg::cross_entropy", """
@@ -777,6 +822,59 @@ class Cuda(unittest.TestCase):
         self.assertGreater(peak(lambda: functional(x * 1.0, target)), 1.95)
         op = registered("cross_entropy_in_place", torch.float32)
         compiled_ce_trains(lambda x, t: op(x * 1.0, t)[0] * 2)
+
+    def test_cross_entropy_with_ligers_host_syncs_is_ligers_bit_for_bit(self):
+        # Liger's own host code (host_sync=True): the same kernels with the same arguments give the same bits, the
+        # loss as the last layer skips the backward's kernel (the gradient is the forward's, as Liger's), a scaled
+        # loss runs it, and a batch with every target ignored has Liger's loss of 0 and a zero gradient.
+        from liger_kernel.ops.cross_entropy import LigerCrossEntropyFunction
+        for dtype in (torch.float32, torch.bfloat16):
+            op = registered("cross_entropy_synced", dtype)
+            in_place = registered("cross_entropy_synced_in_place", dtype)
+            for rows, vocab, ignored in ((4, 1000, 0), (37, 32000, 5), (8, 128256, 8), (3, 33, 1), (513, 1024, 100)):
+                x = torch.randn(rows, vocab, device="cuda", dtype=dtype, requires_grad=True)
+                target = torch.randint(0, vocab, (rows,), device="cuda")
+                target[torch.randperm(rows, device="cuda")[:ignored]] = -100
+                what = f"{dtype} {rows}x{vocab}, {ignored} ignored"
+                for scale in (None, 0.5):
+                    lx = x.detach().clone().requires_grad_()
+                    lloss = LigerCrossEntropyFunction.apply(lx, target, None, -100)[0]
+                    (lgx,) = torch.autograd.grad(lloss if scale is None else lloss * scale, (lx,))
+                    loss, grad = op(x, target)
+                    (gx,) = torch.autograd.grad(loss if scale is None else loss * scale, (x,))
+                    torch.testing.assert_close(loss, lloss, rtol=0, atol=0, msg=what)
+                    torch.testing.assert_close(gx, lgx, rtol=0, atol=0, msg=what)
+                    if scale is None:
+                        self.assertTrue(torch.equal(gx, grad), what)  # no kernel ran: the forward's gradient
+                    logits = x * 1.0
+                    lloss_ = in_place(logits, target)
+                    (gx2,) = torch.autograd.grad(lloss_ if scale is None else lloss_ * scale, (x,))
+                    torch.testing.assert_close(gx2, lgx, rtol=0, atol=0, msg=what)
+                if ignored == rows:
+                    self.assertEqual(loss.item(), 0.0, what)
+                    self.assertTrue(torch.equal(gx, torch.zeros_like(gx)), what)
+                    continue
+                tx = x.detach().float().requires_grad_()
+                tloss = torch.nn.functional.cross_entropy(tx, target, ignore_index=-100)
+                tol = 1e-5 if dtype == torch.float32 else 1e-2
+                torch.testing.assert_close(loss.float(), tloss, rtol=tol, atol=tol, msg=what)
+        op = registered("cross_entropy_synced", torch.float32)
+        x = torch.randn(16, 1000, device="cuda", requires_grad=True)
+        target = torch.randint(0, 1000, (16,), device="cuda")
+        torch.library.opcheck(op, (x, target, -100))
+        compiled_ce_trains(lambda x, t: op(x, t)[0] * 2)
+        # reduce-overhead: the op is tagged cudagraph_unsafe, so Inductor leaves it out of its graphs
+        step = torch.compile(lambda x, t: op(x, t)[0] * 2, mode="reduce-overhead")
+        for _ in range(3):
+            (g,) = torch.autograd.grad(step(x, target), (x,))
+        tx = x.detach().requires_grad_()
+        (tg,) = torch.autograd.grad(torch.nn.functional.cross_entropy(tx, target) * 2, (tx,))
+        torch.testing.assert_close(g, tg, rtol=1e-5, atol=1e-6)
+        with self.assertRaisesRegex(RuntimeError, "reads the value of '.*' on the host at launch \\(a host sync, as "
+                                                  "its library's .item\\(\\) / torch.equal\\), which a CUDA graph "
+                                                  "cannot capture"):
+            with torch.cuda.graph(torch.cuda.CUDAGraph()):
+                op(x, target)
 
     def test_cross_entropy_opcheck_graphs_and_compile(self):
         op = ce_op(torch.float32)

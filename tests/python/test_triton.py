@@ -1632,6 +1632,90 @@ class SizeClasses(unittest.TestCase):
         self.assertEqual(sorted({c["BLOCK"] for c in r.doc["configs"]}), [4, 8])
 
 
+@triton.jit
+def divide_by(X, Y, n, count, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = i < n
+    tl.store(Y + i, tl.load(X + i, mask=m) / count, mask=m)
+
+
+def mean_of_kept_launch(x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """x / (number of nonzero keep), the count read on the host as library host code reads it."""
+    y = torch.empty_like(x)
+    count = (keep != 0).sum().item()
+    divide_by[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), count, BLOCK=256)
+    return y
+
+
+@triton.jit
+def scale_in_place_by(X, G, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = i < n
+    tl.store(X + i, tl.load(X + i, mask=m) * tl.load(G), mask=m)
+
+
+def maybe_scale_launch(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """x * g, skipping the kernel when g is 1 (Liger's cross entropy backward's torch.equal)."""
+    y = x.clone()
+    if torch.equal(g, torch.tensor(1.0, device=g.device)):
+        pass
+    else:
+        scale_in_place_by[(triton.cdiv(y.numel(), 256),)](y, g, y.numel(), BLOCK=256)
+    return y
+
+
+def copy_then_maybe_scale_launch(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """A kernel that always runs, then one a test decides (`not torch.equal`: the test's other outcome)."""
+    y = torch.empty_like(x)
+    copy_kernel[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), BLOCK=256)
+    if not torch.equal(torch.tensor(0.5, device=g.device), g):
+        scale_in_place_by[(triton.cdiv(y.numel(), 256),)](y, g, y.numel(), BLOCK=256)
+    return y
+
+
+def host_read_cases():
+    """launch_fns whose host reads kernelop refuses, and the message (HostReads)."""
+    def float_item(x: torch.Tensor) -> torch.Tensor:
+        y = torch.empty_like(x)
+        divide_by[(1,)](x, y, x.numel(), x.sum().item(), BLOCK=256)
+        return y
+
+    def other_kernels(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        y = torch.empty_like(x)
+        if torch.equal(g, torch.tensor(1.0, device=g.device)):
+            copy_kernel[(1,)](x, y, x.numel(), BLOCK=256)
+        else:
+            divide_by[(1,)](x, y, x.numel(), 2, BLOCK=256)
+        return y
+
+    def other_host_code(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        y = x.clone() if torch.equal(g, torch.tensor(1.0, device=g.device)) else torch.zeros_like(x)
+        scale_in_place_by[(1,)](y, g, y.numel(), BLOCK=256)
+        return y
+
+    def two_tensors(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        y = x.clone()
+        if not torch.equal(g, x):
+            scale_in_place_by[(1,)](y, g, y.numel(), BLOCK=256)
+        return y
+
+    def many_elements(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        y = x.clone()
+        if not torch.equal(x, torch.ones(4, device=x.device)):
+            scale_in_place_by[(1,)](y, g, y.numel(), BLOCK=256)
+        return y
+
+    scalar_g = (torch.empty(()), torch.empty(64))
+    return [
+        (float_item, (torch.empty(64),), "reads a float32 value on the host (.item() at "),
+        (other_kernels, scalar_g, "launch different kernels or the same kernel on other tensors; kernelop records "
+                                  "branches that differ only in which kernels they launch"),
+        (other_host_code, scalar_g, "run different host code or return different tensors"),
+        (two_tensors, scalar_g, "launch_fn compares two tensors on the host (torch.equal at "),
+        (many_elements, (torch.empty(()), torch.empty(4)), "kernelop tests tensors of one element"),
+    ]
+
+
 class SeveralLaunches(unittest.TestCase):
     """launch_fn launching several kernels with scratch and host glue between them (Note [recorded programs])."""
 
@@ -1964,6 +2048,64 @@ class SeveralLaunches(unittest.TestCase):
                      record, zeroed_after_use, example_inputs=(torch.empty(64),))
 
 
+class HostReads(unittest.TestCase):
+    """Note [host reads]: host syncs a library's host code makes (.item() into a kernel argument, torch.equal
+    deciding a launch), recorded when ko.triton(..., host_sync=True) allows them, refused otherwise."""
+
+    def test_item_is_read_at_launch_into_the_kernels_argument(self):
+        r = ko.record_plugin(ko.triton(mean_of_kept_launch, host_sync=True), op_name="kop_tt_hr::mean_of_kept",
+                             example_inputs=(torch.empty(64), torch.empty(64, dtype=torch.int64)))
+        d = r.doc
+        (count,) = [o["name"] for o in d["outputs"] if o.get("scratch")]
+        self.assertEqual(d["params"][:4], ["x", "Y", {"expr": "dim(x, 0)"}, {"expr": f"item({count})"}])
+        (glue,) = d["then"]  # (keep != 0).sum() before the kernel, into the scratch item() reads
+        self.assertEqual((glue["kernel_name"], glue["from"], glue.get("before")),
+                         ("kop_count_ne<T, U>", {"x": "keep", "y": count}, True))
+        self.assertNotIn("item", json.dumps(d.get("configs", [])))  # no variant requires it divisible
+        op = r.register(["sm_90"])
+        self.assertIn(torch.Tag.cudagraph_unsafe, op.default.tags)
+        self.assertEqual(op(torch.empty(5, device="meta"), torch.empty(5, dtype=torch.int64, device="meta")).shape,
+                         (5,))
+        with tempfile.TemporaryDirectory() as tmp:  # the package keeps it (Triton cannot be imported there)
+            path = os.path.join(tmp, "mean.kop")
+            r.build_package(path, ["sm_90"])
+            out = run_python_without("triton", f"""
+                import kernelop as ko, torch
+                op = ko.load_package({path!r})
+                params = ko._kernelop.Op.from_package({path!r}).parameters
+                print(torch.Tag.cudagraph_unsafe in op.default.tags, any("item(" in p for p in params))
+            """)
+        self.assertEqual(out.strip(), "True True")
+
+    def test_without_host_sync_item_is_refused_saying_how(self):
+        expect_error(self, ValueError, "kernelop reads one on the host at launch when the spec allows host syncs, "
+                     "ko.triton(..., host_sync=True)", ko.record_plugin, ko.triton(mean_of_kept_launch),
+                     op_name="kop_tt_hr::refused", example_inputs=(torch.empty(64), torch.empty(64, dtype=torch.int64)))
+
+    def test_torch_equal_decides_whether_a_kernel_runs(self):
+        r = ko.record_plugin(ko.triton(maybe_scale_launch, host_sync=True), op_name="kop_tt_hr::maybe_scale",
+                             example_inputs=(torch.empty(()), torch.empty(64)))
+        d = r.doc
+        self.assertEqual(d["kernel_name"], "scale_in_place_by")
+        self.assertEqual(d["when"], [{"tensor": "g", "!=": 1.0}])
+        self.assertEqual(d["outputs"][0]["init"], {"clone": "x"})
+        two = ko.record_plugin(ko.triton(copy_then_maybe_scale_launch, host_sync=True),
+                               op_name="kop_tt_hr::copy_scale", example_inputs=(torch.empty(()), torch.empty(64)))
+        self.assertNotIn("when", two.doc)  # the copy always runs
+        (then,) = two.doc["then"]
+        self.assertEqual((then["kernel_name"], then["when"]), ("scale_in_place_by", [{"tensor": "g", "!=": 0.5}]))
+        op = two.register(["sm_90"])
+        self.assertIn(torch.Tag.cudagraph_unsafe, op.default.tags)
+
+    def test_what_kernelop_does_not_record_is_refused_by_line(self):
+        for fn, examples, message in host_read_cases():
+            with self.subTest(fn.__name__):
+                expect_error(self, ValueError, message, ko.record_plugin, ko.triton(fn, host_sync=True),
+                             op_name=f"kop_tt_hr::{fn.__name__}", example_inputs=examples)
+        expect_error(self, TypeError, "kernelop.triton: host_sync must be True or False, got 1", ko.triton,
+                     maybe_scale_launch, host_sync=1)
+
+
 class Refusals(unittest.TestCase):
     def test_what_cannot_be_recorded_is_refused_naming_it(self):
         def two_launches(x: torch.Tensor) -> torch.Tensor:  # the second kernel takes an unknown keyword
@@ -2267,6 +2409,32 @@ class Registration(unittest.TestCase):
 class Cuda(unittest.TestCase):
     def setUp(self):
         torch.manual_seed(0)
+
+    def test_host_reads_at_launch_match_the_host_code(self):
+        # Note [host reads]: item() read after the count glue ran, call after call; `when` on the op's own kernel and
+        # on a later one; under a CUDA graph capture, refused before anything is read.
+        mean = ko.custom_plugin(ko.triton(mean_of_kept_launch, host_sync=True), op_name="kop_tt_hr_gpu::mean",
+                                example_inputs=(torch.empty(64), torch.empty(64, dtype=torch.int64)))
+        for n, kept in ((1000, 7), (5, 5), (77, 1)):
+            x = torch.randn(n, device="cuda")
+            keep = torch.zeros(n, dtype=torch.int64, device="cuda")
+            keep[torch.randperm(n, device="cuda")[:kept]] = 3
+            torch.testing.assert_close(mean(x, keep), x / kept, rtol=0, atol=0)
+        maybe = ko.custom_plugin(ko.triton(maybe_scale_launch, host_sync=True), op_name="kop_tt_hr_gpu::maybe",
+                                 example_inputs=(torch.empty(()), torch.empty(64)))
+        copy_scale = ko.custom_plugin(ko.triton(copy_then_maybe_scale_launch, host_sync=True),
+                                      op_name="kop_tt_hr_gpu::copy_scale",
+                                      example_inputs=(torch.empty(()), torch.empty(64)))
+        x = torch.randn(3000, device="cuda")
+        for g in (1.0, 0.5, 2.0, float("nan")):
+            gt = torch.tensor(g, device="cuda")
+            for op, skip in ((maybe, 1.0), (copy_scale, 0.5)):
+                want = x if g == skip else x * gt
+                torch.testing.assert_close(op(gt, x), want, rtol=0, atol=0, equal_nan=True, msg=f"{op} {g}")
+        with self.assertRaisesRegex(RuntimeError, "kop_tt_hr_gpu::maybe: reads the value of 'g' on the host at "
+                                                  "launch"):
+            with torch.cuda.graph(torch.cuda.CUDAGraph()):
+                maybe(torch.tensor(2.0, device="cuda"), x)
 
     def test_several_kernels_scratch_and_glue_match_torch(self):
         two = ko.custom_plugin(ko.triton(two_kernels_launch), op_name="kop_tt_two_gpu::z",

@@ -317,7 +317,11 @@ Registration register_op(KernelOp op, const RegisterOptions& options) {
                     torch::dispatch(c10::DispatchKey::ADInplaceOrView,
                                     impl::make_written_versions_kernel(state.get(), plan)));
     }
-    definition->def((plan.name + schema_text).c_str());
+    // Note [host reads]: an op that synchronises on a tensor's value is no graph node.
+    const std::vector<at::Tag> tags = reads_on_host(plan.spec)
+                                          ? std::vector<at::Tag>{at::Tag::cudagraph_unsafe}
+                                          : std::vector<at::Tag>{};
+    definition->def((plan.name + schema_text).c_str(), tags);
   } catch (const c10::Error& e) {
     std::string existing;
     if (auto h = c10::Dispatcher::singleton().findSchema({plan.op_name, ""}); h && h->hasSchema()) {

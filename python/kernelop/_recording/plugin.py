@@ -11,7 +11,7 @@ import json
 import os
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
+from typing import AbstractSet, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import torch
 
@@ -23,9 +23,10 @@ from .compiling import CompiledKernel, CompileJob, KernelBinary
 from .configs import check_config_values, conjunction, select_over_configs, validate_recorded
 from .interception import Handlers, NestedRecording, current_recording, intercepting, nested_message, recording
 from .program import Program, copies_checked, glue_launch, plan_program, storage_of
-from .tracing import (Input, LaunchFnRaised, check_returned_inputs, examples, inputs_json, layout_of, like_example,
-                      make_fakes, name_outputs, output_shapes, outputs_of, run_launch_fn, signature_inputs,
-                      tensor_name)
+from .program import VIEWS
+from .tracing import (HostTests, Input, LaunchFnRaised, check_returned_inputs, examples, inputs_json, layout_of,
+                      like_example, make_fakes, name_outputs, output_shapes, outputs_of, run_launch_fn,
+                      signature_inputs, tensor_name)
 
 
 def _accept_inputs(where: str, inputs: List[Input]) -> None:
@@ -196,6 +197,9 @@ class Recording:
             names = name_outputs(self.outputs[:returned], tensors, self.rec, reserved)
             self.out_names = names + name_outputs(self.outputs[returned:], tensors, self.rec,
                                                   set(reserved) | set(names), "scratch")
+        # item(t) names the tensor (Note [host reads]).
+        self.rec.tensor_names.update({st: n for t, n in zip(self.outputs, self.out_names)
+                                      if (st := storage_of(t)) is not None})
         return self.out_names
 
     def tensor_name(self, value: torch.Tensor, what: str) -> str:
@@ -529,7 +533,8 @@ def _discover(dsl: Dsl, spec: Any, where: str, inputs: List[Input], tensors: Dic
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            result, _ = run_launch_fn(where, rec, spec.launch_fn, fakes, intercepting({**_HOST, **dsl.intercept([])}))
+            result, _ = run_launch_fn(where, rec, spec.launch_fn, fakes, intercepting({**_HOST, **dsl.intercept([])}),
+                                      host=HostTests() if _host_sync(spec) else None)
     except NestedRecording:
         raise
     except Exception:  # noqa: BLE001 - the recording proper reports it
@@ -698,19 +703,27 @@ def _record_once(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], o
     rec = Recorder(where)
     if rank_free:  # the tensors recorded at two ranks (_higher_ranks)
         rec.rank_free = {name for name, t in tensors.items() if t.dim() >= 3}
+    paths = _host_paths(dsl, spec, where, inputs, tensors, rank_free) if _host_sync(spec) else None
     fakes = make_fakes(rec, inputs, tensors)
     launches: List[Any] = []
     derived = sizes.begin(rec)
+    host = HostTests(paths.decisions) if paths is not None else None
     try:
         result, writes = run_launch_fn(where, rec, spec.launch_fn, fakes,
-                                       intercepting({**_HOST, **dsl.intercept(launches)}), launches)
+                                       intercepting({**_HOST, **dsl.intercept(launches)}), launches, host)
     finally:
         sizes.end()
+    if host is not None:  # .item() values are unbacked sizes, written item(t) (Note [host reads])
+        rec.host_reads = {e.result.node.expr: e.args[0] for e in writes.events
+                          if e.op == "_local_scalar_dense" and isinstance(e.result, torch.SymInt)}
     launch, kernel_name = dsl.one_launch(where, launches)
     outputs, returned, permutes = outputs_of(where, result, rec)
-    # Several launches, scratch and glue (Note [recorded programs]), where the DSL tells each launch's tensors.
+    # Several launches, scratch and glue (Note [recorded programs]), where the DSL tells each launch's tensors; the
+    # tensors read on the host are needed like a kernel's (Note [host reads]).
     per_launch = [dsl.launch_tensors(x) for x in launches] if dsl.launch_tensors is not None else []
-    prog = plan_program(where, rec, writes.events, outputs, [t for t, _ in per_launch]) if per_launch else Program()
+    read = {f"read{i}": t for i, t in enumerate(writes.host_reads())}
+    prog = plan_program(where, rec, writes.events, outputs, [t for t, _ in per_launch] + [read]) if per_launch \
+        else Program()
     inits = writes.check(where, rec, outputs + prog.scratch, {storage_of(g.y) for g in prog.glue}, len(outputs))
     named = op_name is not None
     if op_name is None:  # named at the end after what was recorded; the kernel's name meanwhile
@@ -728,13 +741,17 @@ def _record_once(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], o
         for tensors, _ in per_launch:
             every.update({k: v for k, v in tensors.items() if k not in every})
         recording_.name_all(every, set().union(*[r for _, r in per_launch]))
+        reads = {n for t in read.values() if (n := rec.tensor_names.get(storage_of(t) or 0)) is not None}
         # The later kernels first: their grids' conditions on the sizes become the op's requirements too.
-        later = [_translate_later(dsl, recording_, spec, x, tensors) for x, (tensors, _) in
+        later = [_translate_later(dsl, recording_, spec, x, tensors, reads) for x, (tensors, _) in
                  zip(launches[1:], per_launch[1:])]
         order = _then_order(later, prog)
         recording_.then = _then_entries(recording_, order, prog)
     recorded = dsl.translate(recording_, spec, launch)
     check_returned_inputs(where, recorded.doc, returned)  # (before the name: a result is part of the op)
+    if paths is not None and host is not None:
+        positions = [next(i for i, x in enumerate(order) if x is r) for r in later]
+        _add_when(where, rec, paths, host, recorded.doc, recording_.then, positions)
     if recording_.then:
         recorded.doc["then"] = recording_.then
         recorded.then = order
@@ -752,6 +769,131 @@ def _record_once(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], o
             r.op_name = f"{recorded.op_name}_launch{k}"
     recording_.validate(recorded.doc)
     return recorded, rec, derived
+
+
+# Note [host paths]: a launch_fn that tests a tensor's value on the host (torch.equal(t, c), allowed by
+# ko.triton(..., host_sync=True): Note [host reads]) takes one branch per call. kernelop runs it once per combination
+# of its tests' outcomes, on fresh fakes (at most _MAX_HOST_PATHS): the branches may differ only in which kernels they
+# launch (the same aten ops, the same results). The op is the path with the most launches; every other path's
+# launches must be some of them, in order, and each launch gets as its `when` the outcomes that decide it: those all
+# the paths that make it share, which no path that skips it meets. Liger's cross entropy backward:
+#     if torch.equal(grad_output, torch.tensor(1.0)): pass          (skips its kernel)
+#     else: element_mul_kernel[(n_rows,)](...)                      -> "when": [{"tensor": "grad_output", "!=": 1.0}]
+_MAX_HOST_PATHS = 16
+
+
+def _host_sync(spec: Any) -> bool:
+    return bool(getattr(spec, "host_sync", False))
+
+
+@dataclass
+class HostPaths:
+    """The branch the recording takes (`decisions`), and per launch it makes the outcomes that decide it (test
+    index, outcome)."""
+
+    decisions: Tuple[bool, ...]
+    when: List[List[Tuple[int, bool]]]
+
+
+def _host_paths(dsl: Dsl, spec: Any, where: str, inputs: List[Input], tensors: Dict[str, torch.Tensor],
+                rank_free: bool) -> HostPaths:
+    """Note [host paths]: launch_fn run on every branch of its host tests."""
+    def run(decisions: Tuple[bool, ...]) -> Tuple[Tuple[bool, ...], List[Any], List[Any], Any, List[Any]]:
+        rec = Recorder(where)
+        if rank_free:
+            rec.rank_free = {name for name, t in tensors.items() if t.dim() >= 3}
+        fakes = make_fakes(rec, inputs, tensors)
+        launches: List[Any] = []
+        host = HostTests(decisions)
+        sizes.begin(rec)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                result, writes = run_launch_fn(where, rec, spec.launch_fn, fakes,
+                                               intercepting({**_HOST, **dsl.intercept(launches)}), launches, host)
+        finally:
+            sizes.end()
+        names = {storage_of(t.fake): t.name for t in rec.tensors}
+
+        def key(x: Any) -> Any:
+            if isinstance(x, torch.Tensor):
+                return names.get(storage_of(x)) or ("new", str(x.dtype), tuple(str(d) for d in x.shape))
+            return x if isinstance(x, (int, float, str, bool, type(None))) else type(x).__name__
+        launched = [(getattr(x, "fn", None), tuple(sorted((p, key(t)) for p, t in dsl.launch_tensors(x)[0].items()))
+                     if dsl.launch_tensors is not None else ()) for x in launches]
+        tests = [(key(t), c, at) for t, c, at in host.tests]
+        ops = [e.op for e in writes.events if e.op not in VIEWS]
+        results = [key(r) for r in (result if isinstance(result, (tuple, list)) else [result])]
+        taken = decisions[:len(tests)] + (False,) * max(0, len(tests) - len(decisions))
+        return taken, launched, tests, (ops, results), [at for _, _, at in host.tests]
+
+    paths = []
+    pending: List[Tuple[bool, ...]] = [()]
+    while pending:
+        prefix = pending.pop()
+        taken, launched, tests, rest, _ = run(prefix)
+        paths.append((taken, launched, tests, rest))
+        pending += [taken[:j] + (True,) for j in range(len(prefix), len(taken))]
+        if len(paths) + len(pending) > _MAX_HOST_PATHS:
+            raise ValueError(f"{where}: launch_fn's host tests (torch.equal) make more than {_MAX_HOST_PATHS} "
+                             "branches; kernelop records each branch of at most that many")
+    if len(paths) == 1:
+        return HostPaths(paths[0][0], [[] for _ in paths[0][1]])
+    lines = ", ".join(dict.fromkeys(at for _, _, tests, _ in paths for _, _, at in tests))
+
+    def refuse(why: str) -> ValueError:
+        return ValueError(f"{where}: launch_fn's branches on its host tests (torch.equal at {lines}) {why}; "
+                          "kernelop records branches that differ only in which kernels they launch (Note [host "
+                          "paths], docs/triton.md)")
+    for taken, _, tests, rest in paths:
+        if rest != paths[0][3]:
+            raise refuse("run different host code or return different tensors")
+        for j, t in enumerate(tests):
+            other = next((p[2][j] for p in paths if len(p[2]) > j), t)
+            if t[:2] != other[:2]:
+                raise refuse("test different tensors at one point")
+    main = max(range(len(paths)), key=lambda i: len(paths[i][1]))
+    main_launches = paths[main][1]
+    present: List[List[int]] = [[] for _ in main_launches]  # per main launch, the paths that make it
+    for i, (_, launched, _, _) in enumerate(paths):
+        at = 0
+        for x in launched:  # a subsequence of the main path's launches, matched in order
+            while at < len(main_launches) and main_launches[at] != x:
+                at += 1
+            if at == len(main_launches):
+                raise refuse("launch different kernels or the same kernel on other tensors")
+            present[at].append(i)
+            at += 1
+    when: List[List[Tuple[int, bool]]] = []
+    for k, made in enumerate(present):
+        shared = [(j, v) for j, v in enumerate(paths[made[0]][0])
+                  if all(len(paths[i][0]) > j and paths[i][0][j] == v for i in made)]
+        for i in range(len(paths)):
+            if i not in made and all(len(paths[i][0]) > j and paths[i][0][j] == v for j, v in shared):
+                raise refuse(f"launch kernel {k + 1} on outcomes of the tests that no conjunction of them tells")
+            if i not in made and any(len(paths[i][0]) <= j for j, _ in shared):
+                raise refuse(f"skip kernel {k + 1} on a branch that does not reach the tests that decide it")
+        when.append([] if len(made) == len(paths) else shared)
+    return HostPaths(paths[main][0], when)
+
+
+def _add_when(where: str, rec: Recorder, paths: HostPaths, host: HostTests, doc: Dict[str, Any],
+              then: List[Dict[str, Any]], positions: List[int]) -> None:
+    """Each launch's `when` (Note [host paths]) in its spec: the op's own kernel's in `doc`, kernel k's in its
+    entry of `then` (`positions[k - 1]`)."""
+    names: Dict[Optional[int], str] = {storage_of(t.fake): t.name for t in rec.tensors}
+    names.update(dict(rec.tensor_names.items()))
+    for k, literals in enumerate(paths.when):
+        tests = []
+        for j, outcome in literals:
+            t, c, at = host.tests[j]
+            name = names.get(storage_of(t))
+            if name is None or t.storage_offset() != 0:
+                raise ValueError(f"{where}: launch_fn tests a tensor on the host (torch.equal at {at}) that is no "
+                                 "input, output or scratch of the op as a whole; test one of those")
+            tests.append({"tensor": name, "==" if outcome else "!=": c})
+        if tests:
+            (doc if k == 0 else then[positions[k - 1]])["when"] = tests
 
 
 def _then_order(later: List[Optional[RecordedPlugin]], prog: Program) -> List[Optional[RecordedPlugin]]:
@@ -774,9 +916,11 @@ def _then_entries(ctx: Recording, order: List[Optional[RecordedPlugin]], prog: P
     return out
 
 
-def _translate_later(dsl: Dsl, ctx: Recording, spec: Any, launch: Any, tensors: Dict[str, Any]) -> RecordedPlugin:
+def _translate_later(dsl: Dsl, ctx: Recording, spec: Any, launch: Any, tensors: Dict[str, Any],
+                     reads: AbstractSet[str] = frozenset()) -> RecordedPlugin:
     """A later kernel of the op (Note [recorded programs]) as a spec of its own: the op's inputs, the outputs and
-    scratch it writes as its outputs, those it only reads as inputs. Its meta-parameters are launch_fn's (the op's
+    scratch it writes as its outputs, those it only reads as inputs, and those read on the host (`reads`: its item()
+    arguments and `when` tests may read them, Note [host reads]). Its meta-parameters are launch_fn's (the op's
     configs tune its first kernel)."""
     r = dsl.translate(dataclasses.replace(ctx, later=True, meta_impl=None, then=[]),
                       dataclasses.replace(spec, configs=()), launch)
@@ -795,6 +939,6 @@ def _translate_later(dsl: Dsl, ctx: Recording, spec: Any, launch: Any, tensors: 
                       if o["name"] in passed and o["name"] in writes]
     doc["inputs"] = [dict(i) for i in doc["inputs"]] + [
         {"name": n, "dtype": str(by_name[n].dtype).replace("torch.", "")} for n in ctx.out_names
-        if n in passed and n not in writes]
+        if (n in passed and n not in writes) or (n in reads and n not in passed)]
     r.doc = doc
     return r

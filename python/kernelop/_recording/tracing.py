@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import traceback
+from dataclasses import dataclass, field
 import typing
 from typing import Any, Callable, ContextManager, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
@@ -111,11 +112,13 @@ def make_fakes(rec: Recorder, inputs: List[Input], examples: Dict[str, torch.Ten
 
 
 def run_launch_fn(where: str, rec: Recorder, launch_fn: Callable[..., Any], fakes: List[Any],
-                  intercept: ContextManager[Any], launches: Optional[List[Any]] = None) -> Tuple[Any, "HostOps"]:
+                  intercept: ContextManager[Any], launches: Optional[List[Any]] = None,
+                  host: Optional["HostTests"] = None) -> Tuple[Any, "HostOps"]:
     """Runs launch_fn once on the fakes, under the recorder's fake mode and `intercept` (which patches the DSL's
     launch for this thread, Note [interception]), watching for host-side work (placed among `launches`, the list
-    the interception appends to); errors say what kernelop was doing."""
-    writes = HostOps(launches)
+    the interception appends to); errors say what kernelop was doing. `host`: the host syncs launch_fn may make
+    (Note [host reads]), None: none."""
+    writes = HostOps(launches, host)
     try:
         with intercept, rec.mode, writes:
             result = launch_fn(*fakes)
@@ -126,6 +129,55 @@ def run_launch_fn(where: str, rec: Recorder, launch_fn: Callable[..., Any], fake
                              "sizes")
         raise LaunchFnRaised(str(error)) from e
     return result, writes
+
+
+class Constants:
+    """Tensors (held, by identity: comparing fake tensors would compare their data) -> their constant value, or
+    None for a constant of several elements."""
+
+    def __init__(self) -> None:
+        self._values: Dict[int, Tuple[Any, Optional[float]]] = {}
+
+    def __contains__(self, t: Any) -> bool:
+        return id(t) in self._values
+
+    def __getitem__(self, t: Any) -> Optional[float]:
+        return self._values[id(t)][1]
+
+    def __setitem__(self, t: Any, value: Optional[float]) -> None:
+        self._values[id(t)] = (t, value)
+
+
+@dataclass
+class HostTests:
+    """Note [host reads] while recording, when the spec allows host syncs (``ko.triton(..., host_sync=True)``):
+    ``t.item()`` of a one-element integer tensor is an unbacked size the recorder writes ``item(t)``, and each
+    ``torch.equal(t, c)`` of a one-element tensor t and a constant c is a test: launch_fn takes the branch
+    `decisions` gives it (False beyond them), and the recorder runs it once per branch (Note [host paths])."""
+
+    decisions: Tuple[bool, ...] = ()
+    tests: List[Tuple[Any, float, str]] = field(default_factory=list)  # (t, c, line) in the order made
+
+    def equal(self, where: str, a: Any, b: Any, constants: Any) -> bool:
+        """torch.equal(a, b), one of them a constant (`constants`: tensor -> its value)."""
+        at = user_location(traceback.extract_stack()[:-2]) or "?"
+        const = [x for x in (a, b) if x in constants]
+        if not const:
+            raise ValueError(f"{where}: launch_fn compares two tensors on the host (torch.equal at {at}); kernelop "
+                             "tests a one-element tensor against a constant (torch.equal(t, torch.tensor(1.0)))")
+        c = const[-1]
+        t = a if c is b else b
+        if [str(d) for d in t.shape] != [str(d) for d in c.shape]:
+            if any(not isinstance(d, int) for d in t.shape):
+                raise ValueError(f"{where}: launch_fn tests a tensor of shape {list(t.shape)} against a constant "
+                                 f"on the host (torch.equal at {at}); kernelop tests tensors of one element")
+            return False  # torch.equal of different shapes: never equal
+        if t.numel() != 1 or c.numel() != 1 or constants[c] is None:
+            raise ValueError(f"{where}: launch_fn tests a tensor of {t.numel()} elements on the host (torch.equal at "
+                             f"{at}); kernelop tests tensors of one element")
+        self.tests.append((t, constants[c], at))
+        k = len(self.tests) - 1
+        return self.decisions[k] if k < len(self.decisions) else False
 
 
 class LaunchFnRaised(ValueError):
@@ -166,16 +218,23 @@ class HostOps(TorchDispatchMode):
     result: refused."""
 
 
-    def __init__(self, launches: Optional[List[Any]] = None) -> None:
+    def __init__(self, launches: Optional[List[Any]] = None, host: Optional[HostTests] = None) -> None:
         super().__init__()
+        self.host = host
+        # Note [host reads]: one-element constants (torch.tensor(1.0, device=...), torch.ones(())), by tensor.
+        self.constants = Constants()
         # storage -> (op name, its arguments, the tensor an in-place op wrote: None for one that made a tensor)
         self.ops: Dict[int, List[Tuple[str, Tuple[Any, ...], Any]]] = {}
         self.launches = launches if launches is not None else []
         self.events: List[Event] = []  # every aten op, in order, placed among the launches (Note [recorded programs])
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        out = func(*args, **(kwargs or {}))
         name = func._schema.name.split("::")[-1]
+        if self.host is not None and name in ("equal", "_local_scalar_dense"):
+            return self._host_read(func, name, args)
+        out = func(*args, **(kwargs or {}))
+        if self.host is not None:
+            self._note_constant(name, args, out)
         self.events.append(Event(len(self.launches), name, tuple(args), dict(kwargs or {}), out,
                                  user_location(traceback.extract_stack()[:-1]) or "?"))
         written: List[Tuple[Any, Any]] = [(out, None)] if func._schema.returns and not func._schema.is_mutable else []
@@ -197,6 +256,49 @@ class HostOps(TorchDispatchMode):
                     except (RuntimeError, NotImplementedError):
                         pass
         return out
+
+    def _host_read(self, func: Any, name: str, args: Any) -> Any:
+        """Note [host reads]: torch.equal decided by the branch taken; .item() of a one-element integer tensor an
+        unbacked size (as PyTorch's fake tensors make it), recorded as an event with its tensor."""
+        assert self.host is not None
+        where = "launch_fn"
+        at = user_location(traceback.extract_stack()[:-2]) or "?"
+        if name == "equal":
+            out: Any = self.host.equal(where, args[0], args[1], self.constants)
+        else:
+            t = args[0]
+            if t.dtype.is_floating_point or t.dtype.is_complex:
+                raise ValueError(f"{where} reads a {str(t.dtype).replace('torch.', '')} value on the host (.item() "
+                                 f"at {at}); kernelop reads integer values at launch (item(t), passed to kernels) "
+                                 "and tests values (torch.equal(t, constant))")
+            if any(not isinstance(d, int) for d in t.shape) or t.numel() != 1:
+                raise ValueError(f"{where} reads a value of a tensor of shape {list(t.shape)} on the host (.item() "
+                                 f"at {at}); kernelop reads tensors of one element")
+            out = func(*args)
+        self.events.append(Event(len(self.launches), name, tuple(args), {}, out, at))
+        return out
+
+    def _note_constant(self, name: str, args: Any, out: Any) -> None:
+        """Note [host reads]: a tensor launch_fn made as a constant (torch.tensor(c), ones, full), or a copy of one:
+        its value when it has one element, else None."""
+        from torch.utils._python_dispatch import _disable_current_modes
+        if not isinstance(out, torch.Tensor) or any(not isinstance(d, int) for d in out.shape):
+            return
+        one = out.numel() == 1
+        if name in ("_to_copy", "clone", "detach", "alias", "lift_fresh_copy") and args and args[0] in self.constants:
+            self.constants[out] = self.constants[args[0]] if one else None
+        elif name == "lift_fresh" and getattr(out, "constant", None) is not None:
+            with _disable_current_modes():
+                self.constants[out] = float(out.constant.item()) if one else None
+        elif name in FILL:
+            self.constants[out] = float(FILL[name]) if one else None
+        elif name in FILL_ARG and len(args) > FILL_ARG[name] and isinstance(args[FILL_ARG[name]], (int, float)):
+            self.constants[out] = float(args[FILL_ARG[name]]) if one else None
+
+    def host_reads(self) -> List[Any]:
+        """The tensors launch_fn read on the host (.item(), torch.equal's tested tensor)."""
+        tested = [t for t, _, _ in self.host.tests] if self.host is not None else []
+        return [e.args[0] for e in self.events if e.op == "_local_scalar_dense"] + tested
 
     def check(self, where: str, rec: Recorder, outputs: List[Any], glued: Any = (),
               returned: Optional[int] = None) -> List[Optional[Dict[str, Any]]]:
