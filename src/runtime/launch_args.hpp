@@ -63,6 +63,10 @@ struct Frame {
   int arch = 0;                            // the device's compute capability (arch())
   int sm_count = 0;                        // the device's number of SMs (sm_count())
   const HostReader* host = nullptr;        // item() (set by a launch whose arguments read it)
+  // item() values, read once a call (per tensor slot, bit `slot` of items_read): a tuning run's
+  // launches, captured in a graph, reuse what the call read first.
+  mutable std::array<std::int64_t, kMaxKernelArgs> items;
+  mutable std::uint64_t items_read = 0;
 };
 
 /// The sizes a frame knows, for the one shape evaluator (Note [one shape evaluator]).
@@ -93,8 +97,14 @@ struct FrameSizes {
   std::int64_t arch() const { return frame.arch; }
   std::int64_t sm_count() const { return frame.sm_count; }
   std::int64_t item(int slot) const {
-    KERNELOP_INTERNAL_CHECK(frame.host != nullptr) << "(item() read with no host reader)";
-    return frame.host->integer(slot, view(slot));
+    static_assert(kMaxKernelArgs <= 64, "items_read holds a bit per tensor slot");
+    const std::uint64_t bit = std::uint64_t{1} << slot;
+    if (!(frame.items_read & bit)) {
+      KERNELOP_INTERNAL_CHECK(frame.host != nullptr) << "(item() read with no host reader)";
+      frame.items[static_cast<std::size_t>(slot)] = frame.host->integer(slot, view(slot));
+      frame.items_read |= bit;
+    }
+    return frame.items[static_cast<std::size_t>(slot)];
   }
   std::string shape_text(int slot) const { return shape(slot).to_string(); }
 };

@@ -2415,11 +2415,17 @@ class Cuda(unittest.TestCase):
         # on a later one; under a CUDA graph capture, refused before anything is read.
         mean = ko.custom_plugin(ko.triton(mean_of_kept_launch, host_sync=True), op_name="kop_tt_hr_gpu::mean",
                                 example_inputs=(torch.empty(64), torch.empty(64, dtype=torch.int64)))
-        for n, kept in ((1000, 7), (5, 5), (77, 1)):
+        # Two configs: the first call of a size times them (in a CUDA graph of each one's launches), reading the
+        # count once for the call.
+        tuned = ko.custom_plugin(ko.triton(mean_of_kept_launch, [{"BLOCK": 128}, {"BLOCK": 1024}], host_sync=True),
+                                 op_name="kop_tt_hr_gpu::mean_tuned",
+                                 example_inputs=(torch.empty(64), torch.empty(64, dtype=torch.int64)))
+        for n, kept in ((1000, 7), (5, 5), (77, 1), (1 << 20, 3)):
             x = torch.randn(n, device="cuda")
             keep = torch.zeros(n, dtype=torch.int64, device="cuda")
             keep[torch.randperm(n, device="cuda")[:kept]] = 3
             torch.testing.assert_close(mean(x, keep), x / kept, rtol=0, atol=0)
+            torch.testing.assert_close(tuned(x, keep), x / kept, rtol=0, atol=0)
         maybe = ko.custom_plugin(ko.triton(maybe_scale_launch, host_sync=True), op_name="kop_tt_hr_gpu::maybe",
                                  example_inputs=(torch.empty(()), torch.empty(64)))
         copy_scale = ko.custom_plugin(ko.triton(copy_then_maybe_scale_launch, host_sync=True),
