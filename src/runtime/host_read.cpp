@@ -18,6 +18,7 @@ std::string read_element(const OpPlan& p, const DeviceModule& m, void* stream, i
   const std::string& name = p.tensors[static_cast<std::size_t>(slot)].name;
   const Driver& d = *m.driver;
   auto s = static_cast<CUstream>(stream);
+  ScopedContext scope(d, m.context);  // the stream's context, for the capture query too
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
   check_cuda(d.cuStreamIsCapturing(s, &capture), "cuStreamIsCapturing", name);
   if (capture != CU_STREAM_CAPTURE_STATUS_NONE) {
@@ -32,10 +33,9 @@ std::string read_element(const OpPlan& p, const DeviceModule& m, void* stream, i
         << v.shape.numel() << " (shape " << v.shape.to_string() << ")";
   }
   std::string bytes(dtype_size(v.dtype), '\0');
-  ScopedContext scope(d, m.context);
-  check_cuda(d.cuMemcpyDtoHAsync(bytes.data(), reinterpret_cast<CUdeviceptr>(v.data),
-                                 bytes.size(), s),
-             "cuMemcpyDtoHAsync", name);
+  check_cuda(
+      d.cuMemcpyDtoHAsync(bytes.data(), reinterpret_cast<CUdeviceptr>(v.data), bytes.size(), s),
+      "cuMemcpyDtoHAsync", name);
   check_cuda(d.cuStreamSynchronize(s), "cuStreamSynchronize", name);
   return bytes;
 }
@@ -43,6 +43,11 @@ std::string read_element(const OpPlan& p, const DeviceModule& m, void* stream, i
 }  // namespace
 
 double HostReader::value(int slot, const TensorView& v) const {
+  if (v.dtype == DType::Float8E4M3 || v.dtype == DType::Float8E5M2) {
+    KERNELOP_RAISE(op_error(plan, ErrorKind::Type))
+        << "tests the value of '" << plan.tensors[static_cast<std::size_t>(slot)].name << "', a "
+        << dtype_name(v.dtype) << " tensor; kernelop reads float8 values not at all";
+  }
   HostTensor t(Shape{}, v.dtype);
   t.decode(read_element(plan, module, stream, slot, v));
   return t.values[0];

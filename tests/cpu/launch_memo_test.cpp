@@ -754,6 +754,42 @@ TEST(HostReads, ReadValuesWhenTheLaunchIsReached) {
       "capture; run it outside the graph");
   fake().memory_ops();
 
+  // A later launch with a `when`: tested when it is reached, after the op's own kernel.
+  const std::string two = R"json({
+    "op": "host_test::two",
+    "kernel_name": "first",
+    "kernel_source": "extern \"C\" __global__ void first(const float* x, float* y) {}\n",
+    "inputs": [{"name": "x", "dtype": "float32"}, {"name": "g", "dtype": "int32"}],
+    "outputs": [{"name": "y", "shape": {"same_as": "x"}},
+                {"name": "s", "shape": {"same_as": "x"}, "dtype": "float32", "scratch": true}],
+    "params": ["x", "s"],
+    "geometry": {"custom": {"grid": [1], "block": [32]}},
+    "then": [{"kernel_name": "second",
+              "kernel_source": "extern \"C\" __global__ void second(const float* s, float* y) {}\n",
+              "inputs": [{"name": "s"}, {"name": "g"}], "outputs": [{"name": "y", "shape": {"same_as": "s"}}],
+              "params": ["s", "y"], "when": [{"tensor": "g", "==": 0}],
+              "geometry": {"custom": {"grid": [2], "block": [32]}}}]
+  })json";
+  OpDecl two_decl = parse_op_json(two, ".");
+  EXPECT_EQ(parse_op_json(print_op_json(two_decl), "."), two_decl);
+  CompiledImage two_image = compile_for_test(two_decl);
+  record_launches_of(two_image);  // both kernels take two pointers
+  KernelOp two_op(two_image);
+  Call t = x_to_y(Shape{4});
+  t.inputs.push_back(tensor(0x500000, DType::Int32, Shape{}));
+  put(0x500000, std::int32_t{0});
+  std::string both = outcome(two_op, t);
+  EXPECT_NE(both.find("grid=1,1,1"), std::string::npos) << both;
+  EXPECT_NE(both.find("grid=2,1,1"), std::string::npos) << both;
+  std::string memory = fake().memory_ops();
+  EXPECT_EQ(memory.find("read"), memory.rfind("read")) << memory;  // tested once
+  EXPECT_NE(memory.find("read 0x500000 bytes=4\n"), std::string::npos) << memory;
+  put(0x500000, std::int32_t{7});
+  std::string one = outcome(two_op, t);
+  EXPECT_NE(one.find("grid=1,1,1"), std::string::npos) << one;
+  EXPECT_EQ(one.find("grid=2,1,1"), std::string::npos) << one;
+  fake().memory_ops();
+
   auto refused = [&](const std::string& from, const std::string& to, const std::string& want) {
     std::string text = spec;
     text.replace(text.find(from), from.size(), to);

@@ -1705,12 +1705,43 @@ def host_read_cases():
             scale_in_place_by[(1,)](y, g, y.numel(), BLOCK=256)
         return y
 
+    def other_arguments(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        y = torch.empty_like(x)
+        divide_by[(1,)](x, y, x.numel(), 1 if torch.equal(g, torch.tensor(1.0, device=g.device)) else 2, BLOCK=256)
+        return y
+
+    def other_fill(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        y = torch.full_like(x, 0.0 if torch.equal(g, torch.tensor(1.0, device=g.device)) else 1.0)
+        scale_in_place_by[(1,)](y, g, y.numel(), BLOCK=256)
+        return y
+
+    def written_before_the_launch_it_decides(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        y = x.clone()
+        h = g.clone()
+        one = torch.equal(h, torch.tensor(1.0, device=g.device))
+        scale_in_place_by[(1,)](h, h, 1, BLOCK=256)  # h = h * h, after the test
+        if not one:
+            scale_in_place_by[(1,)](y, h, y.numel(), BLOCK=256)
+        return y
+
+    def int_against_float(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        y = x.clone()
+        if not torch.equal(g.to(torch.int32), torch.tensor(1.0, device=g.device)):
+            scale_in_place_by[(1,)](y, g, y.numel(), BLOCK=256)
+        return y
+
     scalar_g = (torch.empty(()), torch.empty(64))
     return [
+        (other_arguments, scalar_g, "launch different kernels, or the same kernel with other arguments"),
+        (other_fill, scalar_g, "run different host code (or the same with other arguments)"),
+        (written_before_the_launch_it_decides, scalar_g, "and launch_fn's kernel 1 (in launch order) writes it before "
+                                                         "the kernel that read decides"),
+        (int_against_float, scalar_g, "tests a int32 tensor against a float32 constant"),
         (float_item, (torch.empty(64),), "reads a float32 value on the host (.item() at "),
-        (other_kernels, scalar_g, "launch different kernels or the same kernel on other tensors; kernelop records "
-                                  "branches that differ only in which kernels they launch"),
-        (other_host_code, scalar_g, "run different host code or return different tensors"),
+        (other_kernels, scalar_g, "launch different kernels, or the same kernel with other arguments; kernelop "
+                                  "records branches that differ only in which kernels they launch"),
+        (other_host_code, scalar_g, "run different host code (or the same with other arguments) or return different "
+                                    "tensors"),
         (two_tensors, scalar_g, "launch_fn compares two tensors on the host (torch.equal at "),
         (many_elements, (torch.empty(()), torch.empty(4)), "kernelop tests tensors of one element"),
     ]
@@ -2089,6 +2120,15 @@ class HostReads(unittest.TestCase):
         self.assertEqual(d["kernel_name"], "scale_in_place_by")
         self.assertEqual(d["when"], [{"tensor": "g", "!=": 1.0}])
         self.assertEqual(d["outputs"][0]["init"], {"clone": "x"})
+        # The constant as its dtype holds it (torch.equal compares that): float32's 0.1, not the double 0.1.
+        def tenth(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+            y = x.clone()
+            if not torch.equal(g, torch.full((), 0.1, device=g.device)):
+                scale_in_place_by[(1,)](y, g, y.numel(), BLOCK=256)
+            return y
+        r = ko.record_plugin(ko.triton(tenth, host_sync=True), op_name="kop_tt_hr::tenth",
+                             example_inputs=(torch.empty(()), torch.empty(64)))
+        self.assertEqual(r.doc["when"], [{"tensor": "g", "!=": float(torch.tensor(0.1))}])
         two = ko.record_plugin(ko.triton(copy_then_maybe_scale_launch, host_sync=True),
                                op_name="kop_tt_hr::copy_scale", example_inputs=(torch.empty(()), torch.empty(64)))
         self.assertNotIn("when", two.doc)  # the copy always runs

@@ -752,6 +752,12 @@ def _record_once(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], o
     if paths is not None and host is not None:
         positions = [next(i for i, x in enumerate(order) if x is r) for r in later]
         _add_when(where, rec, paths, host, recorded.doc, recording_.then, positions)
+        docs = [recorded.doc] + [recording_.then[k] for k in positions]
+        by_storage: Dict[int, str] = {**{storage_of(t.fake) or 0: t.name for t in rec.tensors}, **rec.tensor_names}
+        written = [r.writes if r is not None and r.writes is not None else  # else: what it takes, written or not
+                   {by_storage.get(storage_of(t) or 0) for t in ts.values()}
+                   for r, (ts, _) in zip([recorded] + later, per_launch)]
+        _check_read_when_reached(where, rec, paths, host, writes.events, docs, written, prog)
     if recording_.then:
         recorded.doc["then"] = recording_.then
         recorded.then = order
@@ -814,18 +820,34 @@ def _host_paths(dsl: Dsl, spec: Any, where: str, inputs: List[Input], tensors: D
         finally:
             sizes.end()
         names = {storage_of(t.fake): t.name for t in rec.tensors}
+        made: Dict[Optional[int], int] = {}  # a tensor launch_fn made: the aten op that made its storage
+        for i, e in enumerate(writes.events):
+            for t in (e.result if isinstance(e.result, (tuple, list)) else [e.result]):
+                if isinstance(t, torch.Tensor):
+                    made.setdefault(storage_of(t), i)
 
         def key(x: Any) -> Any:
+            """What a branch did with `x`, comparable across branches: every argument, every view."""
             if isinstance(x, torch.Tensor):
-                return names.get(storage_of(x)) or ("new", str(x.dtype), tuple(str(d) for d in x.shape))
-            return x if isinstance(x, (int, float, str, bool, type(None))) else type(x).__name__
-        launched = [(getattr(x, "fn", None), tuple(sorted((p, key(t)) for p, t in dsl.launch_tensors(x)[0].items()))
-                     if dsl.launch_tensors is not None else ()) for x in launches]
-        tests = [(key(t), c, at) for t, c, at in host.tests]
-        ops = [e.op for e in writes.events if e.op not in VIEWS]
+                st = storage_of(x)
+                return (names[st] if st in names else ("made by", made.get(st)), str(x.dtype),
+                        tuple(str(d) for d in x.shape), tuple(str(d) for d in x.stride()), str(x.storage_offset()))
+            if isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+                return str(x.node.expr)
+            if isinstance(x, (list, tuple)):
+                return tuple(key(v) for v in x)
+            if isinstance(x, dict):
+                return tuple(sorted((str(k), key(v)) for k, v in x.items()))
+            if isinstance(x, (int, float, str, bool, type(None), torch.dtype, torch.device)):
+                return x
+            return getattr(x, "__code__", None) or type(x).__name__  # a grid function: its code
+        launched = [(getattr(x, "fn", None), key(getattr(x, "args", ())), key(getattr(x, "kwargs", {})),
+                     key(getattr(x, "grid", None))) for x in launches]
+        tests = [(key(test[0]), test[1], test[2]) for test in host.tests]
+        ops = [(e.op, key(e.args), key(e.kwargs)) for e in writes.events if e.op not in VIEWS]
         results = [key(r) for r in (result if isinstance(result, (tuple, list)) else [result])]
         taken = decisions[:len(tests)] + (False,) * max(0, len(tests) - len(decisions))
-        return taken, launched, tests, (ops, results), [at for _, _, at in host.tests]
+        return taken, launched, tests, (ops, results), [test[2] for test in host.tests]
 
     paths = []
     pending: List[Tuple[bool, ...]] = [()]
@@ -847,7 +869,7 @@ def _host_paths(dsl: Dsl, spec: Any, where: str, inputs: List[Input], tensors: D
                           "paths], docs/triton.md)")
     for taken, _, tests, rest in paths:
         if rest != paths[0][3]:
-            raise refuse("run different host code or return different tensors")
+            raise refuse("run different host code (or the same with other arguments) or return different tensors")
         for j, t in enumerate(tests):
             other = next((p[2][j] for p in paths if len(p[2]) > j), t)
             if t[:2] != other[:2]:
@@ -861,7 +883,7 @@ def _host_paths(dsl: Dsl, spec: Any, where: str, inputs: List[Input], tensors: D
             while at < len(main_launches) and main_launches[at] != x:
                 at += 1
             if at == len(main_launches):
-                raise refuse("launch different kernels or the same kernel on other tensors")
+                raise refuse("launch different kernels, or the same kernel with other arguments")
             present[at].append(i)
             at += 1
     when: List[List[Tuple[int, bool]]] = []
@@ -886,7 +908,7 @@ def _add_when(where: str, rec: Recorder, paths: HostPaths, host: HostTests, doc:
     for k, literals in enumerate(paths.when):
         tests = []
         for j, outcome in literals:
-            t, c, at = host.tests[j]
+            t, c, at = host.tests[j][:3]
             name = names.get(storage_of(t))
             if name is None or t.storage_offset() != 0:
                 raise ValueError(f"{where}: launch_fn tests a tensor on the host (torch.equal at {at}) that is no "
@@ -894,6 +916,33 @@ def _add_when(where: str, rec: Recorder, paths: HostPaths, host: HostTests, doc:
             tests.append({"tensor": name, "==" if outcome else "!=": c})
         if tests:
             (doc if k == 0 else then[positions[k - 1]])["when"] = tests
+
+
+def _check_read_when_reached(where: str, rec: Recorder, paths: HostPaths, host: HostTests, events: List[Any],
+                             docs: List[Dict[str, Any]], written: List[Any], prog: Program) -> None:
+    """Note [host reads]: kernelop reads a tested or .item()'d tensor when the launch it decides is reached, and
+    launch_fn read it earlier: nothing between the two may write it (a kernel, `written`, or the glue)."""
+    names: Dict[Optional[int], str] = {storage_of(t.fake): t.name for t in rec.tensors}
+    names.update(dict(rec.tensor_names.items()))
+    reads = [(test[0], test[2], test[3], test[4],
+              [k for k, lits in enumerate(paths.when) if any(j == i for j, _ in lits)])
+             for i, test in enumerate(host.tests)]
+    for e_index, e in enumerate(events):
+        if e.op == "_local_scalar_dense":
+            name = names.get(storage_of(e.args[0]))
+            reads.append((e.args[0], e.where, e.position, e_index,
+                          [k for k, d in enumerate(docs) if f"item({name})" in json.dumps(d.get("params", []))]))
+    for t, at, position, event, users in reads:
+        name = names.get(storage_of(t))
+        for k in users:
+            writer = next((f"launch_fn's kernel {m + 1} (in launch order)" for m in range(position, k)
+                           if name in (written[m] or ())), None) or \
+                next((f"kernelop's glue at {g.where}" for g in prog.glue
+                      if g.event > event and g.position <= k and storage_of(g.y) == storage_of(t)), None)
+            if writer is not None:
+                raise ValueError(f"{where}: launch_fn reads '{name}' on the host (at {at}), and {writer} writes it "
+                                 "before the kernel that read decides; kernelop reads it when that kernel is reached, "
+                                 "so it would read the new value: read it after the write, or read a copy")
 
 
 def _then_order(later: List[Optional[RecordedPlugin]], prog: Program) -> List[Optional[RecordedPlugin]]:

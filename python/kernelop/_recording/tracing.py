@@ -131,6 +131,13 @@ def run_launch_fn(where: str, rec: Recorder, launch_fn: Callable[..., Any], fake
     return result, writes
 
 
+def _as_dtype(value: Any, dtype: torch.dtype) -> float:
+    """`value` (a number or a one-element real tensor) as a tensor of `dtype` holds it, exactly, as a float."""
+    from torch.utils._python_dispatch import _disable_current_modes
+    with _disable_current_modes():
+        return float(torch.as_tensor(value).reshape(-1)[0].to(dtype).item())
+
+
 class Constants:
     """Tensors (held, by identity: comparing fake tensors would compare their data) -> their constant value, or
     None for a constant of several elements."""
@@ -147,6 +154,9 @@ class Constants:
     def __setitem__(self, t: Any, value: Optional[float]) -> None:
         self._values[id(t)] = (t, value)
 
+    def forget(self, t: Any) -> None:
+        self._values.pop(id(t), None)
+
 
 @dataclass
 class HostTests:
@@ -156,10 +166,11 @@ class HostTests:
     `decisions` gives it (False beyond them), and the recorder runs it once per branch (Note [host paths])."""
 
     decisions: Tuple[bool, ...] = ()
-    tests: List[Tuple[Any, float, str]] = field(default_factory=list)  # (t, c, line) in the order made
+    # (t, c, line, launches before it, its event index) in the order made
+    tests: List[Tuple[Any, float, str, int, int]] = field(default_factory=list)
 
-    def equal(self, where: str, a: Any, b: Any, constants: Any) -> bool:
-        """torch.equal(a, b), one of them a constant (`constants`: tensor -> its value)."""
+    def equal(self, where: str, a: Any, b: Any, constants: Any, position: int = 0, event: int = 0) -> bool:
+        """torch.equal(a, b), one of them a constant (`constants`: tensor -> its value, in its dtype)."""
         at = user_location(traceback.extract_stack()[:-2]) or "?"
         const = [x for x in (a, b) if x in constants]
         if not const:
@@ -175,7 +186,12 @@ class HostTests:
         if t.numel() != 1 or c.numel() != 1 or constants[c] is None:
             raise ValueError(f"{where}: launch_fn tests a tensor of {t.numel()} elements on the host (torch.equal at "
                              f"{at}); kernelop tests tensors of one element")
-        self.tests.append((t, constants[c], at))
+        if t.dtype.is_floating_point != c.dtype.is_floating_point or t.dtype.is_complex or c.dtype.is_complex:
+            # torch.equal promotes both to one dtype; an integer and a float may round there: refused, not guessed
+            raise ValueError(f"{where}: launch_fn tests a {str(t.dtype)[6:]} tensor against a {str(c.dtype)[6:]} "
+                             f"constant on the host (torch.equal at {at}); kernelop tests a tensor against a constant "
+                             "of its kind (floating or integer)")
+        self.tests.append((t, constants[c], at, position, event))
         k = len(self.tests) - 1
         return self.decisions[k] if k < len(self.decisions) else False
 
@@ -264,7 +280,7 @@ class HostOps(TorchDispatchMode):
         where = "launch_fn"
         at = user_location(traceback.extract_stack()[:-2]) or "?"
         if name == "equal":
-            out: Any = self.host.equal(where, args[0], args[1], self.constants)
+            out: Any = self.host.equal(where, args[0], args[1], self.constants, len(self.launches), len(self.events))
         else:
             t = args[0]
             if t.dtype.is_floating_point or t.dtype.is_complex:
@@ -280,24 +296,29 @@ class HostOps(TorchDispatchMode):
 
     def _note_constant(self, name: str, args: Any, out: Any) -> None:
         """Note [host reads]: a tensor launch_fn made as a constant (torch.tensor(c), ones, full), or a copy of one:
-        its value when it has one element, else None."""
-        from torch.utils._python_dispatch import _disable_current_modes
+        its value as its dtype holds it when it has one element, else None. A constant changed in place is one no
+        more (but for a fill)."""
+        if name.endswith("_") and args and args[0] in self.constants:
+            self.constants.forget(args[0])
         if not isinstance(out, torch.Tensor) or any(not isinstance(d, int) for d in out.shape):
             return
         one = out.numel() == 1
+        value: Any = None
         if name in ("_to_copy", "clone", "detach", "alias", "lift_fresh_copy") and args and args[0] in self.constants:
-            self.constants[out] = self.constants[args[0]] if one else None
+            value = self.constants[args[0]]
         elif name == "lift_fresh" and getattr(out, "constant", None) is not None:
-            with _disable_current_modes():
-                self.constants[out] = float(out.constant.item()) if one else None
+            value = out.constant if one else None
         elif name in FILL:
-            self.constants[out] = float(FILL[name]) if one else None
+            value = FILL[name]
         elif name in FILL_ARG and len(args) > FILL_ARG[name] and isinstance(args[FILL_ARG[name]], (int, float)):
-            self.constants[out] = float(args[FILL_ARG[name]]) if one else None
+            value = args[FILL_ARG[name]]
+        else:
+            return
+        self.constants[out] = _as_dtype(value, out.dtype) if one and value is not None else None
 
     def host_reads(self) -> List[Any]:
         """The tensors launch_fn read on the host (.item(), torch.equal's tested tensor)."""
-        tested = [t for t, _, _ in self.host.tests] if self.host is not None else []
+        tested = [test[0] for test in self.host.tests] if self.host is not None else []
         return [e.args[0] for e in self.events if e.op == "_local_scalar_dense"] + tested
 
     def check(self, where: str, rec: Recorder, outputs: List[Any], glued: Any = (),
