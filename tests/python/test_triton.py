@@ -2457,7 +2457,7 @@ class Cuda(unittest.TestCase):
                                 example_inputs=(torch.empty(64), torch.empty(64, dtype=torch.int64)))
         # Two configs: the first call of a size times them (in a CUDA graph of each one's launches), reading the
         # count once for the call.
-        tuned = ko.custom_plugin(ko.triton(mean_of_kept_launch, [{"BLOCK": 128}, {"BLOCK": 1024}], host_sync=True),
+        tuned = ko.custom_plugin(ko.triton(mean_of_kept_launch, [{"num_warps": 2}, {"num_warps": 8}], host_sync=True),
                                  op_name="kop_tt_hr_gpu::mean_tuned",
                                  example_inputs=(torch.empty(64), torch.empty(64, dtype=torch.int64)))
         for n, kept in ((1000, 7), (5, 5), (77, 1), (1 << 20, 3)):
@@ -2477,10 +2477,11 @@ class Cuda(unittest.TestCase):
             for op, skip in ((maybe, 1.0), (copy_scale, 0.5)):
                 want = x if g == skip else x * gt
                 torch.testing.assert_close(op(gt, x), want, rtol=0, atol=0, equal_nan=True, msg=f"{op} {g}")
+        two = torch.tensor(2.0, device="cuda")
         with self.assertRaisesRegex(RuntimeError, "kop_tt_hr_gpu::maybe: reads the value of 'g' on the host at "
                                                   "launch"):
             with torch.cuda.graph(torch.cuda.CUDAGraph()):
-                maybe(torch.tensor(2.0, device="cuda"), x)
+                maybe(two, x)
 
     def test_several_kernels_scratch_and_glue_match_torch(self):
         two = ko.custom_plugin(ko.triton(two_kernels_launch), op_name="kop_tt_two_gpu::z",
