@@ -80,8 +80,11 @@ void KernelOp::launch_raw(const LaunchDims& dims, std::span<const RawArg> args, 
   const OpPlan& p = s.plan();
   if (s.program) {  // Note [several launches]: scratch and later launches are the declared path's
     KERNELOP_RAISE(s.error(ErrorKind::Launch))
-        << "has scratch or later launches, which a raw launch of its first kernel would skip; "
-           "launch it with its declared arguments";
+        << (p.spec.when.empty() ? "has scratch or later launches, which a raw launch of its first "
+                                  "kernel would skip"
+                                : "runs its kernel only when its tests on tensor values hold "
+                                  "(\"when\"), which a raw launch cannot read")
+        << "; launch it with its declared arguments";
   }
   // A raw launch names no config and cannot evaluate configs' requires (they read the call's
   // sizes and pointers, which a raw launch does not declare): refused rather than run unchecked.

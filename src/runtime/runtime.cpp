@@ -41,6 +41,15 @@ std::vector<int> donatable_inputs(const OpPlan& p, const std::vector<LaunchLink>
   for (const LaunchLink& link : links) {
     for (int slot : link.tensors) read(slot);
   }
+  // Note [host reads]: a test or an item() argument reads its tensor too.
+  for (const HostTest& t : p.spec.when) read(p.tensor_slot(t.tensor));
+  for (const ArgSlot& a : p.args) {
+    if (a.value) {
+      a.value->for_each_leaf([&](const Expr& l) {
+        if (l.op() == ExprOp::Item) read(p.tensor_slot(l.name()));
+      });
+    }
+  }
   for (const OutputPlan& out : p.outputs) read(out.clone_slot);  // a second clone reads it too
   std::vector<int> out(p.outputs.size(), -1);
   for (std::size_t o = 0; o < p.outputs.size(); ++o) {

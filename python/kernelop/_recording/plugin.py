@@ -915,7 +915,17 @@ def _add_when(where: str, rec: Recorder, paths: HostPaths, host: HostTests, doc:
                                  "input, output or scratch of the op as a whole; test one of those")
             tests.append({"tensor": name, "==" if outcome else "!=": c})
         if tests:
-            (doc if k == 0 else then[positions[k - 1]])["when"] = tests
+            target = doc if k == 0 else then[positions[k - 1]]
+            target["when"] = tests
+            if k > 0:  # a later launch takes what it tests as an input (the op's own kernel has every tensor)
+                have = {i["name"] for i in target["inputs"]} | {o["name"] for o in target["outputs"]}
+                for test in tests:
+                    if test["tensor"] not in have:
+                        have.add(test["tensor"])
+                        dtype = next(str(host.tests[j][0].dtype) for j, _ in literals
+                                     if names.get(storage_of(host.tests[j][0])) == test["tensor"])
+                        target["inputs"] = target["inputs"] + [{"name": test["tensor"],
+                                                                "dtype": dtype.replace("torch.", "")}]
 
 
 def _check_read_when_reached(where: str, rec: Recorder, paths: HostPaths, host: HostTests, events: List[Any],
@@ -986,8 +996,9 @@ def _translate_later(dsl: Dsl, ctx: Recording, spec: Any, launch: Any, tensors: 
     doc.pop("backward", None)
     doc["outputs"] = [{k: v for k, v in o.items() if k not in ("scratch", "init")} for o in doc["outputs"]
                       if o["name"] in passed and o["name"] in writes]
+    used = {n for n in reads if f"item({n})" in json.dumps(doc.get("params", []))}  # its item() arguments'
     doc["inputs"] = [dict(i) for i in doc["inputs"]] + [
         {"name": n, "dtype": str(by_name[n].dtype).replace("torch.", "")} for n in ctx.out_names
-        if (n in passed and n not in writes) or (n in reads and n not in passed)]
+        if (n in passed and n not in writes) or (n in used and n not in passed)]
     r.doc = doc
     return r
