@@ -237,6 +237,16 @@ class Recorder:
         self.scalars.append(s)
         return s.fake
 
+    def name_of(self, t: Any) -> Optional[str]:
+        """The op's name of the tensor whose storage `t` views: an input's, else an output's or scratch's once
+        named (tensor_names), else None."""
+        try:
+            storage = t.untyped_storage()._cdata
+        except (AttributeError, RuntimeError, NotImplementedError):
+            return None
+        return next((x.name for x in self.tensors if x.fake.untyped_storage()._cdata == storage),
+                    self.tensor_names.get(storage))
+
     def sm_count(self) -> Any:
         """The device's number of SMs (torch.cuda.get_device_properties(...).multi_processor_count): the leaf
         sm_count(), evaluated per device at launch. Unbacked, as an int scalar: host code may compute with it (a
@@ -279,9 +289,7 @@ class Recorder:
         if sym in self.tunables:
             return self.tunables[sym]
         if sym in self.host_reads:
-            t = self.host_reads[sym]
-            names = {**{x.fake.untyped_storage()._cdata: x.name for x in self.tensors}, **self.tensor_names}
-            name = names.get(t.untyped_storage()._cdata)
+            name = self.name_of(self.host_reads[sym])
             if name is not None:
                 return f"item({name})"
             raise Unexpressible(f"{what}: it is .item() of a tensor that is no input, output or scratch of the op")

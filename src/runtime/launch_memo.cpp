@@ -73,13 +73,16 @@ bool reads_pointer_alignment(const OpPlan& p) {
   return reads;
 }
 
-bool reads_items(const OpPlan& p) {
-  bool reads = false;
+std::vector<int> item_slots(const OpPlan& p) {
+  std::vector<int> slots;
   for (const ArgSlot& a : p.args) {
-    if (a.value)
-      a.value->for_each_leaf([&](const Expr& l) { reads = reads || l.op() == ExprOp::Item; });
+    if (a.value) {
+      a.value->for_each_leaf([&](const Expr& l) {
+        if (l.op() == ExprOp::Item) slots.push_back(p.tensor_slot(l.name()));
+      });
+    }
   }
-  return reads;
+  return slots;
 }
 
 bool memo_eligible(const OpPlan& p) {
@@ -88,7 +91,7 @@ bool memo_eligible(const OpPlan& p) {
   // Several launches and scratch (Note [several launches]) take their own path.
   if (!p.spec.then.empty() || p.num_results() != p.outputs.size()) return false;
   // Note [host reads]: values read per call are no part of a memo's key.
-  if (!p.spec.when.empty() || reads_items(p)) return false;
+  if (reads_on_host(p.spec)) return false;
   for (const TensorSlot& t : p.tensors) {
     if (t.mutated) return false;  // the overlap check reads the pointers
   }

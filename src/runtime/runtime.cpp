@@ -43,13 +43,7 @@ std::vector<int> donatable_inputs(const OpPlan& p, const std::vector<LaunchLink>
   }
   // Note [host reads]: a test or an item() argument reads its tensor too.
   for (const HostTest& t : p.spec.when) read(p.tensor_slot(t.tensor));
-  for (const ArgSlot& a : p.args) {
-    if (a.value) {
-      a.value->for_each_leaf([&](const Expr& l) {
-        if (l.op() == ExprOp::Item) read(p.tensor_slot(l.name()));
-      });
-    }
-  }
+  for (int slot : detail::item_slots(p)) read(slot);
   for (const OutputPlan& out : p.outputs) read(out.clone_slot);  // a second clone reads it too
   std::vector<int> out(p.outputs.size(), -1);
   for (std::size_t o = 0; o < p.outputs.size(); ++o) {
@@ -151,7 +145,7 @@ KernelOp::KernelOp(CompiledImage image, LoadOptions options) : state_(std::make_
   // A launch that may not run (Note [host reads]) takes the program's path, which decides.
   state_->program =
       !state_->then.empty() || p.num_results() != p.outputs.size() || !p.spec.when.empty();
-  state_->reads_items = detail::reads_items(p);
+  state_->reads_items = !detail::item_slots(p).empty();
   state_->donatable = donatable_inputs(p, state_->then_links);
   for (const LaunchStep& step : p.spec.then) state_->before += step.before;
   // Raw launches (no geometry) choose their shared memory per call.

@@ -741,7 +741,7 @@ def _record_once(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], o
         for tensors, _ in per_launch:
             every.update({k: v for k, v in tensors.items() if k not in every})
         recording_.name_all(every, set().union(*[r for _, r in per_launch]))
-        reads = {n for t in read.values() if (n := rec.tensor_names.get(storage_of(t) or 0)) is not None}
+        reads = {n for t in read.values() if (n := rec.name_of(t)) is not None}
         # The later kernels first: their grids' conditions on the sizes become the op's requirements too.
         later = [_translate_later(dsl, recording_, spec, x, tensors, reads) for x, (tensors, _) in
                  zip(launches[1:], per_launch[1:])]
@@ -753,9 +753,8 @@ def _record_once(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], o
         positions = [next(i for i, x in enumerate(order) if x is r) for r in later]
         _add_when(where, rec, paths, host, recorded.doc, recording_.then, positions)
         docs = [recorded.doc] + [recording_.then[k] for k in positions]
-        by_storage: Dict[int, str] = {**{storage_of(t.fake) or 0: t.name for t in rec.tensors}, **rec.tensor_names}
         written = [r.writes if r is not None and r.writes is not None else  # else: what it takes, written or not
-                   {by_storage.get(storage_of(t) or 0) for t in ts.values()}
+                   {rec.name_of(t) for t in ts.values()}
                    for r, (ts, _) in zip([recorded] + later, per_launch)]
         _check_read_when_reached(where, rec, paths, host, writes.events, docs, written, prog)
     if recording_.then:
@@ -903,13 +902,11 @@ def _add_when(where: str, rec: Recorder, paths: HostPaths, host: HostTests, doc:
               then: List[Dict[str, Any]], positions: List[int]) -> None:
     """Each launch's `when` (Note [host paths]) in its spec: the op's own kernel's in `doc`, kernel k's in its
     entry of `then` (`positions[k - 1]`)."""
-    names: Dict[Optional[int], str] = {storage_of(t.fake): t.name for t in rec.tensors}
-    names.update(dict(rec.tensor_names.items()))
     for k, literals in enumerate(paths.when):
         tests = []
         for j, outcome in literals:
             t, c, at = host.tests[j][:3]
-            name = names.get(storage_of(t))
+            name = rec.name_of(t)
             if name is None or t.storage_offset() != 0:
                 raise ValueError(f"{where}: launch_fn tests a tensor on the host (torch.equal at {at}) that is no "
                                  "input, output or scratch of the op as a whole; test one of those")
@@ -923,7 +920,7 @@ def _add_when(where: str, rec: Recorder, paths: HostPaths, host: HostTests, doc:
                     if test["tensor"] not in have:
                         have.add(test["tensor"])
                         dtype = next(str(host.tests[j][0].dtype) for j, _ in literals
-                                     if names.get(storage_of(host.tests[j][0])) == test["tensor"])
+                                     if rec.name_of(host.tests[j][0]) == test["tensor"])
                         target["inputs"] = target["inputs"] + [{"name": test["tensor"],
                                                                 "dtype": dtype.replace("torch.", "")}]
 
@@ -932,18 +929,16 @@ def _check_read_when_reached(where: str, rec: Recorder, paths: HostPaths, host: 
                              docs: List[Dict[str, Any]], written: List[Any], prog: Program) -> None:
     """Note [host reads]: kernelop reads a tested or .item()'d tensor when the launch it decides is reached, and
     launch_fn read it earlier: nothing between the two may write it (a kernel, `written`, or the glue)."""
-    names: Dict[Optional[int], str] = {storage_of(t.fake): t.name for t in rec.tensors}
-    names.update(dict(rec.tensor_names.items()))
     reads = [(test[0], test[2], test[3], test[4],
               [k for k, lits in enumerate(paths.when) if any(j == i for j, _ in lits)])
              for i, test in enumerate(host.tests)]
     for e_index, e in enumerate(events):
         if e.op == "_local_scalar_dense":
-            name = names.get(storage_of(e.args[0]))
+            name = rec.name_of(e.args[0])
             reads.append((e.args[0], e.where, e.position, e_index,
                           [k for k, d in enumerate(docs) if f"item({name})" in json.dumps(d.get("params", []))]))
     for t, at, position, event, users in reads:
-        name = names.get(storage_of(t))
+        name = rec.name_of(t)
         for k in users:
             writer = next((f"launch_fn's kernel {m + 1} (in launch order)" for m in range(position, k)
                            if name in (written[m] or ())), None) or \
