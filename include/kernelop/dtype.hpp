@@ -64,6 +64,9 @@ std::optional<DType> parse_dtype(std::string_view name);
 
 std::size_t dtype_size(DType dtype);
 
+/// Whether the dtype is a floating-point one (float8 included); else integer or bool.
+bool dtype_is_floating(DType dtype);
+
 /// The device bytes of one `dtype` element holding `value` (an initialised output's fill, Note
 /// [initialised outputs]), in the low dtype_size() bytes: floating-point values rounded to
 /// nearest even as PyTorch stores them (+-inf and NaN kept); nullopt where the dtype cannot hold

@@ -309,6 +309,9 @@ struct LaunchLink {
 /// The declaration of the op's launch `k + 1` ("<op>_launch<k+1>", from spec.then[k]), its
 /// undeclared dtypes and type parameters taken from the op. Derive it from the completed plan.
 OpDecl launch_decl(const OpPlan& op, std::size_t k);
+/// The plan of the op's launch k: derive_plan(launch_decl(op, k)), but for the launch's host reads
+/// of the op's tensors, which the op's own check checks against what runs before the launch.
+OpPlan derive_launch_plan(const OpPlan& op, std::size_t k);
 
 /// Whether `candidate` is the plan of `op`'s launch k + 1: launch_decl(op, k)'s op and spec.
 bool derives_launch(const OpPlan& op, std::size_t k, const OpPlan& candidate);
@@ -323,6 +326,9 @@ void check_backward(const OpPlan& forward, const ValidateOptions& options);
 void check_launches(const OpPlan& op, const ValidateOptions& options);
 /// Whether one of the spec's later launches writes `output`.
 bool written_later(const KernelSpec& spec, std::string_view output);
+/// The tensor slots the op's kernel arguments read with item() (Note [host reads]), in argument
+/// order, repeats kept.
+std::vector<int> item_slots(const OpPlan& plan);
 }  // namespace detail
 
 /// Human-readable text of a dtype declaration: "float32" or a type parameter's name.

@@ -313,7 +313,7 @@ void compile_launches(CompiledImage& image, std::vector<std::vector<KernelBinary
   }
   std::vector<CompiledImage> then;
   for (std::size_t k = 0; k < op.spec.then.size(); ++k) {
-    OpPlan launch = derive_plan(launch_decl(op, k));
+    OpPlan launch = derive_launch_plan(op, k);
     std::vector<KernelBinary> mine =
         binaries.empty() ? std::vector<KernelBinary>{} : std::move(binaries[k]);
     if (!launch.spec.foreign) {

@@ -15,11 +15,6 @@ constexpr std::string_view kGrad = "grad_";
 // backward gives the input (that of its value before the call).
 constexpr std::string_view kOut = "_out";
 
-bool is_floating(DType d) {
-  return d == DType::Float32 || d == DType::Float16 || d == DType::BFloat16 ||
-         d == DType::Float64 || d == DType::Float8E4M3 || d == DType::Float8E5M2;
-}
-
 // "op ns::name: backward.PATH: " for the forward op `plan`.
 detail::ErrorStream fail_at(const OpPlan& plan, std::string_view path) {
   detail::ErrorStream s(ErrorKind::Spec);
@@ -124,10 +119,10 @@ std::optional<DTypeDecl> gradient_dtype(const OpPlan& p, std::string_view name) 
 // kernel's signature decides it later).
 bool floating(const OpPlan& p, const std::optional<DTypeDecl>& dtype) {
   if (!dtype) return true;
-  if (const auto* d = std::get_if<DType>(&*dtype)) return is_floating(*d);
+  if (const auto* d = std::get_if<DType>(&*dtype)) return dtype_is_floating(*d);
   for (const TypeParam& tp : p.type_params) {
     if (tp.name == std::get<std::string>(*dtype))
-      return std::all_of(tp.dtypes.begin(), tp.dtypes.end(), is_floating);
+      return std::all_of(tp.dtypes.begin(), tp.dtypes.end(), dtype_is_floating);
   }
   return true;
 }

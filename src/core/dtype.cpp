@@ -36,6 +36,11 @@ std::string_view dtype_name(DType dtype) {
 std::size_t dtype_size(DType dtype) {
   return info(dtype).size;
 }
+bool dtype_is_floating(DType dtype) {
+  return dtype == DType::Float32 || dtype == DType::Float16 || dtype == DType::BFloat16 ||
+         dtype == DType::Float64 || dtype == DType::Float8E4M3 || dtype == DType::Float8E5M2;
+}
+
 std::optional<std::uint64_t> fill_bits(DType dtype, double value) {
   auto bits_of = [](auto v) {
     std::uint64_t out = 0;

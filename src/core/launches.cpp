@@ -59,6 +59,23 @@ void check_dtype(const OpPlan& p, std::size_t k, const std::string& path, std::s
       << dtype_decl_text(*want);
 }
 
+// Note [host reads]: what a launch reads on the host, by the op's names: the tensors its `when`
+// tests and its item() arguments read, with the path of the first read of each.
+std::vector<std::pair<std::string, std::string>> host_reads(const OpPlan& launch,
+                                                            const LaunchStep* step) {
+  auto op_name = [&](const std::string& own) {
+    return std::string(step ? received(*step, own) : std::string_view(own));
+  };
+  std::vector<std::pair<std::string, std::string>> reads;
+  for (std::size_t i = 0; i < launch.spec.when.size(); ++i)
+    reads.emplace_back(op_name(launch.spec.when[i].tensor), "when[" + std::to_string(i) + "]");
+  for (int slot : detail::item_slots(launch)) {
+    const std::string& own = launch.tensors[static_cast<std::size_t>(slot)].name;
+    reads.emplace_back(op_name(own), "params: item(" + own + ")");
+  }
+  return reads;
+}
+
 }  // namespace
 
 OpDecl launch_decl(const OpPlan& op, std::size_t k) {
@@ -123,11 +140,59 @@ bool written_later(const KernelSpec& spec, std::string_view output) {
   return false;
 }
 
+std::vector<int> item_slots(const OpPlan& p) {
+  std::vector<int> slots;
+  for (const ArgSlot& a : p.args) {
+    if (a.value) {
+      a.value->for_each_leaf([&](const Expr& l) {
+        if (l.op() == ExprOp::Item) slots.push_back(p.tensor_slot(l.name()));
+      });
+    }
+  }
+  return slots;
+}
+
 void check_launches(const OpPlan& p, const ValidateOptions& options) {
   // What is written before each launch: initialised outputs, those the op's own kernel takes
   // (all, in the default convention), then each launch's outputs in order.
   // Launches marked `before` run first, after the inits and before the op's own kernel.
-  std::set<std::string, std::less<>> written;
+  // Note [host reads]: a write by a launch with a `when` happens only when its tests hold, so each
+  // write keeps its tests; a read is covered by a write whose tests the reader's own include
+  // (written under the same 'g != 1' it reads under), or by an unconditional one.
+  std::map<std::string, std::vector<std::vector<HostTest>>, std::less<>> written;
+  auto write = [&](const std::string& name, const std::vector<HostTest>& when) {
+    written[name].push_back(when);
+  };
+  auto covered = [&](std::string_view name, const std::vector<HostTest>& when) {
+    auto it = written.find(name);
+    return it != written.end() &&
+           std::any_of(it->second.begin(), it->second.end(), [&](const auto& tests) {
+             return std::all_of(tests.begin(), tests.end(), [&](const HostTest& t) {
+               return std::find(when.begin(), when.end(), t) != when.end();
+             });
+           });
+  };
+  auto is_output = [&](std::string_view name) {
+    int slot = p.tensor_slot(name);
+    return slot >= 0 && p.tensors[static_cast<std::size_t>(slot)].is_output;
+  };
+  // A host read of an output or scratch before anything writes it would read what cudaMalloc left.
+  auto check_host_reads = [&](const OpPlan& launch, const LaunchStep* step, std::size_t k,
+                              const std::vector<HostTest>& when) {
+    for (const auto& [name, path] : host_reads(launch, step)) {
+      if (!is_output(name) || covered(name, when)) continue;
+      detail::ErrorStream s = step ? fail_at(p, k, path) : detail::ErrorStream(ErrorKind::Spec);
+      if (!step) {
+        s.context(ErrorContext{p.op_name, p.spec.kernel_name, {}, "validate", {}});
+        s << "op " << p.op_name << ": " << path << ": ";
+      }
+      KERNELOP_RAISE(std::move(s))
+          << "reads '" << name << "' on the host, which nothing writes before "
+          << (step ? "this launch" : "the op's kernel")
+          << " (no init, no earlier launch writes it, or only under a 'when' this one does not "
+             "test)";
+    }
+  };
   std::vector<std::string> own_kernel_writes;
   for (const OutputPlan& o : p.outputs) {
     const std::string& name = p.tensors[static_cast<std::size_t>(o.slot)].name;
@@ -135,10 +200,15 @@ void check_launches(const OpPlan& p, const ValidateOptions& options) {
         !p.spec.params || std::any_of(p.args.begin(), p.args.end(), [&](const ArgSlot& a) {
           return a.kind == ArgSlot::Kind::Output && a.name == name;
         });
-    if (o.fill || o.clone_slot >= 0) written.insert(name);
+    if (o.fill || o.clone_slot >= 0) write(name, {});
     if (passed) own_kernel_writes.push_back(name);
   }
   bool own_kernel_ran = false;
+  auto run_own_kernel = [&](std::size_t k) {
+    own_kernel_ran = true;
+    check_host_reads(p, nullptr, k, p.spec.when);
+    for (const std::string& name : own_kernel_writes) write(name, p.spec.when);
+  };
   for (std::size_t k = 0; k < p.spec.then.size(); ++k) {
     const LaunchStep& step = p.spec.then[k];
     const KernelSpec& s = step.spec;
@@ -147,10 +217,7 @@ void check_launches(const OpPlan& p, const ValidateOptions& options) {
           << "a launch before the op's own kernel follows one after it; the launches marked "
              "\"before\" come first in \"then\"";
     }
-    if (!step.before && !own_kernel_ran) {
-      own_kernel_ran = true;
-      written.insert(own_kernel_writes.begin(), own_kernel_writes.end());
-    }
+    if (!step.before && !own_kernel_ran) run_own_kernel(k);
     if (options.has_meta_fn || options.has_eager_fn || !p.spec.inputs || !p.spec.outputs) {
       KERNELOP_RAISE(fail_at(p, k, ""))
           << "needs the op's inputs and outputs declared in the spec (no meta_fn or eager_fn): "
@@ -208,10 +275,14 @@ void check_launches(const OpPlan& p, const ValidateOptions& options) {
             << "' is not a tensor of the op (tensors: " << op_names(p, true, false) << ")";
       }
       check_dtype(p, k, path, name, t.dtype);
-      if (p.tensors[static_cast<std::size_t>(slot)].is_output && !written.count(name)) {
+      if (p.tensors[static_cast<std::size_t>(slot)].is_output && !covered(name, s.when)) {
         KERNELOP_RAISE(fail_at(p, k, path))
             << "reads '" << name << "', which nothing writes before this launch (the op's kernel "
-            << "does not take it, no earlier launch writes it, it has no init)";
+            << "does not take it, no earlier launch writes it, it has no init"
+            << (written.count(name)
+                    ? "; it is written only under a 'when' this launch does not test"
+                    : "")
+            << ")";
       }
       if (t.mutated) {
         KERNELOP_RAISE(fail_at(p, k, path))
@@ -230,7 +301,6 @@ void check_launches(const OpPlan& p, const ValidateOptions& options) {
             << "writes those; outputs and scratch: " << op_names(p, true, true) << ")";
       }
       check_dtype(p, k, path, name, o.dtype);
-      written.insert(std::string(name));
       if (o.scratch) {
         KERNELOP_RAISE(fail_at(p, k, path + ".scratch"))
             << "the op declares its scratch; a launch writes it as an output";
@@ -252,7 +322,9 @@ void check_launches(const OpPlan& p, const ValidateOptions& options) {
       }
     }
     // The launch is an op of its own: everything else about it is checked as for any spec.
-    OpPlan launch = derive_plan(launch_decl(p, k));
+    OpPlan launch = derive_launch_plan(p, k);
+    check_host_reads(launch, &step, k, s.when);
+    for (const OutputDecl& o : *s.outputs) write(std::string(received(step, o.name)), s.when);
     // Its instance is chosen from its inputs' dtypes: an output whose dtype is a type parameter
     // none of its inputs fixes would take the first instance's, not the op's tensor's.
     for (const OutputPlan& o : launch.outputs) {
@@ -272,6 +344,7 @@ void check_launches(const OpPlan& p, const ValidateOptions& options) {
       }
     }
   }
+  if (!own_kernel_ran) run_own_kernel(p.spec.then.size());
 }
 
 }  // namespace detail

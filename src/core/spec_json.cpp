@@ -9,6 +9,7 @@
 #include "core/words.hpp"
 
 #include <fstream>
+#include <iomanip>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -61,6 +62,23 @@ std::int64_t SpecReader::get_int(const Json& j, const std::string& path) const {
   if (j.is_number_unsigned() && j.get<std::uint64_t>() > INT64_MAX)
     KERNELOP_RAISE(error(path)) << "out of range";
   return j.get<std::int64_t>();
+}
+
+double SpecReader::get_number(const Json& j, const std::string& path) const {
+  if (!j.is_number()) KERNELOP_RAISE(error(path)) << "expected a number, found " << type_name(j);
+  auto d = j.get<double>();
+  bool exact =
+      j.is_number_float() ||
+      (j.is_number_unsigned()
+           ? d < 18446744073709551616.0 && static_cast<std::uint64_t>(d) == j.get<std::uint64_t>()
+           : d < 9223372036854775808.0 && static_cast<std::int64_t>(d) == j.get<std::int64_t>());
+  if (!exact) {
+    KERNELOP_RAISE(error(path)) << "expected a number a double holds exactly (an integer within "
+                                   "+-2^53, or any other), found "
+                                << j.dump() << ", which a double would round to " << std::fixed
+                                << std::setprecision(0) << d;
+  }
+  return d;
 }
 
 bool SpecReader::get_bool(const Json& j, const std::string& path) const {
@@ -195,12 +213,7 @@ void SpecReader::read_spec(const Json& root, const std::string& base_dir, Kernel
         KERNELOP_RAISE(error(p)) << "expected {\"tensor\": name, \"==\": number} or "
                                     "{\"tensor\": name, \"!=\": number}: exactly one test";
       }
-      const Json& v = arr[i][t.equal ? "==" : "!="];
-      if (!v.is_number()) {
-        KERNELOP_RAISE(error(join(p, t.equal ? "==" : "!=")))
-            << "expected a number, found " << type_name(v);
-      }
-      t.value = v.get<double>();
+      t.value = get_number(arr[i][t.equal ? "==" : "!="], join(p, t.equal ? "==" : "!="));
       s.when.push_back(std::move(t));
     }
   }

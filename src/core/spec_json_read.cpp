@@ -142,7 +142,7 @@ OutputInit SpecReader::read_output_init(const Json& j, const std::string& path) 
   if (j.is_object() && j.contains("fill")) {
     expect_keys(j, path, {"fill"});
     const Json& v = j["fill"];
-    if (v.is_number()) return FillInit{v.get<double>()};  // the JSON reader refuses 1e400
+    if (v.is_number()) return FillInit{get_number(v, join(path, "fill"))};  // JSON refuses 1e400
     if (v.is_boolean()) return FillInit{v.get<bool>() ? 1.0 : 0.0};
     if (v.is_string()) {
       const std::string& text = v.get_ref<const std::string&>();

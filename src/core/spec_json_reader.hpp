@@ -41,6 +41,9 @@ class SpecReader {
   std::string get_string(const Json& j, const std::string& path) const;
   std::int64_t get_int(const Json& j, const std::string& path) const;
   bool get_bool(const Json& j, const std::string& path) const;
+  /// A JSON number as a double; an integer literal a double does not hold exactly (beyond 2^53,
+  /// such as 9007199254740993) is refused, never rounded to another value.
+  double get_number(const Json& j, const std::string& path) const;
   const Json& get_array(const Json& j, const std::string& path) const;
   std::vector<std::string> get_strings(const Json& j, const std::string& path) const;
   std::vector<std::int64_t> get_ints(const Json& j, const std::string& path) const;

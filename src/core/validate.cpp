@@ -29,9 +29,9 @@ void Validator::run() {
     check_params();
     check_geometry();
     check_requirements();
-    check_when();
     check_configs();
   }
+  check_when();
   check_compile_options();
 }
 

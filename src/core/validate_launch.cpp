@@ -120,6 +120,11 @@ void Validator::check_requirements() {
 
 // Note [host reads]: each test reads a tensor of the launch.
 void Validator::check_when() {
+  if (options_.has_eager_fn && !spec_.when.empty()) {
+    KERNELOP_RAISE(fail_at("when"))
+        << "the op's eager_fn launches the kernel (launch_raw), as it decides; a 'when' decides "
+           "kernelop's own launch: test the value in eager_fn, or drop eager_fn";
+  }
   for (std::size_t i = 0; i < spec_.when.size(); ++i) {
     const HostTest& t = spec_.when[i];
     std::string path = "when[" + std::to_string(i) + "]";

@@ -2,6 +2,7 @@
 // queued on the call's stream so far: an item() argument, or a launch's `when` tests.
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "kernelop/host_tensor.hpp"
@@ -53,14 +54,16 @@ double HostReader::value(int slot, const TensorView& v) const {
   return t.values[0];
 }
 
-std::int64_t HostReader::integer(int slot, const TensorView& v) const {
-  std::string bytes = read_element(plan, module, stream, slot, v);
+namespace {
+
+// The value of a one-element integer or bool tensor from its bytes; nullopt for a floating dtype.
+std::optional<std::int64_t> as_integer(DType dtype, const std::string& bytes) {
   auto get = [&]<class T>(T) {
     T x;
     std::memcpy(&x, bytes.data(), sizeof x);
     return static_cast<std::int64_t>(x);
   };
-  switch (v.dtype) {
+  switch (dtype) {
     case DType::Int8:
       return get(std::int8_t{});
     case DType::UInt8:
@@ -80,6 +83,15 @@ std::int64_t HostReader::integer(int slot, const TensorView& v) const {
     case DType::Float8E5M2:
       break;
   }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::int64_t HostReader::integer(int slot, const TensorView& v) const {
+  if (!dtype_is_floating(v.dtype)) {
+    if (auto i = as_integer(v.dtype, read_element(plan, module, stream, slot, v))) return *i;
+  }
   KERNELOP_RAISE(op_error(plan, ErrorKind::Type))
       << "item(" << plan.tensors[static_cast<std::size_t>(slot)].name
       << ") passes an integer to the kernel, and the tensor is " << dtype_name(v.dtype)
@@ -92,8 +104,13 @@ bool HostReader::holds(const std::vector<HostTest>& when,
     int slot = plan.tensor_slot(t.tensor);
     const TensorView* v = views[static_cast<std::size_t>(slot)];
     KERNELOP_INTERNAL_CHECK(v != nullptr) << "(tensor '" << t.tensor << "' tested before known)";
-    // torch.equal: NaN equals nothing.
-    if ((value(slot, *v) == t.value) != t.equal) return false;
+    // torch.equal: NaN equals nothing; an integer is compared exactly.
+    // (fill_bits: the value as an int64 holds it exactly, or nullopt: 2^53 + 1 != 2^53.)
+    auto bits = fill_bits(DType::Int64, t.value);
+    bool equal = dtype_is_floating(v->dtype)
+                     ? value(slot, *v) == t.value
+                     : bits && static_cast<std::int64_t>(*bits) == integer(slot, *v);
+    if (equal != t.equal) return false;
   }
   return true;
 }

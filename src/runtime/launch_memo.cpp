@@ -73,18 +73,6 @@ bool reads_pointer_alignment(const OpPlan& p) {
   return reads;
 }
 
-std::vector<int> item_slots(const OpPlan& p) {
-  std::vector<int> slots;
-  for (const ArgSlot& a : p.args) {
-    if (a.value) {
-      a.value->for_each_leaf([&](const Expr& l) {
-        if (l.op() == ExprOp::Item) slots.push_back(p.tensor_slot(l.name()));
-      });
-    }
-  }
-  return slots;
-}
-
 bool memo_eligible(const OpPlan& p) {
   if (!env_flag("KERNELOP_LAUNCH_MEMO", true)) return false;
   if (!p.geometry || p.args_from_kernel) return false;  // raw launches only

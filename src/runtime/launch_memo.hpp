@@ -154,9 +154,6 @@ struct LaunchMemo {
 
 /// Whether the op may use a launch memo (see the note), and KERNELOP_LAUNCH_MEMO is not 0.
 bool memo_eligible(const OpPlan& plan);
-/// The tensor slots the op's kernel arguments read with item() (Note [host reads]), in argument
-/// order, repeats kept.
-std::vector<int> item_slots(const OpPlan& plan);
 /// Whether an expression of the op reads aligned() (its calls' keys then hold pointer bits).
 bool reads_pointer_alignment(const OpPlan& plan);
 

@@ -790,6 +790,27 @@ TEST(HostReads, ReadValuesWhenTheLaunchIsReached) {
   EXPECT_EQ(one.find("grid=2,1,1"), std::string::npos) << one;
   fake().memory_ops();
 
+  // An int64 is compared exactly: 2^53 + 1 is not 2^53 (as doubles they are one value).
+  std::string wide = two;
+  wide.replace(wide.find(R"J("dtype": "int32")J"), 16, R"J("dtype": "int64")J");
+  wide.replace(wide.find(R"J("==": 0)J"), 7, R"J("==": 9007199254740992)J");
+  KernelOp wide_op(compile_for_test(parse_op_json(wide, ".")));
+  Call w = x_to_y(Shape{4});
+  w.inputs.push_back(tensor(0x500000, DType::Int64, Shape{1}));
+  put(0x500000, std::int64_t{9007199254740992});
+  EXPECT_NE(outcome(wide_op, w).find("grid=2,1,1"), std::string::npos);
+  put(0x500000, std::int64_t{9007199254740993});
+  EXPECT_EQ(outcome(wide_op, w).find("grid=2,1,1"), std::string::npos);
+  fake().memory_ops();
+  for (const char* value : {"9007199254740993", "-9007199254740993", "18446744073709551615"}) {
+    std::string text = wide;
+    text.replace(text.find("9007199254740992"), 16, value);
+    testing::expect_error([&] { parse_op_json(text, "."); }, ErrorKind::Spec,
+                          std::string("then[0].when[0].==: expected a number a double holds "
+                                      "exactly (an integer within +-2^53, or any other), found ") +
+                              value);
+  }
+
   auto refused = [&](const std::string& from, const std::string& to, const std::string& want) {
     std::string text = spec;
     text.replace(text.find(from), from.size(), to);

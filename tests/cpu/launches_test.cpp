@@ -166,6 +166,65 @@ TEST(Launches, RulesAreCheckedWithTheFieldNamed) {
   EXPECT_THROW_MSG(derive_plan(parse_op_json(order, ".", "order.json")), ErrorKind::Spec,
                    "op t::order: then[0].inputs[0]: reads 'part', which nothing writes before this "
                    "launch");
+  // Note [host reads]: a launch under a 'when' writes only when its tests hold, and a host read of
+  // an output or scratch needs something written before it.
+  std::string guarded = order;
+  auto edit = [](std::string text, const std::string& from, const std::string& to) {
+    text.replace(text.find(from), from.size(), to);
+    return text;
+  };
+  // Launch b writes part under 'x != 0', then launch c reads it: under the same test, fine;
+  // unguarded, refused.
+  guarded =
+      edit(order,
+           R"J("then": [{"kernel_name": "a", "kernel_source": "k", "inputs": [{"name": "part"}],)J",
+           R"J("then": [{"kernel_name": "a", "kernel_source": "k", "inputs": [{"name": "x"}],)J");
+  guarded = edit(guarded, R"J("params": ["part", "y"])J", R"J("params": ["x", "y"])J");
+  const std::string reader = R"J(, {"kernel_name": "c", "kernel_source": "k",
+              "inputs": [{"name": "part"}, {"name": "x"}], "outputs": [{"name": "y", "shape": [1]}],
+              "params": ["part", "y"], "geometry": {"custom": {"grid": [1], "block": [32]}}WHEN}]})J";
+  guarded = edit(guarded, R"J("params": ["x", "part"],)J",
+                 R"J("params": ["x", "part"], "when": [{"tensor": "x", "!=": 0}],)J");
+  guarded.replace(guarded.rfind("}]}"), 3, "}" + reader);
+  auto with_when = [&](const std::string& when) { return edit(guarded, "WHEN", when); };
+  EXPECT_NO_THROW(derive_plan(
+      parse_op_json(with_when(R"J(, "when": [{"tensor": "x", "!=": 0}])J"), ".", "g.json")));
+  EXPECT_THROW_MSG(derive_plan(parse_op_json(with_when(""), ".", "g.json")), ErrorKind::Spec,
+                   "op t::order: then[2].inputs[0]: reads 'part', which nothing writes before "
+                   "this launch (the op's kernel does not take it, no earlier launch writes it, it "
+                   "has no init; it is written only under a 'when' this launch does not test)");
+  EXPECT_THROW_MSG(derive_plan(parse_op_json(with_when(R"J(, "when": [{"tensor": "x", "==": 0}])J"),
+                                             ".", "g.json")),
+                   ErrorKind::Spec, "it is written only under a 'when' this launch does not test");
+  // A launch testing (or item()-reading) scratch before anything writes it: refused by its field.
+  std::string early = with_when(R"J(, "when": [{"tensor": "x", "!=": 0}])J");
+  std::size_t a = early.find(R"J("outputs": [{"name": "y", "shape": [1]}], "params": ["x", "y"])J",
+                             early.find(R"J("kernel_name": "a")J"));
+  early.replace(a, 62, R"J("outputs": [{"name": "y", "shape": [1]}, {"name": "part", "shape": [4]}],
+                   "params": ["x", "y", "part"], "when": [{"tensor": "part", "==": 1}])J");
+  EXPECT_THROW_MSG(derive_plan(parse_op_json(early, ".", "e.json")), ErrorKind::Spec,
+                   "op t::order: then[0].when[0]: reads 'part' on the host, which nothing writes "
+                   "before this launch (no init, no earlier launch writes it, or only under a "
+                   "'when' this one does not test)");
+  std::string own_test = edit(with_when(""), R"J("params": ["x", "y"])J",
+                              R"J("params": ["x", "y"], "when": [{"tensor": "part", "==": 1}])J");
+  EXPECT_THROW_MSG(derive_plan(parse_op_json(own_test, ".", "o.json")), ErrorKind::Spec,
+                   "op t::order: when[0]: reads 'part' on the host, which nothing writes before "
+                   "the op's kernel");
+  // The op's own kernel: an item() of its own output, which nothing wrote, is refused; once an
+  // init sets it, allowed.
+  std::string own = R"J({"op": "t::own", "kernel_name": "k", "kernel_source": "k",
+    "inputs": [{"name": "x", "dtype": "int32"}],
+    "outputs": [{"name": "y", "shape": [1], "dtype": "int32"INIT}],
+    "params": ["x", "y", {"expr": "item(y)"}],
+    "geometry": {"custom": {"grid": [1], "block": [32]}}})J";
+  EXPECT_THROW_MSG(derive_plan(parse_op_json(edit(own, "INIT", ""), ".", "own.json")),
+                   ErrorKind::Spec,
+                   "op t::own: params: item(y): reads 'y' on the host, which nothing writes "
+                   "before the op's kernel");
+  EXPECT_NO_THROW(
+      derive_plan(parse_op_json(edit(own, "INIT", R"J(, "init": {"fill": 3})J"), ".", "own.json")));
+
   // A launch's kernel is chosen by its inputs' dtypes: an output typed by a parameter none of them
   // fixes is refused (float32 partials summed into a T output).
   std::string typed_out = R"J({"op": "t::typed", "kernel_name": "k<T>", "kernel_source": "k",

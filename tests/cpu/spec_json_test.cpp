@@ -1062,6 +1062,12 @@ TEST(OutputInitTest, MalformedInitsNameTheField) {
                      "outputs[0].init.fill: expected a number");
   expect_parse_error(with(R"({"fill": 1e400})"), ErrorKind::Spec,
                      "number overflow parsing '1e400'");
+  // An int64 fill a double would round (2^53 + 1 -> 2^53) is refused, never filled with another.
+  expect_parse_error(with(R"({"fill": 9007199254740993})"), ErrorKind::Spec,
+                     "outputs[0].init.fill: expected a number a double holds exactly (an integer "
+                     "within +-2^53, or any other), found 9007199254740993, which a double would "
+                     "round to 9007199254740992");
+  EXPECT_NO_THROW(parse(with(R"({"fill": -9007199254740992})")));
   expect_parse_error(
       with(R"("zeros")"), ErrorKind::Spec,
       R"(outputs[0].init: expected {"fill": value} or {"clone": "input"}, found "zeros")");

@@ -1673,6 +1673,18 @@ def copy_then_maybe_scale_launch(g: torch.Tensor, x: torch.Tensor) -> torch.Tens
     return y
 
 
+def scale_unless_either_launch(g: torch.Tensor, h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """x * g unless g is 1 or h is 2: an elif chain, whose second test the first branch never reaches."""
+    y = x.clone()
+    if torch.equal(g, torch.tensor(1.0, device=g.device)):
+        pass
+    elif torch.equal(h, torch.tensor(2, device=g.device)):
+        pass
+    else:
+        scale_in_place_by[(triton.cdiv(y.numel(), 256),)](y, g, y.numel(), BLOCK=256)
+    return y
+
+
 def host_read_cases():
     """launch_fns whose host reads kernelop refuses, and the message (HostReads)."""
     def float_item(x: torch.Tensor) -> torch.Tensor:
@@ -1730,8 +1742,35 @@ def host_read_cases():
             scale_in_place_by[(1,)](y, g, y.numel(), BLOCK=256)
         return y
 
+    def beyond_a_double(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        y = x.clone()
+        if not torch.equal(g, torch.tensor(2**53 + 1, device=g.device)):
+            scale_in_place_by[(1,)](y, g, y.numel(), BLOCK=256)
+        return y
+
+    def both_or_neither(g: torch.Tensor, h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        y = x.clone()
+        if torch.equal(g, torch.tensor(1.0, device=g.device)) == torch.equal(h, torch.tensor(2.0, device=g.device)):
+            scale_in_place_by[(1,)](y, g, y.numel(), BLOCK=256)
+        return y
+
+    def host_code_moved(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        y = x.clone()
+        if torch.equal(g, torch.tensor(1.0, device=g.device)):
+            z = torch.zeros_like(x)
+            scale_in_place_by[(1,)](y, g, y.numel(), BLOCK=256)
+        else:
+            scale_in_place_by[(1,)](y, g, y.numel(), BLOCK=256)
+            z = torch.zeros_like(x)
+        return y, z
+
     scalar_g = (torch.empty(()), torch.empty(64))
     return [
+        (host_code_moved, scalar_g, "run their host code between other kernels"),
+        (both_or_neither, (torch.empty(()), torch.empty(()), torch.empty(64)),
+         "launch kernel 1 on outcomes of the tests that no conjunction of them tells"),
+        (beyond_a_double, (torch.empty((), dtype=torch.int64), torch.empty(64)),
+         "launch_fn tests a tensor against 9007199254740993 on the host (torch.equal at "),
         (other_arguments, scalar_g, "launch different kernels, or the same kernel with other arguments"),
         (other_fill, scalar_g, "run different host code (or the same with other arguments)"),
         (written_before_the_launch_it_decides, scalar_g, "and launch_fn's kernel 1 (in launch order) writes it before "
@@ -2136,6 +2175,47 @@ class HostReads(unittest.TestCase):
         self.assertEqual((then["kernel_name"], then["when"]), ("scale_in_place_by", [{"tensor": "g", "!=": 0.5}]))
         op = two.register(["sm_90"])
         self.assertIn(torch.Tag.cudagraph_unsafe, op.default.tags)
+        # An int64 constant stays an integer, exactly (2**53 is one a double holds; 2**53 + 1 is refused below).
+        def wide(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+            y = x.clone()
+            if not torch.equal(g, torch.tensor(-(2**53), device=g.device)):
+                scale_in_place_by[(1,)](y, g, y.numel(), BLOCK=256)
+            return y
+        r = ko.record_plugin(ko.triton(wide, host_sync=True), op_name="kop_tt_hr::wide",
+                             example_inputs=(torch.empty((), dtype=torch.int64), torch.empty(64)))
+        self.assertEqual(r.doc["when"], [{"tensor": "g", "!=": -(2**53)}])
+        self.assertIs(type(r.doc["when"][0]["!="]), int)
+
+    def test_host_tests_given_by_hand_are_checked(self):
+        def spec(when):
+            return ko.KernelSpec(kernel_name="k", kernel_source="extern \"C\" __global__ void k(const float* x, "
+                                 "const long long* g, float* y) {}",
+                                 inputs=[ko.InputDecl("x", "float32"), ko.InputDecl("g", "int64")],
+                                 outputs=[ko.OutputDecl("y", ko.SameAs("x"))], params=["x", "g", "y"],
+                                 geometry=ko.Custom(grid=[1], block=[32]), when=when)
+        for when, error, message in [
+                ([ko.HostTest(1, 1.0)], TypeError, "HostTest.tensor: expected a str, got int"),
+                ([ko.HostTest("g", "1")], TypeError, "HostTest.value: expected a number, got str"),
+                ([ko.HostTest("g", True)], TypeError, "HostTest.value: expected a number, got bool"),
+                ([ko.HostTest("g", 1, equal=1)], TypeError, "HostTest.equal"),
+                ([ko.HostTest("h", 1)], ValueError, "when[0]: 'h' is not a tensor of the launch"),
+                ([ko.HostTest("g", 2**53 + 1)], ValueError, "when[0].==: expected a number a double holds exactly "
+                 "(an integer within +-2^53, or any other), found 9007199254740993"),
+                (["g"], TypeError, "when")]:
+            with self.subTest(message):
+                expect_error(self, error, message, ko.cuda_kernel_op, "kop_tt_hr::by_hand", spec(when),
+                             archs=["sm_90"])
+        expect_error(self, ValueError, "when: the op's eager_fn launches the kernel (launch_raw), as it decides; a "
+                     "'when' decides kernelop's own launch: test the value in eager_fn, or drop eager_fn",
+                     ko.cuda_kernel_op, "kop_tt_hr::by_hand", spec([ko.HostTest("g", 1)]), archs=["sm_90"],
+                     eager_fn=lambda x, g: x.clone())
+        self.assertFalse(hasattr(torch.ops.kop_tt_hr, "by_hand"))
+
+    def test_an_elif_chain_tests_in_order(self):
+        r = ko.record_plugin(ko.triton(scale_unless_either_launch, host_sync=True), op_name="kop_tt_hr::either",
+                             example_inputs=(torch.empty(()), torch.empty((), dtype=torch.int32), torch.empty(64)))
+        self.assertEqual(r.doc["when"], [{"tensor": "g", "!=": 1.0}, {"tensor": "h", "!=": 2}])
+        self.assertEqual(r.doc["kernel_name"], "scale_in_place_by")
 
     def test_what_kernelop_does_not_record_is_refused_by_line(self):
         for fn, examples, message in host_read_cases():
@@ -2144,6 +2224,18 @@ class HostReads(unittest.TestCase):
                              op_name=f"kop_tt_hr::{fn.__name__}", example_inputs=examples)
         expect_error(self, TypeError, "kernelop.triton: host_sync must be True or False, got 1", ko.triton,
                      maybe_scale_launch, host_sync=1)
+
+
+class EmptyExamples(unittest.TestCase):
+    def test_examples_with_no_elements_record_what_full_ones_do(self):
+        def copy_rows(x: torch.Tensor) -> torch.Tensor:
+            y = torch.empty_like(x)
+            copy_kernel[(triton.cdiv(x.numel(), 128),)](x, y, x.numel(), BLOCK=128)
+            return y
+        for full, empty in (((64,), (0,)), ((4, 8), (0, 8)), ((4, 8), (4, 0)), ((2, 3, 4), (2, 0, 4))):
+            with self.subTest(empty):
+                want, got = (record(copy_rows, example_inputs=(torch.empty(s),)).doc for s in (full, empty))
+                self.assertEqual(got, want)
 
 
 class Refusals(unittest.TestCase):
@@ -2477,6 +2569,12 @@ class Cuda(unittest.TestCase):
             for op, skip in ((maybe, 1.0), (copy_scale, 0.5)):
                 want = x if g == skip else x * gt
                 torch.testing.assert_close(op(gt, x), want, rtol=0, atol=0, equal_nan=True, msg=f"{op} {g}")
+        either = ko.custom_plugin(ko.triton(scale_unless_either_launch, host_sync=True), op_name="kop_tt_hr_gpu::either",
+                                  example_inputs=(torch.empty(()), torch.empty((), dtype=torch.int32), torch.empty(64)))
+        for g in (1.0, 3.0):
+            for h in (2, 5):
+                gt, ht = torch.tensor(g, device="cuda"), torch.tensor(h, dtype=torch.int32, device="cuda")
+                torch.testing.assert_close(either(gt, ht, x), scale_unless_either_launch(gt, ht, x), rtol=0, atol=0)
         two = torch.tensor(2.0, device="cuda")
         with self.assertRaisesRegex(RuntimeError, "kop_tt_hr_gpu::maybe: reads the value of 'g' on the host at "
                                                   "launch"):

@@ -779,9 +779,12 @@ def _record_once(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], o
 # Note [host paths]: a launch_fn that tests a tensor's value on the host (torch.equal(t, c), allowed by
 # ko.triton(..., host_sync=True): Note [host reads]) takes one branch per call. kernelop runs it once per combination
 # of its tests' outcomes, on fresh fakes (at most _MAX_HOST_PATHS): the branches may differ only in which kernels they
-# launch (the same aten ops, the same results). The op is the path with the most launches; every other path's
-# launches must be some of them, in order, and each launch gets as its `when` the outcomes that decide it: those all
-# the paths that make it share, which no path that skips it meets. Liger's cross entropy backward:
+# launch (the same aten ops, the same results; the constants a test compares with, which a branch decided earlier may
+# never make, are no part of that). The op is the path with the most launches; every other path's launches must be
+# some of them, in order, and each launch gets as its `when` the outcomes that decide it: those all the paths that
+# make it share, which no path that skips it meets. kernelop tests them in order and stops at the first that fails,
+# as the host code does (`if a: ... elif b: ... else: K` gets "when": [not a, not b]; a's branch never tests b).
+# Liger's cross entropy backward:
 #     if torch.equal(grad_output, torch.tensor(1.0)): pass          (skips its kernel)
 #     else: element_mul_kernel[(n_rows,)](...)                      -> "when": [{"tensor": "grad_output", "!=": 1.0}]
 _MAX_HOST_PATHS = 16
@@ -798,6 +801,42 @@ class HostPaths:
 
     decisions: Tuple[bool, ...]
     when: List[List[Tuple[int, bool]]]
+
+
+def _tensors_in(x: Any) -> List[torch.Tensor]:
+    """The tensors in an argument or a result (nested lists, tuples and dicts)."""
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, dict):
+        x = list(x.values())
+    return [t for v in x for t in _tensors_in(v)] if isinstance(x, (list, tuple)) else []
+
+
+def _past_tests(writes: Any, launches: List[Any], result: Any) -> List[Any]:
+    """launch_fn's aten ops but its tests (torch.equal) and what only made or inspected a constant a test compared
+    with (torch.tensor(2.0) for `elif torch.equal(h, torch.tensor(2.0))`, which a branch decided earlier never
+    reaches): the host code the branches must share (Note [host paths]). An op that makes no tensor (x.device)
+    only inspects: it keeps no constant."""
+    events = list(writes.events)
+    maker = {storage_of(t): i for i, e in reversed(list(enumerate(events))) for t in _tensors_in(e.result)}
+    outside = {storage_of(t) for x in launches for t in _tensors_in((getattr(x, "args", ()), getattr(x, "kwargs", {})))}
+    outside |= {storage_of(t) for t in _tensors_in(result)}
+    dropped: Set[int] = set()
+    while True:
+        before = len(dropped)
+        for i, e in enumerate(events):
+            if i in dropped:
+                continue
+            reads = {storage_of(t) for t in _tensors_in((e.args, e.kwargs))}
+            made = _tensors_in(e.result)
+            if e.op == "equal" or (made and all(t in writes.constants for t in made) and not any(
+                    storage_of(t) in outside or any(storage_of(t) in {storage_of(a) for a in _tensors_in(
+                        (x.args, x.kwargs))} for k, x in enumerate(events)
+                        if k != i and k not in dropped and _tensors_in(x.result))
+                    for t in made)) or (not made and reads and all(maker.get(r) in dropped for r in reads)):
+                dropped.add(i)
+        if len(dropped) == before:
+            return [e for i, e in enumerate(events) if i not in dropped]
 
 
 def _host_paths(dsl: Dsl, spec: Any, where: str, inputs: List[Input], tensors: Dict[str, torch.Tensor],
@@ -819,11 +858,11 @@ def _host_paths(dsl: Dsl, spec: Any, where: str, inputs: List[Input], tensors: D
         finally:
             sizes.end()
         names = {storage_of(t.fake): t.name for t in rec.tensors}
+        events = _past_tests(writes, launches, result)
         made: Dict[Optional[int], int] = {}  # a tensor launch_fn made: the aten op that made its storage
-        for i, e in enumerate(writes.events):
-            for t in (e.result if isinstance(e.result, (tuple, list)) else [e.result]):
-                if isinstance(t, torch.Tensor):
-                    made.setdefault(storage_of(t), i)
+        for i, e in enumerate(events):
+            for t in _tensors_in(e.result):
+                made.setdefault(storage_of(t), i)
 
         def key(x: Any) -> Any:
             """What a branch did with `x`, comparable across branches: every argument, every view."""
@@ -843,17 +882,20 @@ def _host_paths(dsl: Dsl, spec: Any, where: str, inputs: List[Input], tensors: D
         launched = [(getattr(x, "fn", None), key(getattr(x, "args", ())), key(getattr(x, "kwargs", {})),
                      key(getattr(x, "grid", None))) for x in launches]
         tests = [(key(test[0]), test[1], test[2]) for test in host.tests]
-        ops = [(e.op, key(e.args), key(e.kwargs)) for e in writes.events if e.op not in VIEWS]
+        kept = [e for e in events if e.op not in VIEWS]
+        ops = [(e.op, key(e.args), key(e.kwargs)) for e in kept]
         results = [key(r) for r in (result if isinstance(result, (tuple, list)) else [result])]
         taken = decisions[:len(tests)] + (False,) * max(0, len(tests) - len(decisions))
-        return taken, launched, tests, (ops, results), [test[2] for test in host.tests]
+        return taken, launched, tests, (ops, results), [e.position for e in kept]
 
     paths = []
+    positions: List[List[int]] = []  # per path, per aten op: the number of its kernels launched before it
     pending: List[Tuple[bool, ...]] = [()]
     while pending:
         prefix = pending.pop()
-        taken, launched, tests, rest, _ = run(prefix)
+        taken, launched, tests, rest, placed = run(prefix)
         paths.append((taken, launched, tests, rest))
+        positions.append(placed)
         pending += [taken[:j] + (True,) for j in range(len(prefix), len(taken))]
         if len(paths) + len(pending) > _MAX_HOST_PATHS:
             raise ValueError(f"{where}: launch_fn's host tests (torch.equal) make more than {_MAX_HOST_PATHS} "
@@ -885,15 +927,27 @@ def _host_paths(dsl: Dsl, spec: Any, where: str, inputs: List[Input], tensors: D
                 raise refuse("launch different kernels, or the same kernel with other arguments")
             present[at].append(i)
             at += 1
+    for i in range(len(paths)):  # each aten op between the same kernels on every branch (those it launches)
+        mine = [k for k, made in enumerate(present) if i in made]  # the main path's index of each of its kernels
+        for p, q in zip(positions[i], positions[main]):
+            if not (mine[p - 1] + 1 if p > 0 else 0) <= q <= (mine[p] if p < len(mine) else len(main_launches)):
+                raise refuse("run their host code between other kernels")
     when: List[List[Tuple[int, bool]]] = []
     for k, made in enumerate(present):
         shared = [(j, v) for j, v in enumerate(paths[made[0]][0])
                   if all(len(paths[i][0]) > j and paths[i][0][j] == v for i in made)]
         for i in range(len(paths)):
-            if i not in made and all(len(paths[i][0]) > j and paths[i][0][j] == v for j, v in shared):
+            if i in made:
+                continue
+            # kernelop tests `shared` in order and stops at the first that fails, as launch_fn's own branches do
+            # (`if a: ... elif b: ... else: K` skips K on a's branch without testing b)
+            for j, v in shared:
+                if len(paths[i][0]) <= j:
+                    raise refuse(f"skip kernel {k + 1} on a branch that does not reach the tests that decide it")
+                if paths[i][0][j] != v:
+                    break
+            else:
                 raise refuse(f"launch kernel {k + 1} on outcomes of the tests that no conjunction of them tells")
-            if i not in made and any(len(paths[i][0]) <= j for j, _ in shared):
-                raise refuse(f"skip kernel {k + 1} on a branch that does not reach the tests that decide it")
         when.append([] if len(made) == len(paths) else shared)
     return HostPaths(paths[main][0], when)
 

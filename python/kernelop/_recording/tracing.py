@@ -132,10 +132,12 @@ def run_launch_fn(where: str, rec: Recorder, launch_fn: Callable[..., Any], fake
 
 
 def _as_dtype(value: Any, dtype: torch.dtype) -> float:
-    """`value` (a number or a one-element real tensor) as a tensor of `dtype` holds it, exactly, as a float."""
+    """`value` (a number or a one-element real tensor) as a tensor of `dtype` holds it, exactly: a float, or an int
+    for an integer dtype (2**53 + 1 stays itself)."""
     from torch.utils._python_dispatch import _disable_current_modes
     with _disable_current_modes():
-        return float(torch.as_tensor(value).reshape(-1)[0].to(dtype).item())
+        v = torch.as_tensor(value).reshape(-1)[0].to(dtype).item()
+        return int(v) if isinstance(v, (bool, int)) else float(v)
 
 
 class Constants:
@@ -191,7 +193,11 @@ class HostTests:
             raise ValueError(f"{where}: launch_fn tests a {str(t.dtype)[6:]} tensor against a {str(c.dtype)[6:]} "
                              f"constant on the host (torch.equal at {at}); kernelop tests a tensor against a constant "
                              "of its kind (floating or integer)")
-        self.tests.append((t, constants[c], at, position, event))
+        value = constants[c]
+        if value is not None and float(value) != value:
+            raise ValueError(f"{where}: launch_fn tests a tensor against {value} on the host (torch.equal at {at}); "
+                             "kernelop tests against numbers a double holds exactly (integers within +-2**53)")
+        self.tests.append((t, value, at, position, event))
         k = len(self.tests) - 1
         return self.decisions[k] if k < len(self.decisions) else False
 
