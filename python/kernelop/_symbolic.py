@@ -137,6 +137,15 @@ class BoolProbe:
         return f"<bool scalar {shorten(self.kernelop_name)}>"
 
 
+def empty_permuted(shape: Sequence[Any], perm: Optional[Sequence[int]], dtype: torch.dtype, device: str) -> Any:
+    """An uninitialised tensor of `shape`: contiguous, or ``base.permute(perm)`` of a contiguous base (Note [example
+    layouts]); the one rule for the base's shape."""
+    if perm is None:
+        return torch.empty(list(shape), dtype=dtype, device=device)
+    base = [shape[list(perm).index(i)] for i in range(len(shape))]
+    return torch.empty(base, dtype=dtype, device=device).permute(*perm)
+
+
 class Recorder:
     """A ShapeEnv, fake inputs with symbolic sizes, and the map back from symbols to kernelop leaves."""
 
@@ -195,11 +204,8 @@ class Recorder:
             t.symbols.append(sym)
             sizes.append(self.shape_env.create_symintnode(sym, hint=hint))
         with self.mode:
-            if perm is None:
-                t.fake = torch.empty(sizes, dtype=dtype, device="cuda")
-            else:
-                base = [sizes[list(perm).index(i)] for i in range(rank)]
-                t.fake = torch.empty(base, dtype=dtype, device="cuda").permute(*perm)
+            t.fake = empty_permuted(sizes, perm, dtype, "cuda")
+            if perm is not None:
                 self.layouts[name] = list(perm)
         self.tensors.append(t)
         return t.fake

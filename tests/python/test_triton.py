@@ -1245,6 +1245,41 @@ class WrittenInputs(unittest.TestCase):
         self.assertEqual([i.get("strided", False) for i in r.doc["inputs"][:2]], [False, False])
         self.assertFalse(any("stride" in q for q in r.doc.get("requires", [])))
 
+    def test_a_layout_launch_fn_refuses_is_recorded_contiguous_with_its_backward(self):
+        # launch_fn asserts a contiguous input: recorded with a contiguous example (and a warning saying so); the
+        # backward's examples are made from the examples the forward was recorded from.
+        def contiguous_copy(x: torch.Tensor) -> torch.Tensor:
+            if not x.is_contiguous():
+                raise ValueError("x must be contiguous")
+            y = torch.empty_like(x)
+            copy_kernel[(triton.cdiv(x.numel(), 128),)](x, y, x.numel(), BLOCK=128)
+            return y
+
+        def contiguous_copy_backward(grad_Y: torch.Tensor) -> torch.Tensor:
+            return contiguous_copy(grad_Y)
+        with self.assertWarnsRegex(UserWarning, "recorded with contiguous examples of x"):
+            r = ko.record_plugin(ko.triton(contiguous_copy), op_name="kop_tt_lay::copy",
+                                 example_inputs=(torch.empty(4, 6).t(),),
+                                 backward=ko.Backward(["x"], ko.triton(contiguous_copy_backward)))
+        self.assertEqual(r.doc["backward"]["outputs"][0]["shape"], {"same_as": "grad_Y"})
+
+    def test_a_discarded_recording_warns_nothing(self):
+        # A read-only input's example layout is recorded again contiguous: only the kept recording's warnings show.
+        def warns(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+            import warnings
+            warnings.warn("launch_fn's own warning")
+            return scale_mul_launch(x, w)
+
+        def count(*examples: torch.Tensor) -> int:
+            import warnings
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                ko.record_plugin(ko.triton(warns), op_name="kop_tt_lay::warns", example_inputs=examples)
+            return sum("launch_fn's own warning" in str(w.message) for w in caught)
+        contiguous = count(torch.empty(4, 6), torch.empty(4, 6))
+        self.assertGreater(contiguous, 0)
+        self.assertEqual(count(torch.empty(6, 4).t(), torch.empty(4, 6)), contiguous)
+
     def test_written_inputs_that_share_memory_are_refused(self):
         op = scale_two_op("kop_tt_wr::share").register()
         x0 = torch.randn(4, 6, device="meta", requires_grad=True)

@@ -87,6 +87,9 @@ class RecordedPlugin:
     # glue (CUDA C++, which C++ compiles)
     then: List[Optional["RecordedPlugin"]] = field(default_factory=list, repr=False)
     writes: Optional[Set[str]] = None  # the op's tensors its kernel may write, where the DSL knows
+    # the example tensors it was recorded from (contiguous where launch_fn refused an example's layout): the
+    # backward's examples are made from them
+    examples: Optional[Dict[str, torch.Tensor]] = field(default=None, repr=False, compare=False)
     # what compile() made, by the architectures it was given
     _binaries: Dict[Tuple[str, ...], List[KernelBinary]] = field(default_factory=dict, repr=False, compare=False)
 
@@ -256,9 +259,9 @@ def _example_tensors(where: str, launch_fn: Callable[..., Any], example_inputs: 
                     for name, kind, _ in inputs if kind == "tensor"}
 
 
-def _example_outputs(where: str, spec: Any, example_inputs: Any) -> List[torch.Tensor]:
-    """What launch_fn returns for the example inputs, as meta tensors of those sizes (launch_fn run on fakes)."""
-    inputs, tensors = _example_tensors(where, spec.launch_fn, example_inputs)
+def _example_outputs(where: str, spec: Any, tensors: Dict[str, torch.Tensor]) -> List[torch.Tensor]:
+    """What launch_fn returns for the example tensors, as meta tensors of those sizes (launch_fn run on fakes)."""
+    inputs = signature_inputs(where, spec.launch_fn)
     dsl = _dsls.dsl_of(spec)
     assert dsl is not None
     rec, _, result = _discover(dsl, spec, where, inputs, tensors, raise_errors=True)
@@ -292,9 +295,10 @@ def _record_backward(where: str, forward: RecordedPlugin, spec: Any, backward: A
                         f"{' or '.join(f'kernelop.{d.name}(...)' for d in dsls)}, got {type(backward.spec).__name__}")
     part = backward._head()
     differentiable, renames = part["differentiable"], part.get("from", {})
-    _, tensors = _example_tensors(where, spec.launch_fn, example_inputs)
+    tensors = forward.examples if forward.examples is not None else \
+        _example_tensors(where, spec.launch_fn, example_inputs)[1]
     out_names = [o["name"] for o in forward.doc["outputs"] if not o.get("scratch")]  # scratch is no output
-    outs = _example_outputs(where, spec, example_inputs)
+    outs = _example_outputs(where, spec, tensors)
     if len(outs) != len(out_names):
         raise ValueError(f"{where}: launch_fn returned {len(outs)} new tensors for the backward's examples, and the "
                          f"op has {len(out_names)} outputs")
@@ -431,14 +435,21 @@ def _record(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], op_nam
 
     def contiguous(names: List[str]) -> Dict[str, torch.Tensor]:
         return {n: torch.empty(t.shape, dtype=t.dtype, device="meta") if n in names else t for n, t in tensors.items()}
+
+    def record(examples: Dict[str, torch.Tensor]) -> RecordedPlugin:
+        recorded = _record_examples(dsl, spec, meta_impl, op_name, where, inputs, examples)
+        recorded.examples = examples
+        return recorded
     try:
-        recorded = _record_examples(dsl, spec, meta_impl, op_name, where, inputs, tensors)
+        with warnings.catch_warnings(record=True) as caught:  # emitted only if this recording is the op's
+            warnings.simplefilter("always")
+            recorded = record(tensors)
     except NestedRecording:
         raise
     except Exception as e:  # noqa: BLE001 - Note [example layouts]: launch_fn may not take that layout
         if not laid:
             raise
-        recorded = _record_examples(dsl, spec, meta_impl, op_name, where, inputs, contiguous(laid))
+        recorded = record(contiguous(laid))
         warnings.warn(f"{where}: recorded with contiguous examples of {', '.join(laid)} (any layout, made "
                       f"contiguous): in their examples' layout, {shorten(e, 300)}", stacklevel=3)
         return recorded
@@ -446,7 +457,11 @@ def _record(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], op_nam
     # it would have with a contiguous example): recorded again with those examples contiguous.
     written = {i["name"] for i in recorded.doc["inputs"] if i.get("mutated")}
     read = [n for n in laid if n not in written]
-    return _record_examples(dsl, spec, meta_impl, op_name, where, inputs, contiguous(read)) if read else recorded
+    if read:
+        return record(contiguous(read))
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return recorded
 
 
 def _record_examples(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], op_name: Optional[str], where: str,

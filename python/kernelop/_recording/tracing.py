@@ -14,7 +14,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .._spec import Fill
-from .._symbolic import BoolProbe, FloatProbe, Recorder, Unexpressible, shape_exprs, shorten, user_location
+from .._symbolic import (BoolProbe, FloatProbe, Recorder, Unexpressible, empty_permuted, shape_exprs, shorten,
+                         user_location)
 from .interception import NestedRecording
 from .program import ALLOCATE, COPY_ARG, FILL, FILL_ARG, GLUE_WORDS, VIEWS, Event, host_op, permutation_of
 
@@ -90,12 +91,7 @@ def layout_of(example: Optional[torch.Tensor]) -> Optional[List[int]]:
 
 def like_example(example: torch.Tensor, shape: Sequence[int], dtype: Optional[torch.dtype] = None) -> torch.Tensor:
     """A meta tensor of `shape` laid out as `example` is (Note [example layouts])."""
-    perm = layout_of(example)
-    dtype = dtype or example.dtype
-    if perm is None:
-        return torch.empty(list(shape), dtype=dtype, device="meta")
-    base = [shape[perm.index(i)] for i in range(len(shape))]
-    return torch.empty(base, dtype=dtype, device="meta").permute(*perm)
+    return empty_permuted(shape, layout_of(example), dtype or example.dtype, "meta")
 
 
 def make_fakes(rec: Recorder, inputs: List[Input], examples: Dict[str, torch.Tensor]) -> List[Any]:
