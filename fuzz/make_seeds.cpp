@@ -24,9 +24,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-kernelop::CompiledImage synthetic_image(const kernelop::OpDecl& decl) {
+kernelop::CompiledImage synthetic_image(const kernelop::OpDecl& decl,
+                                        const kernelop::ValidateOptions& options = {}) {
   kernelop::CompiledImage image;
-  image.plan = kernelop::complete_plan(kernelop::derive_plan(decl));
+  image.plan = kernelop::complete_plan(kernelop::derive_plan(decl, options));
   for (const kernelop::KernelInstance& instance : image.plan.instances) {
     image.lowered_names.push_back(instance.name_expression);
   }
@@ -45,7 +46,9 @@ kernelop::CompiledImage synthetic_image(const kernelop::OpDecl& decl) {
   image.images.push_back(std::move(ptx));
   // Its later launches (Note [several launches]: format-5 packages), each an image of its own.
   for (std::size_t k = 0; k < image.plan.spec.then.size(); ++k) {
-    image.then.push_back(synthetic_image(kernelop::launch_decl(image.plan, k)));
+    kernelop::ValidateOptions launch;
+    launch.launch_of_op = true;
+    image.then.push_back(synthetic_image(kernelop::launch_decl(image.plan, k), launch));
   }
   return image;
 }

@@ -14,6 +14,9 @@ struct ValidateOptions {
   /// become outputs out0, out1, ... whose shapes and dtypes the meta function gives at run time,
   /// so the derived launch still works.
   int meta_outputs = 0;
+  /// The spec is one of an op's launches (launch_decl, Note [several launches]): its host reads
+  /// of the op's outputs and scratch are checked with the op's, against what runs before it.
+  bool launch_of_op = false;
 };
 
 /// Throws Error(Spec) (or Error(Type) for a wrongly typed reference) whose message names the op,

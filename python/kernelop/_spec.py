@@ -395,6 +395,9 @@ class HostTest:
             raise TypeError(f"HostTest.tensor: expected a str, got {type(self.tensor).__name__}")
         if isinstance(self.value, bool) or not isinstance(self.value, (int, float)):
             raise TypeError(f"HostTest.value: expected a number, got {type(self.value).__name__}")
+        if isinstance(self.value, int) and float(self.value) != self.value:  # JSON would round it, maybe to 2^63
+            raise ValueError(f"HostTest.value: expected a number a double holds exactly (an integer within +-2^53), "
+                             f"got {self.value}")
         return {"tensor": self.tensor, "==" if _bool(self.equal, "HostTest.equal") else "!=": self.value}
 
 

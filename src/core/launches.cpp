@@ -157,8 +157,9 @@ void check_launches(const OpPlan& p, const ValidateOptions& options) {
   // (all, in the default convention), then each launch's outputs in order.
   // Launches marked `before` run first, after the inits and before the op's own kernel.
   // Note [host reads]: a write by a launch with a `when` happens only when its tests hold, so each
-  // write keeps its tests; a read is covered by a write whose tests the reader's own include
-  // (written under the same 'g != 1' it reads under), or by an unconditional one.
+  // write keeps its tests (by the op's names); a read is covered by one write whose tests the
+  // reader's own include (written under the same 'g != 1' it reads under), or by an unconditional
+  // one. (Two writes under complementary tests do not cover a read together: refused, safely.)
   std::map<std::string, std::vector<std::vector<HostTest>>, std::less<>> written;
   auto write = [&](const std::string& name, const std::vector<HostTest>& when) {
     written[name].push_back(when);
@@ -231,6 +232,9 @@ void check_launches(const OpPlan& p, const ValidateOptions& options) {
       KERNELOP_RAISE(fail_at(p, k, !s.backward.empty() ? "backward" : "then"))
           << "a launch is part of its op: the op declares the backward and every launch";
     }
+    // Its tests, by the op's names (a write and a read compare them so).
+    std::vector<HostTest> when = s.when;
+    for (HostTest& t : when) t.tensor = std::string(received(step, t.tensor));
     // Each of the op's tensors and scalars is one name of the launch: two names for one tensor
     // would alias an input and an output (or two outputs) the launch cannot see.
     std::map<std::string_view, std::string_view> named;
@@ -275,7 +279,7 @@ void check_launches(const OpPlan& p, const ValidateOptions& options) {
             << "' is not a tensor of the op (tensors: " << op_names(p, true, false) << ")";
       }
       check_dtype(p, k, path, name, t.dtype);
-      if (p.tensors[static_cast<std::size_t>(slot)].is_output && !covered(name, s.when)) {
+      if (p.tensors[static_cast<std::size_t>(slot)].is_output && !covered(name, when)) {
         KERNELOP_RAISE(fail_at(p, k, path))
             << "reads '" << name << "', which nothing writes before this launch (the op's kernel "
             << "does not take it, no earlier launch writes it, it has no init"
@@ -323,8 +327,12 @@ void check_launches(const OpPlan& p, const ValidateOptions& options) {
     }
     // The launch is an op of its own: everything else about it is checked as for any spec.
     OpPlan launch = derive_launch_plan(p, k);
-    check_host_reads(launch, &step, k, s.when);
-    for (const OutputDecl& o : *s.outputs) write(std::string(received(step, o.name)), s.when);
+    // Its outputs' inits run before its tests, whatever they decide; its kernel writes under them.
+    for (const OutputDecl& o : *s.outputs) {
+      if (o.init) write(std::string(received(step, o.name)), {});
+    }
+    check_host_reads(launch, &step, k, when);
+    for (const OutputDecl& o : *s.outputs) write(std::string(received(step, o.name)), when);
     // Its instance is chosen from its inputs' dtypes: an output whose dtype is a type parameter
     // none of its inputs fixes would take the first instance's, not the op's tensor's.
     for (const OutputPlan& o : launch.outputs) {

@@ -60,8 +60,9 @@ constexpr int kMaxNesting = 8;
 
 class Reader {
  public:
-  Reader(std::string_view bytes, std::string_view origin, int depth = 0)
-      : bytes_(bytes), origin_(origin), depth_(depth) {}
+  /// `launch`: the package is one of an op's launches (ValidateOptions::launch_of_op).
+  Reader(std::string_view bytes, std::string_view origin, int depth = 0, bool launch = false)
+      : bytes_(bytes), origin_(origin), depth_(depth), launch_(launch) {}
 
   // "package ORIGIN: ..." (Note [raising errors]).
   detail::ErrorStream error() const {
@@ -150,8 +151,10 @@ class Reader {
           << "metadata.spec has a source_file; a package holds its kernel source inline";
     }
     // The spec as packaged holds the dtypes its kernel fixed (Note [plan stages]).
-    image.plan =
-        complete_plan(derive_plan(parse_op_json(spec.dump(), "", std::string(origin_) + ": spec")));
+    ValidateOptions options;
+    options.launch_of_op = launch_;
+    image.plan = complete_plan(
+        derive_plan(parse_op_json(spec.dump(), "", std::string(origin_) + ": spec"), options));
     if (image.plan.op_name != meta.at("op").get<std::string>())
       KERNELOP_RAISE(error()) << "metadata.op differs from the spec's op";
     image.lowered_names = meta.at("lowered_names").get<std::vector<std::string>>();
@@ -218,7 +221,7 @@ class Reader {
     for (std::size_t k = 0; k < launches; ++k) {
       OpDecl want = launch_decl(image.plan, k);
       Package inner = Reader(sections[1 + image_sections + k],
-                             std::string(origin_) + ": launch " + want.op_name, depth_ + 1)
+                             std::string(origin_) + ": launch " + want.op_name, depth_ + 1, true)
                           .read();
       if (!derives_launch(image.plan, k, inner.image.plan) ||
           meta.at("then").at(k).at("op").get<std::string>() != want.op_name ||
@@ -297,6 +300,7 @@ class Reader {
   std::string_view bytes_;
   std::string origin_;
   int depth_ = 0;
+  bool launch_ = false;
 };
 
 }  // namespace

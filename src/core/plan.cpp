@@ -194,27 +194,20 @@ CompletedPlan complete_plan(OpPlan plan) {
   return CompletedPlan(std::move(plan));
 }
 
-namespace {
-
-// `launch`: the decl is an op's launch (launch_decl), whose host reads of the op's tensors its op's
-// check_launches checks against what the op's earlier launches write (Note [host reads]).
-OpPlan derive(const OpDecl& decl, const ValidateOptions& overrides, bool launch) {
+OpPlan derive_plan(const OpDecl& decl, const ValidateOptions& overrides) {
   validate(decl, overrides);
   OpPlan plan = detail::Deriver(decl, overrides).run();
-  if (!plan.spec.then.empty() || (!launch && reads_on_host(plan.spec)))
+  // (A launch's host reads of the op's tensors are its op's to check: Note [host reads].)
+  if (!plan.spec.then.empty() || (!overrides.launch_of_op && reads_on_host(plan.spec)))
     detail::check_launches(plan, overrides);
   if (!plan.spec.backward.empty()) detail::check_backward(plan, overrides);
   return plan;
 }
 
-}  // namespace
-
-OpPlan derive_plan(const OpDecl& decl, const ValidateOptions& overrides) {
-  return derive(decl, overrides, false);
-}
-
 OpPlan derive_launch_plan(const OpPlan& op, std::size_t k) {
-  return derive(launch_decl(op, k), {}, true);
+  ValidateOptions o;
+  o.launch_of_op = true;
+  return derive_plan(launch_decl(op, k), o);
 }
 
 }  // namespace kernelop

@@ -211,6 +211,38 @@ TEST(Launches, RulesAreCheckedWithTheFieldNamed) {
   EXPECT_THROW_MSG(derive_plan(parse_op_json(own_test, ".", "o.json")), ErrorKind::Spec,
                    "op t::order: when[0]: reads 'part' on the host, which nothing writes before "
                    "the op's kernel");
+  // A launch's tests name the op's tensors through its `from`: 'flag' of a launch that renames x
+  // is x.
+  std::string renamed = edit(with_when(R"J(, "when": [{"tensor": "x", "!=": 0}])J"),
+                             R"J("inputs": [{"name": "x"}],
+              "outputs": [{"name": "part", "shape": [4]}], "params": ["x", "part"], "when": [{"tensor": "x", "!=": 0}],)J",
+                             R"J("from": {"flag": "x"}, "inputs": [{"name": "flag"}],
+              "outputs": [{"name": "part", "shape": [4]}], "params": ["flag", "part"], "when": [{"tensor": "flag", "!=": 0}],)J");
+  EXPECT_NO_THROW(derive_plan(parse_op_json(renamed, ".", "r.json")));
+  // An init of a launch's output runs before its tests: the launch may test what it set.
+  std::string inited = edit(early, R"J({"name": "part", "shape": [4]}],
+                   "params": ["x", "y", "part"])J",
+                            R"J({"name": "part", "shape": [4], "init": {"fill": 1}}],
+                   "params": ["x", "y", "part"])J");
+  EXPECT_NO_THROW(derive_plan(parse_op_json(inited, ".", "i.json")));
+  // A launch testing its own output, which an earlier launch wrote: compiled, and its package
+  // (whose launches are read as the op's) loads.
+  const std::string flagged = R"J({"op": "t::flagged", "kernel_name": "k",
+    "kernel_source": "extern \"C\" __global__ void k(const float* x, float* y) {}",
+    "inputs": [{"name": "x", "dtype": "float32"}],
+    "outputs": [{"name": "y", "shape": [1], "dtype": "float32"},
+                {"name": "flag", "shape": [1], "dtype": "int32", "scratch": true}],
+    "params": ["x", "y"], "geometry": {"custom": {"grid": [1], "block": [32]}},
+    "then": [{"kernel_name": "f", "kernel_source": "extern \"C\" __global__ void f(const float* x, int* flag) {}",
+              "inputs": [{"name": "x"}], "outputs": [{"name": "flag", "shape": [1]}],
+              "params": ["x", "flag"], "geometry": {"custom": {"grid": [1], "block": [32]}}},
+             {"kernel_name": "g", "kernel_source": "extern \"C\" __global__ void g(const float* x, float* y, int* flag) {}",
+              "inputs": [{"name": "x"}], "outputs": [{"name": "y", "shape": [1]}, {"name": "flag", "shape": [1]}],
+              "params": ["x", "y", "flag"], "when": [{"tensor": "flag", "==": 0}],
+              "geometry": {"custom": {"grid": [1], "block": [32]}}}]})J";
+  CompiledImage flagged_image = compile_sm90(parse_op_json(flagged, ".", "f.json"));
+  EXPECT_EQ(parse_package(write_package_bytes(flagged_image), "f.kop").image.then.size(), 2u);
+
   // The op's own kernel: an item() of its own output, which nothing wrote, is refused; once an
   // init sets it, allowed.
   std::string own = R"J({"op": "t::own", "kernel_name": "k", "kernel_source": "k",

@@ -2234,8 +2234,9 @@ class HostReads(unittest.TestCase):
                 ([ko.HostTest("g", True)], TypeError, "HostTest.value: expected a number, got bool"),
                 ([ko.HostTest("g", 1, equal=1)], TypeError, "HostTest.equal"),
                 ([ko.HostTest("h", 1)], ValueError, "when[0]: 'h' is not a tensor of the launch"),
-                ([ko.HostTest("g", 2**53 + 1)], ValueError, "when[0].==: expected a number a double holds exactly "
-                 "(an integer within +-2^53, or any other), found 9007199254740993"),
+                ([ko.HostTest("g", 2**53 + 1)], ValueError, "HostTest.value: expected a number a double holds exactly "
+                 "(an integer within +-2^53), got 9007199254740993"),
+                ([ko.HostTest("g", -2**63 - 1)], ValueError, "got -9223372036854775809"),
                 (["g"], TypeError, "when")]:
             with self.subTest(message):
                 expect_error(self, error, message, ko.cuda_kernel_op, "kop_tt_hr::by_hand", spec(when),
@@ -2245,6 +2246,28 @@ class HostReads(unittest.TestCase):
                      ko.cuda_kernel_op, "kop_tt_hr::by_hand", spec([ko.HostTest("g", 1)]), archs=["sm_90"],
                      eager_fn=lambda x, g: x.clone())
         self.assertFalse(hasattr(torch.ops.kop_tt_hr, "by_hand"))
+
+    def test_a_constant_a_skipped_kernel_takes_is_host_code_of_every_branch(self):
+        # A counter every branch makes, passed only to the kernel a test skips; a constant one branch tests and the
+        # other passes to the kernel: host code both branches run.
+        def counter(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+            y = x.clone()
+            lock = torch.zeros(1, dtype=torch.float32, device=x.device)
+            if not torch.equal(g, torch.tensor(1.0, device=g.device)):
+                scale_in_place_by[(1,)](y, lock, y.numel(), BLOCK=256)
+            return y
+
+        def tested_or_passed(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+            y = x.clone()
+            one = torch.ones((), device=x.device)
+            if not torch.equal(g, one):
+                scale_in_place_by[(1,)](y, one, y.numel(), BLOCK=256)
+            return y
+        for fn in (counter, tested_or_passed):
+            with self.subTest(fn.__name__):
+                r = ko.record_plugin(ko.triton(fn, host_sync=True), op_name=f"kop_tt_hr::{fn.__name__}",
+                                     example_inputs=(torch.empty(()), torch.empty(64)))
+                self.assertEqual(r.doc["when"], [{"tensor": "g", "!=": 1.0}])
 
     def test_an_elif_chain_tests_in_order(self):
         r = ko.record_plugin(ko.triton(scale_unless_either_launch, host_sync=True), op_name="kop_tt_hr::either",

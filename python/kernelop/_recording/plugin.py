@@ -827,37 +827,42 @@ def _tensors_in(x: Any) -> List[torch.Tensor]:
     return [t for v in x for t in _tensors_in(v)] if isinstance(x, (list, tuple)) else []
 
 
-def _past_tests(writes: Any, launches: List[Any], result: Any) -> List[Any]:
-    """launch_fn's aten ops but its tests (torch.equal) and what only made or inspected a constant a test compared
-    with (torch.tensor(2.0) for `elif torch.equal(h, torch.tensor(2.0))`, which a branch decided earlier never
-    reaches): the host code the branches must share (Note [host paths]). An op that makes no tensor (x.device)
-    only inspects: it keeps no constant."""
+def _test_only(writes: Any, launches: List[Any], result: Any) -> Tuple[Set[Any], Set[Any]]:
+    """Note [host paths]: (where each aten op of this branch ran, as (line, op); those that ran only for its tests):
+    the tests (torch.equal) and what made or inspected a constant only a test reads (torch.tensor(2.0) of `elif
+    torch.equal(h, torch.tensor(2.0))`). An op that makes no tensor (x.device) only inspects: it keeps no
+    constant."""
     events = list(writes.events)
     maker = {storage_of(t): i for i, e in reversed(list(enumerate(events))) for t in _tensors_in(e.result)}
     outside = {storage_of(t) for x in launches for t in _tensors_in((getattr(x, "args", ()), getattr(x, "kwargs", {})))}
     outside |= {storage_of(t) for t in _tensors_in(result)}
+    readers: Dict[Any, List[int]] = {}  # storage -> the events that make a tensor from it, or test it
+    for i, e in enumerate(events):
+        if _tensors_in(e.result) or e.op == "equal":
+            for t in _tensors_in((e.args, e.kwargs)):
+                readers.setdefault(storage_of(t), []).append(i)
     dropped: Set[int] = set()
     while True:
         before = len(dropped)
         for i, e in enumerate(events):
             if i in dropped:
                 continue
-            reads = {storage_of(t) for t in _tensors_in((e.args, e.kwargs))}
             made = _tensors_in(e.result)
-            if e.op == "equal" or (made and all(t in writes.constants for t in made) and not any(
-                    storage_of(t) in outside or any(storage_of(t) in {storage_of(a) for a in _tensors_in(
-                        (x.args, x.kwargs))} for k, x in enumerate(events)
-                        if k != i and k not in dropped and _tensors_in(x.result))
-                    for t in made)) or (not made and reads and all(maker.get(r) in dropped for r in reads)):
+            reads = {storage_of(t) for t in _tensors_in((e.args, e.kwargs))}
+            constant_for_tests = made and all(t in writes.constants for t in made) and all(
+                storage_of(t) not in outside and [k for k in readers.get(storage_of(t), []) if k != i]
+                and all(k in dropped for k in readers[storage_of(t)] if k != i) for t in made)
+            if e.op == "equal" or constant_for_tests or \
+                    (not made and reads and all(maker.get(r) in dropped for r in reads)):
                 dropped.add(i)
         if len(dropped) == before:
-            return [e for i, e in enumerate(events) if i not in dropped]
+            return {(e.where, e.op) for e in events}, {(e.where, e.op) for i, e in enumerate(events) if i in dropped}
 
 
 def _host_paths(dsl: Dsl, spec: Any, where: str, inputs: List[Input], tensors: Dict[str, torch.Tensor],
                 rank_free: bool) -> HostPaths:
     """Note [host paths]: launch_fn run on every branch of its host tests."""
-    def run(decisions: Tuple[bool, ...]) -> Tuple[Tuple[bool, ...], List[Any], List[Any], Any, List[Any]]:
+    def run(decisions: Tuple[bool, ...]) -> Tuple[Tuple[bool, ...], Set[Any], Set[Any], Callable[..., Any]]:
         rec = Recorder(where)
         if rank_free:
             rec.rank_free = {name for name, t in tensors.items() if t.dim() >= 3}
@@ -873,48 +878,63 @@ def _host_paths(dsl: Dsl, spec: Any, where: str, inputs: List[Input], tensors: D
         finally:
             sizes.end()
         names = {storage_of(t.fake): t.name for t in rec.tensors}
-        events = _past_tests(writes, launches, result)
-        made: Dict[Optional[int], int] = {}  # a tensor launch_fn made: the aten op that made its storage
-        for i, e in enumerate(events):
-            for t in _tensors_in(e.result):
-                made.setdefault(storage_of(t), i)
+        ran, for_tests = _test_only(writes, launches, result)
+        tests_of = [(test[0], test[1], test[2]) for test in host.tests]
+        taken = decisions[:len(tests_of)] + (False,) * max(0, len(tests_of) - len(decisions))
 
-        def key(x: Any) -> Any:
-            """What a branch did with `x`, comparable across branches: every argument, every view."""
-            if isinstance(x, torch.Tensor):
-                st = storage_of(x)
-                return (names[st] if st in names else ("made by", made.get(st)), str(x.dtype),
-                        tuple(str(d) for d in x.shape), tuple(str(d) for d in x.stride()), str(x.storage_offset()))
-            if isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-                return str(x.node.expr)
-            if isinstance(x, (list, tuple)):
-                return tuple(key(v) for v in x)
-            if isinstance(x, dict):
-                return tuple(sorted((str(k), key(v)) for k, v in x.items()))
-            if isinstance(x, (int, float, str, bool, type(None), torch.dtype, torch.device)):
-                return x
-            return getattr(x, "__code__", None) or type(x).__name__  # a grid function: its code
-        launched = [(getattr(x, "fn", None), key(getattr(x, "args", ())), key(getattr(x, "kwargs", {})),
-                     key(getattr(x, "grid", None))) for x in launches]
-        tests = [(key(test[0]), test[1], test[2]) for test in host.tests]
-        kept = [e for e in events if e.op not in VIEWS]
-        ops = [(e.op, key(e.args), key(e.kwargs)) for e in kept]
-        results = [key(r) for r in (result if isinstance(result, (tuple, list)) else [result])]
-        taken = decisions[:len(tests)] + (False,) * max(0, len(tests) - len(decisions))
-        return taken, launched, tests, (ops, results), [e.position for e in kept]
+        def compared(skip: Set[Any]) -> Tuple[List[Any], List[Any], Any, List[int]]:
+            """What the branch did, without the aten ops at `skip` that ran only for its tests."""
+            events = [e for e in writes.events if e.op != "equal" and (e.where, e.op) not in skip]
+            made: Dict[Optional[int], int] = {}  # a tensor launch_fn made: the aten op that made its storage
+            for i, e in enumerate(events):
+                for t in _tensors_in(e.result):
+                    made.setdefault(storage_of(t), i)
 
-    paths = []
-    positions: List[List[int]] = []  # per path, per aten op: the number of its kernels launched before it
+            def key(x: Any) -> Any:
+                """What a branch did with `x`, comparable across branches: every argument, every view."""
+                if isinstance(x, torch.Tensor):
+                    st = storage_of(x)
+                    return (names[st] if st in names else ("made by", made.get(st)), str(x.dtype),
+                            tuple(str(d) for d in x.shape), tuple(str(d) for d in x.stride()),
+                            str(x.storage_offset()))
+                if isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+                    return str(x.node.expr)
+                if isinstance(x, (list, tuple)):
+                    return tuple(key(v) for v in x)
+                if isinstance(x, dict):
+                    return tuple(sorted((str(k), key(v)) for k, v in x.items()))
+                if isinstance(x, (int, float, str, bool, type(None), torch.dtype, torch.device)):
+                    return x
+                return getattr(x, "__code__", None) or type(x).__name__  # a grid function: its code
+            launched = [(getattr(x, "fn", None), key(getattr(x, "args", ())), key(getattr(x, "kwargs", {})),
+                         key(getattr(x, "grid", None))) for x in launches]
+            tests = [(key(t), c, at) for t, c, at in tests_of]
+            kept = [e for e in events if e.op not in VIEWS]
+            ops = [(e.op, key(e.args), key(e.kwargs)) for e in kept]
+            results = [key(r) for r in (result if isinstance(result, (tuple, list)) else [result])]
+            return launched, tests, (ops, results), [e.position for e in kept]
+        return taken, ran, for_tests, compared
+
+    runs = []
     pending: List[Tuple[bool, ...]] = [()]
     while pending:
         prefix = pending.pop()
-        taken, launched, tests, rest, placed = run(prefix)
-        paths.append((taken, launched, tests, rest))
-        positions.append(placed)
+        runs.append(run(prefix))
+        taken = runs[-1][0]
         pending += [taken[:j] + (True,) for j in range(len(prefix), len(taken))]
-        if len(paths) + len(pending) > _MAX_HOST_PATHS:
+        if len(runs) + len(pending) > _MAX_HOST_PATHS:
             raise ValueError(f"{where}: launch_fn's host tests (torch.equal) make more than {_MAX_HOST_PATHS} "
                              "branches; kernelop records each branch of at most that many")
+    # The aten ops every branch that ran them ran only for its tests (a constant one branch tests and another
+    # passes to a kernel is host code both share).
+    skip = set().union(*(for_tests for _, _, for_tests, _ in runs)) - \
+        set().union(*(ran - for_tests for _, ran, for_tests, _ in runs))
+    paths = []
+    positions: List[List[int]] = []  # per path, per aten op: the number of its kernels launched before it
+    for taken, _, _, compared in runs:
+        launched, tests, rest, placed = compared(skip)
+        paths.append((taken, launched, tests, rest))
+        positions.append(placed)
     if len(paths) == 1:
         return HostPaths(paths[0][0], [[] for _ in paths[0][1]])
     lines = ", ".join(dict.fromkeys(at for _, _, tests, _ in paths for _, _, at in tests))

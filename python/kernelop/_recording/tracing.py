@@ -190,7 +190,7 @@ class HostTests:
                              f"constant on the host (torch.equal at {at}); kernelop tests a tensor against a constant "
                              "of its kind (floating or integer)")
         value = constants[c]
-        if value is not None and float(value) != value:
+        if isinstance(value, int) and float(value) != value:
             raise ValueError(f"{where}: launch_fn tests a tensor against {value} on the host (torch.equal at {at}); "
                              "kernelop tests against numbers a double holds exactly (integers within +-2**53)")
         self.tests.append((t, value, at, position, event))
