@@ -14,8 +14,9 @@ LType = Tuple[Any, ...]  # ("int", bits) | ("float", bits) | ("ptr",) | ("struct
 
 
 def parse_type(text: str) -> LType:
-    """An LLVM dialect type as printed: ``!llvm.struct<(ptr, struct<(i32, i64)>)>``, ``i32``, ``!llvm.ptr``."""
-    tokens = re.findall(r"!llvm\.|struct<\(|array<|\)>|>|,|x|[A-Za-z_][A-Za-z0-9_]*|\d+", text)
+    """An LLVM dialect type as printed: ``!llvm.struct<(ptr, struct<(i32, i64)>)>``, ``i32``, ``!llvm.ptr``, and
+    ``!llvm.ptr<1>`` (a pointer into an address space, as QuACK's global tensors are: 8 bytes all the same)."""
+    tokens = re.findall(r"!llvm\.|struct<\(|array<|\)>|<|>|,|x|[A-Za-z_][A-Za-z0-9_]*|\d+", text)
     pos = 0
 
     def peek() -> str:
@@ -49,6 +50,11 @@ def parse_type(text: str) -> LType:
             take(">")
             return ("array", n, elem)
         if tok == "ptr":
+            if peek() == "<":  # its address space
+                take()
+                if not take().isdigit():
+                    raise ValueError(f"unexpected address space in the LLVM type {text!r}")
+                take(">")
             return ("ptr",)
         m = re.fullmatch(r"i(\d+)", tok)
         if m:

@@ -187,6 +187,13 @@ class HostArithmetic(unittest.TestCase):
         self.assertEqual(H.size_align(H.parse_type("!llvm.struct<(struct<(i64, i32)>, i32)>")), (24, 8))
         with self.assertRaises(ValueError):
             H.parse_type("!llvm.vec<4 x f32>")
+        # pointers into an address space (global: 1) are pointers
+        self.assertEqual(H.parse_type("!llvm.ptr<1>"), ("ptr",))
+        self.assertEqual(H.parse_type("!llvm.struct<(ptr<1>, struct<(i32, i32)>)>"),
+                         ("struct", [("ptr",), ("struct", [("int", 32), ("int", 32)])]))
+        for bad in ("!llvm.ptr<x>", "!llvm.ptr<1", "!llvm.ptr<>"):
+            with self.assertRaises(ValueError, msg=bad):
+                H.parse_type(bad)
 
 
 @unittest.skipUnless(HAVE_CUTE, "nvidia-cutlass-dsl is not installed")
