@@ -50,10 +50,11 @@ def parse_type(text: str) -> LType:
             take(">")
             return ("array", n, elem)
         if tok == "ptr":
-            if peek() == "<":  # its address space
+            if peek() == "<":  # its address space: generic (0) or global (1), both 8 bytes (shared's may be 4)
                 take()
-                if not take().isdigit():
-                    raise ValueError(f"unexpected address space in the LLVM type {text!r}")
+                if take() not in ("0", "1"):
+                    raise ValueError(f"a pointer into an address space other than generic or global in the LLVM "
+                                     f"type {text!r}")
                 take(">")
             return ("ptr",)
         m = re.fullmatch(r"i(\d+)", tok)

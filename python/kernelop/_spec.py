@@ -58,6 +58,14 @@ def _bool(value: Any, where: str) -> bool:
     return value
 
 
+def _double_holds(value: int) -> bool:
+    """Whether a double holds the integer exactly (2**53 + 1 it does not; 10**400 overflows)."""
+    try:
+        return float(value) == value
+    except OverflowError:
+        return False
+
+
 def _int(value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{where}: expected an int, got {type(value).__name__} {_r(value)}")
@@ -395,7 +403,7 @@ class HostTest:
             raise TypeError(f"HostTest.tensor: expected a str, got {type(self.tensor).__name__}")
         if isinstance(self.value, bool) or not isinstance(self.value, (int, float)):
             raise TypeError(f"HostTest.value: expected a number, got {type(self.value).__name__}")
-        if isinstance(self.value, int) and float(self.value) != self.value:  # JSON would round it, maybe to 2^63
+        if isinstance(self.value, int) and not _double_holds(self.value):  # JSON would round it, maybe to 2^63
             raise ValueError(f"HostTest.value: expected a number a double holds exactly (an integer within +-2^53), "
                              f"got {self.value}")
         return {"tensor": self.tensor, "==" if _bool(self.equal, "HostTest.equal") else "!=": self.value}

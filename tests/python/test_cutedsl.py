@@ -191,7 +191,7 @@ class HostArithmetic(unittest.TestCase):
         self.assertEqual(H.parse_type("!llvm.ptr<1>"), ("ptr",))
         self.assertEqual(H.parse_type("!llvm.struct<(ptr<1>, struct<(i32, i32)>)>"),
                          ("struct", [("ptr",), ("struct", [("int", 32), ("int", 32)])]))
-        for bad in ("!llvm.ptr<x>", "!llvm.ptr<1", "!llvm.ptr<>"):
+        for bad in ("!llvm.ptr<x>", "!llvm.ptr<1", "!llvm.ptr<>", "!llvm.ptr<3>"):
             with self.assertRaises(ValueError, msg=bad):
                 H.parse_type(bad)
 

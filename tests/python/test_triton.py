@@ -1280,6 +1280,16 @@ class WrittenInputs(unittest.TestCase):
         self.assertGreater(contiguous, 0)
         self.assertEqual(count(torch.empty(6, 4).t(), torch.empty(4, 6)), contiguous)
 
+        # the kept ones meet the user's filters as warnings of their module (not of their file's path)
+        def ignored(*examples: torch.Tensor) -> int:
+            import warnings
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                warnings.filterwarnings("ignore", "launch_fn's own", UserWarning, "(test_triton|__main__)$")
+                ko.record_plugin(ko.triton(warns), op_name="kop_tt_lay::warns", example_inputs=examples)
+            return sum("launch_fn's own warning" in str(w.message) for w in caught)
+        self.assertEqual(ignored(torch.empty(6, 4).t(), torch.empty(4, 6)), 0)
+
     def test_written_inputs_that_share_memory_are_refused(self):
         op = scale_two_op("kop_tt_wr::share").register()
         x0 = torch.randn(4, 6, device="meta", requires_grad=True)
@@ -1799,8 +1809,20 @@ def host_read_cases():
             z = torch.zeros_like(x)
         return y, z
 
+    def full_of(x: torch.Tensor, v: float) -> torch.Tensor:  # one line makes the test's constant and the kernel's
+        return torch.full((), v, device=x.device)
+
+    def fills_differ(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        y = x.clone()
+        if torch.equal(g, full_of(x, 1.0)):
+            scale_in_place_by[(1,)](y, full_of(x, 2.0), y.numel(), BLOCK=256)
+        else:
+            scale_in_place_by[(1,)](y, full_of(x, 3.0), y.numel(), BLOCK=256)
+        return y
+
     scalar_g = (torch.empty(()), torch.empty(64))
     return [
+        (fills_differ, scalar_g, "run different host code (or the same with other arguments)"),
         (host_code_moved, scalar_g, "run their host code between other kernels"),
         (both_or_neither, (torch.empty(()), torch.empty(()), torch.empty(64)),
          "launch kernel 1 on outcomes of the tests that no conjunction of them tells"),

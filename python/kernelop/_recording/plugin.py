@@ -9,6 +9,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import sys
 import warnings
 from dataclasses import dataclass, field
 from typing import AbstractSet, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
@@ -438,7 +439,9 @@ def _record(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], op_nam
 
     def record(examples: Dict[str, torch.Tensor]) -> RecordedPlugin:
         recorded = _record_examples(dsl, spec, meta_impl, op_name, where, inputs, examples)
-        recorded.examples = examples
+        # (meta copies, laid out as the examples: the user's tensors are not kept alive by the op)
+        recorded.examples = {n: torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
+                             for n, t in examples.items()}
         return recorded
     try:
         with warnings.catch_warnings(record=True) as caught:  # emitted only if this recording is the op's
@@ -459,9 +462,20 @@ def _record(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], op_nam
     read = [n for n in laid if n not in written]
     if read:
         return record(contiguous(read))
-    for w in caught:
-        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    _replay(caught)
     return recorded
+
+
+def _replay(caught: List[warnings.WarningMessage]) -> None:
+    """Warnings recorded under catch_warnings(record=True), issued again under the user's filters, each from its
+    module as a filter names it ("ignore::DeprecationWarning:triton.*"), not from its file's path."""
+    modules: Dict[str, str] = {}
+    for name, m in list(sys.modules.items()):  # the first name of a file ("__main__", not multiprocessing's alias)
+        if isinstance(f := getattr(m, "__file__", None), str):
+            modules.setdefault(os.path.abspath(f), name)
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno,
+                               module=modules.get(os.path.abspath(w.filename)))
 
 
 def _record_examples(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], op_name: Optional[str], where: str,
@@ -580,8 +594,7 @@ def _record_at_ranks(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]
             except Exception:  # noqa: BLE001 - rank-specific code: recorded at the examples' ranks below
                 break
     if len(probes) == 2 and _same_op(probes[0][0][0], probes[1][0][0]):
-        for w in probes[0][1]:
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        _replay(probes[0][1])
         return probes[0][0]
     return _record_once(dsl, spec, meta_impl, op_name, where, inputs, tensors, False)
 
@@ -827,11 +840,10 @@ def _tensors_in(x: Any) -> List[torch.Tensor]:
     return [t for v in x for t in _tensors_in(v)] if isinstance(x, (list, tuple)) else []
 
 
-def _test_only(writes: Any, launches: List[Any], result: Any) -> Tuple[Set[Any], Set[Any]]:
-    """Note [host paths]: (where each aten op of this branch ran, as (line, op); those that ran only for its tests):
-    the tests (torch.equal) and what made or inspected a constant only a test reads (torch.tensor(2.0) of `elif
-    torch.equal(h, torch.tensor(2.0))`). An op that makes no tensor (x.device) only inspects: it keeps no
-    constant."""
+def _test_only(writes: Any, launches: List[Any], result: Any) -> Set[int]:
+    """Note [host paths]: the events of this branch that ran only for its tests: the tests (torch.equal) and what
+    made or inspected a constant only a test reads (torch.tensor(2.0) of `elif torch.equal(h, torch.tensor(2.0))`).
+    An op that makes no tensor (x.device) only inspects: it keeps no constant."""
     events = list(writes.events)
     maker = {storage_of(t): i for i, e in reversed(list(enumerate(events))) for t in _tensors_in(e.result)}
     outside = {storage_of(t) for x in launches for t in _tensors_in((getattr(x, "args", ()), getattr(x, "kwargs", {})))}
@@ -856,7 +868,7 @@ def _test_only(writes: Any, launches: List[Any], result: Any) -> Tuple[Set[Any],
                     (not made and reads and all(maker.get(r) in dropped for r in reads)):
                 dropped.add(i)
         if len(dropped) == before:
-            return {(e.where, e.op) for e in events}, {(e.where, e.op) for i, e in enumerate(events) if i in dropped}
+            return dropped
 
 
 def _host_paths(dsl: Dsl, spec: Any, where: str, inputs: List[Input], tensors: Dict[str, torch.Tensor],
@@ -878,13 +890,18 @@ def _host_paths(dsl: Dsl, spec: Any, where: str, inputs: List[Input], tensors: D
         finally:
             sizes.end()
         names = {storage_of(t.fake): t.name for t in rec.tensors}
-        ran, for_tests = _test_only(writes, launches, result)
+        dropped = _test_only(writes, launches, result)
+        where_of = [(e.where, e.op) for e in writes.events]  # (line, op) of each event, comparable across branches
+        host_code = {w for i, w in enumerate(where_of) if i not in dropped}
+        for_tests = {w for i, w in enumerate(where_of) if i in dropped}
         tests_of = [(test[0], test[1], test[2]) for test in host.tests]
         taken = decisions[:len(tests_of)] + (False,) * max(0, len(tests_of) - len(decisions))
 
         def compared(skip: Set[Any]) -> Tuple[List[Any], List[Any], Any, List[int]]:
             """What the branch did, without the aten ops at `skip` that ran only for its tests."""
-            events = [e for e in writes.events if e.op != "equal" and (e.where, e.op) not in skip]
+            # an event is left out when it ran for the tests here and its line and op are host code on no branch
+            events = [e for i, e in enumerate(writes.events)
+                      if e.op != "equal" and not (i in dropped and where_of[i] in skip)]
             made: Dict[Optional[int], int] = {}  # a tensor launch_fn made: the aten op that made its storage
             for i, e in enumerate(events):
                 for t in _tensors_in(e.result):
@@ -913,7 +930,7 @@ def _host_paths(dsl: Dsl, spec: Any, where: str, inputs: List[Input], tensors: D
             ops = [(e.op, key(e.args), key(e.kwargs)) for e in kept]
             results = [key(r) for r in (result if isinstance(result, (tuple, list)) else [result])]
             return launched, tests, (ops, results), [e.position for e in kept]
-        return taken, ran, for_tests, compared
+        return taken, host_code, for_tests, compared
 
     runs = []
     pending: List[Tuple[bool, ...]] = [()]
@@ -928,7 +945,7 @@ def _host_paths(dsl: Dsl, spec: Any, where: str, inputs: List[Input], tensors: D
     # The aten ops every branch that ran them ran only for its tests (a constant one branch tests and another
     # passes to a kernel is host code both share).
     skip = set().union(*(for_tests for _, _, for_tests, _ in runs)) - \
-        set().union(*(ran - for_tests for _, ran, for_tests, _ in runs))
+        set().union(*(host_code for _, host_code, _, _ in runs))
     paths = []
     positions: List[List[int]] = []  # per path, per aten op: the number of its kernels launched before it
     for taken, _, _, compared in runs:

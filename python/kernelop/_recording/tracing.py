@@ -13,7 +13,7 @@ from typing import Any, Callable, ContextManager, Dict, List, Mapping, Optional,
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .._spec import Fill
+from .._spec import Fill, _double_holds
 from .._symbolic import (BoolProbe, FloatProbe, Recorder, Unexpressible, empty_permuted, shape_exprs, shorten,
                          user_location)
 from .interception import NestedRecording
@@ -190,7 +190,10 @@ class HostTests:
                              f"constant on the host (torch.equal at {at}); kernelop tests a tensor against a constant "
                              "of its kind (floating or integer)")
         value = constants[c]
-        if isinstance(value, int) and float(value) != value:
+        if isinstance(value, float) and value != value:
+            raise ValueError(f"{where}: launch_fn tests a tensor against NaN on the host (torch.equal at {at}), which "
+                             "is never equal: drop the test")
+        if isinstance(value, int) and not _double_holds(value):
             raise ValueError(f"{where}: launch_fn tests a tensor against {value} on the host (torch.equal at {at}); "
                              "kernelop tests against numbers a double holds exactly (integers within +-2**53)")
         self.tests.append((t, value, at, position, event))
