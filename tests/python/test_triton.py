@@ -1820,8 +1820,15 @@ def host_read_cases():
             scale_in_place_by[(1,)](y, full_of(x, 3.0), y.numel(), BLOCK=256)
         return y
 
+    def against_nan(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        y = x.clone()
+        if not torch.equal(g, torch.tensor(float("nan"), device=g.device)):
+            scale_in_place_by[(1,)](y, g, y.numel(), BLOCK=256)
+        return y
+
     scalar_g = (torch.empty(()), torch.empty(64))
     return [
+        (against_nan, scalar_g, "launch_fn tests a tensor against NaN on the host (torch.equal at "),
         (fills_differ, scalar_g, "run different host code (or the same with other arguments)"),
         (host_code_moved, scalar_g, "run their host code between other kernels"),
         (both_or_neither, (torch.empty(()), torch.empty(()), torch.empty(64)),
