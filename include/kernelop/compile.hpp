@@ -2,8 +2,10 @@
 // verified against the kernel's real signature in the same compilation.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernelop/image.hpp"
@@ -68,6 +70,12 @@ struct KernelBinary {
 /// parameters must match the calling convention in number and size. Throws Error(Spec) or
 /// Error(Compile) naming the op and the parameter.
 CompiledImage image_from_ptx(OpPlan plan, std::string ptx, const std::string& entry);
+
+/// The block a CUBIN's kernel `entry` must be launched with (its `.reqntid`: cuTile's kernels
+/// state theirs), or nullopt when it states none or the bytes hold no such kernel. Read from the
+/// CUBIN's .nv.info.<entry>, bounds-checked (the bytes are untrusted).
+std::optional<std::array<int, 3>> cubin_required_block(std::string_view cubin,
+                                                       std::string_view entry);
 
 /// An image from binaries: every program must have at least one, each entry's parameters must
 /// match the calling convention (the plan's args) in number and size, every tensor dtype must be

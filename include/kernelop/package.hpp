@@ -33,10 +33,11 @@ namespace kernelop {
 /// and CuTe DSL kernels, which a version-2 reader would refuse only as an unknown spec field.
 /// Version 4 adds the backward chain (a last section holding the backward's own package).
 /// Version 5 adds later launches (Note [several launches]: a section per launch, after the
-/// images, each the launch's own package). A
+/// images, each the launch's own package). Version 6 adds cuTile kernels, whose CUBINs come
+/// without PTX (their parameters are checked against the CUBIN's own records). A
 /// package is written as the oldest version that holds it (one using none of these is byte for
 /// byte what version 1 always was); every version is read.
-inline constexpr std::uint32_t kPackageFormatVersion = 5;
+inline constexpr std::uint32_t kPackageFormatVersion = 6;
 
 /// kernelop's version, "0.1.0" (from CMake's project(); recorded in packages as created_by).
 std::string_view version();

@@ -280,19 +280,20 @@ struct Config {
 };
 
 /// A kernel another compiler made, recorded by kernelop's Python package from the launch the user
-/// wrote: Triton (a @triton.jit function, compiled per config with triton.compile) or the CuTe DSL
-/// (a @cute.jit host function launching a @cute.kernel, compiled with cute.compile).
+/// wrote: Triton (a @triton.jit function, compiled per config with triton.compile), the CuTe DSL
+/// (a @cute.jit host function launching a @cute.kernel, compiled with cute.compile) or cuTile (a
+/// @ct.kernel launched with ct.launch, exported to CUBINs with export_kernel, without PTX).
 /// kernel_source is the Python source, kernel_name the kernel's name, and the machine code comes
 /// with the image (image_from_binaries), never from NVRTC. Each config is its own compilation.
 struct ForeignKernel {
-  enum class Compiler : std::uint8_t { Triton, CuteDsl };
+  enum class Compiler : std::uint8_t { Triton, CuteDsl, Cutile };
   Compiler compiler = Compiler::Triton;
   std::string version;  ///< the compiler's version, "3.6.0"
   /// This compiler's row of kForeignCompilers.
   const struct ForeignCompilerInfo& info() const;
-  /// "triton" / "cutedsl": the spec's JSON key.
+  /// "triton" / "cutedsl" / "cutile": the spec's JSON key.
   std::string_view key() const;
-  /// "Triton" / "CuTe DSL": for messages.
+  /// "Triton" / "CuTe DSL" / "cuTile": for messages.
   std::string_view display() const;
   /// "triton.compile" / "cute.compile".
   std::string_view compile_fn() const;
@@ -312,9 +313,10 @@ struct ForeignCompilerInfo {
   std::string_view compile_fn;   ///< what compiles one config for one arch: "triton.compile"
   std::uint32_t package_format;  ///< the oldest package format that can hold its images
 };
-inline constexpr std::array<ForeignCompilerInfo, 2> kForeignCompilers = {{
+inline constexpr std::array<ForeignCompilerInfo, 3> kForeignCompilers = {{
     {ForeignKernel::Compiler::Triton, "triton", "Triton", "triton.compile", 2},
     {ForeignKernel::Compiler::CuteDsl, "cutedsl", "CuTe DSL", "cute.compile", 3},
+    {ForeignKernel::Compiler::Cutile, "cutile", "cuTile", "cuda.tile.compilation.export_kernel", 6},
 }};
 namespace detail {
 constexpr bool foreign_compilers_in_enum_order() {
@@ -389,7 +391,8 @@ struct KernelSpec {
   /// The input sizes the fastest config depends on, each bucketed to a power of two (absent:
   /// every dim of every tensor input).
   std::optional<std::vector<Expr>> tuning_key;
-  /// Set for a kernel another compiler made (see ForeignKernel); JSON "triton" or "cutedsl".
+  /// Set for a kernel another compiler made (see ForeignKernel); JSON "triton", "cutedsl" or
+  /// "cutile".
   std::optional<ForeignKernel> foreign;
   /// The op's backward (kernelop addition; see BackwardSpec): empty, or one element.
   std::vector<BackwardSpec> backward;

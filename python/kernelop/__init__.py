@@ -4,8 +4,8 @@ Keeps the names of torch_tensorrt.kernels, so switching is a change of import.
 
 ``import kernelop`` needs no PyTorch (DESIGN.md, "engines": JAX never imports torch): the spec classes
 (KernelSpec, InputDecl, ...), ``__version__`` and the engine-neutral core extension (kernelop._kernelop) load
-with the package; the names that need PyTorch (cuda_kernel_op, load_package, the DSL front ends triton and
-cutedsl, record_plugin, ...) load with their module on first use (PEP 562), and say so when torch is missing.
+with the package; the names that need PyTorch (cuda_kernel_op, load_package, the DSL front ends triton,
+cutedsl and cutile, record_plugin, ...) load with their module on first use (PEP 562), and say so when torch is missing.
 """
 
 import importlib
@@ -18,6 +18,7 @@ from ._spec import (Backward, Clone, Custom, DimSize, Elementwise, Expr, Fill, F
 
 if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ imports these on first use
     from ._cutedsl import CuteDslSpec, cutedsl
+    from ._cutile import CutileSpec, cutile
     from ._ops import (Kernel, build_package, build_package_file, cuda_kernel_op, kernel, load_package, ptx_op,
                        register_spec_file)
     from ._recording import KernelBinary, RecordedPlugin, custom_plugin, record_plugin
@@ -29,17 +30,18 @@ __version__: str = getattr(_kernelop, "__version__")
 # The names that need PyTorch, by the module that defines them (each imports torch).
 _LAZY: Dict[str, str] = {
     **dict.fromkeys(("CuteDslSpec", "cutedsl"), "_cutedsl"),
+    **dict.fromkeys(("CutileSpec", "cutile"), "_cutile"),
     **dict.fromkeys(("Kernel", "build_package", "build_package_file", "cuda_kernel_op", "kernel", "load_package",
                      "ptx_op", "register_spec_file"), "_ops"),
     **dict.fromkeys(("KernelBinary", "RecordedPlugin", "custom_plugin", "record_plugin"), "_recording"),
     **dict.fromkeys(("TritonSpec", "triton"), "_triton"),
 }
 
-__all__ = ["Backward", "CuteDslSpec", "cutedsl", "KernelBinary", "RecordedPlugin", "TritonSpec", "custom_plugin",
-           "record_plugin", "triton", "Clone", "Custom", "DimSize", "Elementwise", "Expr", "Fill", "FloatConst",
-           "HostTest", "InputDecl", "Kernel", "KernelSpec", "Launch", "Numel", "OutputDecl", "ReduceDims", "Reduction",
-           "SameAs", "ScalarInput", "Tunable", "build_package", "build_package_file", "cuda_kernel_op", "kernel",
-           "load_package", "ptx_op", "register_spec_file"]
+__all__ = ["Backward", "CuteDslSpec", "cutedsl", "CutileSpec", "cutile", "KernelBinary", "RecordedPlugin",
+           "TritonSpec", "custom_plugin", "record_plugin", "triton", "Clone", "Custom", "DimSize", "Elementwise",
+           "Expr", "Fill", "FloatConst", "HostTest", "InputDecl", "Kernel", "KernelSpec", "Launch", "Numel",
+           "OutputDecl", "ReduceDims", "Reduction", "SameAs", "ScalarInput", "Tunable", "build_package",
+           "build_package_file", "cuda_kernel_op", "kernel", "load_package", "ptx_op", "register_spec_file"]
 
 
 def _import(module: str, what: str) -> Any:

@@ -27,7 +27,8 @@ import torch
 from . import _llvm_host as H
 from ._dtypes import DTYPES
 from ._recording import (CompiledKernel, CompileJob, Dsl, Handlers, RecordedPlugin, Recording, check_archs,
-                         check_configs, count, from_inputs, int_scalar_name, select_over_configs, user_requires)
+                         check_config_keys, check_configs, count, from_inputs, int_scalar_name, select_over_configs,
+                         spec_archs, user_requires)
 from ._symbolic import FloatProbe, canonical, shorten, uses_dims
 
 DEFAULT_ARCHS = ("sm_80", "sm_90a")  # CUBIN each (sm_90a: Hopper's wgmma/TMA), plus the PTX of the oldest
@@ -49,11 +50,8 @@ def cutedsl(launch_fn: Callable[..., Any], configs: Optional[Sequence[Dict[str, 
     """A CuTe DSL kernel spec (the reference's ``tta.cutedsl``). ``configs`` set ``cutlass.Constexpr`` parameters of
     the ``@cute.jit`` function launch_fn calls, each a tactic; ``arch`` (``"sm_90a"`` or a list) replaces the default
     architectures (sm_80 and sm_90a CUBINs, plus the oldest one's PTX)."""
-    configs_t = check_configs("kernelop.cutedsl", launch_fn, configs)
-    archs = None
-    if arch is not None:
-        archs = tuple(cutedsl_archs("kernelop.cutedsl", [arch] if isinstance(arch, str) else arch, "arch"))
-    return CuteDslSpec(launch_fn, configs_t, archs)
+    return CuteDslSpec(launch_fn, check_configs("kernelop.cutedsl", launch_fn, configs),
+                       spec_archs("kernelop.cutedsl", arch, cutedsl_archs))
 
 
 def cutedsl_archs(where: str, archs: Any, name: str = "archs") -> List[str]:
@@ -200,12 +198,7 @@ def _translate(ctx: Recording, spec: CuteDslSpec, call: _Call) -> RecordedPlugin
     dynamic, constexprs, requires, tensor_names = _arguments(ctx, call, bound, params)
 
     user_configs = list(spec.configs) or [{}]
-    for i, c in enumerate(user_configs):
-        bad = [k for k in c if k not in constexpr_params and k != "requires"]
-        if bad:
-            raise ValueError(f"{where}: configs[{i}] sets {shorten(', '.join(bad))}, which {jname} has no "
-                             "cutlass.Constexpr parameter of (its Constexpr parameters: "
-                             f"{shorten(', '.join(constexpr_params) or 'none', 300)})")
+    check_config_keys(where, user_configs, jname, "cutlass.Constexpr parameter", constexpr_params)
     tuned = [p for p in params if p != "requires" and any(p in c for c in user_configs)]
     ctx.check_config_values(user_configs, tuned, constexprs)
     values: List[Dict[str, Any]] = [{k: c.get(k, constexprs.get(k)) for k in tuned} for c in user_configs]

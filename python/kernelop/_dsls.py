@@ -3,7 +3,7 @@
 A row names the module of the DSL's front end in this package (it defines ``DSL``, a kernelop._recording.Dsl) and
 the Python packages a recording runs through (their frames are never the user's code: _symbolic.user_location).
 Nothing here imports a front end until the recorder first asks for the table, and a front end imports its DSL
-(triton, cutlass) only when a recording or a compilation uses it.
+(triton, cutlass, cuda.tile) only when a recording or a compilation uses it.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ TABLE: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
     # (front-end module, the DSL's Python packages)
     ("_triton", ("triton",)),
     ("_cutedsl", ("cutlass", "nvidia_cutlass_dsl")),
+    ("_cutile", ("cuda.tile",)),
 )
 
 PACKAGES: Tuple[str, ...] = tuple(p for _, packages in TABLE for p in packages)

@@ -18,6 +18,7 @@ class DType:
     name: str  # "float32": the spec's name, torch.<name>
     triton: Optional[str]  # Triton's signature type ("fp32"); None: kernelop passes it to no Triton kernel
     cutedsl: bool  # whether kernelop passes it to CuTe DSL kernels
+    cutile: Optional[str]  # cuTile's dtype (cuda.tile.<name>); None: kernelop passes it to no cuTile kernel
     traced: bool  # given to tensors of undeclared dtype when a meta function is traced (_symbolic.trace_meta)
 
     @property
@@ -26,20 +27,20 @@ class DType:
         return getattr(torch, self.name)
 
 
-# Each DSL's column, by kernelop's dtype name: (Triton type, CuTe DSL, traced).
-_COLUMNS: Dict[str, Tuple[Optional[str], bool, bool]] = {
-    "float32": ("fp32", True, True),
-    "float16": ("fp16", True, True),
-    "bfloat16": ("bf16", True, True),
-    "float64": ("fp64", True, True),
-    "float8_e4m3fn": (None, False, False),
-    "float8_e5m2": (None, False, False),
-    "int8": ("i8", True, True),
-    "uint8": ("u8", True, True),
-    "int16": ("i16", True, True),
-    "int32": ("i32", True, True),
-    "int64": ("i64", True, True),
-    "bool": ("i1", False, False),
+# Each DSL's column, by kernelop's dtype name: (Triton type, CuTe DSL, cuTile, traced).
+_COLUMNS: Dict[str, Tuple[Optional[str], bool, Optional[str], bool]] = {
+    "float32": ("fp32", True, "float32", True),
+    "float16": ("fp16", True, "float16", True),
+    "bfloat16": ("bf16", True, "bfloat16", True),
+    "float64": ("fp64", True, "float64", True),
+    "float8_e4m3fn": (None, False, "float8_e4m3fn", False),
+    "float8_e5m2": (None, False, "float8_e5m2", False),
+    "int8": ("i8", True, "int8", True),
+    "uint8": ("u8", True, "uint8", True),
+    "int16": ("i16", True, "int16", True),
+    "int32": ("i32", True, "int32", True),
+    "int64": ("i64", True, "int64", True),
+    "bool": ("i1", False, "bool_", False),
 }
 
 

@@ -65,6 +65,16 @@ def shorten(text: str, max: int = 120) -> str:
 def dtype_names() -> list[str]:
     """kernelop's dtype names, in its DType order (the one table, dtype.hpp)."""
 
+def package_images(path: str) -> list:
+    """
+    The machine code a .kop package holds, verified: per image a dict of its arch ('sm_90', 'compute_80'), program (the tactics' compilation), entry (the kernel's symbol) and data (CUBIN bytes or PTX text), e.g. to launch it with another API or disassemble it.
+    """
+
+def cubin_required_block(cubin: bytes, entry: str) -> list[int] | None:
+    """
+    The block [x, y, z] the CUBIN's kernel `entry` must be launched with (its .reqntid), or None when it states none or holds no such kernel.
+    """
+
 def cache_load(identity: str) -> bytes | None:
     """
     The compile cache's entry for `identity` (the text of everything it depends on), or None; a damaged entry is reported and dropped, never returned.

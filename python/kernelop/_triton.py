@@ -35,11 +35,10 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, 
 import torch
 
 from ._dtypes import DTYPES
-from ._recording import (CompiledKernel, CompileJob, Dsl, Handlers, Input, NestedRecording, RecordedPlugin, Recording,
-                         arch_number, caller_location, check_archs, check_configs, check_output_names, conjunction,
-                         count,
-                         float_scalar_name, from_inputs, int_scalar_name, select_over_configs, tactic_text,
-                         traced_error, user_requires)
+from ._recording import (CompileJob, CompiledKernel, Dsl, Handlers, Input, NestedRecording, RecordedPlugin, Recording,
+                         arch_number, caller_location, check_archs, check_config_keys, check_configs,
+                         check_output_names, conjunction, count, float_scalar_name, from_inputs, int_scalar_name,
+                         select_over_configs, tactic_text, traced_error, user_requires)
 from ._recording import sizes
 from ._symbolic import BoolProbe, FloatProbe, Unexpressible, canonical, shorten, uses_dims
 
@@ -365,12 +364,7 @@ def _tactics(ctx: Recording, spec: TritonSpec, kernel: Any, args: _Arguments, co
         raise sizes.NoConfigForClass(f"{where}: no config is for this size class: every config sets {k}, which the "
                                      f"launch computes as {args.derived[k]} = {args.constexprs[k]} here")
     user_configs = [c for c in user_configs if c not in overriding]
-    for i, c in enumerate(user_configs):
-        bad = [k for k in c if k not in constexpr and k not in _OPTIONS and k != "requires"]
-        if bad:
-            raise ValueError(f"{where}: configs[{i}] sets {shorten(', '.join(bad))}, which {kname} has no constexpr "
-                             f"of (its constexprs: {shorten(', '.join(sorted(constexpr)) or 'none', 300)}; options: "
-                             f"{', '.join(_OPTIONS)})")
+    check_config_keys(where, user_configs, kname, "constexpr", sorted(constexpr), _OPTIONS)
     if ctx.program:  # its scratch shapes and later launches were recorded with launch_fn's own values
         for i, c in enumerate(user_configs):
             changed = [k for k in c if k in constexpr and k not in args.derived and c[k] != args.constexprs.get(k)]

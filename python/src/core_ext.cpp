@@ -5,6 +5,7 @@
 #include <map>
 
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/array.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
@@ -164,6 +165,36 @@ void bind_values(nb::module_& m) {
         return out;
       },
       "kernelop's dtype names, in its DType order (the one table, dtype.hpp).");
+  m.def(
+      "package_images",
+      [](const std::string& path) {
+        Package pkg = load_package(path);
+        nb::list out;
+        for (const ArchImage& a : pkg.image.images) {
+          std::vector<int> members = pkg.image.plan.instances_of(a.program);
+          nb::dict d;
+          d["arch"] = a.arch;
+          d["program"] = a.program;
+          d["entry"] = members.empty()
+                           ? std::string()
+                           : pkg.image.lowered_names[static_cast<std::size_t>(members.front())];
+          d["data"] = nb::bytes(a.data.data(), a.data.size());
+          out.append(d);
+        }
+        return out;
+      },
+      nb::arg("path"),
+      "The machine code a .kop package holds, verified: per image a dict of its arch ('sm_90', "
+      "'compute_80'), program (the tactics' compilation), entry (the kernel's symbol) and data "
+      "(CUBIN bytes or PTX text), e.g. to launch it with another API or disassemble it.");
+  m.def(
+      "cubin_required_block",
+      [](nb::bytes cubin, const std::string& entry) {
+        return cubin_required_block(std::string_view(cubin.c_str(), cubin.size()), entry);
+      },
+      nb::arg("cubin"), nb::arg("entry"),
+      "The block [x, y, z] the CUBIN's kernel `entry` must be launched with (its .reqntid), or "
+      "None when it states none or holds no such kernel.");
   m.def(
       "cache_load",
       [](const std::string& identity) -> std::optional<nb::bytes> {

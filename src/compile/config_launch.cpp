@@ -34,25 +34,55 @@ bool may_run_on(const ConfigPlan& config, int arch) {
   return true;
 }
 
-// The value of `e` under `config` when it reads nothing but tunables.
-std::optional<std::int64_t> constant_under(const Expr& e, const ConfigPlan& config) {
+// The value of `e` under `config` when it reads nothing but tunables (and arch(), when `arch`
+// says which architecture: a block cuTile's compiler chose per architecture).
+std::optional<std::int64_t> constant_under(const Expr& e, const ConfigPlan& config,
+                                           std::optional<int> arch = std::nullopt) {
   bool ok = true;
-  e.for_each_leaf([&](const Expr& leaf) { ok = ok && leaf.op() == ExprOp::Tunable; });
+  e.for_each_leaf([&](const Expr& leaf) {
+    ok = ok && (leaf.op() == ExprOp::Tunable || (arch && leaf.op() == ExprOp::Arch));
+  });
   if (!ok) return std::nullopt;
   struct Env {
     const ConfigPlan& c;
+    int arch;
     std::int64_t leaf(const ExprNode& n) const {
-      return c.values[static_cast<std::size_t>(n.slot)];
+      return n.op == ExprOp::Arch ? arch : c.values[static_cast<std::size_t>(n.slot)];
     }
   };
   try {
-    return evaluate<std::int64_t>(e, Env{config});
+    return evaluate<std::int64_t>(e, Env{config, arch.value_or(0)});
   } catch (const Error&) {
     return std::nullopt;
   }
 }
 
 }  // namespace
+
+void check_required_block(const OpPlan& plan, int program, int arch,
+                          const std::array<int, 3>& required,
+                          const std::function<ErrorStream(ErrorKind)>& fail) {
+  if (!plan.geometry) return;
+  for (std::size_t c = 0; c < plan.configs.size(); ++c) {
+    const ConfigPlan& config = plan.configs[c];
+    if (config.program != program) continue;
+    std::vector<std::int64_t> block;
+    for (const Expr& b : plan.geometry->block) {
+      auto v = constant_under(b, config, arch);
+      if (!v) return;  // decided per call: the driver's error names the launch
+      block.push_back(*v);
+    }
+    block.resize(3, 1);
+    if (block[0] != required[0] || block[1] != required[1] || block[2] != required[2]) {
+      KERNELOP_RAISE(
+          fail(ErrorKind::Compile)
+          << "tactic " << c << " (" << config.text << ") launches a block of "
+          << detail::int_list_text(block) << " but the kernel requires "
+          << detail::int_list_text(std::vector<std::int64_t>{required[0], required[1], required[2]})
+          << " (.reqntid in the CUBIN)");
+    }
+  }
+}
 
 void check_configs_launch(const CompiledImage& image) {
   const OpPlan& plan = image.plan;

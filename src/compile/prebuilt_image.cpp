@@ -46,6 +46,12 @@ CompiledImage image_from_ptx(OpPlan plan, std::string ptx, const std::string& en
   return image;
 }
 
+std::optional<std::array<int, 3>> cubin_required_block(std::string_view cubin,
+                                                       std::string_view entry) {
+  std::optional<detail::CubinEntry> e = detail::cubin_entry(cubin, entry);
+  return e ? e->required_block : std::nullopt;
+}
+
 CompiledImage image_from_binaries(OpPlan plan, std::vector<KernelBinary> binaries) {
   const std::string op = plan.op_name;
   std::function<detail::ErrorStream(ErrorKind)> fail = [&](ErrorKind kind) {
@@ -123,13 +129,29 @@ CompiledImage image_from_binaries(OpPlan plan, std::vector<KernelBinary> binarie
       KERNELOP_RAISE(at(ErrorKind::Spec)) << "the PTX's .target is '" << detail::ptx_target(ptx)
                                           << "', not sm_" << b.arch.substr(8);
     }
-    auto types = detail::ptx_entry_param_types(ptx, b.entry);
-    if (!types) {
+    // A CUBIN states its parameters and required block (.nv.info.<entry>); its PTX, where the
+    // compiler gives it, states their types too. Machine code without PTX (cuTile's) is checked
+    // against the CUBIN's own records.
+    std::optional<detail::CubinEntry> cubin;
+    if (!id.ptx) cubin = detail::cubin_entry(b.data, b.entry);
+    std::optional<std::vector<std::string>> types;
+    if (!ptx.empty()) {
+      types = detail::ptx_entry_param_types(ptx, b.entry);
+      if (!types) KERNELOP_RAISE(at(ErrorKind::Compile)) << "the PTX has no such .entry";
+    } else if (cubin) {
+      types = cubin->param_types;
+    } else {
       KERNELOP_RAISE(at(ErrorKind::Compile))
-          << (ptx.empty() ? "no PTX to check its parameters against"
-                          : "the PTX has no such .entry");
+          << (id.ptx ? "no PTX"
+                     : "no PTX, and the CUBIN has no readable parameter records for the kernel "
+                       "(.nv.info.<entry>)")
+          << " to check its parameters against";
     }
     detail::check_entry_params(plan, *types, [&](ErrorKind kind) { return at(kind); });
+    if (cubin && cubin->required_block) {
+      detail::check_required_block(plan, b.program, id.number, *cubin->required_block,
+                                   [&](ErrorKind kind) { return at(kind); });
+    }
     ArchImage a;
     a.arch = b.arch;
     a.program = b.program;

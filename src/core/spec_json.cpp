@@ -178,12 +178,13 @@ OpDecl SpecReader::read(const Json& root, const std::string& base_dir) const {
 std::vector<std::string_view> SpecReader::spec_keys(std::initializer_list<std::string_view> first) {
   std::vector<std::string_view> keys(first);
   for (std::string_view k :
-       {"kernel_name", "kernel_source", "source_file",   "inputs",      "outputs",       "extras",
-        "params",      "geometry",      "include_paths", "compile_std", "arch_override", "defines",
-        "fast_math",   "line_info",     "type_params",   "requires",    "tunables",      "configs",
-        "tuning_key",  "triton",        "cutedsl",       "backward",    "then",          "when"}) {
+       {"kernel_name", "kernel_source", "source_file", "inputs", "outputs", "extras", "params",
+        "geometry", "include_paths", "compile_std", "arch_override", "defines", "fast_math",
+        "line_info", "type_params", "requires", "tunables", "configs", "tuning_key"}) {
     keys.push_back(k);
   }
+  for (const ForeignCompilerInfo& f : kForeignCompilers) keys.push_back(f.key);
+  for (std::string_view k : {"backward", "then", "when"}) keys.push_back(k);
   return keys;
 }
 

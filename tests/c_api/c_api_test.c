@@ -18,6 +18,7 @@
  *                                a permutation: kop_op_output_permute and its refusals; with
  *                                views_gpu, the launch writes the declared shape, contiguous
  *   c_api_test AXPY.kop cutedsl  the CuTe DSL example axpy (struct parameters, host-side tiling)
+ *   c_api_test ADD.kop cutile    the cuTile example scaled_add (arrays, CUBINs without PTX)
  *                                built likewise: every tactic's results at sizes that are not
  *                                multiples of its tile
  *
@@ -927,6 +928,25 @@ static int run_triton(const char* path) {
   return 0;
 }
 
+/* Fails `what` unless out[i] == alpha * x[i] + y[i] for i < n, and out[i] is still the NaN it was
+ * filled with for n <= i < total (nothing written past the end). The kernel may fuse the
+ * multiply-add: the error allowed is relative to the terms, not the sum. */
+static void expect_axpy(const float* out, float alpha, const float* x, const float* y, int n,
+                        int total, const char* what) {
+  for (int i = 0; i < total; ++i) {
+    float expected = alpha * x[i] + y[i];
+    float tolerance = 1e-6f * (fabsf(alpha) * fabsf(x[i]) + fabsf(y[i])) + 1e-6f;
+    float diff = out[i] - expected;
+    int in_range = i < n;
+    if (in_range ? !(diff <= tolerance && -diff <= tolerance) : !(out[i] != out[i])) {
+      char detail[160];
+      snprintf(detail, sizeof detail, "out[%d] = %.9g, expected %.9g%s", i, out[i],
+               in_range ? expected : (double)NAN, in_range ? "" : " (past the end: untouched)");
+      fail(__LINE__, what, detail);
+    }
+  }
+}
+
 /* cutedsl mode: the package of the CuTe DSL example kop_cutedsl::axpy (out = alpha * x + y), whose
  * kernel takes each tensor as a struct of its pointer and the host's tiled layout, recorded and
  * compiled by kernelop's Python package without a GPU, run from C with no Python and no CuTe DSL.
@@ -977,19 +997,7 @@ static int run_cutedsl(const char* path) {
       EXPECT_STATUS(what, kop_op_launch(op, in, 2, &alpha, 1, &out, 1, NULL), KOP_OK, NULL);
       CU(cu.cuCtxSynchronize());
       CU(cu.cuMemcpyDtoH(z, dz, kMaxN * sizeof(float)));
-      for (int i = 0; i < kMaxN; ++i) {
-        float expected = -1.5f * x[i] + y[i];
-        /* the kernel may fuse the multiply-add: its error is relative to the terms, not the sum */
-        float tolerance = 1e-6f * (1.5f * fabsf(x[i]) + fabsf(y[i])) + 1e-6f;
-        float diff = z[i] - expected;
-        int in_range = i < n;
-        if (in_range ? !(diff <= tolerance && -diff <= tolerance) : !(z[i] != z[i])) {
-          char detail[160];
-          snprintf(detail, sizeof detail, "out[%d] = %.9g, expected %.9g%s", i, z[i],
-                   in_range ? expected : (double)NAN, in_range ? "" : " (past the end: untouched)");
-          fail(__LINE__, what, detail);
-        }
-      }
+      expect_axpy(z, -1.5f, x, y, n, kMaxN, what);
       snprintf(what, sizeof what, "out == -1.5 x + y for all %d elements and nothing past them", n);
       pass(what);
     }
@@ -1002,6 +1010,75 @@ static int run_cutedsl(const char* path) {
   free(y);
   free(z);
   printf("PASSED: %d checks (cutedsl)\n", checks_passed);
+  return 0;
+}
+
+/* cutile mode: the package of the cuTile example kop_cutile::scaled_add (out = a * alpha + b),
+ * whose kernel takes each tensor as cuTile's calling convention passes an array (pointer, sizes,
+ * strides) and was exported to CUBINs without PTX, run from C with no Python and no cuTile: ragged
+ * sizes, and a misaligned input refused by the requirement the export's alignment assumption
+ * became.
+ */
+static int run_cutile(const char* path) {
+  enum { kMaxN = 100003 };
+  static const int64_t kSizes[4] = {100003, 1024, 1025, 1};
+  cuda_driver cu;
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  int count = 0;
+  CUdeviceptr da = 0, db = 0, dout = 0;
+  float* a = malloc((kMaxN + 4) * sizeof(float));
+  float* b = malloc(kMaxN * sizeof(float));
+  float* out = malloc(kMaxN * sizeof(float));
+  kop_op* op = NULL;
+  char what[160];
+
+  if (access(path, R_OK) != 0) skip("no cuTile package (scripts/stage-gpu builds it)");
+  open_driver(&cu, lib, &count);
+  if (!a || !b || !out) fail(__LINE__, "malloc", "out of memory");
+  EXPECT_STATUS("kop_load_package (cuTile)", kop_load_package(path, &op), KOP_OK, NULL);
+  CHECK(strcmp(kop_op_name(op), "kop_cutile::scaled_add") == 0, "the op's name");
+  uint32_t state = 777u;
+  for (int i = 0; i < kMaxN + 4; ++i) a[i] = next_value(&state);
+  for (int i = 0; i < kMaxN; ++i) b[i] = next_value(&state);
+  CU(cu.cuMemAlloc(&da, (kMaxN + 4) * sizeof(float)));
+  CU(cu.cuMemAlloc(&db, kMaxN * sizeof(float)));
+  CU(cu.cuMemAlloc(&dout, kMaxN * sizeof(float)));
+  CU(cu.cuMemcpyHtoD(da, a, (kMaxN + 4) * sizeof(float)));
+  CU(cu.cuMemcpyHtoD(db, b, kMaxN * sizeof(float)));
+  kop_scalar alpha = float_scalar(0.75);
+  for (int s = 0; s < 4; ++s) {
+    const int64_t* shape = &kSizes[s];
+    int n = (int)kSizes[s];
+    kop_tensor in[2];
+    in[0] = tensor((void*)(uintptr_t)da, KOP_FLOAT32, 1, shape);
+    in[1] = tensor((void*)(uintptr_t)db, KOP_FLOAT32, 1, shape);
+    kop_tensor o = tensor((void*)(uintptr_t)dout, KOP_FLOAT32, 1, shape);
+    memset(out, 0xFF, kMaxN * sizeof(float));
+    CU(cu.cuMemcpyHtoD(dout, out, kMaxN * sizeof(float)));
+    snprintf(what, sizeof what, "launch scaled_add [%d]", n);
+    EXPECT_STATUS(what, kop_op_launch(op, in, 2, &alpha, 1, &o, 1, NULL), KOP_OK, NULL);
+    CU(cu.cuCtxSynchronize());
+    CU(cu.cuMemcpyDtoH(out, dout, kMaxN * sizeof(float)));
+    expect_axpy(out, 0.75f, a, b, n, kMaxN, what);
+    snprintf(what, sizeof what, "out == a * 0.75 + b for all %d elements and nothing past them", n);
+    pass(what);
+  }
+  /* a: one float past a 16-byte boundary, which the CUBIN was exported assuming never happens */
+  kop_tensor in[2];
+  in[0] = tensor((void*)(uintptr_t)(da + sizeof(float)), KOP_FLOAT32, 1, &kSizes[1]);
+  in[1] = tensor((void*)(uintptr_t)db, KOP_FLOAT32, 1, &kSizes[1]);
+  kop_tensor o = tensor((void*)(uintptr_t)dout, KOP_FLOAT32, 1, &kSizes[1]);
+  EXPECT_STATUS("launch scaled_add on a misaligned input",
+                kop_op_launch(op, in, 2, &alpha, 1, &o, 1, NULL), KOP_ERROR_LAUNCH,
+                "aligned(a, 16)");
+  kop_op_destroy(op);
+  CU(cu.cuMemFree(da));
+  CU(cu.cuMemFree(db));
+  CU(cu.cuMemFree(dout));
+  free(a);
+  free(b);
+  free(out);
+  printf("PASSED: %d checks (cutile)\n", checks_passed);
   return 0;
 }
 
@@ -1188,17 +1265,19 @@ int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc != 3 || (strcmp(argv[2], "cpu") != 0 && strcmp(argv[2], "gpu") != 0 &&
                     strcmp(argv[2], "triton") != 0 && strcmp(argv[2], "cutedsl") != 0 &&
-                    strcmp(argv[2], "autograd") != 0 && strcmp(argv[2], "autograd_gpu") != 0 &&
-                    strcmp(argv[2], "launches") != 0 && strcmp(argv[2], "launches_gpu") != 0 &&
-                    strcmp(argv[2], "views") != 0 && strcmp(argv[2], "views_gpu") != 0)) {
+                    strcmp(argv[2], "cutile") != 0 && strcmp(argv[2], "autograd") != 0 &&
+                    strcmp(argv[2], "autograd_gpu") != 0 && strcmp(argv[2], "launches") != 0 &&
+                    strcmp(argv[2], "launches_gpu") != 0 && strcmp(argv[2], "views") != 0 &&
+                    strcmp(argv[2], "views_gpu") != 0)) {
     fprintf(stderr,
-            "usage: %s PACKAGE.kop cpu|gpu|triton|cutedsl|autograd|autograd_gpu|launches|"
+            "usage: %s PACKAGE.kop cpu|gpu|triton|cutedsl|cutile|autograd|autograd_gpu|launches|"
             "launches_gpu|views|views_gpu\n",
             argc > 0 ? argv[0] : "c_api_test");
     return 2;
   }
   if (strcmp(argv[2], "triton") == 0) return run_triton(argv[1]);
   if (strcmp(argv[2], "cutedsl") == 0) return run_cutedsl(argv[1]);
+  if (strcmp(argv[2], "cutile") == 0) return run_cutile(argv[1]);
   if (strncmp(argv[2], "autograd", 8) == 0) return run_autograd(argv[1], argv[2][8] != 0);
   if (strncmp(argv[2], "launches", 8) == 0) return run_launches(argv[1], argv[2][8] != 0);
   if (strncmp(argv[2], "views", 5) == 0) return run_views(argv[1], argv[2][5] != 0);

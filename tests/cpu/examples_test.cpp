@@ -2,13 +2,26 @@
 // convention verified and resources reported.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 
+#include "compile/cubin_info.hpp"
+#include "core/ptx_entry.hpp"
 #include "kernelop/compile.hpp"
 #include "test_util.hpp"
 
 namespace kernelop {
 namespace {
+
+// Bytes of a parameter type as ptx_entry_param_types and cubin_entry write them (".u64",
+// ".b8[24] .align 8"); 0 when unknown.
+int byte_size(const std::string& type) {
+  std::size_t open = type.find('[');
+  std::string scalar = type.substr(0, open);
+  int bits = scalar.size() > 2 ? std::atoi(scalar.c_str() + 2) : 0;
+  if (open == std::string::npos) return bits / 8;
+  return bits / 8 * std::atoi(type.c_str() + open + 1);
+}
 
 std::vector<std::string> example_names() {
   std::vector<std::string> names;
@@ -48,6 +61,25 @@ TEST_P(ExampleCompiles, ForSm80AndSm90) {
                 "ELF");
       ASSERT_EQ(a.usage.size(), members.size());
       for (const auto& u : a.usage) EXPECT_GT(u.registers, 0);
+      // The CUBIN's own parameter records (what images without PTX, cuTile's, are checked
+      // against) agree with the PTX it was assembled from.
+      const ArchImage* ptx = nullptr;
+      for (const ArchImage& p : image.images) {
+        if (p.is_ptx() && p.program == a.program) ptx = &p;
+      }
+      ASSERT_NE(ptx, nullptr);
+      for (int i : members) {
+        const std::string& name = image.lowered_names[static_cast<std::size_t>(i)];
+        auto from_cubin = detail::cubin_entry(a.data, name);
+        auto from_ptx = detail::ptx_entry_param_types(ptx->data, name);
+        ASSERT_TRUE(from_cubin && from_ptx) << name;
+        ASSERT_EQ(from_cubin->param_types.size(), from_ptx->size()) << name;
+        for (std::size_t k = 0; k < from_ptx->size(); ++k) {
+          EXPECT_EQ(byte_size(from_cubin->param_types[k]), byte_size((*from_ptx)[k]))
+              << name << " parameter " << k << ": " << from_cubin->param_types[k] << " vs "
+              << (*from_ptx)[k];
+        }
+      }
     }
   }
   EXPECT_EQ(image.log, "") << "examples compile without warnings";

@@ -68,7 +68,7 @@ TEST(Package, GoldenBytesPinFormatVersion1) {
   ASSERT_TRUE(fs::exists(golden_path())) << "run once with KERNELOP_UPDATE_GOLDEN=1";
   EXPECT_EQ(bytes, slurp(golden_path()))
       << "the package bytes changed: bump kPackageFormatVersion and add a new golden file";
-  EXPECT_EQ(kPackageFormatVersion, 5u);
+  EXPECT_EQ(kPackageFormatVersion, 6u);
   EXPECT_EQ(bytes.substr(0, 8), std::string("KOPKG\r\n\x1a", 8));
   EXPECT_EQ(bytes[8], 1) << "a package without version-2 features is written as version 1";
 }
@@ -305,10 +305,13 @@ TEST(Package, DamageIsDetectedAndNamed) {
   expect_damaged("", "not a kernelop package (bad magic; 0 bytes)");
   expect_damaged("hello world, this is not a package at all....", "not a kernelop package");
   std::string v = good;
-  v[8] = 6;
-  expect_damaged(v, "format version 6 is not supported (this kernelop reads 1 to 5)");
+  v[8] = static_cast<char>(kPackageFormatVersion + 1);
+  expect_damaged(v, "format version " + std::to_string(kPackageFormatVersion + 1) +
+                        " is not supported (this kernelop reads 1 to " +
+                        std::to_string(kPackageFormatVersion) + ")");
   v[8] = 0;
-  expect_damaged(v, "format version 0 is not supported (this kernelop reads 1 to 5)");
+  expect_damaged(v, "format version 0 is not supported (this kernelop reads 1 to " +
+                        std::to_string(kPackageFormatVersion) + ")");
   expect_damaged(good.substr(0, good.size() - 1), "truncated or padded: the header says");
   expect_damaged(good + "x", "truncated or padded");
   std::string flipped = good;

@@ -584,12 +584,13 @@ TEST(SpecJsonTest, RootNotAnObject) {
 }
 
 TEST(SpecJsonTest, UnknownTopLevelField) {
-  expect_parse_error(Doc().set("kernel", R"("relu")"), ErrorKind::Spec,
-                     "t.json: kernel: unknown field (known fields: op, kernel_name, "
-                     "kernel_source, source_file, inputs, outputs, extras, params, geometry, "
-                     "include_paths, compile_std, arch_override, defines, fast_math, line_info, "
-                     "type_params, requires, tunables, configs, tuning_key, triton, cutedsl, "
-                     "backward, then, when)");
+  expect_parse_error(
+      Doc().set("kernel", R"("relu")"), ErrorKind::Spec,
+      "t.json: kernel: unknown field (known fields: op, kernel_name, "
+      "kernel_source, source_file, inputs, outputs, extras, params, geometry, "
+      "include_paths, compile_std, arch_override, defines, fast_math, line_info, "
+      "type_params, requires, tunables, configs, tuning_key, triton, cutedsl, cutile, "
+      "backward, then, when)");
 }
 
 TEST(SpecJsonTest, RequirementsParseAndPrint) {

@@ -3,6 +3,7 @@ every test file (``--cpu``: the tests that need no GPU; ``--gpu``: the CUDA ones
 without a CUDA device; neither: both)."""
 
 import atexit
+import os
 import shutil
 import sys
 import tempfile
@@ -17,6 +18,21 @@ def temp_dir(prefix="kop_", test=None):
     else:
         atexit.register(shutil.rmtree, folder, True)
     return folder
+
+
+def example_packages(dsl, names, recorded):
+    """A DSL's example ops, `dsl`.NAME.kop for each of `names`, loaded from the packages scripts/stage-gpu built on the
+    CPU machine (KERNELOP_CPU_PACKAGES), else built here from `recorded` (None: the DSL is not installed, and the
+    test is skipped). Returns (name -> op, the packages' folder)."""
+    import kernelop as ko
+    packages = os.environ.get("KERNELOP_CPU_PACKAGES")
+    if not packages or not os.path.exists(os.path.join(packages, f"{dsl}.{names[-1]}.kop")):
+        if recorded is None:
+            raise unittest.SkipTest(f"no CPU-built {dsl} packages and no DSL to build them")
+        packages = temp_dir()
+        for name, r in recorded(dsl).items():
+            r.build_package(os.path.join(packages, f"{dsl}.{name}.kop"))
+    return {n: ko.load_package(os.path.join(packages, f"{dsl}.{n}.kop")) for n in names}, packages
 
 
 def run_tests(cpu, gpu, cuda):

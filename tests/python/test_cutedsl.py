@@ -20,7 +20,7 @@ import torch
 import kernelop as ko
 from expect import expect_error
 from isolated import run_python_without
-from kernelop_testing import run_tests, temp_dir
+from kernelop_testing import example_packages, run_tests
 from tactic_pins import each_tactic
 from kernelop import _kernelop, _llvm_host as H
 
@@ -316,7 +316,7 @@ class Refusals(unittest.TestCase):
 
     def test_configs_must_set_constexpr_parameters(self):
         expect_error(self, ValueError, "configs[0] sets BLOCK, which axpy_host has no cutlass.Constexpr parameter of "
-                     "(its Constexpr parameters: TILE_N)", ko.record_plugin,
+                     "(its cutlass.Constexpr parameters: TILE_N)", ko.record_plugin,
                      ko.cutedsl(ck.axpy, configs=[{"BLOCK": 3}]))
         expect_error(self, TypeError, "configs[0]['TILE_N'] is 'x'", ko.cutedsl, ck.axpy, [{"TILE_N": "x"}])
         expect_error(self, ValueError, "kernelop.cutedsl: architecture 'compute_90' is invalid for the CuTe DSL "
@@ -381,18 +381,10 @@ class Registration(unittest.TestCase):
 
 
 def _packaged_ops():
-    """The examples' ops from the packages built on the CPU machine (KERNELOP_CPU_PACKAGES), else built here."""
-    if "pkg" in _registered:
-        return _registered["pkg"]
-    packages = os.environ.get("KERNELOP_CPU_PACKAGES")
-    if not packages or not os.path.exists(os.path.join(packages, "kop_cutedsl.axpy.kop")):
-        if not HAVE_CUTE:
-            raise unittest.SkipTest("no CPU-built CuTe DSL packages and no CuTe DSL to build them")
-        packages = temp_dir()
-        for name, r in ck.recorded("kop_cutedsl").items():
-            r.build_package(os.path.join(packages, f"kop_cutedsl.{name}.kop"))
-    _registered["pkg"] = {n: ko.load_package(os.path.join(packages, f"kop_cutedsl.{n}.kop")) for n in NAMES}
-    _registered["pkg_dir"] = packages
+    """The examples' ops from the packages built on the CPU machine, else built here (example_packages)."""
+    if "pkg" not in _registered:
+        _registered["pkg"], _registered["pkg_dir"] = example_packages("kop_cutedsl", NAMES,
+                                                              ck.recorded if HAVE_CUTE else None)
     return _registered["pkg"]
 
 

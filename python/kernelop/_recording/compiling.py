@@ -26,7 +26,7 @@ class KernelBinary:
     program: int
     arch: str  # "sm_90" (CUBIN in `data`) or "compute_80" (PTX in `data`)
     data: bytes  # CUBIN bytes or PTX text
-    ptx: str  # for a CUBIN: the PTX it was assembled from (its parameters are checked)
+    ptx: str  # for a CUBIN: the PTX it was assembled from (its parameters are checked); "" when none (cuTile's)
     entry: str  # the kernel's symbol
     launch_shared: int = 0  # dynamic shared memory every launch needs, in bytes
     # Global scratch memory per block, passed as parameter `scratch_param` (a 64-bit extra of value 0 in the spec).
@@ -92,7 +92,7 @@ def compile_binaries(recorded: "RecordedPlugin", archs: List[str]) -> List[Kerne
             if compiled.global_scratch else (0, 0, -1)
         out.append(KernelBinary(program, label, compiled.cubin, compiled.ptx, compiled.name, compiled.shared,
                                 *scratch))
-        if arch == oldest:
+        if arch == oldest and compiled.ptx:  # cuTile gives CUBINs only
             out.append(KernelBinary(program, "compute_" + label[3:], compiled.ptx.encode(), "", compiled.name,
                                     compiled.shared, *scratch))
     return out

@@ -55,6 +55,25 @@ def check_configs(where: str, launch_fn: Any, configs: Any) -> Tuple[Dict[str, A
     return tuple(out)
 
 
+def check_config_keys(where: str, configs: Sequence[Mapping[str, Any]], kernel: str, kind: str,
+                      params: Sequence[str], options: Sequence[str] = ()) -> None:
+    """Every key of every config is one of the kernel's compile-time parameters (`kind`: "constexpr",
+    "ct.Constant parameter"), one of the DSL's options, or "requires"."""
+    for i, c in enumerate(configs):
+        bad = [k for k in c if k not in params and k not in options and k != "requires"]
+        if bad:
+            also = f"; options: {', '.join(options)}" if options else ""
+            raise ValueError(f"{where}: configs[{i}] sets {shorten(', '.join(bad))}, which {shorten(kernel)} has no "
+                             f"{kind} of (its {kind}s: {shorten(', '.join(params) or 'none', 300)}{also})")
+
+
+def spec_archs(where: str, arch: Any, check: Any) -> Optional[Tuple[str, ...]]:
+    """A DSL spec's ``arch`` argument (None, one architecture or a list), checked by the DSL's `check`."""
+    if arch is None:
+        return None
+    return tuple(check(where, [arch] if isinstance(arch, str) else arch, "arch"))
+
+
 def user_requires(config: Mapping[str, Any]) -> List[str]:
     """The conditions a user's config states (``"requires"``), canonical."""
     return [canonical(r) for r in config.get("requires", ())]

@@ -688,10 +688,22 @@ def _grid_only_differs(a: RecordedPlugin, b: RecordedPlugin) -> bool:
                                                                      if k != "grid"}
 
 
+class _CurrentStream:
+    """torch.cuda.current_stream() while launch_fn is recorded: the stream the op is called on, which a DSL's launch
+    (cuTile's ct.launch) names; kernelop launches there."""
+
+    def __repr__(self) -> str:
+        return "torch.cuda.current_stream()"
+
+
+CURRENT_STREAM = _CurrentStream()
+
+
 # Host calls library code makes around a launch that need a GPU and change nothing kernelop records: replaced while
 # launch_fn runs (the op launches on its inputs' device, on the caller's stream).
 _HOST = {(torch.cuda, "device"): lambda original, *args, **kwargs: contextlib.nullcontext(),
-         (torch.cuda, "get_device_properties"): sizes.device_properties}
+         (torch.cuda, "get_device_properties"): sizes.device_properties,
+         (torch.cuda, "current_stream"): lambda original, *args, **kwargs: CURRENT_STREAM}
 
 _LEADING_HINTS = (3, 5)  # sizes of the axes added to record at higher ranks: small, so products of leading sizes
 # stay in the range a library's branches on them (Liger's "n_rows < 4096 * 8") take for the examples
