@@ -115,13 +115,6 @@ def register(ns="kop_cutedsl", archs=None):
 
 
 if __name__ == "__main__":
-    import argparse
-    import os
+    from kernelop._recording import package_main
 
-    parser = argparse.ArgumentParser(description="Writes the CuTe DSL examples' .kop packages (kop_cutedsl.NAME.kop).")
-    parser.add_argument("--package", required=True, metavar="DIR")
-    out = parser.parse_args().package
-    os.makedirs(out, exist_ok=True)
-    for name, r in recorded("kop_cutedsl").items():
-        path = r.build_package(os.path.join(out, f"kop_cutedsl.{name}.kop"))
-        print(f"op {r.op_name}: {len(r.doc.get('configs', [{}]))} tactic(s) -> {path}")
+    package_main("the CuTe DSL examples", recorded, "kop_cutedsl")

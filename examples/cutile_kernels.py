@@ -104,13 +104,6 @@ def register(ns="kop_cutile", archs=None):
 
 
 if __name__ == "__main__":
-    import argparse
-    import os
+    from kernelop._recording import package_main
 
-    parser = argparse.ArgumentParser(description="Writes the cuTile examples' .kop packages (kop_cutile.NAME.kop).")
-    parser.add_argument("--package", required=True, metavar="DIR")
-    out = parser.parse_args().package
-    os.makedirs(out, exist_ok=True)
-    for name, r in recorded("kop_cutile").items():
-        path = r.build_package(os.path.join(out, f"kop_cutile.{name}.kop"))
-        print(f"op {r.op_name}: {len(r.doc.get('configs', [{}]))} tactic(s) -> {path}")
+    package_main("the cuTile examples", recorded, "kop_cutile")

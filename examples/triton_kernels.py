@@ -124,13 +124,6 @@ def register(ns="kop_triton", archs=None):
 
 
 if __name__ == "__main__":
-    import argparse
-    import os
+    from kernelop._recording import package_main
 
-    parser = argparse.ArgumentParser(description="Writes the Triton examples' .kop packages (kop_triton.NAME.kop).")
-    parser.add_argument("--package", required=True, metavar="DIR")
-    out = parser.parse_args().package
-    os.makedirs(out, exist_ok=True)
-    for name, r in recorded("kop_triton").items():
-        path = r.build_package(os.path.join(out, f"kop_triton.{name}.kop"))
-        print(f"op {r.op_name}: {len(r.doc['configs'])} tactics -> {path}")
+    package_main("the Triton examples", recorded, "kop_triton")

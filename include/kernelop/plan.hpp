@@ -72,6 +72,9 @@ struct OutputPlan {
   /// Note [returned views] (OutputDecl::permute): the op returns the output as this permutation
   /// of the tensor its launches write; empty: as written.
   std::vector<int> permute;
+  /// OutputDecl::align: the data pointer's required alignment in bytes (0: none), checked at
+  /// launch.
+  std::int64_t align = 0;
   bool operator==(const OutputPlan&) const = default;
 };
 

@@ -195,7 +195,7 @@ def _translate(ctx: Recording, spec: CuteDslSpec, call: _Call) -> RecordedPlugin
     # Outputs are named after the parameter they are passed to (never a Constexpr's name: those are the tunables).
     ctx.name_outputs({p: call.wrapped[id(v)].fake for p, v in bound.arguments.items() if id(v) in call.wrapped},
                      reserved=constexpr_params)
-    dynamic, constexprs, requires, tensor_names = _arguments(ctx, call, bound, params)
+    dynamic, constexprs, requires, tensor_names, out_align = _arguments(ctx, call, bound, params)
 
     user_configs = list(spec.configs) or [{}]
     check_config_keys(where, user_configs, jname, "cutlass.Constexpr parameter", constexpr_params)
@@ -203,7 +203,8 @@ def _translate(ctx: Recording, spec: CuteDslSpec, call: _Call) -> RecordedPlugin
     ctx.check_config_values(user_configs, tuned, constexprs)
     values: List[Dict[str, Any]] = [{k: c.get(k, constexprs.get(k)) for k in tuned} for c in user_configs]
 
-    shapes = ctx.output_shapes(ctx.meta_impl)
+    shapes = [dict(s, align=out_align[s["name"]]) if s["name"] in out_align else s
+              for s in ctx.output_shapes(ctx.meta_impl)]
     requires += ctx.requirements()
     ctx.tactics = f"{count(len(user_configs), 'config')} make {count(len(user_configs), 'tactic')}"
 
@@ -251,15 +252,16 @@ def _translate(ctx: Recording, spec: CuteDslSpec, call: _Call) -> RecordedPlugin
 
 
 def _arguments(ctx: Recording, call: _Call, bound: inspect.BoundArguments,
-               params: Any) -> Tuple[List[Argument], Dict[str, Any], List[str], List[str]]:
+               params: Any) -> Tuple[List[Argument], Dict[str, Any], List[str], List[str], Dict[str, int]]:
     """Each parameter of the @cute.jit function: a tensor, a run-time scalar or a compile-time constant. Returns the
-    run-time ones (the host function's arguments), the constants, the requirements the tensors bring (rank,
-    alignment) and the tensors' names."""
+    run-time ones (the host function's arguments), the constants, the requirements the tensors bring (an input's
+    rank and assumed alignment), the tensors' names and the outputs' assumed alignments (OutputDecl::align)."""
     where, jname = ctx.where, shorten(call.body.__name__)
     dynamic: List[Argument] = []
     constexprs: Dict[str, Any] = {}
     requires: List[str] = []
     tensor_names: List[str] = []
+    out_align: Dict[str, int] = {}
     for p, value in bound.arguments.items():
         kind = _annotation_kind(params[p].annotation)
         what = f"{jname}'s argument '{shorten(p)}'"
@@ -280,7 +282,10 @@ def _arguments(ctx: Recording, call: _Call, bound: inspect.BoundArguments,
             if name not in ctx.out_names:  # an output's rank follows from its shape, which the inputs give
                 requires.append(f"rank({name}) == {w.fake.dim()}")
             if w.assumed_align is not None and w.assumed_align > w.fake.element_size():
-                requires.append(f"aligned({name}, {int(w.assumed_align)})")
+                if name in ctx.out_names:  # kernelop allocates it so; a caller's buffer is checked at launch
+                    out_align[name] = int(w.assumed_align)
+                else:
+                    requires.append(f"aligned({name}, {int(w.assumed_align)})")
             dynamic.append((p, ("tensor", name, w)))
         elif _is_cute_tensor(value):
             raise ValueError(f"{where}: {what} is a CuTe tensor launch_fn made from something other than one of its "
@@ -309,7 +314,7 @@ def _arguments(ctx: Recording, call: _Call, bound: inspect.BoundArguments,
                              "cute.Tensor arguments (from_dlpack of an input or output), float scalar inputs to "
                              "cutlass.Float32 parameters, sizes and int scalars to cutlass.Int32 parameters, and "
                              "compile-time values to cutlass.Constexpr parameters")
-    return dynamic, constexprs, requires, tensor_names
+    return dynamic, constexprs, requires, tensor_names, out_align
 
 
 def _launch(recorded: RecordedPlugin, values: List[Dict[str, Any]], tuned: List[str]) -> Tuple[List[Any],

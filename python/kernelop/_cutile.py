@@ -16,6 +16,7 @@ import importlib.metadata
 import inspect
 import io
 import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
@@ -26,13 +27,15 @@ from ._dtypes import DTYPES
 from ._recording import (CompiledKernel, CompileJob, Dsl, Handlers, Input, RecordedPlugin, Recording, arch_number,
                          caller_location, check_archs, check_config_keys, check_configs, count, float_scalar_name,
                          from_inputs, int_scalar_name, select_over_configs, spec_archs, user_requires)
-from ._recording.plugin import CURRENT_STREAM
 from ._symbolic import FloatProbe, canonical, shorten, uses_dims
 
 DEFAULT_ARCHS = ("sm_80", "sm_90", "sm_100")  # a CUBIN each: Ampere and Ada, Hopper, Blackwell
 _INT32 = (-(2 ** 31), 2 ** 31 - 1)
-_INPUT_ALIGN = 16  # bytes: the base alignment cuTile's own launch finds in PyTorch's tensors, required of inputs
-_HINTS = ("occupancy", "num_worker_warps", "opt_level")  # @ct.kernel's compiler hints a config may set
+# bytes: the base alignment cuTile's own launch finds in PyTorch's tensors, which the export assumes of every array:
+# required of inputs, declared of outputs (kernelop allocates them so; a caller's buffer is checked at launch)
+_ALIGN = 16
+# @ct.kernel's compiler hints a config may set, and the values cuTile takes for each
+_HINTS = {"occupancy": range(1, 33), "num_worker_warps": (1, 2, 4, 8, 16, 32), "opt_level": range(0, 4)}
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,26 @@ def cutile(launch_fn: Callable[..., Any], configs: Optional[Sequence[Dict[str, A
 def cutile_archs(where: str, archs: Any, name: str = "archs") -> List[str]:
     """cuTile's architectures: 'sm_NN' each (a CUBIN for that GPU generation)."""
     return check_archs(where, archs, r"sm_[1-9][0-9]{1,2}", "cuTile", "'sm_NN' such as 'sm_90'", name)
+
+
+class torch_cuda_current_stream_while_kernelop_records:  # noqa: N801 - named for cuTile's own messages
+    """torch.cuda.current_stream() while a cuTile launch_fn is recorded: the stream the op is called on, which
+    launch_fn passes to ct.launch (kernelop launches there). It is nothing else: using it otherwise is refused. Its
+    name is what cuTile's own launch says when given it, a launch kernelop did not intercept ("Unsupported stream
+    type 'torch_cuda_current_stream_while_kernelop_records'": ct.launch imported by name)."""
+
+    def __repr__(self) -> str:
+        return "torch.cuda.current_stream()"
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(
+            f"while kernelop records a cuTile launch_fn, torch.cuda.current_stream() stands for the caller's stream "
+            f"and has no attribute {name!r}: pass it to ct.launch as it is, and call ct.launch through the module "
+            "(import cuda.tile as ct; ct.launch(...)): a launch imported by name (from cuda.tile import launch) "
+            "cannot be recorded")
+
+
+CALLERS_STREAM = torch_cuda_current_stream_while_kernelop_records()
 
 
 @dataclass
@@ -95,7 +118,8 @@ def _intercept(launches: List[Any]) -> Handlers:
                             f"{4 + len(rest)}")
         launches.append(_Launch(stream, grid, kernel, kernel_args, options, caller_location()))
 
-    return {(ct, "launch"): launch}
+    return {(ct, "launch"): launch,
+            (torch.cuda, "current_stream"): lambda original, *args, **kwargs: CALLERS_STREAM}
 
 
 def _one_launch(where: str, launches: List[Any]) -> Tuple[Any, str]:
@@ -133,7 +157,7 @@ def _translate(ctx: Recording, spec: CutileSpec, launch: _Launch) -> RecordedPlu
     from cuda.tile._annotated_function import LeafAnnotationNode
 
     where = ctx.where
-    if launch.stream is not CURRENT_STREAM:
+    if launch.stream is not CALLERS_STREAM:
         raise ValueError(f"{where}: the launch at {launch.where} runs on {shorten(repr(launch.stream))}; kernelop "
                          "launches on the caller's stream, which launch_fn names torch.cuda.current_stream()")
     if any(launch.options.values()):
@@ -201,6 +225,9 @@ def _translate(ctx: Recording, spec: CutileSpec, launch: _Launch) -> RecordedPlu
             # The array's sizes and strides are the passed tensor's own (a view of an input or output, reshaped
             # or transposed on the host, is its base's sizes and strides rearranged), as expressions of the sizes.
             rank = value.dim()
+            if rank == 0:
+                raise ValueError(f"{where}: {what} is a 0-dim tensor, which cuTile's compiler does not take (0-dim "
+                                 "tiles); pass a tensor of rank 1 or more (x.reshape(1))")
             wide = {"int64": True} if index == "int64" else {}
             layout = [canonical(ctx.expr(v, f"{where}: {what}'s {kind} {i}"))
                       for kind, values in (("size", value.shape), ("stride", value.stride()))
@@ -208,7 +235,7 @@ def _translate(ctx: Recording, spec: CutileSpec, launch: _Launch) -> RecordedPlu
             params += [name] + [{"expr": e, **wide} for e in layout]
             arrays.append((p, name, rank, index, dtypes[value.dtype], tuple(layout[rank:])))
             if name not in ctx.out_names:
-                requires.append(f"aligned({name}, {_INPUT_ALIGN})")
+                requires.append(f"aligned({name}, {_ALIGN})")
         elif isinstance(value, FloatProbe):
             params.append(value.kernelop_name)
             scalars[p] = "float32"
@@ -234,18 +261,20 @@ def _translate(ctx: Recording, spec: CutileSpec, launch: _Launch) -> RecordedPlu
 
     grid = _grid(ctx, launch)
     user_configs = list(spec.configs) or [{}]
-    check_config_keys(where, user_configs, kname, "ct.Constant parameter", constant_params, _HINTS)
+    check_config_keys(where, user_configs, kname, "ct.Constant parameter", constant_params, list(_HINTS))
     tuned = [p for p in list(constant_params) + list(_HINTS) if any(p in c for c in user_configs)]
     hints = {h: getattr(kernel._compiler_options, h) for h in _HINTS}
     ctx.check_config_values(user_configs, tuned, {**constants, **hints})
     values: List[Dict[str, Any]] = [{k: c.get(k, constants.get(k, hints.get(k))) for k in tuned}
                                     for c in user_configs]
     for i, v in enumerate(values):
-        for h in _HINTS:
-            if h in v and (type(v[h]) is not int or v[h] <= 0):
-                raise ValueError(f"{where}: configs[{i}] sets {h} to {shorten(repr(v[h]))}; expected a positive int")
+        for h, allowed in _HINTS.items():
+            if h in v and (type(v[h]) is not int or v[h] not in allowed):
+                raise ValueError(f"{where}: configs[{i}] sets {h} to {shorten(repr(v[h]))}; cuTile takes "
+                                 f"{_allowed_text(allowed)}")
+    _check_grid_follows(ctx, launch, grid, constants, user_configs)
 
-    shapes = ctx.output_shapes(ctx.meta_impl)
+    shapes = [dict(s, align=_ALIGN) for s in ctx.output_shapes(ctx.meta_impl)]
     requires += ctx.requirements()
     # The ranks the expressions of the sizes read (Note [rank-free recording]).
     exprs = grid + [p["expr"] for p in params if isinstance(p, dict) and "expr" in p] + requires + \
@@ -298,6 +327,29 @@ def _translate(ctx: Recording, spec: CutileSpec, launch: _Launch) -> RecordedPlu
     return recorded
 
 
+def _allowed_text(allowed: Any) -> str:
+    if isinstance(allowed, range):
+        return f"an int from {allowed.start} to {allowed.stop - 1}"
+    return "one of " + ", ".join(str(a) for a in allowed)
+
+
+def _check_grid_follows(ctx: Recording, launch: _Launch, grid: List[str], constants: Dict[str, Any],
+                        configs: List[Dict[str, Any]]) -> None:
+    """The grid is recorded once, with the constants launch_fn passed. Configs may change a constant only when the
+    grid cannot have been computed from it: a grid of sizes alone (a row per block). A grid with numbers of its own
+    (cdiv(n, TILE) records as ``// 1024``) might follow the constant, and another value would launch the wrong
+    number of blocks: refused."""
+    changed = [k for k in constants if any(k in c and c[k] != constants[k] for c in configs)]
+    numbers = sorted({int(t) for t in re.findall(r"(?<![\w.])\d+(?![\w.])", " ".join(grid)) if int(t) > 1})
+    if changed and numbers:
+        raise ValueError(f"{ctx.where}: configs change ct.Constant {shorten(', '.join(changed))}, and the grid of the "
+                         f"launch at {launch.where} ({', '.join(grid)}) holds numbers "
+                         f"({shorten(', '.join(map(str, numbers)))}) that may have been computed from "
+                         f"{'it' if len(changed) == 1 else 'them'}: kernelop records the grid once, so another value "
+                         "could launch the wrong number of blocks; register one op per value, or give the configs "
+                         "only constants the grid does not depend on (a grid of sizes: a row per block)")
+
+
 def _config_value(v: Any) -> Any:
     return int(v) if isinstance(v, bool) else v
 
@@ -322,7 +374,8 @@ def _grid(ctx: Recording, launch: _Launch) -> List[str]:
 
 def _signature(recorded: RecordedPlugin, config: int) -> Tuple[Any, Any]:
     """The kernel with the config's hints, and its cuTile signature: arrays as kernelop passes them (non-negative
-    strides, those that are 1 whatever the sizes stated so; inputs aligned as required, outputs allocated apart),
+    strides, those that are 1 whatever the sizes stated so; 16-byte aligned: required of inputs, declared of
+    outputs; outputs allocated apart),
     scalars, and the config's constants."""
     import cuda.tile as ct
     from cuda.tile._cext import CallingConvention
@@ -343,7 +396,7 @@ def _signature(recorded: RecordedPlugin, config: int) -> Tuple[Any, Any]:
                 getattr(ct, dtype), rank, index_dtype=getattr(ct, index), stride_lower_bound_incl=0,
                 alias_groups=("kernelop_inputs",) if shared else (), may_alias_internally="0" in strides,
                 stride_constant=[1 if e == "1" else None for e in strides] if "1" in strides else None,
-                base_addr_divisible_by=_INPUT_ALIGN if name in state.inputs else 1))
+                base_addr_divisible_by=_ALIGN))
         elif p in state.scalars:
             constraints.append(ScalarConstraint(getattr(ct, state.scalars[p])))
         else:
@@ -360,9 +413,9 @@ def _export(recorded: RecordedPlugin, config: int, arch: str, output_format: str
     key = (config, arch)
     if output_format == "cubin" and key in state.compiled:
         return state.compiled[key]
-    kernel, signature = _signature(recorded, config)
     out = io.BytesIO()
     try:
+        kernel, signature = _signature(recorded, config)
         export_kernel(kernel, [signature], out, gpu_code=arch, output_format=output_format)
     except Exception as e:  # noqa: BLE001 - cuTile's compile error, named with the tactic
         raise RuntimeError(f"op {shorten(recorded.op_name)}: cuTile's export_kernel of tactic {config} for {arch} "
@@ -411,58 +464,94 @@ def _plan_compile(recorded: RecordedPlugin, program: int, arch: str) -> CompileJ
 
 # -- what the kernel writes (Note [written pointers]) ---------------------------------------------------------------
 
-_WRITES = {"store_view_tko": "view", "store_ptr_tko": "first", "atomic_rmw_tko": "first", "atomic_cas_tko": "first"}
-_VALUE = r"%[\w$.-]+"
+_VALUE = r"%[\w$.-]+(?:#\d+)?"
+# Ops that pass a pointer (or a view of one) on, by the operands it comes from; any other op makes data.
+_CARRIES = {"assume": (-1,), "make_tensor_view": (0,), "make_partition_view": (0,), "offset": (0,),
+            "reshape": (0,), "broadcast": (0,), "permute": (0,), "select": (1, 2)}
 
 
 def written_parameters(tileir: str) -> Tuple[Set[int], List[str]]:
     """The positions (among the entry's parameters) of the pointers a kernel's Tile IR (tileirdisasm's text) may write
-    through, and the lines of the writes it could not follow (then every pointer parameter is in the set)."""
+    through — the stores and atomics (``store_*_tko``, ``atomic_*_tko``), each followed back through the ops that
+    carry a pointer or a view and through the values ``if``, ``for`` and ``loop`` regions yield — and the lines of
+    the writes it could not follow to a pointer parameter (then every pointer parameter is in the set)."""
     header = re.search(r"entry\s+@[\w$.-]+\((.*?)\)\s*(?:optimization_hints|\{)", tileir, re.S)
     if header is None:
         return set(), ["no entry"]
-    params = {n: i for i, (n, t) in enumerate(re.findall(r"(%[\w$.-]+):\s*([^,]+(?:<[^>]*>)?)", header.group(1)))}
-    pointers = {n for n, t in re.findall(r"(%[\w$.-]+):\s*(tile<[^,]*ptr<[^>]*>>)", header.group(1))}
-    defs: Dict[str, List[str]] = {}
+    params = {n: i for i, n in enumerate(re.findall(r"(%[\w$.-]+):", header.group(1)))}
+    pointers = {n for n, _ in re.findall(r"(%[\w$.-]+):\s*(tile<[^,]*ptr<[^>]*>>)", header.group(1))}
+
+    def key(value: str) -> str:  # "%2" is "%2#0", the first result
+        return value if "#" in value else value + "#0"
+
+    sources: Dict[str, List[str]] = {}  # value -> the values it may carry a pointer from
+    frames: List[Tuple[str, List[str], List[str]]] = []  # open regions: (op, its results, its loop's iter args)
     writes: List[Tuple[str, str]] = []
     for raw in tileir[header.end():].splitlines():
         line = raw.strip()
+        if line.startswith("}"):
+            if not line.endswith("{"):  # "} else {" keeps the region open
+                frames.pop() if frames else None
+            continue
         lhs, eq, rhs = line.partition(" = ")
-        results = re.findall(_VALUE, lhs) if eq and lhs.startswith("%") else []
+        results: List[str] = []
+        if eq and lhs.startswith("%"):
+            for name in (n.strip() for n in lhs.split(",")):
+                base, _, count = name.partition(":")
+                results += [f"{base}#{k}" for k in range(int(count) if count.isdigit() else 1)]
         body = rhs if results else line
-        operands = re.findall(_VALUE, body.split(" : ")[0])
-        for r in results:
-            defs[r] = operands
-        for pair in re.findall(rf"({_VALUE})\s*=\s*({_VALUE})", body):  # loop-carried values: their initial value
-            defs.setdefault(pair[0], []).append(pair[1])
-        induction = re.search(rf"\bfor\s+({_VALUE})\s+in\s+\(([^)]*)\)", body)
-        if induction:  # a loop's counter: from its bounds
-            defs[induction.group(1)] = re.findall(_VALUE, induction.group(2))
         op = (body.split() or [""])[0]
-        if op in _WRITES:
-            if _WRITES[op] == "view":
-                target = re.search(rf"({_VALUE})\[", body)
-                writes.append((target.group(1) if target else "", line))
-            else:
-                writes.append((operands[0] if operands else "", line))
+        operands = re.findall(_VALUE, body.split(" : ")[0])
+        if op in ("for", "loop", "if") and line.endswith("{"):
+            carried = re.search(r"iter_values\((.*?)\)\s*->", body)
+            pairs = re.findall(rf"({_VALUE})\s*=\s*({_VALUE})", carried.group(1)) if carried else []
+            iter_args = [key(a) for a, _ in pairs]
+            induction = re.match(rf"for\s+({_VALUE})\s+in\b", body)
+            if induction:  # the loop's counter: data
+                sources.setdefault(key(induction.group(1)), [])
+            for (a, init), r in zip(pairs, results):
+                sources.setdefault(key(a), []).append(key(init))
+                sources.setdefault(r, []).append(key(a))  # the last iteration's values, or the initial ones
+            frames.append((op, results, iter_args))
+            continue
+        if op in ("yield", "continue", "break") and frames:
+            region, region_results, iter_args = frames[-1]
+            targets = iter_args if op == "continue" else region_results
+            for target, v in zip(targets, operands):
+                sources.setdefault(target, []).append(key(v))
+            continue
+        if op in _CARRIES:
+            for r in results:
+                sources.setdefault(r, []).extend(key(operands[k]) for k in _CARRIES[op] if -len(operands) <= k <
+                                                 len(operands))
+        else:
+            for r in results:
+                sources.setdefault(r, [])  # data, not a pointer
+        if op.endswith("_tko") and op.startswith(("store", "atomic")):
+            view = re.search(rf"({_VALUE})\[", body)  # a store into a view: view[index]; else a pointer tile first
+            writes.append((key(view.group(1)) if view else key(operands[0]) if operands else "", line))
 
     def origins(value: str, seen: Set[str]) -> Set[str]:
         if value in seen:
             return set()
         seen.add(value)
-        if value in params:
-            return {value}
-        if value not in defs:
+        name = value[:-2] if value.endswith("#0") else value
+        if name in params:
+            return {name}
+        if value not in sources:  # a value this reading does not know
             raise KeyError(value)
-        return set().union(*[origins(v, seen) for v in defs[value]]) if defs[value] else set()
+        return set().union(set(), *[origins(v, seen) for v in sources[value]])
 
     written: Set[int] = set()
     unfollowable: List[str] = []
     for value, line in writes:
         try:
-            written |= {params[v] for v in origins(value, set()) if v in pointers}
+            found = {params[v] for v in origins(value, set()) if v in pointers}
         except KeyError:
+            found = set()
+        if not found:  # a pointer from memory, or from an op kernelop does not follow
             unfollowable.append(line)
+        written |= found
     if unfollowable:
         written = {params[p] for p in pointers}
     return written, unfollowable
@@ -470,13 +559,16 @@ def written_parameters(tileir: str) -> Tuple[Set[int], List[str]]:
 
 def _written_arrays(recorded: RecordedPlugin, config: int) -> Set[str]:
     """The tensors one config's kernel may write, from its Tile IR."""
-    import warnings
-
     from cuda.tile._compile import _bytecode_to_mlir_text
 
     state: CutileState = recorded.dsl_state
     bytecode, _ = _export(recorded, config, recorded.default_archs[0], "tileir_bytecode")
-    positions, unfollowable = written_parameters(_bytecode_to_mlir_text(bytecode))
+    try:
+        text = _bytecode_to_mlir_text(bytecode)
+    except Exception as e:  # noqa: BLE001 - cuTile's disassembler's error, named with the tactic
+        raise RuntimeError(f"op {shorten(recorded.op_name)}: cuTile's tileirdisasm of tactic {config} failed: "
+                           f"{type(e).__name__}: {shorten(e, 2000)}") from e
+    positions, unfollowable = written_parameters(text)
     if unfollowable:
         warnings.warn(f"{state.where}: {shorten(_pyfunc(state.kernel).__name__)} writes through a pointer kernelop "
                       f"cannot follow to a parameter ({shorten(unfollowable[0], 200)}); every tensor it is given is "

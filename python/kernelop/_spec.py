@@ -218,6 +218,9 @@ class OutputDecl:
     # Note [returned views]: the op returns the output as output.permute(permute) (dim k is dim permute[k] of the
     # contiguous tensor of `shape` its launches write); None: as written.
     permute: Optional[Sequence[int]] = None
+    # The data pointer's alignment in bytes the kernel was compiled assuming (checked at launch for a caller's buffer);
+    # None: none.
+    align: Optional[int] = None
 
     def _json(self) -> Dict[str, Any]:
         if isinstance(self.shape, (SameAs, ReduceDims)):
@@ -245,6 +248,11 @@ class OutputDecl:
                 raise TypeError(f"OutputDecl {_r(self.name)}: permute must be a list of ints, got "
                                 f"{repr(self.permute)[:60]}")
             out["permute"] = list(self.permute)
+        if self.align is not None:
+            if type(self.align) is not int:
+                raise TypeError(f"OutputDecl {_r(self.name)}: align must be an int (bytes), got "
+                                f"{repr(self.align)[:60]}")
+            out["align"] = self.align
         return out
 
 

@@ -69,9 +69,10 @@ void check_required_block(const OpPlan& plan, int program, int arch,
     std::vector<std::int64_t> block;
     for (const Expr& b : plan.geometry->block) {
       auto v = constant_under(b, config, arch);
-      if (!v) return;  // decided per call: the driver's error names the launch
+      if (!v) break;  // decided per call: the driver's error names the launch
       block.push_back(*v);
     }
+    if (block.size() != plan.geometry->block.size()) continue;
     block.resize(3, 1);
     if (block[0] != required[0] || block[1] != required[1] || block[2] != required[2]) {
       KERNELOP_RAISE(

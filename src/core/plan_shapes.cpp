@@ -218,6 +218,7 @@ void Deriver::derive_outputs() {
                  *decl.init);
     }
     out.scratch = decl.scratch;
+    out.align = decl.align;
     out.permute.assign(decl.permute.begin(), decl.permute.end());
     plan_.outputs.push_back(std::move(out));
   }

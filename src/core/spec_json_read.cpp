@@ -116,7 +116,8 @@ ShapeRel SpecReader::read_shape(const Json& j, const std::string& path) const {
 }
 
 OutputDecl SpecReader::read_output(const Json& j, const std::string& path) const {
-  expect_keys(j, path, {"name", "shape", "dtype_from", "dtype", "init", "scratch", "permute"});
+  expect_keys(j, path,
+              {"name", "shape", "dtype_from", "dtype", "init", "scratch", "permute", "align"});
   OutputDecl o;
   o.name = get_string(j.value("name", Json()), join(path, "name"));
   if (!j.contains("shape")) KERNELOP_RAISE(error(join(path, "shape"))) << "missing";
@@ -126,6 +127,13 @@ OutputDecl SpecReader::read_output(const Json& j, const std::string& path) const
   if (j.contains("dtype")) o.dtype = get_dtype_decl(j["dtype"], join(path, "dtype"));
   if (j.contains("init")) o.init = read_output_init(j["init"], join(path, "init"));
   if (j.contains("scratch")) o.scratch = get_bool(j["scratch"], join(path, "scratch"));
+  if (j.contains("align")) {
+    o.align = get_int(j["align"], join(path, "align"));
+    if (!valid_alignment(o.align)) {
+      KERNELOP_RAISE(error(join(path, "align")))
+          << "expected a power of two from 1 to 4096 (bytes), found " << j["align"].dump();
+    }
+  }
   if (j.contains("permute")) {
     o.permute = get_ints(j["permute"], join(path, "permute"));
     if (o.permute.empty()) {

@@ -118,6 +118,7 @@ Json write_spec(const KernelSpec& s, const JsonWriteOptions& options, Json root)
       if (o.dtype_from) j["dtype_from"] = *o.dtype_from;
       if (o.dtype) j["dtype"] = dtype_json(*o.dtype);
       if (o.scratch) j["scratch"] = true;
+      if (o.align != 0) j["align"] = o.align;
       if (!o.permute.empty()) j["permute"] = o.permute;
       if (o.init) {
         std::visit(Overloaded{

@@ -293,6 +293,15 @@ CheckedTensors check_tensors(const OpPlan& p, std::span<const TensorView> inputs
           << " but the op produces " << expected.to_string();
     }
     tensors.check(outputs[o], inputs.size() + o);
+    if (out.align > 1 && outputs[o].shape.numel() > 0 &&
+        reinterpret_cast<std::uintptr_t>(outputs[o].data) %
+                static_cast<std::uintptr_t>(out.align) !=
+            0) {
+      KERNELOP_RAISE(op_error(p, ErrorKind::Launch))
+          << describe(inputs.size() + o) << "'s data pointer " << outputs[o].data << " is not "
+          << out.align << "-byte aligned, which its kernel was compiled assuming (the spec's "
+          << "\"align\": " << out.align << "); pass a buffer of that alignment";
+    }
     f.views[static_cast<std::size_t>(out.slot)] = &outputs[o];
     work = work || outputs[o].shape.numel() > 0;
   }

@@ -1017,7 +1017,7 @@ static int run_cutedsl(const char* path) {
  * whose kernel takes each tensor as cuTile's calling convention passes an array (pointer, sizes,
  * strides) and was exported to CUBINs without PTX, run from C with no Python and no cuTile: ragged
  * sizes, and a misaligned input refused by the requirement the export's alignment assumption
- * became.
+ * became, a misaligned output buffer by the output's declared alignment.
  */
 static int run_cutile(const char* path) {
   enum { kMaxN = 100003 };
@@ -1071,6 +1071,12 @@ static int run_cutile(const char* path) {
   EXPECT_STATUS("launch scaled_add on a misaligned input",
                 kop_op_launch(op, in, 2, &alpha, 1, &o, 1, NULL), KOP_ERROR_LAUNCH,
                 "aligned(a, 16)");
+  /* the caller's output buffer likewise (its spec's "align": 16: the export assumed it) */
+  in[0] = tensor((void*)(uintptr_t)da, KOP_FLOAT32, 1, &kSizes[1]);
+  o = tensor((void*)(uintptr_t)(dout + sizeof(float)), KOP_FLOAT32, 1, &kSizes[1]);
+  EXPECT_STATUS("launch scaled_add into a misaligned output",
+                kop_op_launch(op, in, 2, &alpha, 1, &o, 1, NULL), KOP_ERROR_LAUNCH,
+                "output 'out''s data pointer");
   kop_op_destroy(op);
   CU(cu.cuMemFree(da));
   CU(cu.cuMemFree(db));

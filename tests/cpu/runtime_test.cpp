@@ -180,6 +180,32 @@ TEST(Runtime, ArgumentChecksBeforeTheDriver) {
       ErrorKind::Type, "expected 0 scalar input(s) (), got 1");
 }
 
+TEST(Runtime, AnOutputsDeclaredAlignmentIsCheckedBeforeTheDriver) {
+  OpDecl d = testing::example("relu");
+  (*d.spec.outputs)[0].align = 16;
+  CompileOptions o;
+  o.archs = {"sm_90"};
+  KernelOp relu(compile(derive_plan(d), o));
+  auto launch = [&](void* y) {
+    relu.launch(std::vector<TensorView>{tensor({4, 6})}, {},
+                std::vector<TensorView>{tensor({4, 6}, DType::Float32, 0, y)}, nullptr);
+  };
+  expect_error(
+      [&] { launch(fake(0x1004)); }, ErrorKind::Launch,
+      "op kernelop_examples::relu: output 'y''s data pointer 0x1004 is not 16-byte aligned, "
+      "which its kernel was compiled assuming (the spec's \"align\": 16)");
+  // an aligned buffer passes the checks and reaches the driver, which this machine lacks
+  try {
+    launch(fake(0x1010));
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).find("aligned"), std::string::npos) << e.what();
+  }
+  // an empty output is never written: any pointer
+  EXPECT_NO_THROW(relu.launch(
+      std::vector<TensorView>{tensor({0, 6})}, {},
+      std::vector<TensorView>{tensor({0, 6}, DType::Float32, 0, fake(0x1004))}, nullptr));
+}
+
 TEST(Runtime, ScalarChecks) {
   KernelOp scale = make_op("scale");
   std::vector<TensorView> x = {tensor({3})}, y = {tensor({3})};

@@ -637,7 +637,7 @@ TEST(SpecJsonTest, UnknownNestedField) {
       Doc().set("outputs", R"([{"name": "y", "shape": {"same_as": "x"}, "dtype_form": "x"}])"),
       ErrorKind::Spec,
       "t.json: outputs[0].dtype_form: unknown field (known fields: name, shape, dtype_from, "
-      "dtype, init, scratch, permute)");
+      "dtype, init, scratch, permute, align)");
   expect_parse_error(
       Doc().set("outputs", R"([{"name": "y", "shape": {"same_as": "x", "dimz": [0]}}])"),
       ErrorKind::Spec,
@@ -1009,6 +1009,30 @@ TEST(ReturnedViewTest, APermuteReadsPrintsRoundTripsAndReachesThePlan) {
   OpPlan p = derive_plan(d);
   EXPECT_EQ(p.outputs[0].permute, (std::vector<int>{0, 2, 1}));
   EXPECT_TRUE(p.outputs[1].permute.empty());
+}
+
+TEST(OutputAlignTest, AnAlignmentReadsPrintsRoundTripsAndReachesThePlan) {
+  OpDecl d = parse(Doc().set("outputs", R"J([
+      {"name": "y", "shape": {"same_as": "x"}, "align": 16},
+      {"name": "z", "shape": {"same_as": "x"}}])J"));
+  EXPECT_EQ((*d.spec.outputs)[0].align, 16);
+  EXPECT_EQ((*d.spec.outputs)[1].align, 0);
+  EXPECT_NO_THROW(validate(d));
+  expect_round_trip(d);
+  std::string text = print_op_json(d);
+  EXPECT_NE(text.find(R"("align": 16)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("align", text.find(R"("name": "z")")), std::string::npos) << text;
+  OpPlan p = derive_plan(d);
+  EXPECT_EQ(p.outputs[0].align, 16);
+  EXPECT_EQ(p.outputs[1].align, 0);
+  for (const char* bad : {"0", "3", "24", "8192", "-16", "16.5", "\"16\"", "true"}) {
+    SCOPED_TRACE(bad);
+    expect_parse_error(
+        Doc().set(
+            "outputs",
+            std::string(R"J([{"name": "y", "shape": {"same_as": "x"}, "align": )J") + bad + "}]"),
+        ErrorKind::Spec, "outputs[0].align");
+  }
 }
 
 TEST(ReturnedViewTest, APermuteThatIsNoPermutationOfTheOutputsDimsIsRefusedByName) {

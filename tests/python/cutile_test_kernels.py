@@ -5,6 +5,7 @@ from typing import Annotated
 
 import cuda.tile as ct
 import torch
+from cuda.tile import launch as launch_imported_by_name
 
 
 @ct.kernel
@@ -125,3 +126,111 @@ def huge_int(a: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(a)
     ct.launch(torch.cuda.current_stream(), (1,), fill_kernel, (out, 1.0, 2 ** 40, 128))
     return out
+
+
+# -- writes kernelop must find in the Tile IR ------------------------------------------------------------------------
+
+@ct.kernel
+def store_to_chosen_kernel(x, y, out, n, TILE: ct.Constant[int]):
+    t = ct.load(x, index=(ct.bid(0),), shape=(TILE,))
+    if n > 0:
+        dst = out
+    else:
+        dst = y
+    ct.store(dst, index=(ct.bid(0),), tile=t)
+
+
+def store_to_chosen(x: torch.Tensor, y: torch.Tensor, n: int) -> torch.Tensor:
+    """out or y, by n: both may be written (if/else yields)."""
+    out = torch.empty_like(x)
+    ct.launch(torch.cuda.current_stream(), (ct.cdiv(x.numel(), 128),), store_to_chosen_kernel, (x, y, out, n, 128))
+    return out
+
+
+@ct.kernel
+def ping_pong_kernel(x, y, n, TILE: ct.Constant[int]):
+    a = x
+    b = y
+    for i in range(n):
+        t = ct.load(a, index=(0,), shape=(TILE,))
+        ct.store(b, index=(0,), tile=t)
+        a, b = b, a
+
+
+def ping_pong(x: torch.Tensor, y: torch.Tensor, n: int) -> None:
+    """Copies x to y and back, n times: both written (loop-carried pointers)."""
+    ct.launch(torch.cuda.current_stream(), (1,), ping_pong_kernel, (x, y, n, 128))
+
+
+@ct.kernel
+def reduce_into_kernel(x, acc, TILE: ct.Constant[int]):
+    t = ct.load(x, index=(ct.bid(0),), shape=(TILE,))
+    acc.tiled_view(TILE).atomic_store_add(0, t)
+
+
+def reduce_into(x: torch.Tensor, acc: torch.Tensor) -> None:
+    """acc[:128] += each block's tile of x: an atomic reduction through a view writes acc."""
+    ct.launch(torch.cuda.current_stream(), (ct.cdiv(x.numel(), 128),), reduce_into_kernel, (x, acc, 128))
+
+
+@ct.kernel
+def scatter_kernel(x, idx, out, TILE: ct.Constant[int]):
+    i = ct.load(idx, index=(ct.bid(0),), shape=(TILE,))
+    t = ct.load(x, index=(ct.bid(0),), shape=(TILE,))
+    ct.scatter(out, i, t)
+
+
+def scatter(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """out[idx] = x: out written through indices loaded from idx, which is only read."""
+    out = torch.zeros_like(x)
+    ct.launch(torch.cuda.current_stream(), (ct.cdiv(x.numel(), 128),), scatter_kernel, (x, idx, out, 128))
+    return out
+
+
+def rank0(a: torch.Tensor) -> None:
+    ct.launch(torch.cuda.current_stream(), (1,), add_one_kernel, (a, 256))
+
+
+def reads_the_stream(a: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(a)
+    handle = torch.cuda.current_stream().cuda_stream
+    ct.launch(handle, (1,), add_one_kernel, (out, 256))
+    return out
+
+
+# -- the ops the GPU tests run (scripts/stage-gpu packages them: the GPU machine has no cuTile) -----------------------
+
+def recorded(ns):
+    """name -> kernelop.RecordedPlugin of the kernels test_cutile's GPU tests run."""
+    import kernelop as ko
+    import cutile_view_kernels as vk
+
+    def meta(*shape, dtype=torch.float32):
+        return torch.empty(*shape, dtype=dtype, device="meta")
+
+    x, idx = meta(1000), meta(1000, dtype=torch.int32)
+    ops = {
+        "add_one_": (add_one_, {"x": x}),
+        "copy_count": (copy_count, {"src": x, "counter": meta(1, dtype=torch.int32)}),
+        "store_to_chosen": (store_to_chosen, {"x": x, "y": x}),
+        "ping_pong": (ping_pong, {"x": x, "y": x}),
+        "reduce_into": (reduce_into, {"x": x, "acc": x}),
+        "scatter": (scatter, {"x": x, "idx": idx}),
+        "flat_view": (vk.flat_view, {"x": meta(64, 100)}),
+        "transposed": (vk.transposed, {"x": meta(64, 100)}),
+    }
+    return {name: ko.record_plugin(ko.cutile(fn), op_name=f"{ns}::{name}", example_inputs=ex)
+            for name, (fn, ex) in ops.items()}
+
+
+def launched_by_name(a: torch.Tensor) -> torch.Tensor:
+    """ct.launch imported by name when this module was imported: not the attribute kernelop intercepts."""
+    out = torch.empty_like(a)
+    launch_imported_by_name(torch.cuda.current_stream(), (1,), add_one_kernel, (out, 256))
+    return out
+
+
+if __name__ == "__main__":
+    from kernelop._recording import package_main
+
+    package_main("test_cutile's GPU ops", recorded, "kop_cutile_test")

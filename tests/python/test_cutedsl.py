@@ -68,7 +68,7 @@ if HAVE_CUTE:
 
     def aligned_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         c = torch.empty_like(a)
-        ck.vector_add_host(from_dlpack(a, assumed_align=16), from_dlpack(b), from_dlpack(c))
+        ck.vector_add_host(from_dlpack(a, assumed_align=16), from_dlpack(b), from_dlpack(c, assumed_align=32))
         return c
 
     @cute.jit
@@ -250,10 +250,15 @@ class Recording(unittest.TestCase):
                      ko.cutedsl(ck.vector_add, arch="sm_80"), op_name="kop_cd_rec::add3",
                      example_inputs=(torch.empty(2, 3, 4), torch.empty(2, 3, 4)))
 
-    def test_an_assumed_alignment_is_a_requirement(self):
-        d = ko.record_plugin(ko.cutedsl(aligned_add), op_name="kop_cd_rec::aligned_add").doc
+    def test_an_assumed_alignment_is_a_requirement_of_an_input_and_declared_of_an_output(self):
+        r = ko.record_plugin(ko.cutedsl(aligned_add), op_name="kop_cd_rec::aligned_add")
+        d = r.doc
         self.assertIn("aligned(a, 16)", d["requires"])
         self.assertNotIn("aligned(b, 16)", d["requires"])
+        # the output: kernelop allocates it so (a caller's buffer is checked at launch), never a requirement
+        self.assertEqual(d["outputs"][0]["align"], 32)
+        self.assertFalse(any("aligned(c" in x for x in d["requires"]))
+        r.check(["sm_80"])
 
     def test_meta_impl_gives_the_shapes_and_must_agree(self):
         r = ko.record_plugin(ko.cutedsl(ck.vector_add), lambda a, b: torch.empty_like(a), op_name="kop_cd_rec::m")

@@ -40,6 +40,8 @@ except ImportError:
 
 CUDA = torch.cuda.is_available()
 NAMES = ("scaled_add", "softmax", "matmul")
+TEST_NAMES = ("add_one_", "copy_count", "store_to_chosen", "ping_pong", "reduce_into", "scatter", "flat_view",
+              "transposed")
 _recorded = {}
 
 
@@ -64,7 +66,9 @@ class Recording(unittest.TestCase):
                                          "out", {"expr": "dim(a, 0)"}, {"expr": "1"}, "alpha"])
         self.assertEqual(doc["inputs"], [{"name": "a", "dtype": "float32"}, {"name": "b", "dtype": "float32"},
                                          {"name": "alpha", "scalar": "float"}])
-        self.assertEqual(doc["outputs"], [{"name": "out", "shape": {"same_as": "a"}, "dtype": "float32"}])
+        # the export assumes every array 16-byte aligned: required of inputs, declared of the output (kernelop
+        # allocates it so; a caller's buffer is checked at launch)
+        self.assertEqual(doc["outputs"], [{"name": "out", "shape": {"same_as": "a"}, "dtype": "float32", "align": 16}])
         # cdiv(numel, 1024) blocks of the CUBIN's own 128 threads; inputs aligned as the export assumes
         self.assertEqual(doc["geometry"]["custom"], {"grid": ["-1 * (-1 * dim(a, 0) // 1024)", "1", "1"],
                                                      "block": ["128", "1", "1"], "shared_mem": "0"})
@@ -120,6 +124,18 @@ class Recording(unittest.TestCase):
         self.assertIn("Tensor(a!) counter", str(op.default._schema))
         self.assertNotIn("Tensor(a!) src", str(op.default._schema))
 
+    def test_writes_through_branches_loops_reductions_and_scatters(self):
+        x, i = meta(1000), meta(1000, dtype=torch.int32)
+        mutated = {}
+        for fn, ex in ((tk.store_to_chosen, {"x": x, "y": x}), (tk.ping_pong, {"x": x, "y": x}),
+                       (tk.reduce_into, {"x": x, "acc": x}), (tk.scatter, {"x": x, "idx": i})):
+            r = ko.record_plugin(ko.cutile(fn), example_inputs=ex)
+            mutated[fn.__name__] = sorted(t["name"] for t in r.doc["inputs"] if t.get("mutated"))
+        self.assertEqual(mutated, {"store_to_chosen": ["y"],  # the else branch's
+                                   "ping_pong": ["x", "y"],  # swapped every iteration
+                                   "reduce_into": ["acc"],  # atomic_red_view_tko
+                                   "scatter": []})  # idx is only read: out is written through its values
+
     def test_written_parameters_follow_views_offsets_and_loops(self):
         head = "entry @k(%arg0: tile<ptr<f32>>, %arg1: tile<i32>, %arg2: tile<ptr<f32>>, %arg3: tile<ptr<i32>>) {\n"
         view = ("  %tv = make_tensor_view %arg2, shape = [%arg1], strides = [1] : tile<i32> -> tensor_view<?xf32>\n"
@@ -158,20 +174,40 @@ class Refusals(unittest.TestCase):
             (tk.static_shape, "compiles sizes or strides in (static_shape_dims / static_stride_dims)"),
             (tk.clustered, "cluster_kernel is built for clusters (num_ctas=2)"),
             (tk.huge_int, "fill_kernel's argument 'n' is 1099511627776, beyond int32"),
+            (tk.launched_by_name, "launch_fn raised TypeError while kernelop recorded it on fake tensors with "
+                                  "symbolic sizes: Unsupported stream type "
+                                  "'torch_cuda_current_stream_while_kernelop_records'"),
+            (tk.reads_the_stream, "torch.cuda.current_stream() stands for the caller's stream and has no attribute "
+                                  "'cuda_stream'"),
         ]
         for fn, needle in cases:
             with self.subTest(fn.__name__):
                 expect_error(self, ValueError, needle, ko.record_plugin, ko.cutile(fn), example_inputs=x)
+        expect_error(self, ValueError, "add_one_kernel's argument 'x' is a 0-dim tensor, which cuTile's compiler does "
+                     "not take", ko.record_plugin, ko.cutile(tk.rank0), example_inputs={"a": meta(())})
 
     def test_configs_must_set_constants_or_hints(self):
         x = {"x": meta(64, 100)}
         expect_error(self, ValueError, "configs[0] sets BLOCK, which softmax_kernel has no ct.Constant parameter of "
                      "(its ct.Constant parameters: TILE; options: occupancy, num_worker_warps, opt_level)",
                      ko.record_plugin, ko.cutile(ck.softmax, configs=[{"BLOCK": 4}]), example_inputs=x)
-        expect_error(self, ValueError, "configs[1] sets occupancy to 0; expected a positive int",
+        expect_error(self, ValueError, "configs[1] sets occupancy to 0; cuTile takes an int from 1 to 32",
                      ko.record_plugin, ko.cutile(ck.softmax, configs=[{"TILE": 4096, "occupancy": 1},
                                                                       {"TILE": 4096, "occupancy": 0}]),
                      example_inputs=x)
+
+    def test_configs_may_not_change_a_constant_the_grid_may_follow(self):
+        # scaled_add's grid is cdiv(numel, 1024): a TILE of 256 would cover a quarter of the output
+        expect_error(self, ValueError, "configs change ct.Constant TILE, and the grid of the launch at",
+                     ko.record_plugin, ko.cutile(ck.scaled_add, configs=[{"TILE": 256}, {"TILE": 1024}]),
+                     example_inputs={"a": meta(5000), "b": meta(5000)})
+        # a row per block: the tile is the configs' (the softmax records)
+        self.assertEqual(recorded()["softmax"].doc["geometry"]["custom"]["grid"], ["dim(x, 0)", "1", "1"])
+        # hints only: the grid is the launch's
+        r = ko.record_plugin(ko.cutile(ck.scaled_add, configs=[{"opt_level": 2}, {"opt_level": 3}]),
+                             example_inputs={"a": meta(5000), "b": meta(5000)})
+        self.assertEqual(r.doc["configs"], [{"opt_level": 2}, {"opt_level": 3}])
+        self.assertEqual(len({b.entry for b in r.compile(["sm_90"])}), 1)  # the symbol names the signature only
 
     def test_an_input_named_like_a_hint_and_bad_archs(self):
         def occupancy_input(occupancy: torch.Tensor) -> torch.Tensor:
@@ -344,27 +380,37 @@ class Cuda(unittest.TestCase):
         self.assertLess(float(err), 0.1)
         self.assertEqual(module, "None")
 
-    @unittest.skipUnless(HAVE_CUTILE, "cuda-tile is not installed")
-    def test_in_place_atomics_and_views_from_the_dsl(self):
-        op = ko.custom_plugin(ko.cutile(tk.add_one_), op_name="kop_ct::add_one_", example_inputs={"x": meta(1000)})
+    def test_in_place_atomics_branches_loops_scatters_and_views(self):
+        if "test_pkg" not in _recorded:
+            _recorded["test_pkg"] = example_packages("kop_cutile_test", TEST_NAMES,
+                                                     tk.recorded if HAVE_CUTILE else None)[0]
+        ops = _recorded["test_pkg"]
         for n in (1, 255, 1000, 4097):
             x = torch.arange(n, device="cuda", dtype=torch.float32)
-            op(x)
+            ops["add_one_"](x)
             torch.testing.assert_close(x, torch.arange(n, device="cuda", dtype=torch.float32) + 1)
-        count = ko.custom_plugin(ko.cutile(tk.copy_count), op_name="kop_ct::copy_count",
-                                 example_inputs={"src": meta(1000), "counter": meta(1, dtype=torch.int32)})
         src, counter = torch.randn(1000, device="cuda"), torch.zeros(1, device="cuda", dtype=torch.int32)
-        torch.testing.assert_close(count(src, counter), src)
+        torch.testing.assert_close(ops["copy_count"](src, counter), src)
         self.assertEqual(counter.item(), 8)  # cdiv(1000, 128) blocks
-        flat = ko.custom_plugin(ko.cutile(vk.flat_view), op_name="kop_ct::flat_view",
-                                example_inputs={"x": meta(64, 100)})
-        t = ko.custom_plugin(ko.cutile(vk.transposed), op_name="kop_ct::transposed",
-                             example_inputs={"x": meta(64, 100)})
+        x, y = torch.randn(1000, device="cuda"), torch.zeros(1000, device="cuda")
+        torch.testing.assert_close(ops["store_to_chosen"](x, y, 1), x)
+        self.assertEqual(y.abs().sum().item(), 0)
+        ops["store_to_chosen"](x, y, 0)
+        torch.testing.assert_close(y[:1000 // 128 * 128], x[:1000 // 128 * 128])
+        a, b = torch.randn(128, device="cuda"), torch.zeros(128, device="cuda")
+        ops["ping_pong"](a, b, 3)
+        torch.testing.assert_close(b, a)
+        acc = torch.zeros(128, device="cuda")
+        v = torch.randn(1024, device="cuda")
+        ops["reduce_into"](v, acc)
+        torch.testing.assert_close(acc, v.view(8, 128).sum(0), atol=1e-4, rtol=1e-4)
+        perm = torch.randperm(1000, device="cuda", dtype=torch.int32)
+        out = ops["scatter"](v[:1000], perm)
+        torch.testing.assert_close(out[perm.long()], v[:1000])
         for shape in ((3, 5), (64, 100), (7, 250)):
-            x = torch.randn(shape, device="cuda")
-            self.assertEqual(flat(x).shape, x.shape)
-            torch.testing.assert_close(t(x), x.t())
-
+            t = torch.randn(shape, device="cuda")
+            torch.testing.assert_close(ops["flat_view"](t), t + 1)
+            torch.testing.assert_close(ops["transposed"](t), t.t())
 
 if __name__ == "__main__":
     run_tests(cpu=[Recording, Refusals, Compilation, Registration], gpu=[Cuda], cuda=CUDA)

@@ -12,12 +12,11 @@ from .compiling import CompiledKernel, CompileJob, KernelBinary, arch_number, ta
 from .configs import (check_archs, check_config_keys, check_configs, check_output_names, conjunction, count,
                       select_over_configs, spec_archs, user_requires)
 from .interception import Handlers, NestedRecording, caller_location
-from .plugin import Dsl, RecordedPlugin, Recording, custom_plugin, record_plugin
+from .plugin import Dsl, RecordedPlugin, Recording, custom_plugin, package_main, record_plugin
 from .tracing import Input, float_scalar_name, from_inputs, int_scalar_name, traced_error
 
 __all__ = ["CompileJob", "CompiledKernel", "Dsl", "Handlers", "Input", "KernelBinary", "NestedRecording",
            "RecordedPlugin", "Recording", "arch_number", "caller_location", "check_archs", "check_config_keys",
-           "check_configs",
-           "check_output_names", "conjunction", "count", "custom_plugin", "float_scalar_name", "from_inputs",
-           "int_scalar_name", "record_plugin", "select_over_configs", "spec_archs", "tactic_text", "traced_error",
-           "user_requires"]
+           "check_configs", "check_output_names", "conjunction", "count", "custom_plugin", "float_scalar_name",
+           "from_inputs", "int_scalar_name", "package_main", "record_plugin", "select_over_configs", "spec_archs",
+           "tactic_text", "traced_error", "user_requires"]

@@ -21,7 +21,7 @@ from .._spec import Backward
 from .._symbolic import _HINTS, Recorder, Unexpressible, canonical, shorten
 from . import compiling, sizes
 from .compiling import CompiledKernel, CompileJob, KernelBinary
-from .configs import check_config_values, conjunction, select_over_configs, validate_recorded
+from .configs import check_config_values, conjunction, count, select_over_configs, validate_recorded
 from .interception import Handlers, NestedRecording, current_recording, intercepting, nested_message, recording
 from .program import Program, copies_checked, glue_launch, plan_program, storage_of
 from .program import VIEWS
@@ -688,22 +688,10 @@ def _grid_only_differs(a: RecordedPlugin, b: RecordedPlugin) -> bool:
                                                                      if k != "grid"}
 
 
-class _CurrentStream:
-    """torch.cuda.current_stream() while launch_fn is recorded: the stream the op is called on, which a DSL's launch
-    (cuTile's ct.launch) names; kernelop launches there."""
-
-    def __repr__(self) -> str:
-        return "torch.cuda.current_stream()"
-
-
-CURRENT_STREAM = _CurrentStream()
-
-
 # Host calls library code makes around a launch that need a GPU and change nothing kernelop records: replaced while
 # launch_fn runs (the op launches on its inputs' device, on the caller's stream).
 _HOST = {(torch.cuda, "device"): lambda original, *args, **kwargs: contextlib.nullcontext(),
-         (torch.cuda, "get_device_properties"): sizes.device_properties,
-         (torch.cuda, "current_stream"): lambda original, *args, **kwargs: CURRENT_STREAM}
+         (torch.cuda, "get_device_properties"): sizes.device_properties}
 
 _LEADING_HINTS = (3, 5)  # sizes of the axes added to record at higher ranks: small, so products of leading sizes
 # stay in the range a library's branches on them (Liger's "n_rows < 4096 * 8") take for the examples
@@ -1115,3 +1103,18 @@ def _translate_later(dsl: Dsl, ctx: Recording, spec: Any, launch: Any, tensors: 
         if (n in passed and n not in writes) or (n in used and n not in passed)]
     r.doc = doc
     return r
+
+
+def package_main(what: str, recorded: Callable[[str], Dict[str, RecordedPlugin]], ns: str) -> None:
+    """The command line of a module of recorded ops (the examples'): ``--package DIR`` writes each op's package as
+    DIR/<ns>.<name>.kop, printing "op <name>: <n> tactics -> <path>" (scripts/stage-gpu builds the GPU suite's
+    packages so, on a machine without a GPU)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=f"Writes the .kop packages of {what} ({ns}.NAME.kop).")
+    parser.add_argument("--package", required=True, metavar="DIR")
+    out = parser.parse_args().package
+    os.makedirs(out, exist_ok=True)
+    for name, r in recorded(ns).items():
+        path = r.build_package(os.path.join(out, f"{ns}.{name}.kop"))
+        print(f"op {r.op_name}: {count(len(r.doc.get('configs', [{}])), 'tactic')} -> {path}")
