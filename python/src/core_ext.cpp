@@ -189,7 +189,7 @@ void bind_values(nb::module_& m) {
       "(CUBIN bytes or PTX text), e.g. to launch it with another API or disassemble it.");
   m.def(
       "cubin_required_block",
-      [](nb::bytes cubin, const std::string& entry) {
+      [](const nb::bytes& cubin, const std::string& entry) {
         return cubin_required_block(std::string_view(cubin.c_str(), cubin.size()), entry);
       },
       nb::arg("cubin"), nb::arg("entry"),

@@ -171,7 +171,7 @@ std::optional<CubinEntry> cubin_entry(std::string_view b, std::string_view lower
             {ordinal, offset, attr == kKparamInfo ? (flags >> 18) & 0x3fff : flags & 0xffff});
       } else if (attr == kReqNtid) {
         std::array<std::uint32_t, 3> v{1, 1, 1};
-        for (std::uint16_t i = 0; i < 3 && 4u * (i + 1) <= size; ++i) read(b, at + 4u * i, &v[i]);
+        for (std::uint64_t i = 0; i < 3 && 4 * (i + 1) <= size; ++i) read(b, at + 4 * i, &v[i]);
         if (size < 4 ||
             std::any_of(v.begin(), v.end(), [](std::uint32_t x) { return x == 0 || x > 1024; })) {
           malformed = true;
