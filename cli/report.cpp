@@ -126,6 +126,8 @@ void print_plan(std::ostream& out, const OpPlan& plan) {
       for (std::size_t k = 0; k < o.permute.size(); ++k) out << (k ? ", " : "") << o.permute[k];
       out << ")";
     }
+    // OutputDecl::align: checked at launch for a caller's buffer.
+    if (o.align > 1) out << "  aligned to " << o.align << " bytes (at launch: data pointer)";
     out << "\n";
   }
   // Note [several launches]: what runs after the op's kernel, in order.

@@ -34,7 +34,9 @@ namespace kernelop {
 /// Version 4 adds the backward chain (a last section holding the backward's own package).
 /// Version 5 adds later launches (Note [several launches]: a section per launch, after the
 /// images, each the launch's own package). Version 6 adds cuTile kernels, whose CUBINs come
-/// without PTX (their parameters are checked against the CUBIN's own records). A
+/// without PTX (their parameters are checked against the CUBIN's own records), and outputs'
+/// "align" (an alignment a caller's buffer is checked for), which an older reader would refuse
+/// only as an unknown spec field. A
 /// package is written as the oldest version that holds it (one using none of these is byte for
 /// byte what version 1 always was); every version is read.
 inline constexpr std::uint32_t kPackageFormatVersion = 6;

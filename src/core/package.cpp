@@ -340,6 +340,9 @@ std::string write_package_bytes(const CompiledImage& image,
     if (a.launch_shared != 0 || a.scratch_bytes != 0) format = std::max(format, 2u);
   }
   if (!image.plan.structs.empty()) format = std::max(format, 3u);
+  for (const OutputPlan& o : image.plan.outputs) {
+    if (o.align != 0) format = std::max(format, 6u);  // an output's "align"
+  }
   if (!backward_bytes.empty()) format = std::max(format, 4u);
   // The later launches (Note [several launches]), each a package of its own.
   if (image.then.size() != image.plan.spec.then.size()) {

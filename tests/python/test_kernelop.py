@@ -645,6 +645,39 @@ def swap12_op(name="kop_py_view::swap12", permute=(0, 2, 1)):
     return ko.cuda_kernel_op(name, swap12_spec(permute), archs=ARCHS)
 
 
+class AlignedOutputs(unittest.TestCase):
+    """OutputDecl(align=...): the alignment a kernel was compiled assuming of an output's pointer, in the spec's JSON,
+    its packages and its checks (a caller's buffer is checked at launch: tests/cpu/runtime_test.cpp and the C ABI
+    test)."""
+
+    def test_the_python_spec_writes_it_and_a_package_keeps_it(self):
+        spec = ko.KernelSpec(
+            TRANSPOSE_SOURCE, "swap12<T>", inputs=[ko.InputDecl("x", "T")],
+            outputs=[ko.OutputDecl("y", ["dim(x, 0)", "dim(x, 2)", "dim(x, 1)"], align=16)],
+            requires=["rank(x) == 3"],
+            params=["x", ko.Expr("dim(x, 0)", int64=True), ko.Expr("dim(x, 1)", int64=True),
+                    ko.Expr("dim(x, 2)", int64=True), "y"],
+            geometry=ko.Custom(grid=["cdiv(numel(x), 256)"], block=[256]),
+            type_params={"T": ["float32"]})
+        self.assertEqual(spec.outputs[0]._json()["align"], 16)
+        with tempfile.TemporaryDirectory() as d:
+            path = ko.build_package("kop_py_align::swap12", spec, os.path.join(d, "a.kop"), archs=["sm_90"])
+            op = ko.load_package(path)
+            out = subprocess.run([sys.executable, "-m", "kernelop", "inspect", path], capture_output=True, text=True,
+                                 timeout=120)
+        self.assertEqual(tuple(op(torch.empty(2, 3, 5, device="meta")).shape), (2, 5, 3))
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("format    version 6,", out.stdout)  # what an older reader would refuse only as an unknown field
+        self.assertIn("output    y: [dim(x, 0), dim(x, 2), dim(x, 1)]  dtype T (from x)  aligned to 16 bytes (at "
+                      "launch: data pointer)", out.stdout)
+        for bad, exc, want in ((24, ValueError, r"outputs\[0\]\.align: expected a power of two from 1 to 4096"),
+                               ("16", TypeError, "OutputDecl 'y': align must be an int")):
+            with self.assertRaisesRegex(exc, want):
+                ko.cuda_kernel_op("kop_py_align::bad", dataclasses.replace(
+                    spec, outputs=[dataclasses.replace(spec.outputs[0], align=bad)]), archs=ARCHS)
+            self.assertFalse(hasattr(torch.ops.kop_py_align, "bad"))
+
+
 class ReturnedViews(unittest.TestCase):
     """Note [returned views]: an output the op returns as a permutation of the contiguous tensor its launches write
     (Liger's RoPE writes (batch, seq, heads, dim) and returns (batch, heads, seq, dim)), with the view's strides
