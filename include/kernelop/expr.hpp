@@ -472,6 +472,11 @@ constexpr bool valid_alignment(std::int64_t bytes) {
   return bytes >= 1 && bytes <= 4096 && (bytes & (bytes - 1)) == 0;
 }
 inline constexpr const char* kAlignmentRule = "aligned() takes a power of two from 1 to 4096 bytes";
+/// An output's "align" (OutputDecl::align) is at most 256 bytes: what every buffer kernelop
+/// allocates has (cuMemAlloc's, PyTorch's), so kernelop never makes one its own launch refuses.
+inline constexpr bool valid_output_alignment(std::int64_t bytes) {
+  return valid_alignment(bytes) && bytes <= 256;
+}
 
 /// Normalises a possibly negative axis against a rank into *out; false when out of range.
 inline bool normalize_axis(std::int64_t axis, std::int64_t rank, std::int64_t* out) {

@@ -164,7 +164,7 @@ struct OutputDecl {
   /// The byte alignment of the output's data pointer the kernel was compiled assuming (a DSL's
   /// assumption: CuTe DSL's assumed_align, cuTile's base_addr_divisible_by); 0: none. kernelop's
   /// own allocations (PyTorch's) always have it; a caller's output buffer (the C ABI) is checked
-  /// before each launch. JSON "align", a power of two from 1 to 4096.
+  /// before each launch. JSON "align", a power of two from 1 to 256.
   std::int64_t align = 0;
   bool operator==(const OutputDecl&) const = default;
 };

@@ -283,6 +283,9 @@ def _arguments(ctx: Recording, call: _Call, bound: inspect.BoundArguments,
                 requires.append(f"rank({name}) == {w.fake.dim()}")
             if w.assumed_align is not None and w.assumed_align > w.fake.element_size():
                 if name in ctx.out_names:  # kernelop allocates it so; a caller's buffer is checked at launch
+                    if w.assumed_align > 256:
+                        raise ValueError(f"{where}: {what} is an output from_dlpack assumes {w.assumed_align}-byte "
+                                         "aligned; kernelop's allocations guarantee 256 bytes: assume at most that")
                     out_align[name] = int(w.assumed_align)
                 else:
                     requires.append(f"aligned({name}, {int(w.assumed_align)})")

@@ -466,8 +466,9 @@ def _plan_compile(recorded: RecordedPlugin, program: int, arch: str) -> CompileJ
 
 _VALUE = r"%[\w$.-]+(?:#\d+)?"
 # Ops that pass a pointer (or a view of one) on, by the operands it comes from; any other op makes data.
-_CARRIES = {"assume": (-1,), "make_tensor_view": (0,), "make_partition_view": (0,), "offset": (0,),
-            "reshape": (0,), "broadcast": (0,), "permute": (0,), "select": (1, 2)}
+_CARRIES = {"assume": (-1,), "make_tensor_view": (0,), "make_partition_view": (0,), "make_strided_view": (0,),
+            "make_gather_scatter_view": (0,), "offset": (0,), "reshape": (0,), "broadcast": (0,), "permute": (0,),
+            "select": (1, 2)}
 
 
 def written_parameters(tileir: str) -> Tuple[Set[int], List[str]]:
@@ -493,6 +494,9 @@ def written_parameters(tileir: str) -> Tuple[Set[int], List[str]]:
             if not line.endswith("{"):  # "} else {" keeps the region open
                 frames.pop() if frames else None
             continue
+        if line.endswith("{") and not re.match(r"(%[^=]*=\s*)?(for|loop|if)\b", line):
+            frames.append(("other", [], []))  # a reduce's or scan's body: its yields carry no pointer
+            continue
         lhs, eq, rhs = line.partition(" = ")
         results: List[str] = []
         if eq and lhs.startswith("%"):
@@ -503,7 +507,7 @@ def written_parameters(tileir: str) -> Tuple[Set[int], List[str]]:
         op = (body.split() or [""])[0]
         operands = re.findall(_VALUE, body.split(" : ")[0])
         if op in ("for", "loop", "if") and line.endswith("{"):
-            carried = re.search(r"iter_values\((.*?)\)\s*->", body)
+            carried = re.search(r"iter_values\(([^)]*)\)", body)
             pairs = re.findall(rf"({_VALUE})\s*=\s*({_VALUE})", carried.group(1)) if carried else []
             iter_args = [key(a) for a, _ in pairs]
             induction = re.match(rf"for\s+({_VALUE})\s+in\b", body)
@@ -515,10 +519,14 @@ def written_parameters(tileir: str) -> Tuple[Set[int], List[str]]:
             frames.append((op, results, iter_args))
             continue
         if op in ("yield", "continue", "break") and frames:
-            region, region_results, iter_args = frames[-1]
-            targets = iter_args if op == "continue" else region_results
-            for target, v in zip(targets, operands):
-                sources.setdefault(target, []).append(key(v))
+            # yield: the innermost region's results; continue and break: the innermost loop's (an if's body
+            # may continue or break the loop around it)
+            kinds = ("for", "loop") if op != "yield" else ("for", "loop", "if", "other")
+            frame = next((f for f in reversed(frames) if f[0] in kinds), None)
+            if frame is not None and frame[0] != "other":
+                targets = frame[2] if op == "continue" else frame[1]
+                for target, v in zip(targets, operands):
+                    sources.setdefault(target, []).append(key(v))
             continue
         if op in _CARRIES:
             for r in results:

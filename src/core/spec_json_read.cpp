@@ -129,9 +129,11 @@ OutputDecl SpecReader::read_output(const Json& j, const std::string& path) const
   if (j.contains("scratch")) o.scratch = get_bool(j["scratch"], join(path, "scratch"));
   if (j.contains("align")) {
     o.align = get_int(j["align"], join(path, "align"));
-    if (!valid_alignment(o.align)) {
+    if (!valid_output_alignment(o.align)) {
       KERNELOP_RAISE(error(join(path, "align")))
-          << "expected a power of two from 1 to 4096 (bytes), found " << j["align"].dump();
+          << "expected a power of two from 1 to 256 (bytes: what every buffer kernelop allocates "
+             "has), found "
+          << j["align"].dump();
     }
   }
   if (j.contains("permute")) {

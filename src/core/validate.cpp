@@ -388,6 +388,12 @@ void Validator::check_outputs() {
     if (out.dtype_from) check_tensor_input_name(*out.dtype_from, path + ".dtype_from");
     check_dtype_decl(out.dtype, path + ".dtype");
     if (!out.permute.empty()) check_output_permute(out, path);
+    if (out.align != 0 && !valid_output_alignment(out.align)) {
+      KERNELOP_RAISE(fail_at(path + ".align"))
+          << "expected a power of two from 1 to 256 (bytes: what every buffer kernelop allocates "
+             "has), found "
+          << out.align;
+    }
     if (out.init) check_output_init(out, path);
   }
 }

@@ -60,6 +60,7 @@ bool reads_pointer_alignment(const OpPlan& p) {
   }
   for (const OutputPlan& o : p.outputs) {
     for (const Expr& e : o.shape.dims) scan(e);
+    reads = reads || o.align > 1;  // OutputDecl::align: checked per pointer, never memoized away
   }
   for (const ArgSlot& a : p.args) {
     if (a.value) scan(*a.value);

@@ -1025,7 +1025,7 @@ TEST(OutputAlignTest, AnAlignmentReadsPrintsRoundTripsAndReachesThePlan) {
   OpPlan p = derive_plan(d);
   EXPECT_EQ(p.outputs[0].align, 16);
   EXPECT_EQ(p.outputs[1].align, 0);
-  for (const char* bad : {"0", "3", "24", "8192", "-16", "16.5", "\"16\"", "true"}) {
+  for (const char* bad : {"0", "3", "24", "512", "8192", "-16", "16.5", "\"16\"", "true"}) {
     SCOPED_TRACE(bad);
     expect_parse_error(
         Doc().set(

@@ -163,6 +163,50 @@ def ping_pong(x: torch.Tensor, y: torch.Tensor, n: int) -> None:
 
 
 @ct.kernel
+def chosen_in_a_loop_kernel(x, y, n, TILE: ct.Constant[int]):
+    a = x
+    for i in range(n):
+        if ct.bid(0) == i:
+            a = y
+            break
+    ct.store(a, index=(0,), tile=ct.zeros((TILE,), dtype=ct.float32))
+
+
+def chosen_in_a_loop(x: torch.Tensor, y: torch.Tensor, n: int) -> None:
+    """Zeroes x, or y when the loop breaks at this block: both written (a break inside an if)."""
+    ct.launch(torch.cuda.current_stream(), (1,), chosen_in_a_loop_kernel, (x, y, n, 128))
+
+
+@ct.kernel
+def sum_then_swap_kernel(x, y, n, TILE: ct.Constant[int]):
+    a = x
+    for i in range(n):
+        t = ct.load(x, index=(0,), shape=(TILE,))
+        ct.store(a, index=(0,), tile=t + ct.sum(t))
+        a = y
+
+
+def sum_then_swap(x: torch.Tensor, y: torch.Tensor, n: int) -> None:
+    """Writes x, then y: both written (a reduction's region inside the loop)."""
+    ct.launch(torch.cuda.current_stream(), (1,), sum_then_swap_kernel, (x, y, n, 128))
+
+
+@ct.kernel
+def while_swap_kernel(x, y, n, TILE: ct.Constant[int]):
+    a = x
+    i = 0
+    while i < n:
+        ct.store(a, index=(0,), tile=ct.zeros((TILE,), dtype=ct.float32))
+        a = y
+        i += 1
+
+
+def while_swap(x: torch.Tensor, y: torch.Tensor, n: int) -> None:
+    """Zeroes x, then y: both written (a while loop's carried values), and nothing else taken as written."""
+    ct.launch(torch.cuda.current_stream(), (1,), while_swap_kernel, (x, y, n, 128))
+
+
+@ct.kernel
 def reduce_into_kernel(x, acc, TILE: ct.Constant[int]):
     t = ct.load(x, index=(ct.bid(0),), shape=(TILE,))
     acc.tiled_view(TILE).atomic_store_add(0, t)

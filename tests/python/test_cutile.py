@@ -128,13 +128,18 @@ class Recording(unittest.TestCase):
         x, i = meta(1000), meta(1000, dtype=torch.int32)
         mutated = {}
         for fn, ex in ((tk.store_to_chosen, {"x": x, "y": x}), (tk.ping_pong, {"x": x, "y": x}),
-                       (tk.reduce_into, {"x": x, "acc": x}), (tk.scatter, {"x": x, "idx": i})):
+                       (tk.reduce_into, {"x": x, "acc": x}), (tk.scatter, {"x": x, "idx": i}),
+                       (tk.chosen_in_a_loop, {"x": x, "y": x}), (tk.sum_then_swap, {"x": x, "y": x}),
+                       (tk.while_swap, {"x": x, "y": x})):
             r = ko.record_plugin(ko.cutile(fn), example_inputs=ex)
             mutated[fn.__name__] = sorted(t["name"] for t in r.doc["inputs"] if t.get("mutated"))
         self.assertEqual(mutated, {"store_to_chosen": ["y"],  # the else branch's
                                    "ping_pong": ["x", "y"],  # swapped every iteration
                                    "reduce_into": ["acc"],  # atomic_red_view_tko
-                                   "scatter": []})  # idx is only read: out is written through its values
+                                   "scatter": [],  # idx is only read: out is written through its values
+                                   "chosen_in_a_loop": ["x", "y"],  # a break inside an if
+                                   "sum_then_swap": ["x", "y"],  # a reduction's region inside the loop
+                                   "while_swap": ["x", "y"]})  # a while loop's carried values
 
     def test_written_parameters_follow_views_offsets_and_loops(self):
         head = "entry @k(%arg0: tile<ptr<f32>>, %arg1: tile<i32>, %arg2: tile<ptr<f32>>, %arg3: tile<ptr<i32>>) {\n"

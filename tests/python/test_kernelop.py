@@ -670,7 +670,8 @@ class AlignedOutputs(unittest.TestCase):
         self.assertIn("format    version 6,", out.stdout)  # what an older reader would refuse only as an unknown field
         self.assertIn("output    y: [dim(x, 0), dim(x, 2), dim(x, 1)]  dtype T (from x)  aligned to 16 bytes (at "
                       "launch: data pointer)", out.stdout)
-        for bad, exc, want in ((24, ValueError, r"outputs\[0\]\.align: expected a power of two from 1 to 4096"),
+        for bad, exc, want in ((24, ValueError, r"outputs\[0\]\.align: expected a power of two from 1 to 256"),
+                               (512, ValueError, r"outputs\[0\]\.align: expected a power of two from 1 to 256"),
                                ("16", TypeError, "OutputDecl 'y': align must be an int")):
             with self.assertRaisesRegex(exc, want):
                 ko.cuda_kernel_op("kop_py_align::bad", dataclasses.replace(

@@ -228,7 +228,11 @@ at::Tensor donated(const KernelOp& op, const Call& call, std::size_t o, DType dt
       storage.data_ptr().get_deleter() != cuda_allocator()->raw_deleter() ||
       storage.data_ptr().get_deleter() == nullptr || !t.is_contiguous() ||
       to_torch(dtype) != t.scalar_type() ||
-      !std::equal(shape.begin(), shape.end(), t.sizes().begin(), t.sizes().end()))
+      !std::equal(shape.begin(), shape.end(), t.sizes().begin(), t.sizes().end()) ||
+      // OutputDecl::align: an input at an offset in its storage may not have it
+      reinterpret_cast<std::uintptr_t>(t.data_ptr()) %
+              static_cast<std::uintptr_t>(std::max<std::int64_t>(1, op.plan().outputs[o].align)) !=
+          0)
     return {};
   // A tensor of its own on the storage: none of the input's autograd history or version.
   auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(storage), t.key_set(), t.dtype());
