@@ -13,10 +13,13 @@ CUBIN and PTX; the op runs from C++ with no Python and no CuTe DSL, and packages
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib.metadata
 import inspect
 import json
 import re
+import sys
 import tempfile
 import typing
 from dataclasses import dataclass, field
@@ -24,12 +27,13 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import torch
 
-from . import _llvm_host as H
+from . import _kernelop, _llvm_host as H
 from ._dtypes import DTYPES
 from ._recording import (CompiledKernel, CompileJob, Dsl, Handlers, RecordedPlugin, Recording, check_archs,
-                         check_config_keys, check_configs, count, from_inputs, int_scalar_name, select_over_configs,
-                         spec_archs, user_requires)
-from ._symbolic import FloatProbe, canonical, shorten, uses_dims
+                         check_config_keys, check_configs, check_output_names, count, float_scalar_name, from_inputs,
+                         int_scalar_name, select_over_configs, spec_archs, user_requires)
+from ._recording import sizes
+from ._symbolic import canonical, shorten, uses_dims
 
 DEFAULT_ARCHS = ("sm_80", "sm_90a")  # CUBIN each (sm_90a: Hopper's wgmma/TMA), plus the PTX of the oldest
 _DTYPES = tuple(d.torch for d in DTYPES if d.cutedsl)  # what kernelop passes to CuTe DSL kernels
@@ -43,15 +47,23 @@ class CuteDslSpec:
     launch_fn: Callable[..., Any]
     configs: Tuple[Dict[str, Any], ...] = ()
     archs: Optional[Tuple[str, ...]] = None
+    specialize: Any = None  # the values of sizes the host code compiles in (Note [sizes as ints])
+    outputs: Optional[Tuple[str, ...]] = None  # the names of what launch_fn returns, in order
 
 
 def cutedsl(launch_fn: Callable[..., Any], configs: Optional[Sequence[Dict[str, Any]]] = None,
-            arch: Union[None, str, Sequence[str]] = None) -> CuteDslSpec:
+            arch: Union[None, str, Sequence[str]] = None, specialize: Any = None,
+            outputs: Optional[Sequence[str]] = None) -> CuteDslSpec:
     """A CuTe DSL kernel spec (the reference's ``tta.cutedsl``). ``configs`` set ``cutlass.Constexpr`` parameters of
     the ``@cute.jit`` function launch_fn calls, each a tactic; ``arch`` (``"sm_90a"`` or a list) replaces the default
-    architectures (sm_80 and sm_90a CUBINs, plus the oldest one's PTX)."""
+    architectures (sm_80 and sm_90a CUBINs, plus the oldest one's PTX). ``specialize``: the values of each size the
+    host code compiles in (QuACK's N: ``[4096, 8192]``, or ``{"dim(x, 1)": [...]}``), one kernel each; other sizes
+    are refused. ``outputs``: the names of the tensors launch_fn returns, in order (by default each is named after the
+    host function's parameter it is passed to); a backward reads them and their gradients by these names."""
     return CuteDslSpec(launch_fn, check_configs("kernelop.cutedsl", launch_fn, configs),
-                       spec_archs("kernelop.cutedsl", arch, cutedsl_archs))
+                       spec_archs("kernelop.cutedsl", arch, cutedsl_archs),
+                       sizes.check_specialize("kernelop.cutedsl", specialize),
+                       check_output_names("kernelop.cutedsl", outputs))
 
 
 def cutedsl_archs(where: str, archs: Any, name: str = "archs") -> List[str]:
@@ -64,6 +76,7 @@ def cutedsl_archs(where: str, archs: Any, name: str = "archs") -> List[str]:
 class _Wrapped:
     fake: torch.Tensor
     assumed_align: Optional[int]
+    layout: Any = None  # the fake CuTe tensor cute.compile was given for it (its layout as the author wrote it)
 
 
 @dataclass
@@ -72,10 +85,55 @@ class _Call:
     args: Tuple[Any, ...]
     kwargs: Dict[str, Any]
     wrapped: Dict[int, _Wrapped]  # id(CuTe tensor) -> the fake tensor from_dlpack wrapped
+    target: Any = None  # a compiled call's: what cute.compile was given (Note [compiled host functions])
+    options: str = ""  # and the options it was given
 
+
+@dataclass
+class _Compiled:
+    """What cute.compile returned while recording (Note [compiled host functions]): the host function and the
+    arguments it was compiled with, called later like the compiled function (recorded while recording, compiled for
+    real and run when called on any other thread or after the recording)."""
+
+    fn: Any  # the @cute.jit function, bound method or object (its @cute.jit __call__) given to cute.compile
+    args: Tuple[Any, ...]
+    kwargs: Dict[str, Any]
+    compile: Callable[..., Any]  # the DSL's own cute.compile
+    real: Any = None  # the real compilation, made on first use outside a recording
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.real is None:
+            self.real = self.compile(self.fn, *self.args, **self.kwargs)
+        return self.real(*args, **kwargs)
+
+
+@dataclass
+class _CompiledCall:
+    compiled: _Compiled
+    args: Tuple[Any, ...]
+    kwargs: Dict[str, Any]
+    wrapped: Dict[int, _Wrapped]
+
+
+# Note [compiled host functions]: libraries compile ahead and call the result, as QuACK does:
+#     compiled = cute.compile(Softmax(dtype, N), fake_x, fake_out, make_fake_stream(use_tvm_ffi_env_stream=True),
+#                             options="--enable-tvm-ffi")
+#     compiled(x, out)          # torch tensors; the stream is the caller's current one
+# While recording, cute.compile returns a _Compiled and its call is the launch: each argument cute.compile got is
+# paired with the one the call passes (in order; a stream the TVM FFI takes from the caller's context is not passed),
+# so a fake CuTe tensor (cute.runtime.make_fake_tensor) is the tensor the call passes in its place, compiled with the
+# layout the author wrote: static sizes and strides, divisibility and alignment, each an assumption kernelop states
+# as a requirement of the op (an output's alignment as its "align"). kernelop then compiles the host function itself
+# for each architecture with the same arguments (its stream a plain one; without the TVM FFI, whose host function
+# kernelop does not read) and reads the launch as for a @cute.jit call. Sizes the host code compiles in (N in
+# Softmax(dtype, N)) are specialised (Note [sizes as ints] in kernelop/_recording/sizes.py).
+_LIBRARY_CACHES = (("quack.cache", "CACHE_ENABLED"),)
+"""(module, flag): on-disk caches of compiled kernels in libraries kernelop records, off while recording: a kernel
+loaded from disk never goes through cute.compile, and nothing a recording compiles is a kernel to keep."""
 
 Argument = Tuple[str, Tuple[Any, ...]]
-"""A host argument: (parameter, ("tensor", name, _Wrapped) | ("int", expression) | ("float", name))."""
+"""A host argument: (parameter, ("tensor", name, _Wrapped) | ("int", expression) | ("float", name) |
+("float_const", value) | ("stream",))."""
 
 
 @dataclass
@@ -84,6 +142,7 @@ class CuteState:
 
     dynamic: List[Argument]  # the host function's run-time arguments
     where: str  # the recording's, in messages
+    compiled_call: Optional[Tuple[Any, Dict[str, Any], str]] = None  # a compiled call's (fn, arguments, options)
     compiled: Dict[Tuple[int, str], Any] = field(default_factory=dict)  # (config, arch) -> (cute.compile's, args)
 
 
@@ -95,6 +154,7 @@ def _intercept(calls: List[Any]) -> Handlers:
     of a @cute.jit function is recorded instead of compiled and run."""
     import cutlass.base_dsl.dsl as dsl
     import cutlass.cute.runtime as runtime
+    from cutlass.base_dsl.compiler import CompileCallable
     from torch._subclasses.fake_tensor import FakeTensor
     from torch.utils._python_dispatch import _disable_current_modes
 
@@ -114,17 +174,184 @@ def _intercept(calls: List[Any]) -> Handlers:
         calls.append(_Call(body, args, kwargs, wrapped))
         return None
 
-    return {(runtime._Tensor, "__init__"): init, (dsl.BaseDSL, "_func"): func}
+    def compile_(original: Any, self: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        _sizes_in(fn)
+        return _Compiled(fn, tuple(_size_value(a) for a in args), {k: _size_value(v) for k, v in kwargs.items()},
+                         functools.partial(original, self))
+
+    def fake_tensor(original: Any, self: Any, dtype: Any, shape: Any, *args: Any, stride: Any = None,
+                    **kwargs: Any) -> None:
+        shape = tuple(_size_value(x) for x in shape) if isinstance(shape, (tuple, list)) else shape
+        stride = tuple(_size_value(x) for x in stride) if isinstance(stride, (tuple, list)) else stride
+        original(self, dtype, shape, *args, stride=stride, **kwargs)
+
+    def call_compiled(original: Any, self: _Compiled, *args: Any, **kwargs: Any) -> Any:
+        calls.append(_CompiledCall(self, args, kwargs, wrapped))
+        return None
+
+    return {(runtime._Tensor, "__init__"): init, (dsl.BaseDSL, "_func"): func,
+            (CompileCallable, "__call__"): compile_, (_Compiled, "__call__"): call_compiled,
+            (runtime._FakeTensor, "__init__"): fake_tensor}
+
+
+def _size_value(x: Any) -> Any:
+    """A size host code hands the DSL as a torch SymInt (QuACK's N = x.size(1) in a fake tensor's shape, in
+    Softmax(dtype, N)) as the int it is compiled in (Note [sizes as ints]); anything else as it is."""
+    return int(x) if isinstance(x, torch.SymInt) else x
+
+
+def _sizes_in(fn: Any) -> None:
+    """The sizes an object given to cute.compile holds (Softmax(dtype, N).N) made ints (_size_value), in place: the
+    object is compiled again after the recording, when the SymInts mean nothing."""
+    owner = fn.__self__ if inspect.ismethod(fn) else fn
+    if inspect.isfunction(owner) or not hasattr(owner, "__dict__"):
+        return
+    for k, v in list(vars(owner).items()):
+        if isinstance(v, torch.SymInt):
+            setattr(owner, k, _size_value(v))
+
+
+@contextlib.contextmanager
+def _library_caches_off() -> Iterator[None]:
+    """_LIBRARY_CACHES off for the duration (the libraries already imported)."""
+    saved = []
+    for module, flag in _LIBRARY_CACHES:
+        m = sys.modules.get(module)
+        if m is not None and hasattr(m, flag):
+            saved.append((m, flag, getattr(m, flag)))
+            setattr(m, flag, False)
+    try:
+        yield
+    finally:
+        for m, flag, value in saved:
+            setattr(m, flag, value)
 
 
 def _one_launch(where: str, calls: List[Any]) -> Tuple[Any, str]:
     if not calls:
-        raise ValueError(f"{where}: launch_fn called no @cute.jit function (expected one call, with the tensors "
-                         "wrapped by cutlass.cute.runtime.from_dlpack)")
+        raise ValueError(f"{where}: launch_fn called no @cute.jit function and no function cute.compile returned "
+                         "(expected one call, with the tensors wrapped by cutlass.cute.runtime.from_dlpack or, for a "
+                         "compiled function, passed as they are; a function compiled before the recording, such as "
+                         "one a library kept in its cache, cannot be recorded)")
     if len(calls) > 1:
         raise ValueError(f"{where}: launch_fn called {len(calls)} @cute.jit functions; kernelop records one launch "
                          "per op")
-    return calls[0], calls[0].body.__name__
+    call = calls[0] if isinstance(calls[0], _Call) else _as_call(where, calls[0])
+    return call, _host_name(call.target if call.target is not None else call.body)
+
+
+def _host_name(fn: Any) -> str:
+    """The host function's name: a method __call__'s class's (QuACK's Softmax), else its own."""
+    if inspect.ismethod(fn) and fn.__name__ == "__call__":
+        return type(fn.__self__).__name__
+    if not inspect.isfunction(fn) and not inspect.ismethod(fn) and hasattr(fn, "__call__"):
+        return type(fn).__name__
+    return getattr(fn, "__name__", type(fn).__name__)
+
+
+def _jit_target(fn: Any) -> Any:
+    """What to take the host function's parameters from: a function or bound method itself, an object's __call__."""
+    return fn if inspect.isfunction(fn) or inspect.ismethod(fn) else getattr(fn, "__call__", fn)
+
+
+def _as_call(where: str, c: _CompiledCall) -> _Call:
+    """A compiled function's call as a @cute.jit call (Note [compiled host functions]): each parameter's value as
+    cute.compile got it, a tensor's paired with the tensor the call passes and a run-time scalar's with the call's
+    value."""
+    import cutlass.cute as cute
+    from torch._subclasses.fake_tensor import FakeTensor
+    fn, target = c.compiled.fn, _jit_target(c.compiled.fn)
+    name = shorten(_host_name(fn))
+    kwargs = {k: v for k, v in c.compiled.kwargs.items() if k != "options"}
+    try:
+        bound = inspect.signature(target).bind(*c.compiled.args, **kwargs)
+    except TypeError as e:
+        raise ValueError(f"{where}: cute.compile's arguments do not match {name}'s parameters: "
+                         f"{shorten(e, 300)}") from None
+    bound.apply_defaults()
+    params = inspect.signature(target).parameters
+    values: Dict[str, Any] = dict(bound.arguments)
+    # The compiled function takes every argument but the compile-time ones, in order (a stream the TVM FFI takes
+    # from the caller's context is not passed).
+    run_time = [p for p, v in values.items() if _annotation_kind(params[p].annotation) != "constexpr"
+                and not getattr(v, "use_tvm_ffi_env_stream", False)]
+    if c.kwargs:
+        raise ValueError(f"{where}: the function cute.compile returned for {name} is called with keyword arguments "
+                         f"({shorten(', '.join(c.kwargs), 200)}); kernelop pairs its arguments with cute.compile's "
+                         "in order")
+    if len(c.args) != len(run_time):
+        raise ValueError(f"{where}: the function cute.compile returned for {name} is called with {len(c.args)} "
+                         f"arguments; it takes {len(run_time)} ({shorten(', '.join(run_time), 300)})")
+    wrapped = dict(c.wrapped)
+    for p, given in zip(run_time, c.args):
+        compiled_with = values[p]
+        what = f"{name}'s argument '{shorten(p)}'"
+        if isinstance(compiled_with, cute.runtime._FakeTensor) or id(compiled_with) in c.wrapped:
+            tensor = c.wrapped[id(given)].fake if id(given) in c.wrapped else given
+            if not isinstance(tensor, FakeTensor):
+                raise ValueError(f"{where}: {what} was compiled as a tensor but is called with "
+                                 f"{shorten(repr(given))}")
+            layout = compiled_with if isinstance(compiled_with, cute.runtime._FakeTensor) else None
+            align = compiled_with._assumed_align if layout is not None else c.wrapped[id(compiled_with)].assumed_align
+            if layout is not None:
+                _check_element_type(where, what, layout, tensor)
+            wrapped[id(compiled_with)] = _Wrapped(tensor, align, layout)
+        elif compiled_with is None:
+            if given is not None:
+                raise ValueError(f"{where}: {what} was compiled as None (absent) but is called with "
+                                 f"{shorten(repr(given))}")
+        elif _is_stream(compiled_with):
+            pass  # the stream: the launch's own
+        else:
+            values[p] = given  # a run-time scalar: the call's value
+    options = c.compiled.kwargs.get("options", "")
+    if not isinstance(options, str):
+        raise ValueError(f"{where}: cute.compile of {name} got options={shorten(repr(options))}; kernelop reads "
+                         "options given as one string")
+    return _Call(target, (), values, wrapped, target=fn, options=options)
+
+
+_OWN_OPTIONS = ("--enable-tvm-ffi", "--gpu-arch", "--keep-ptx", "--keep-cubin", "--dump-dir")
+"""cute.compile options kernelop sets itself when it compiles a recorded host function (the TVM FFI off: kernelop
+reads the plain host function and launches the kernel itself)."""
+
+
+def _kept_options(where: str, options: str) -> str:
+    """The author's cute.compile options without those kernelop sets (_OWN_OPTIONS)."""
+    words = options.split()
+    kept: List[str] = []
+    i = 0
+    while i < len(words):
+        w = words[i]
+        name = w.split("=", 1)[0]
+        if name in _OWN_OPTIONS:
+            takes_value = name in ("--gpu-arch", "--dump-dir") and "=" not in w
+            i += 2 if takes_value else 1
+            continue
+        kept.append(w)
+        i += 1
+    return " ".join(kept)
+
+
+def _check_element_type(where: str, what: str, layout: Any, tensor: torch.Tensor) -> None:
+    from cutlass.cute.runtime import from_dlpack
+    from torch.utils._python_dispatch import _disable_current_modes
+    with _disable_current_modes():
+        expected = from_dlpack(torch.zeros(1, dtype=tensor.dtype)).element_type
+    if layout.element_type != expected:
+        raise ValueError(f"{where}: {what} was compiled for {layout.element_type} elements but is called with a "
+                         f"{tensor.dtype} tensor")
+
+
+def _is_stream_type(annotation: Any) -> bool:
+    import cuda.bindings.driver as driver
+    return annotation is driver.CUstream
+
+
+def _is_stream(value: Any) -> bool:
+    import cuda.bindings.driver as driver
+    from cutlass.runtime import _FakeStream
+    return isinstance(value, (_FakeStream, driver.CUstream))
 
 
 def _placeholder(fake: torch.Tensor) -> torch.Tensor:
@@ -138,16 +365,70 @@ def _dynamic(placeholder: torch.Tensor, assumed_align: Optional[int]) -> Any:
     return t.mark_layout_dynamic(leading_dim=placeholder.dim() - 1)
 
 
+Mode = Tuple[Optional[int], int]
+"""One size or stride of a CuTe layout: (its static value or None when dynamic, the divisibility it assumes)."""
+
+
+def _layout(t: Any, name: str) -> Tuple[List[Mode], List[Mode]]:
+    """A tensor's sizes and strides as CuTe prints its layout (a from_dlpack tensor's ``o (?,?):(?{i64},1)``, a fake
+    tensor's ``(?{div=1}, 4096), (?{i64 div=8}, 1)``); flat layouts only."""
+    text = str(t)
+    m = re.search(r" o \(([^()]*)\):\(([^()]*)\)>$", text) or \
+        re.fullmatch(r"FakeTensor<[^,<>]+, \(([^()]*)\), \(([^()]*)\)>", text)
+    if not m:
+        raise ValueError(f"tensor '{name}' has the layout {shorten(text, 200)}, which kernelop does not read (a flat "
+                         "shape and stride)")
+    out: List[List[Mode]] = []
+    for part in (m.group(1), m.group(2)):
+        modes: List[Mode] = []
+        for token in (x.strip() for x in part.split(",") if x.strip()):
+            div = re.search(r"div=(\d+)", token)
+            if token.startswith("?"):
+                modes.append((None, int(div.group(1)) if div else 1))
+            elif re.fullmatch(r"\d+", token):
+                modes.append((int(token), 1))
+            else:
+                raise ValueError(f"tensor '{name}' has the layout {shorten(text, 200)}, whose '{shorten(token)}' "
+                                 "kernelop does not read")
+        out.append(modes)
+    return out[0], out[1]
+
+
 def _layout_leaves(t: Any, name: str) -> List[H.E]:
     """The expressions of a dynamic tensor's fields after its pointer: its dynamic shape, then its dynamic strides."""
-    m = re.search(r" o \(([^()]*)\):\(([^()]*)\)>$", str(t))
-    if not m:
-        raise ValueError(f"tensor '{name}' has the layout {t}, which kernelop does not read")
-    out: List[H.E] = []
-    for part, fn in ((m.group(1), "dim"), (m.group(2), "stride")):
-        for axis, token in enumerate(x.strip() for x in part.split(",") if x.strip()):
-            if token.startswith("?"):
-                out.append(("leaf", f"{fn}({name}, {axis})", True))
+    shape, stride = _layout(t, name)
+    return [("leaf", f"{fn}({name}, {axis})", True) for modes, fn in ((shape, "dim"), (stride, "stride"))
+            for axis, (static, _) in enumerate(modes) if static is None]
+
+
+def _layout_requirements(where: str, t: Any, name: str, rank: int, dims: List[str]) -> List[str]:
+    """What the layout a fake tensor was compiled with assumes (Note [compiled host functions]), as requirements on
+    the tensor kernelop passes, whose sizes are `dims` and whose strides are contiguous (kernelop passes inputs
+    contiguous and allocates outputs so): each static size and stride its value, each divisibility a multiple."""
+    shape, stride = _layout(t, name)
+    if len(shape) != rank or len(stride) != rank:
+        raise ValueError(f"{where}: tensor '{name}' has rank {rank} but was compiled with the layout "
+                         f"{shorten(str(t), 200)}")
+    out: List[str] = []
+    # the sizes in the strides: those compiled in as their values (which the requirements on the sizes state)
+    sized = [str(static) if static is not None else d for d, (static, _) in zip(dims, shape)]
+    for axis in range(rank):
+        strides = " * ".join(f"({d})" for d in sized[axis + 1:]) or "1"
+        for value, (static, div) in ((dims[axis], shape[axis]), (strides, stride[axis])):
+            text = f"({value}) == {static}" if static is not None else f"({value}) % {div} == 0" if div > 1 else ""
+            if not text:
+                continue
+            text = canonical(text)
+            try:
+                known: Optional[int] = _kernelop.eval_expr(text, {})
+            except ValueError:
+                known = None  # it depends on the sizes
+            if known == 0:
+                raise ValueError(f"{where}: tensor '{name}' was compiled with the layout {shorten(str(t), 200)}, "
+                                 f"which assumes {text}: never true of the tensors the op passes (contiguous, "
+                                 "the last stride 1)")
+            if known is None:
+                out.append(text)
     return out
 
 
@@ -168,8 +449,10 @@ def _annotation_kind(annotation: Any) -> str:
     origin = typing.get_origin(annotation) or annotation
     if origin is cutlass.Constexpr:
         return "constexpr"
-    if annotation is cute.Tensor:
+    if annotation is cute.Tensor or (origin is typing.Union and cute.Tensor in typing.get_args(annotation)):
         return "tensor"
+    if _is_stream_type(annotation):
+        return "stream"
     if annotation in (cutlass.Int32, cutlass.Int64):
         return "int"
     if annotation is cutlass.Float32:
@@ -183,7 +466,8 @@ def _translate(ctx: Recording, spec: CuteDslSpec, call: _Call) -> RecordedPlugin
     """The call as a kernelop spec: the host function compiled per config for the first architecture and read
     (kernelop._llvm_host) for the kernel's arguments and geometry, as expressions of the sizes."""
     where = ctx.where
-    jname = shorten(call.body.__name__)  # in messages
+    host_name = _host_name(call.target if call.target is not None else call.body)
+    jname = shorten(host_name)  # in messages
     try:
         bound = inspect.signature(call.body).bind(*call.args, **call.kwargs)
     except TypeError as e:
@@ -195,7 +479,7 @@ def _translate(ctx: Recording, spec: CuteDslSpec, call: _Call) -> RecordedPlugin
     # Outputs are named after the parameter they are passed to (never a Constexpr's name: those are the tunables).
     ctx.name_outputs({p: call.wrapped[id(v)].fake for p, v in bound.arguments.items() if id(v) in call.wrapped},
                      reserved=constexpr_params)
-    dynamic, constexprs, requires, tensor_names, out_align = _arguments(ctx, call, bound, params)
+    dynamic, constexprs, requires, tensor_names, out_align, layouts = _arguments(ctx, call, bound, params)
 
     user_configs = list(spec.configs) or [{}]
     check_config_keys(where, user_configs, jname, "cutlass.Constexpr parameter", constexpr_params)
@@ -205,6 +489,11 @@ def _translate(ctx: Recording, spec: CuteDslSpec, call: _Call) -> RecordedPlugin
 
     shapes = [dict(s, align=out_align[s["name"]]) if s["name"] in out_align else s
               for s in ctx.output_shapes(ctx.meta_impl)]
+    shape_of = {s["name"]: s["shape"] for s in shapes}
+    for name, (layout, rank) in layouts.items():
+        shape = shape_of.get(name, {"same_as": name})
+        dims = [f"dim({shape['same_as']}, {a})" for a in range(rank)] if isinstance(shape, dict) else list(shape)
+        requires += [r for r in _layout_requirements(where, layout, name, rank, dims) if r not in requires]
     requires += ctx.requirements()
     ctx.tactics = f"{count(len(user_configs), 'config')} make {count(len(user_configs), 'tactic')}"
 
@@ -214,7 +503,7 @@ def _translate(ctx: Recording, spec: CuteDslSpec, call: _Call) -> RecordedPlugin
         source = inspect.getsource(call.body)
     doc: Dict[str, Any] = {
         "op": ctx.op_name,
-        "kernel_name": call.body.__name__,  # the host function: each config's kernel has its own mangled entry
+        "kernel_name": host_name,  # the host function: each config's kernel has its own mangled entry
         "kernel_source": source,
         "cutedsl": {"version": importlib.metadata.version("nvidia-cutlass-dsl")},
         "inputs": ctx.inputs_json(),
@@ -229,14 +518,18 @@ def _translate(ctx: Recording, spec: CuteDslSpec, call: _Call) -> RecordedPlugin
     # from the compiled host function, so they stand in here as what launch_fn passes (checked again once read).
     ctx.validate({
         **doc,
-        "params": [d[1] if d[0] == "tensor" else {"expr": canonical(d[1][1])} if d[0] == "int" else d[1]
-                   for _, d in dynamic],
+        "params": [d[1] if d[0] == "tensor" else {"expr": canonical(d[1][1])} if d[0] == "int" else
+                   {"float": d[1]} if d[0] == "float_const" else d[1] for _, d in dynamic if d[0] != "stream"],
         "geometry": {"custom": {"grid": ["1", "1", "1"], "block": ["1", "1", "1"], "shared_mem": "0"}},
         **({"requires": list(dict.fromkeys(requires))} if requires else {}),
     })
+    compiled_call = None
+    if call.target is not None:  # a compiled function's call: compiled again as the author compiled it
+        compiled_call = (call.target, dict(bound.arguments), _kept_options(where, call.options))
     recorded = RecordedPlugin(ctx.op_name, doc, ctx.dsl, call.body, constexprs,
                               [{"constexprs": {**constexprs, **v}} for v in values],
-                              default_archs=spec.archs or DEFAULT_ARCHS, dsl_state=CuteState(dynamic, where))
+                              default_archs=spec.archs or DEFAULT_ARCHS,
+                              dsl_state=CuteState(dynamic, where, compiled_call=compiled_call))
     params_doc, geometry = _launch(recorded, values, tuned)
     doc["params"] = params_doc
     doc["geometry"] = {"custom": geometry}
@@ -251,20 +544,29 @@ def _translate(ctx: Recording, spec: CuteDslSpec, call: _Call) -> RecordedPlugin
     return recorded
 
 
-def _arguments(ctx: Recording, call: _Call, bound: inspect.BoundArguments,
-               params: Any) -> Tuple[List[Argument], Dict[str, Any], List[str], List[str], Dict[str, int]]:
+def _arguments(ctx: Recording, call: _Call, bound: inspect.BoundArguments, params: Any
+               ) -> Tuple[List[Argument], Dict[str, Any], List[str], List[str], Dict[str, int],
+                          Dict[str, Tuple[Any, int]]]:
     """Each parameter of the @cute.jit function: a tensor, a run-time scalar or a compile-time constant. Returns the
     run-time ones (the host function's arguments), the constants, the requirements the tensors bring (an input's
-    rank and assumed alignment), the tensors' names and the outputs' assumed alignments (OutputDecl::align)."""
-    where, jname = ctx.where, shorten(call.body.__name__)
+    rank and assumed alignment), the tensors' names, the outputs' assumed alignments (OutputDecl::align) and the
+    layouts tensors were compiled with (name -> (fake CuTe tensor, rank): Note [compiled host functions])."""
+    where, jname = ctx.where, shorten(_host_name(call.target if call.target is not None else call.body))
     dynamic: List[Argument] = []
     constexprs: Dict[str, Any] = {}
     requires: List[str] = []
     tensor_names: List[str] = []
     out_align: Dict[str, int] = {}
+    layouts: Dict[str, Tuple[Any, int]] = {}
     for p, value in bound.arguments.items():
         kind = _annotation_kind(params[p].annotation)
         what = f"{jname}'s argument '{shorten(p)}'"
+        if value is None and call.target is not None:  # an absent optional tensor: compiled in
+            constexprs[p] = None
+            continue
+        if kind == "stream" or _is_stream(value):
+            dynamic.append((p, ("stream",)))
+            continue
         if id(value) in call.wrapped:
             if kind not in ("tensor", ""):
                 raise ValueError(f"{where}: {what} is a tensor but annotated {shorten(repr(params[p].annotation))}")
@@ -289,6 +591,8 @@ def _arguments(ctx: Recording, call: _Call, bound: inspect.BoundArguments,
                     out_align[name] = int(w.assumed_align)
                 else:
                     requires.append(f"aligned({name}, {int(w.assumed_align)})")
+            if w.layout is not None:
+                layouts[name] = (w.layout, w.fake.dim())
             dynamic.append((p, ("tensor", name, w)))
         elif _is_cute_tensor(value):
             raise ValueError(f"{where}: {what} is a CuTe tensor launch_fn made from something other than one of its "
@@ -307,8 +611,11 @@ def _arguments(ctx: Recording, call: _Call, bound: inspect.BoundArguments,
             never_negative = bool(value >= 0) if isinstance(value, int) else \
                 scalar is None and bool(value.node.expr.is_nonnegative)
             dynamic.append((p, ("int", ("leaf", f"({text})", never_negative))))
-        elif kind == "float" and isinstance(value, FloatProbe):
-            dynamic.append((p, ("float", value.kernelop_name)))
+        elif kind == "float" and isinstance(value, float) and float_scalar_name(value, ctx.rec) is not None:
+            dynamic.append((p, ("float", float_scalar_name(value, ctx.rec))))
+        elif kind == "float" and isinstance(value, (int, float)) and not isinstance(value, bool) and \
+                not from_inputs(value):  # a literal the host code passes (QuACK's eps=1e-6)
+            dynamic.append((p, ("float_const", float(value))))
         else:
             annotation = params[p].annotation
             hint = "unannotated" if annotation is inspect.Parameter.empty else \
@@ -317,7 +624,7 @@ def _arguments(ctx: Recording, call: _Call, bound: inspect.BoundArguments,
                              "cute.Tensor arguments (from_dlpack of an input or output), float scalar inputs to "
                              "cutlass.Float32 parameters, sizes and int scalars to cutlass.Int32 parameters, and "
                              "compile-time values to cutlass.Constexpr parameters")
-    return dynamic, constexprs, requires, tensor_names, out_align
+    return dynamic, constexprs, requires, tensor_names, out_align, layouts
 
 
 def _launch(recorded: RecordedPlugin, values: List[Dict[str, Any]], tuned: List[str]) -> Tuple[List[Any],
@@ -349,18 +656,19 @@ def _fields(params: List[Any]) -> List[Any]:
 
 def _param_kinds(params: List[Any]) -> Any:
     """The parameters with every expression blanked: what must be the same for every config."""
-    return json.dumps([p if not isinstance(p, dict) else
-                       {"struct": [f if isinstance(f, str) else {**f, "expr": ""} for f in p["struct"]]}
-                       if "struct" in p else {**p, "expr": ""} for p in params])
+    def blank(f: Any) -> Any:
+        return {**f, "expr": ""} if isinstance(f, dict) and "expr" in f else f
+    return json.dumps([{"struct": [blank(f) for f in p["struct"]]} if isinstance(p, dict) and "struct" in p
+                       else blank(p) for p in params])
 
 
 def _param_exprs(params: List[Any]) -> List[str]:
-    return [f["expr"] for f in _fields(params) if isinstance(f, dict)]
+    return [f["expr"] for f in _fields(params) if isinstance(f, dict) and "expr" in f]
 
 
 def _with_exprs(params: List[Any], exprs: Iterator[str]) -> List[Any]:
     def one(f: Any) -> Any:
-        return f if isinstance(f, str) else {**f, "expr": next(exprs)}
+        return {**f, "expr": next(exprs)} if isinstance(f, dict) and "expr" in f else f
     return [{"struct": [one(f) for f in p["struct"]]} if isinstance(p, dict) and "struct" in p else one(p)
             for p in params]
 
@@ -383,18 +691,24 @@ def _compile(recorded: RecordedPlugin, config: int, arch: str) -> Any:
     kwargs: Dict[str, Any] = dict(recorded.compile_configs[config]["constexprs"])
     for p, d in state.dynamic:
         if d[0] == "tensor":
-            kwargs[p] = _dynamic(_real_placeholder(d[2]), d[2].assumed_align)
+            w = d[2]
+            kwargs[p] = w.layout if w.layout is not None else _dynamic(_real_placeholder(w), w.assumed_align)
         elif d[0] == "int":
             kwargs[p] = 7
+        elif d[0] == "stream":
+            kwargs[p] = cute.runtime.make_fake_stream()
         else:
             kwargs[p] = 1.0
     sig = inspect.signature(recorded.fn)
     args = [kwargs[p] for p in sig.parameters]
+    fn, extra = recorded.fn, ""
+    if state.compiled_call is not None:  # compiled as the author compiled it (Note [compiled host functions])
+        fn, _, extra = state.compiled_call
     try:
         # The DSL hands back PTX and CUBIN only when asked to keep them, which also writes them to a folder.
         with tempfile.TemporaryDirectory(prefix="kernelop-cutedsl-") as dump:
-            compiled = cute.compile(recorded.fn, *args,
-                                    options=f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {dump}")
+            compiled = cute.compile(fn, *args, options=f"{extra} --gpu-arch {arch} --keep-ptx --keep-cubin "
+                                                       f"--dump-dir {dump}".strip())
     except Exception as e:  # noqa: BLE001 - the DSL's compile error, named with the tactic
         raise RuntimeError(f"op {shorten(recorded.op_name)}: cute.compile of tactic {config} for {arch} failed: "
                            f"{type(e).__name__}: {e}") from e
@@ -431,6 +745,10 @@ def _launch_of(recorded: RecordedPlugin, config: int, arch: str) -> Tuple[Dict[s
                 arguments.append(_build(t, iter([H.TensorPtr(d[1]), *fields])))
             elif d[0] == "int":
                 arguments.append(d[1])
+            elif d[0] == "stream":
+                arguments.append(H.Opaque("the stream"))
+            elif d[0] == "float_const":
+                arguments.append(H.FloatConst(d[1]))
             else:
                 arguments.append(H.Named(d[1]))
         launch = H.read_launch(module, function, arguments)
@@ -477,4 +795,5 @@ def _plan_compile(recorded: RecordedPlugin, program: int, arch: str) -> CompileJ
 
 
 DSL = Dsl(name="cutedsl", title="CuTe DSL", spec_type=CuteDslSpec, check_archs=cutedsl_archs, intercept=_intercept,
-          one_launch=_one_launch, translate=_translate, plan_compile=_plan_compile)
+          one_launch=_one_launch, translate=_translate, plan_compile=_plan_compile,
+          while_recording=_library_caches_off)

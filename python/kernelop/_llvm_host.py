@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ._symbolic import canonical
-from ._llvm_values import (E, LType, Named, Opaque, Ptr, Struct, TensorPtr, Unreadable, Value, const, leaves, nonneg,
-                           parse_type, simplify, size_align, text)
+from ._llvm_values import (E, FloatConst, LType, Named, Opaque, Ptr, Struct, TensorPtr, Unreadable, Value, const,
+                           leaves, nonneg, parse_type, simplify, size_align, text)
 
-__all__ = ["E", "LType", "Launch", "Named", "Opaque", "Ptr", "Struct", "TensorPtr", "Unreadable", "Value", "const",
-           "host_arg_types", "kernel_param", "leaves", "nonneg", "parse_type", "read_launch", "simplify", "size_align",
-           "text"]
+__all__ = ["E", "FloatConst", "LType", "Launch", "Named", "Opaque", "Ptr", "Struct", "TensorPtr", "Unreadable",
+           "Value", "const", "host_arg_types", "kernel_param", "leaves", "nonneg", "parse_type", "read_launch",
+           "simplify", "size_align", "text"]
 
 _BINARY = {"llvm.add": "add", "llvm.sub": "sub", "llvm.mul": "mul", "llvm.sdiv": "sdiv", "llvm.srem": "srem",
            "llvm.udiv": "udiv", "llvm.urem": "urem", "llvm.intr.smin": "min", "llvm.intr.smax": "max",
@@ -99,6 +99,8 @@ def kernel_param(v: Value, t: LType, what: str) -> Any:
         if ft[0] == "float":
             if isinstance(x, Named) and ft[1] == 32:
                 return x.name
+            if isinstance(x, FloatConst) and ft[1] == 32:
+                return {"float": x.value}
             raise Unreadable(f"{fwhat} is a {ft[1]}-bit float that is not a float scalar input passed as it is")
         if ft[0] == "int" and ft[1] in (32, 64):
             entry: Dict[str, Any] = {"expr": canonical(text(x, fwhat))}

@@ -139,7 +139,7 @@ class Opaque:
     why: str
 
 
-Value = Union[E, Ptr, Struct, TensorPtr, Opaque, "Named", None]
+Value = Union[E, Ptr, Struct, TensorPtr, Opaque, "Named", "FloatConst", None]
 
 
 def const(v: int) -> E:
@@ -273,6 +273,12 @@ def text(e: Any, what: str) -> str:
             return f"select(({a}) < 0, 0 - ((0 - ({a})) % ({b})), ({a}) % ({b}))"
         raise Unreadable(f"{what} divides values whose signs kernelop cannot tell (C's truncating division)")
     raise Unreadable(f"{what} uses '{op}'")
+
+
+@dataclass(frozen=True)
+class FloatConst:
+    """A float literal the host code passes (QuACK's eps): a constant of the op."""
+    value: float
 
 
 @dataclass(frozen=True)

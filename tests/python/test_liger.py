@@ -294,8 +294,9 @@ class SwiGLURecording(unittest.TestCase):
                torch.empty(2, 3, 4096, dtype=torch.bfloat16, device="meta"))
 
     def test_a_size_constexpr_needs_the_sizes_listed(self):
-        with self.assertRaisesRegex(ValueError, "a constexpr takes dim\\(a, -1\\), a size, as it is: Triton compiles "
-                                    "one kernel per value, so kernelop compiles the values you list"):
+        with self.assertRaisesRegex(ValueError, "a constexpr takes dim\\(a, -1\\), a size, as it is \\(or the host "
+                                    "code compiles it in as an int\\): the DSL compiles one kernel per value, so "
+                                    "kernelop compiles the values you list"):
             ko.record_plugin(ko.triton(swiglu_fwd), op_name="kop_liger::swiglu_unlisted",
                              example_inputs=(torch.empty(2, 3, 64), torch.empty(2, 3, 64)))
 

@@ -12,7 +12,8 @@ import os
 import sys
 import warnings
 from dataclasses import dataclass, field
-from typing import AbstractSet, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
+from typing import (AbstractSet, Any, Callable, ContextManager, Dict, Iterator, List, Optional, Sequence, Set, Tuple,
+                    Union)
 
 import torch
 
@@ -66,6 +67,8 @@ class Dsl:
     # tunables); a DSL that gives it records several launches, scratch and glue (Note [recorded programs]), one
     # that does not records one launch per op (one_launch refuses more)
     launch_tensors: Optional[Callable[[Any], Tuple[Dict[str, Any], Set[str]]]] = None
+    # () -> a context launch_fn runs in, besides the interception (the CuTe DSL's: libraries' kernel caches off)
+    while_recording: Callable[[], ContextManager[Any]] = contextlib.nullcontext
 
 
 @dataclass
@@ -562,7 +565,7 @@ def _discover(dsl: Dsl, spec: Any, where: str, inputs: List[Input], tensors: Dic
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            result, _ = run_launch_fn(where, rec, spec.launch_fn, fakes, intercepting({**_HOST, **dsl.intercept([])}),
+            result, _ = run_launch_fn(where, rec, spec.launch_fn, fakes, _intercepting(dsl, []),
                                       host=HostTests() if _host_sync(spec) else None)
     except NestedRecording:
         raise
@@ -606,12 +609,13 @@ def _same_tunables(where: str, d: sizes.SizeClasses, classes: List[Tuple[Tuple[i
     all, bound in each config of the others to the constant they compiled in."""
     names: List[str] = []
     for _, r in classes:
-        names += [t for t in r.doc["tunables"] if t not in names]
+        names += [t for t in r.doc.get("tunables", []) if t not in names]
     out = []
     for v, r in classes:
-        missing = [t for t in names if t not in r.doc["tunables"]]
+        missing = [t for t in names if t not in r.doc.get("tunables", [])]
         configs = []
-        for c, compiled in zip(r.doc["configs"], r.compile_configs):  # appended side by side (DSL translate)
+        # appended side by side (DSL translate); an op with no tunables has its one tactic's
+        for c, compiled in zip(r.doc.get("configs", [{}]), r.compile_configs):
             constants = compiled.get("constexprs", {})
             absent = [t for t in missing if not isinstance(constants.get(t), int)]  # derived values are ints
             if absent:
@@ -631,18 +635,17 @@ def _merge_classes(where: str, d: sizes.SizeClasses, classes: List[Tuple[Tuple[i
     base = classes[0][1]
     for v, r in classes[1:]:
         for k in set(base.doc) | set(r.doc):
-            if k in ("op", "requires", "configs", "inputs") or (k == "geometry" and _grid_only_differs(base, r)):
+            if k in ("op", "requires", "configs", "inputs", "geometry", "params"):
                 continue
             if base.doc.get(k) != r.doc.get(k):
-                raise ValueError(f"{where}: the op recorded for {d.within(v)} differs from the one for "
-                                 f"{d.within(classes[0][0])} in {k!r}; kernelop merges size classes that differ "
-                                 "only in constexprs, compile options, configs and the grid")
+                raise _classes_differ(where, d, classes[0][0], v, k)
     requires = [r.doc.get("requires", []) for _, r in classes]
     common = [c for c in requires[0] if all(c in other for other in requires[1:])]
     extra = [[c for c in req if c not in common] for req in requires]
-    grids = [r.doc["geometry"]["custom"]["grid"] for _, r in classes] if "geometry" in base.doc else []
-    by_grid = bool(grids) and any(g != grids[0] for g in grids)
     doc = dict(base.doc)
+    for k in ("geometry", "params"):  # a launch value that differs between classes: a select over them
+        if k in doc:
+            doc[k] = _select_over_classes(where, d, classes, k)
     mutated = {i["name"] for _, r in classes for i in r.doc["inputs"] if i.get("mutated")}
     doc["inputs"] = [dict(i, mutated=True) if i["name"] in mutated else i for i in base.doc["inputs"]]
     configs: List[Dict[str, Any]] = []
@@ -658,10 +661,7 @@ def _merge_classes(where: str, d: sizes.SizeClasses, classes: List[Tuple[Tuple[i
     if _SIZE_CLASS in doc["tunables"]:
         raise ValueError(f"{where}: the kernel has a meta-parameter named '{_SIZE_CLASS}', the tunable kernelop gives "
                          "an op's size classes; rename it")
-    doc["tunables"] = doc["tunables"] + [_SIZE_CLASS]
-    if by_grid:
-        doc["geometry"] = dict(doc["geometry"], custom=dict(doc["geometry"]["custom"], grid=select_over_configs(
-            grids, [{_SIZE_CLASS: d.key(v)} for v, _ in classes], [_SIZE_CLASS])))
+    doc["tunables"] = doc.get("tunables", []) + [_SIZE_CLASS]
     if all(extra):  # a size no class covers is refused by the Meta kernel too, not only at launch
         common.append(canonical(" + ".join(conjunction(more) for more in extra) + " != 0"))
     doc["requires"] = common
@@ -680,18 +680,66 @@ def _merge_classes(where: str, d: sizes.SizeClasses, classes: List[Tuple[Tuple[i
 _SIZE_CLASS = "size_class"
 
 
-def _grid_only_differs(a: RecordedPlugin, b: RecordedPlugin) -> bool:
-    ga, gb = a.doc.get("geometry", {}), b.doc.get("geometry", {})
-    if "custom" not in ga or "custom" not in gb:
-        return False
-    return {k: v for k, v in ga["custom"].items() if k != "grid"} == {k: v for k, v in gb["custom"].items()
-                                                                     if k != "grid"}
+def _classes_differ(where: str, d: sizes.SizeClasses, first: Tuple[int, ...], v: Tuple[int, ...], k: str) -> Exception:
+    return ValueError(f"{where}: the op recorded for {d.within(v)} differs from the one for {d.within(first)} in "
+                      f"{k!r}; kernelop merges size classes that differ only in constexprs, compile options, configs "
+                      "and launch values (the grid, block, shared memory and the kernel's int arguments)")
+
+
+def _select_over_classes(where: str, d: sizes.SizeClasses, classes: List[Tuple[Tuple[int, ...], RecordedPlugin]],
+                         key: str) -> Any:
+    """The classes' `key` ("geometry": a custom geometry's grid, block and shared memory; "params": the kernel's
+    int arguments) as one, each expression that differs between classes a select over size_class; anything else
+    must be the same."""
+    def walk(x: Any, exprs: List[str], is_expr: bool) -> Any:
+        """x with its expressions taken out into exprs (each replaced by a marker)."""
+        if isinstance(x, dict):
+            return {k: walk(v, exprs, k == "expr" or (key == "geometry" and k in ("grid", "block", "shared_mem")))
+                    for k, v in x.items()}
+        if isinstance(x, list):
+            return [walk(v, exprs, is_expr) for v in x]
+        if is_expr:
+            exprs.append(str(x))
+            return "\0"
+        return x
+
+    shapes, texts = [], []
+    for _, r in classes:
+        exprs: List[str] = []
+        shapes.append(walk(r.doc.get(key), exprs, False))
+        texts.append(exprs)
+    for (v, _), shape in zip(classes[1:], shapes[1:]):
+        if shape != shapes[0]:
+            raise _classes_differ(where, d, classes[0][0], v, key)
+    if all(t == texts[0] for t in texts):
+        return classes[0][1].doc[key]
+    merged = iter(select_over_configs(texts, [{_SIZE_CLASS: d.key(v)} for v, _ in classes], [_SIZE_CLASS]))
+
+    def put(x: Any) -> Any:
+        if isinstance(x, dict):
+            return {k: put(v) for k, v in x.items()}
+        if isinstance(x, list):
+            return [put(v) for v in x]
+        return next(merged) if x == "\0" else x
+    return put(shapes[0])
 
 
 # Host calls library code makes around a launch that need a GPU and change nothing kernelop records: replaced while
 # launch_fn runs (the op launches on its inputs' device, on the caller's stream).
 _HOST = {(torch.cuda, "device"): lambda original, *args, **kwargs: contextlib.nullcontext(),
-         (torch.cuda, "get_device_properties"): sizes.device_properties}
+         (torch.cuda, "get_device_properties"): sizes.device_properties,
+         # sizes a library compiles in (Note [sizes as ints])
+         (torch.SymInt, "__int__"): sizes.size_as_int, (torch.SymInt, "__index__"): sizes.size_as_int,
+         (torch.SymInt, "__hash__"): sizes.size_hash,
+         **{(torch.SymInt, name): sizes.size_comparison(name)
+            for name in ("__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__")}}
+
+@contextlib.contextmanager
+def _intercepting(dsl: Dsl, launches: List[Any]) -> Iterator[None]:
+    """What launch_fn runs under: the host calls replaced (_HOST), the DSL's launch intercepted, its context."""
+    with intercepting({**_HOST, **dsl.intercept(launches)}), dsl.while_recording():
+        yield
+
 
 _LEADING_HINTS = (3, 5)  # sizes of the axes added to record at higher ranks: small, so products of leading sizes
 # stay in the range a library's branches on them (Liger's "n_rows < 4096 * 8") take for the examples
@@ -738,7 +786,7 @@ def _record_once(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], o
     host = HostTests(paths.decisions) if paths is not None else None
     try:
         result, writes = run_launch_fn(where, rec, spec.launch_fn, fakes,
-                                       intercepting({**_HOST, **dsl.intercept(launches)}), launches, host)
+                                       _intercepting(dsl, launches), launches, host)
     finally:
         sizes.end()
     if host is not None:  # .item() values are unbacked sizes, written item(t) (Note [host reads])
@@ -886,7 +934,7 @@ def _host_paths(dsl: Dsl, spec: Any, where: str, inputs: List[Input], tensors: D
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 result, writes = run_launch_fn(where, rec, spec.launch_fn, fakes,
-                                               intercepting({**_HOST, **dsl.intercept(launches)}), launches, host)
+                                               _intercepting(dsl, launches), launches, host)
         finally:
             sizes.end()
         names = {storage_of(t.fake): t.name for t in rec.tensors}

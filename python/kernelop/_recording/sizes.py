@@ -207,6 +207,59 @@ def exact_size(n: Any) -> Any:
     return DerivedInt(v, text)
 
 
+class SizeInt(DerivedInt):
+    """A size host code turned into a Python int while recording (``int(x.size(1))``, ``math.gcd(8, n)``, a cache
+    key): the value of the class recorded, hashed apart from the plain int (Note [sizes as ints])."""
+
+    def __hash__(self) -> int:
+        return hash(("kernelop.SizeInt", int(self)))
+
+
+# Note [sizes as ints]: library host code compiles sizes in (QuACK's ``Softmax.compile(dtype, out_dtype, N)`` with
+# ``N = x.size(1)``, hashed into a cache key and passed to math.gcd). While recording, int(), index() and hash() of a
+# SymInt that is one input size give that size's value in the class recorded, as a constexpr taking the size does
+# (exact_size): the class ``size == value`` is a requirement of the recording, the values recorded are those
+# ``specialize`` lists, and the size stays symbolic everywhere else (an output like the input keeps dim(x, 1)). Any
+# other SymInt (a product of sizes, an unbacked value) is PyTorch's own: a guard, which the recorder refuses as a
+# specialisation. The int hashes apart from the plain int, so a library's cache of compiled kernels keyed by it never
+# hands a recording a kernel compiled for real before (which cannot be recorded), nor a real caller what the
+# recording made; equality and arithmetic are the int's.
+def size_as_int(original: Any, n: Any) -> Any:
+    """SymInt.__int__ / __index__ while recording (Note [sizes as ints]); PyTorch's own for anything else."""
+    rec: Optional[Recorder] = getattr(_state, "rec", None)
+    if rec is None or getattr(_state, "calls", None) is None or n.node.hint is None or not n.node.expr.is_Symbol \
+            or not rec.keys_of(n.node.expr):
+        return original(n)
+    v = exact_size(n)
+    return SizeInt(int(v), v.derived)
+
+
+def size_comparison(name: str) -> Any:
+    """SymInt.<name> (a comparison) with a number while recording: of a size whose class of one value is recorded,
+    the comparison of that value (a plain bool: the class's requirement implies it; host code choosing a config by
+    N, QuACK's ``N <= 3072``, adds no guard); PyTorch's own for anything else."""
+    compare = _COMPARISONS[name]
+
+    def handler(original: Any, n: Any, other: Any) -> Any:
+        rec: Optional[Recorder] = getattr(_state, "rec", None)
+        if rec is None or isinstance(other, bool) or not isinstance(other, (int, float)) or n.node.hint is None \
+                or not n.node.expr.is_Symbol:
+            return original(n, other)
+        v = _exact_value(rec.keys_of(n.node.expr))
+        return original(n, other) if v is None else compare(v, other)
+    return handler
+
+
+_COMPARISONS = {"__lt__": operator.lt, "__le__": operator.le, "__gt__": operator.gt, "__ge__": operator.ge,
+                "__eq__": operator.eq, "__ne__": operator.ne}
+
+
+def size_hash(original: Any, n: Any) -> Any:
+    """SymInt.__hash__ while recording: the hash of size_as_int's value (PyTorch refuses to hash a SymInt)."""
+    v = size_as_int(lambda m: m, n)
+    return hash(v) if isinstance(v, SizeInt) else original(n)
+
+
 def _exact_value(keys: Any) -> Optional[int]:
     """The value of the class of one value being recorded that a size at these places has, or None."""
     exact = getattr(_state, "exact", None) or {}
@@ -309,10 +362,11 @@ def _values_of(where: str, d: Derived, members: List[Derived], specialize: Any) 
             raise ValueError(f"{where}: specialize names {shorten(', '.join(map(repr, specialize)), 300)}, not "
                              f"{d.text!r}, the size a constexpr takes as it is")
         if values is None:
-            raise ValueError(f"{where}: a constexpr takes {d.text}, a size, as it is: Triton compiles one kernel per "
-                             f"value, so kernelop compiles the values you list: kernelop.triton(..., specialize=[...])"
-                             f" (or {{{d.text!r}: [...]}}), e.g. the sizes of the models the op serves; other sizes "
-                             "are refused")
+            raise ValueError(f"{where}: a constexpr takes {d.text}, a size, as it is (or the host code compiles it "
+                             "in as an int): the DSL compiles one kernel per value, so kernelop compiles the values "
+                             "you list: kernelop.triton(..., specialize=[...]) or kernelop.cutedsl(..., specialize="
+                             f"[...]) (or {{{d.text!r}: [...]}}), e.g. the sizes of the models the op serves; other "
+                             "sizes are refused")
         bad = [v for v in values if isinstance(v, bool) or not isinstance(v, int) or v < 1]
         if bad or not values:
             raise ValueError(f"{where}: specialize must list the values of {d.text} (ints >= 1), got "

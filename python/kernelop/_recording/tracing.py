@@ -231,6 +231,18 @@ def traced_error(where: str, rec: Recorder, e: Exception, what: str, doing: str)
     return ValueError(f"{where}: {what} raised {type(e).__name__} {doing}: {shorten(e, 2000)}")
 
 
+# Note [custom ops' bodies]: library host code wraps its kernels in torch.library.custom_op ops (QuACK's
+# torch.ops.quack.rmsnorm_bwd_f), whose fake implementation makes the outputs and launches nothing. launch_fn runs on
+# fake tensors, so such an op called there would record no kernel: kernelop runs the op's Python body instead, under
+# the recording (its launches, allocations and glue are recorded as launch_fn's own). Ops registered any other way
+# (aten's, kernelop's own, C++ ones) run as they are.
+def _python_custom_op(func: Any) -> Optional[Callable[..., Any]]:
+    """The Python body of a torch.library.custom_op op, or None for any other op."""
+    from torch._library import custom_ops
+    opdef = custom_ops.OPDEFS.get(func._schema.name)
+    return getattr(opdef, "_init_fn", None) if opdef is not None else None
+
+
 class HostOps(TorchDispatchMode):
     """Which aten ops made or wrote each storage while launch_fn ran. kernelop allocates outputs and runs nothing but
     the kernel: an output may be allocated uninitialised (torch.empty) or initialised as a whole, with a constant
@@ -253,6 +265,10 @@ class HostOps(TorchDispatchMode):
         name = func._schema.name.split("::")[-1]
         if self.host is not None and name in ("equal", "_local_scalar_dense"):
             return self._host_read(func, name, args)
+        body = _python_custom_op(func)
+        if body is not None:  # Note [custom ops' bodies]
+            with self:
+                return body(*args, **(kwargs or {}))
         out = func(*args, **(kwargs or {}))
         if self.host is not None:
             self._note_constant(name, args, out)

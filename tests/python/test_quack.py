@@ -1,0 +1,274 @@
+"""QuACK's CuTe DSL kernels registered from QuACK's own host functions (examples/quack_ops.py; QuACK 0.6.5 from PyPI
+in .deps/quack, scripts/fetch-quack; nothing of it is committed).
+
+CPU (needs the CuTe DSL and QuACK): what the recording of a compiled host function holds (QuACK's fake tensors'
+static N, divisibility and alignment as requirements, one tactic per N listed in specialize, the TVM FFI stream as
+the launch's), what is refused, that QuACK's own caches are left as they were, and packages that load where neither
+the CuTe DSL nor QuACK can be imported.
+GPU (needs neither: it runs the packages built on the CPU machine): values and gradients against torch at ragged
+row counts for every N, sizes refused, CUDA graphs, torch.compile and opcheck.
+"""
+
+import os
+import pathlib
+import sys
+import unittest
+
+import torch
+
+import kernelop as ko
+from expect import expect_error
+from isolated import run_python_refusing
+from kernelop_testing import example_packages, run_tests, temp_dir
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+QUACK = ROOT / ".deps" / "quack"
+sys.path.insert(0, str(ROOT / "examples"))
+import quack_ops  # noqa: E402  (examples/quack_ops.py: the launch_fns, QuACK's host functions)
+
+CUDA = torch.cuda.is_available()
+try:
+    import cutlass  # noqa: F401
+    HAVE_CUTE = True
+except ImportError:
+    HAVE_CUTE = False
+HAVE_QUACK = HAVE_CUTE and (QUACK / "VERSION").is_file()
+_recorded = {}
+
+
+def recorded():
+    """The ops examples/quack_ops.py records (once per process)."""
+    if not HAVE_QUACK:
+        raise unittest.SkipTest("QuACK is not fetched (scripts/fetch-quack) or the CuTe DSL is not installed")
+    if "ops" not in _recorded:
+        _recorded["ops"] = quack_ops.recorded("kop_quack_cpu")
+    return _recorded["ops"]
+
+
+def meta(*shape, dtype=quack_ops.DTYPE):
+    return torch.empty(*shape, dtype=dtype, device="meta")
+
+
+class Recording(unittest.TestCase):
+    def test_softmax_is_quacks_compiled_host_function_with_its_layouts_as_requirements(self):
+        doc = recorded()["softmax"].doc
+        self.assertEqual(doc["kernel_name"], "Softmax")
+        self.assertEqual(doc["outputs"], [{"name": "y", "shape": {"same_as": "x"}, "dtype": "bfloat16", "align": 16}])
+        # fake_tensor(dtype, (batch_sym, N), div): the pointer, the dynamic batch and its 64-bit stride; N compiled in
+        self.assertEqual(doc["params"][0], {"struct": ["x", {"expr": "dim(x, 0)"},
+                                                       {"expr": "stride(x, 0)", "int64": True}]})
+        self.assertEqual(len(doc["params"]), 2)  # x and y; the TVM FFI stream is the launch's own
+        # (its stride's divisibility by 8 holds of every N compiled in: no requirement of its own)
+        self.assertEqual(doc["requires"], ["rank(x) == 2", "aligned(x, 16)", " + ".join(
+            f"(dim(x, 1) == {n})" for n in quack_ops.N_VALUES) + " != 0"])
+        self.assertEqual([c["requires"] for c in doc["configs"]],
+                         [[f"dim(x, 1) == {n}"] for n in quack_ops.N_VALUES])
+        self.assertEqual(doc["tunables"], ["size_class"])
+        grid = doc["geometry"]["custom"]["grid"][0]  # rows per block: 4 at N = 1024, 2 at 4096, 1 at 8192
+        self.assertEqual(grid, "select(size_class == 1024, cdiv(dim(x, 0), 4), select(size_class == 4096, "
+                               "cdiv(dim(x, 0), 2), dim(x, 0)))")
+        bwd = doc["backward"]
+        self.assertEqual(bwd["kernel_name"], "SoftmaxBackward")
+        self.assertEqual([i["name"] for i in bwd["inputs"]], ["y", "grad_y"])
+
+    def test_rms_norm_passes_eps_and_the_weight(self):
+        doc = recorded()["rms_norm"].doc
+        self.assertEqual(doc["kernel_name"], "RMSNorm")
+        self.assertEqual(doc["params"][1], {"struct": ["weight"]})  # (N,) with N static: its pointer alone
+        self.assertEqual(doc["params"][3], "eps")
+        self.assertIn("aligned(weight, 16)", doc["requires"])
+        self.assertEqual(doc["configs"][1]["requires"], ["dim(x, 1) == 4096", "dim(weight, 0) == 4096"])
+
+    def test_a_literal_eps_is_a_constant_of_the_op(self):
+        if not HAVE_QUACK:
+            self.skipTest("QuACK is not fetched")
+
+        def rms_norm_default_eps(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+            return quack_ops.rms_norm_fwd(x, weight, 1e-6)
+
+        doc = ko.record_plugin(ko.cutedsl(rms_norm_default_eps, specialize=[4096], arch="sm_90a"),
+                               op_name="kop_quack_cpu::rms_default_eps",
+                               example_inputs={"x": meta(8, 4096), "weight": meta(4096)}).doc
+        self.assertEqual(doc["params"][3], {"float": 1e-6})
+
+    def test_the_meta_kernel_refuses_a_row_length_no_kernel_was_compiled_for(self):
+        op = recorded()["softmax"].register()
+        self.assertEqual(op(meta(3, 4096)).shape, (3, 4096))
+        expect_error(self, RuntimeError, "(dim(x, 1) == 1024) + (dim(x, 1) == 4096) + (dim(x, 1) == 8192) != 0",
+                     op, meta(3, 2048))
+
+    def test_without_specialize_the_size_compiled_in_is_named(self):
+        if not HAVE_QUACK:
+            self.skipTest("QuACK is not fetched")
+        expect_error(self, ValueError, "specialize", ko.record_plugin, ko.cutedsl(quack_ops.softmax_fwd),
+                     op_name="kop_quack_cpu::unspecialized", example_inputs={"x": meta(8, 4096)})
+
+    def test_quacks_caches_are_left_as_they_were(self):
+        if not HAVE_QUACK:
+            self.skipTest("QuACK is not fetched")
+        import quack.cache as qc
+        cache_dir = temp_dir()
+        saved = qc.CACHE_DIR
+        qc.CACHE_DIR = cache_dir
+        try:
+            self.assertTrue(qc.CACHE_ENABLED)
+            ko.record_plugin(ko.cutedsl(quack_ops.softmax_fwd, specialize=[1024], arch="sm_80"),
+                             op_name="kop_quack_cpu::cache_probe", example_inputs={"x": meta(8, 1024)})
+            self.assertTrue(qc.CACHE_ENABLED)  # switched off while recording only
+            self.assertEqual([p for p in pathlib.Path(cache_dir).rglob("*.o")], [])  # nothing written to disk
+        finally:
+            qc.CACHE_DIR = saved
+        # The recording's entry in Softmax.compile's in-memory cache is keyed apart from a real call's N.
+        from kernelop._recording.sizes import SizeInt
+        self.assertNotEqual(hash(SizeInt(1024, "dim(x, 1)")), hash(1024))
+        self.assertEqual(SizeInt(1024, "dim(x, 1)"), 1024)
+
+
+class CompiledOutsideARecording(unittest.TestCase):
+    def test_the_stand_in_compiles_for_real_once_and_runs(self):
+        if not HAVE_CUTE:
+            self.skipTest("nvidia-cutlass-dsl is not installed")
+        from kernelop._cutedsl import _Compiled
+        compiled = []
+
+        def real_compile(fn, *args, **kwargs):  # what cute.compile gives: a function to call
+            compiled.append((fn, args, kwargs))
+            return lambda *call: ("ran", fn, call)
+
+        stand_in = _Compiled("host", (1, 2), {"options": "--enable-tvm-ffi"}, real_compile)
+        self.assertEqual(stand_in("x", "y"), ("ran", "host", ("x", "y")))
+        self.assertEqual(stand_in("z"), ("ran", "host", ("z",)))
+        self.assertEqual(compiled, [("host", (1, 2), {"options": "--enable-tvm-ffi"})])  # once
+
+
+class Refusals(unittest.TestCase):
+    def setUp(self):
+        if not HAVE_CUTE:
+            self.skipTest("nvidia-cutlass-dsl is not installed")
+
+    def test_a_compiled_function_called_unlike_its_compilation_is_named(self):
+        import cutlass.cute as cute
+        import cutedsl_kernels as ck
+
+        def fakes(n):
+            return [cute.runtime.make_fake_tensor(cutlass.Float32, (cute.sym_int(), n), stride=(cute.sym_int64(), 1))
+                    for _ in range(3)]
+
+        def too_few(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            c = torch.empty_like(a)
+            cute.compile(ck.vector_add_host, *fakes(a.size(1)))(a, c)
+            return c
+
+        def with_keywords(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            c = torch.empty_like(a)
+            cute.compile(ck.vector_add_host, *fakes(a.size(1)))(a, b, mC=c)
+            return c
+
+        def wrong_dtype(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            c = torch.empty_like(a, dtype=torch.float16)
+            cute.compile(ck.vector_add_host, *fakes(a.size(1)))(a, b, c)
+            return c
+
+        ex = {"a": torch.empty(8, 64), "b": torch.empty(8, 64)}
+        for fn, message in ((too_few, "is called with 2 arguments; it takes 3 (mA, mB, mC)"),
+                            (with_keywords, "is called with keyword arguments (mC)"),
+                            (wrong_dtype, "mC' was compiled for Float32 elements but is called with a torch.float16")):
+            expect_error(self, ValueError, message, ko.record_plugin, ko.cutedsl(fn, specialize=[64]),
+                         op_name=f"kop_quack_cpu::{fn.__name__}", example_inputs=ex)
+
+    def test_a_layout_that_can_never_hold_is_named(self):
+        import cutlass.cute as cute
+        import cutedsl_kernels as ck
+
+        def static_unit_stride_elsewhere(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            c = torch.empty_like(a)
+            f = [cute.runtime.make_fake_tensor(cutlass.Float32, (cute.sym_int(), 64), stride=(1, cute.sym_int64()))
+                 for _ in range(3)]
+            cute.compile(ck.vector_add_host, *f)(a, b, c)
+            return c
+
+        expect_error(self, ValueError, "never true of the tensors the op passes", ko.record_plugin,
+                     ko.cutedsl(static_unit_stride_elsewhere), op_name="kop_quack_cpu::column_major",
+                     example_inputs={"a": torch.empty(8, 64), "b": torch.empty(8, 64)})
+
+
+class Packages(unittest.TestCase):
+    def test_packages_load_where_neither_the_cute_dsl_nor_quack_can_be_imported(self):
+        folder = temp_dir()
+        for name, r in recorded().items():
+            r.build_package(os.path.join(folder, f"kop_quack_cpu.{name}.kop"))
+        out = run_python_refusing(["cutlass", "quack"], f"""
+            import os, sys, torch, kernelop as ko
+            sm = ko.load_package(os.path.join({folder!r}, "kop_quack_cpu.softmax.kop"))
+            rms = ko.load_package(os.path.join({folder!r}, "kop_quack_cpu.rms_norm.kop"))
+            x = torch.empty(5, 8192, dtype=torch.bfloat16, device="meta")
+            w = torch.empty(8192, dtype=torch.bfloat16, device="meta")
+            print(tuple(sm(x).shape), tuple(rms(x, w, 1e-5).shape), sys.modules.get("cutlass"), sys.modules.get("quack"))
+        """)
+        self.assertEqual(out.split(), ["(5,", "8192)", "(5,", "8192)", "None", "None"])
+
+
+def _packaged():
+    """The QuACK ops from the packages scripts/stage-gpu built on the CPU machine (or built here)."""
+    return example_packages("kop_quack", ("softmax", "rms_norm"),
+                            (lambda ns: quack_ops.recorded(ns)) if HAVE_QUACK else None)[0]
+
+
+class Cuda(unittest.TestCase):
+    ROWS = (1, 3, 100, 1000, 8192)
+
+    def test_softmax_values_and_gradients_match_torch(self):
+        sm = _packaged()["softmax"]
+        for n in quack_ops.N_VALUES:
+            for m in self.ROWS:
+                x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+                y = sm(x)
+                ref = torch.softmax(x.float(), 1)
+                torch.testing.assert_close(y.float(), ref, atol=2e-3, rtol=2e-2, msg=lambda s: f"[{m}, {n}]: {s}")
+                g = torch.randn_like(y)
+                (dx,) = torch.autograd.grad(y, x, g)
+                (ref_dx,) = torch.autograd.grad(ref, x, g.float())
+                torch.testing.assert_close(dx.float(), ref_dx.float(), atol=2e-3, rtol=2e-2,
+                                           msg=lambda s: f"grad [{m}, {n}]: {s}")
+
+    def test_rms_norm_matches_torch(self):
+        rms = _packaged()["rms_norm"]
+        for n in quack_ops.N_VALUES:
+            w = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+            for m in self.ROWS:
+                x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+                ref = torch.nn.functional.rms_norm(x.float(), (n,), w.float(), 1e-5)
+                torch.testing.assert_close(rms(x, w, 1e-5).float(), ref, atol=3e-2, rtol=2e-2,
+                                           msg=lambda s: f"[{m}, {n}]: {s}")
+
+    def test_other_sizes_and_misaligned_inputs_are_refused(self):
+        ops = _packaged()
+        expect_error(self, RuntimeError, "!= 0", ops["softmax"],
+                     torch.randn(4, 2048, device="cuda", dtype=torch.bfloat16))
+        x = torch.randn(4 * 4096 + 1, device="cuda", dtype=torch.bfloat16)[1:].view(4, 4096)  # 2-byte offset
+        expect_error(self, RuntimeError, "aligned(x, 16)", ops["softmax"], x)
+
+    def test_cuda_graph_replay_compile_and_opcheck(self):
+        ops = _packaged()
+        sm, rms = ops["softmax"], ops["rms_norm"]
+        x = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+        sm(x)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            out = sm(x)
+        x.copy_(torch.randn_like(x))
+        g.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out.float(), torch.softmax(x.float(), 1), atol=2e-3, rtol=2e-2)
+        f = torch.compile(lambda a, b: rms(sm(a), b, 1e-5) * 2, fullgraph=True, dynamic=True)
+        for m in (7, 300):
+            a = torch.randn(m, 4096, device="cuda", dtype=torch.bfloat16)
+            ref = torch.nn.functional.rms_norm(torch.softmax(a.float(), 1), (4096,), w.float(), 1e-5) * 2
+            torch.testing.assert_close(f(a, w).float(), ref, atol=6e-2, rtol=3e-2)
+        torch.library.opcheck(sm.default, (x,))
+        torch.library.opcheck(rms.default, (x, w, 1e-5))
+
+
+if __name__ == "__main__":
+    run_tests(cpu=[Recording, CompiledOutsideARecording, Refusals, Packages], gpu=[Cuda], cuda=CUDA)
