@@ -1,5 +1,5 @@
 """QuACK's softmax and RMSNorm (examples/quack_ops.py: registered from QuACK's own host functions, recorded and
-packaged on a machine without a GPU) through kernelop, against PyTorch's own ops, side by side in one run.
+packaged on a machine without a GPU; softmax and RMSNorm each with its backward) through kernelop, against PyTorch's own ops, side by side in one run.
 
 Runs where neither the CuTe DSL nor QuACK is installed: the ops come from the packages scripts/stage-gpu built
 (KERNELOP_CPU_PACKAGES). Reports device time per call (CUDA events around back-to-back calls, median of interleaved
@@ -38,6 +38,10 @@ def main():
             "softmax bwd": (lambda: bwd(y, g), lambda: torch._softmax_backward_data(g, y, 1, torch.bfloat16)),
             "rms_norm fwd": (lambda: rms(x, w, 1e-5), lambda: torch.nn.functional.rms_norm(x, (n,), w, 1e-5)),
         }
+        xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
+        y_kop, y_ref = rms(xg, wg, 1e-5)[0], torch.nn.functional.rms_norm(xg, (n,), wg, 1e-5)
+        rows["rms_norm bwd"] = (lambda: torch.autograd.grad(y_kop, (xg, wg), g, retain_graph=True),
+                                lambda: torch.autograd.grad(y_ref, (xg, wg), g, retain_graph=True))
         for name, (kop, ref) in rows.items():
             d = interleaved({"kernelop": kop, "torch": ref})
             h = {"kernelop": host_us(kop), "torch": host_us(ref)}

@@ -100,12 +100,23 @@ def add_int(x: torch.Tensor, k: int) -> torch.Tensor:
     return out
 
 
+def add_twice(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a + 2b as two launches of vector_add_host: the first writes a tensor launch_fn keeps to itself (the op's
+    scratch), which the second reads (docs/triton.md, several launches)."""
+    c = torch.empty_like(a)
+    vector_add_host(from_dlpack(a), from_dlpack(b), from_dlpack(c))
+    out = torch.empty_like(a)
+    vector_add_host(from_dlpack(c), from_dlpack(b), from_dlpack(out))
+    return out
+
+
 def recorded(ns):
     """The ops recorded (not yet registered): name -> kernelop.RecordedPlugin."""
     return {
         "vector_add": ko.record_plugin(ko.cutedsl(vector_add), op_name=f"{ns}::vector_add"),
         "axpy": ko.record_plugin(ko.cutedsl(axpy, configs=AXPY_CONFIGS), op_name=f"{ns}::axpy"),
         "add_int": ko.record_plugin(ko.cutedsl(add_int), op_name=f"{ns}::add_int"),
+        "add_twice": ko.record_plugin(ko.cutedsl(add_twice), op_name=f"{ns}::add_twice"),
     }
 
 

@@ -10,8 +10,10 @@ that call (Note [compiled host functions] in kernelop/_cutedsl.py): each N liste
 the CuTe DSL.
 
 - softmax: ``softmax_fwd`` with ``softmax_bwd`` as its backward, unchanged (QuACK's ``SoftmaxFunction`` saves y).
-- rms_norm: ``rmsnorm_fwd(x, weight, eps=eps)``'s output, unchanged (its backward, QuACK's ``rmsnorm_bwd``, sums
-  per-SM partials through a torch.library op of its own, which kernelop does not record yet).
+- rms_norm: ``rmsnorm_fwd(x, weight, eps=eps, store_rstd=True)`` with ``rmsnorm_bwd`` as its backward, unchanged:
+  QuACK's backward calls its own torch.library op (whose Python body kernelop records: Note [custom ops' bodies]),
+  whose kernel writes per-SM partials of dW (the op's scratch, sized from the device's SM count) that
+  ``dw_partial.sum(dim=0).to(weight.dtype)`` reduces (a launch of kernelop's own sum kernel).
 """
 
 import os
@@ -42,10 +44,18 @@ def softmax_bwd(y: torch.Tensor, grad_y: torch.Tensor) -> torch.Tensor:
     return _module("softmax").softmax_bwd(grad_y, y)
 
 
-def rms_norm_fwd(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """rmsnorm_fwd's normalized output (it also returns residual_out, x itself here, and no rstd)."""
-    out, _, _ = _module("rmsnorm").rmsnorm_fwd(x, weight, eps=eps)
-    return out
+def rms_norm_fwd(x: torch.Tensor, weight: torch.Tensor, eps: float):
+    """rmsnorm_fwd as QuACK's RMSNormFunction.forward calls it: the output and the rstd it saves (its residual_out
+    is x itself here)."""
+    out, _, rstd = _module("rmsnorm").rmsnorm_fwd(x, weight, eps=eps, store_rstd=True)
+    return out, rstd
+
+
+def rms_norm_bwd(x: torch.Tensor, weight: torch.Tensor, rstd: torch.Tensor, grad_y: torch.Tensor):
+    """rmsnorm_bwd as RMSNormFunction.backward calls it (no bias, no residual): dx, and dw summed from per-SM
+    partials (QuACK's torch.ops.quack.rmsnorm_bwd_f, then dw_partial.sum(dim=0).to(weight.dtype))."""
+    dx, dw, _, _ = _module("rmsnorm").rmsnorm_bwd(x, weight, grad_y, rstd)
+    return dx, dw
 
 
 def recorded(ns, n_values=None, dtype=DTYPE):
@@ -58,8 +68,9 @@ def recorded(ns, n_values=None, dtype=DTYPE):
             ko.cutedsl(softmax_fwd, specialize=n_values, outputs=["y"]), op_name=f"{ns}::softmax",
             example_inputs={"x": x}, backward=ko.Backward(["x"], ko.cutedsl(softmax_bwd))),
         "rms_norm": ko.record_plugin(
-            ko.cutedsl(rms_norm_fwd, specialize=n_values, outputs=["y"]), op_name=f"{ns}::rms_norm",
-            example_inputs={"x": x, "weight": w}),
+            ko.cutedsl(rms_norm_fwd, specialize=n_values, outputs=["y", "rstd"]), op_name=f"{ns}::rms_norm",
+            example_inputs={"x": x, "weight": w},
+            backward=ko.Backward(["x", "weight"], ko.cutedsl(rms_norm_bwd))),
     }
 
 

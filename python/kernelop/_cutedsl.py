@@ -23,7 +23,7 @@ import sys
 import tempfile
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 import torch
 
@@ -113,6 +113,7 @@ class _CompiledCall:
     args: Tuple[Any, ...]
     kwargs: Dict[str, Any]
     wrapped: Dict[int, _Wrapped]
+    normalized: Optional["_Call"] = None  # as a @cute.jit call (_normalized)
 
 
 # Note [compiled host functions]: libraries compile ahead and call the result, as QuACK does:
@@ -136,13 +137,37 @@ Argument = Tuple[str, Tuple[Any, ...]]
 ("float_const", value) | ("stream",))."""
 
 
-@dataclass
-class CuteState:
-    """What compiling a recording needs beyond each tactic's constexprs (RecordedPlugin's compile_configs)."""
+@dataclass(eq=False)
+class CuteProgram:
+    """What compiling one tactic needs beyond its constexprs (its compile_configs entry's "program"): the host
+    function's run-time arguments and, for a compiled function's call, what cute.compile was given. Size classes
+    (Note [size classes]) each have their own: QuACK's Softmax(dtype, N) object and fake tensors hold their N."""
 
     dynamic: List[Argument]  # the host function's run-time arguments
-    where: str  # the recording's, in messages
     compiled_call: Optional[Tuple[Any, Dict[str, Any], str]] = None  # a compiled call's (fn, arguments, options)
+
+    def _key(self) -> str:
+        """What the program compiles, as text: two recordings with equal keys compile the same (RecordedPlugin
+        recordings are compared, rank-free recording)."""
+        args = [(p, d[0], d[1] if d[0] != "tensor" else (d[1], str(d[2].layout), d[2].assumed_align))
+                for p, d in self.dynamic]
+        call = None if self.compiled_call is None else (repr(type(_jit_target(self.compiled_call[0]))),
+                                                         sorted(vars(self.compiled_call[0]).items(), key=str)
+                                                         if hasattr(self.compiled_call[0], "__dict__") else None,
+                                                         self.compiled_call[2])
+        return repr((args, call))
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, CuteProgram) and self._key() == other._key()
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+@dataclass
+class CuteState:
+    """What compiling a recording needs beyond each tactic's compile_configs entry."""
+
+    where: str  # the recording's, in messages
     compiled: Dict[Tuple[int, str], Any] = field(default_factory=dict)  # (config, arch) -> (cute.compile's, args)
 
 
@@ -233,11 +258,29 @@ def _one_launch(where: str, calls: List[Any]) -> Tuple[Any, str]:
                          "(expected one call, with the tensors wrapped by cutlass.cute.runtime.from_dlpack or, for a "
                          "compiled function, passed as they are; a function compiled before the recording, such as "
                          "one a library kept in its cache, cannot be recorded)")
-    if len(calls) > 1:
-        raise ValueError(f"{where}: launch_fn called {len(calls)} @cute.jit functions; kernelop records one launch "
-                         "per op")
-    call = calls[0] if isinstance(calls[0], _Call) else _as_call(where, calls[0])
+    call = _normalized(where, calls[0])  # the op's own kernel; later ones are its then (Note [recorded programs])
     return call, _host_name(call.target if call.target is not None else call.body)
+
+
+def _normalized(where: str, call: Any) -> "_Call":
+    """A launch as a @cute.jit call (a compiled function's call paired with its compilation: _as_call)."""
+    if isinstance(call, _Call):
+        return call
+    if call.normalized is None:
+        call.normalized = _as_call(where, call)
+    return call.normalized
+
+
+def _launch_tensors(call: Any) -> Tuple[Dict[str, Any], Set[str]]:
+    """The tensors a launch passes, by the host function's parameter, and the names its constexprs take."""
+    try:
+        c = _normalized("launch_fn", call)
+        sig = inspect.signature(c.body)
+        bound = sig.bind(*c.args, **c.kwargs)
+    except (TypeError, ValueError):  # the translation names the mismatch
+        return {}, set()
+    tensors = {p: c.wrapped[id(v)].fake for p, v in bound.arguments.items() if id(v) in c.wrapped}
+    return tensors, {p for p in sig.parameters if _annotation_kind(sig.parameters[p].annotation) == "constexpr"}
 
 
 def _host_name(fn: Any) -> str:
@@ -466,6 +509,7 @@ def _translate(ctx: Recording, spec: CuteDslSpec, call: _Call) -> RecordedPlugin
     """The call as a kernelop spec: the host function compiled per config for the first architecture and read
     (kernelop._llvm_host) for the kernel's arguments and geometry, as expressions of the sizes."""
     where = ctx.where
+    call = _normalized(where, call)
     host_name = _host_name(call.target if call.target is not None else call.body)
     jname = shorten(host_name)  # in messages
     try:
@@ -522,14 +566,15 @@ def _translate(ctx: Recording, spec: CuteDslSpec, call: _Call) -> RecordedPlugin
                    {"float": d[1]} if d[0] == "float_const" else d[1] for _, d in dynamic if d[0] != "stream"],
         "geometry": {"custom": {"grid": ["1", "1", "1"], "block": ["1", "1", "1"], "shared_mem": "0"}},
         **({"requires": list(dict.fromkeys(requires))} if requires else {}),
+        **({"then": ctx.then} if ctx.then else {}),
     })
     compiled_call = None
     if call.target is not None:  # a compiled function's call: compiled again as the author compiled it
         compiled_call = (call.target, dict(bound.arguments), _kept_options(where, call.options))
+    program = CuteProgram(dynamic, compiled_call)
     recorded = RecordedPlugin(ctx.op_name, doc, ctx.dsl, call.body, constexprs,
-                              [{"constexprs": {**constexprs, **v}} for v in values],
-                              default_archs=spec.archs or DEFAULT_ARCHS,
-                              dsl_state=CuteState(dynamic, where, compiled_call=compiled_call))
+                              [{"constexprs": {**constexprs, **v}, "program": program} for v in values],
+                              default_archs=spec.archs or DEFAULT_ARCHS, dsl_state=CuteState(where))
     params_doc, geometry = _launch(recorded, values, tuned)
     doc["params"] = params_doc
     doc["geometry"] = {"custom": geometry}
@@ -688,8 +733,9 @@ def _compile(recorded: RecordedPlugin, config: int, arch: str) -> Any:
     key = (config, arch)
     if key in state.compiled:
         return state.compiled[key]
+    program: CuteProgram = recorded.compile_configs[config]["program"]
     kwargs: Dict[str, Any] = dict(recorded.compile_configs[config]["constexprs"])
-    for p, d in state.dynamic:
+    for p, d in program.dynamic:
         if d[0] == "tensor":
             w = d[2]
             kwargs[p] = w.layout if w.layout is not None else _dynamic(_real_placeholder(w), w.assumed_align)
@@ -702,8 +748,8 @@ def _compile(recorded: RecordedPlugin, config: int, arch: str) -> Any:
     sig = inspect.signature(recorded.fn)
     args = [kwargs[p] for p in sig.parameters]
     fn, extra = recorded.fn, ""
-    if state.compiled_call is not None:  # compiled as the author compiled it (Note [compiled host functions])
-        fn, _, extra = state.compiled_call
+    if program.compiled_call is not None:  # compiled as the author compiled it (Note [compiled host functions])
+        fn, _, extra = program.compiled_call
     try:
         # The DSL hands back PTX and CUBIN only when asked to keep them, which also writes them to a folder.
         with tempfile.TemporaryDirectory(prefix="kernelop-cutedsl-") as dump:
@@ -725,7 +771,7 @@ def _real_placeholder(w: _Wrapped) -> torch.Tensor:
 def _launch_of(recorded: RecordedPlugin, config: int, arch: str) -> Tuple[Dict[str, Any], Any]:
     """The kernel's parameters (kernelop params), grid, block, shared memory and entry for one compilation."""
     state: CuteState = recorded.dsl_state
-    where, dynamic = state.where, state.dynamic
+    where, dynamic = state.where, recorded.compile_configs[config]["program"].dynamic
     compiled, args = _compile(recorded, config, arch)
     module, function = compiled.ir_module, compiled.function_name
     try:
@@ -796,4 +842,4 @@ def _plan_compile(recorded: RecordedPlugin, program: int, arch: str) -> CompileJ
 
 DSL = Dsl(name="cutedsl", title="CuTe DSL", spec_type=CuteDslSpec, check_archs=cutedsl_archs, intercept=_intercept,
           one_launch=_one_launch, translate=_translate, plan_compile=_plan_compile,
-          while_recording=_library_caches_off)
+          while_recording=_library_caches_off, default_archs=DEFAULT_ARCHS, launch_tensors=_launch_tensors)

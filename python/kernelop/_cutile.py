@@ -594,4 +594,5 @@ def _written_arrays(recorded: RecordedPlugin, config: int) -> Set[str]:
 
 
 DSL = Dsl(name="cutile", title="cuTile", spec_type=CutileSpec, check_archs=cutile_archs, intercept=_intercept,
-          one_launch=_one_launch, translate=_translate, plan_compile=_plan_compile, check_inputs=_check_inputs)
+          one_launch=_one_launch, translate=_translate, plan_compile=_plan_compile, check_inputs=_check_inputs,
+          default_archs=DEFAULT_ARCHS)

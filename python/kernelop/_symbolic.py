@@ -161,6 +161,9 @@ class Recorder:
         self._leaf: Dict[sympy.Symbol, str] = {}  # every symbol created -> its leaf (before replacements)
         self.tunables: Dict[sympy.Symbol, str] = {}
         self._sm_count: Optional[torch.SymInt] = None  # sm_count(), made when host code asks for it
+        # The architectures the op compiles for, when known as it is recorded ("sm_90a"): host code's decisions on
+        # the device's compute capability are made for them (sizes.DeviceProperties).
+        self.archs: Tuple[str, ...] = ()
         # Note [rank-free recording]: a recording made to be compared with one at another rank names axes so that
         # the same code gives the same text at every rank: the first axis 0, the last -1, others from the end; the
         # product of all of a tensor's sizes but one axis numel_except; a tensor whose every size another tensor's

@@ -36,7 +36,7 @@ except ImportError:
     HAVE_CUTE = False
 
 CUDA = torch.cuda.is_available()
-NAMES = ("vector_add", "axpy", "add_int")
+NAMES = ("vector_add", "axpy", "add_int", "add_twice")
 
 
 def run_python(code):
@@ -275,6 +275,23 @@ class Recording(unittest.TestCase):
 
 
 @unittest.skipUnless(HAVE_CUTE, "nvidia-cutlass-dsl is not installed")
+class SeveralLaunches(unittest.TestCase):
+    def test_two_host_calls_are_one_op_with_a_scratch_tensor(self):
+        r = ko.record_plugin(ko.cutedsl(ck.add_twice), op_name="kop_cd_two::add_twice",
+                             example_inputs={"a": torch.empty(8, 64), "b": torch.empty(8, 64)})
+        d = r.doc
+        self.assertEqual([(o["name"], o.get("scratch", False)) for o in d["outputs"]], [("out", False), ("mC", True)])
+        (then,) = d["then"]
+        self.assertEqual(then["kernel_name"], "vector_add_host")
+        scratch = d["outputs"][1]["name"]
+        self.assertEqual(d["params"][2]["struct"][0], scratch)  # the first launch writes the scratch
+        self.assertEqual(then["params"][0]["struct"][0], scratch)  # which the second reads
+        self.assertEqual(then["params"][2]["struct"][0], d["outputs"][0]["name"])  # into the output
+        op = r.register(["sm_90a"])
+        self.assertEqual(op(torch.empty(3, 5, device="meta")[..., :5], torch.empty(3, 5, device="meta")).shape,
+                         (3, 5))
+
+
 class Refusals(unittest.TestCase):
     def test_what_cannot_be_recorded_is_named(self):
         def no_launch(a: torch.Tensor) -> torch.Tensor:
@@ -282,21 +299,14 @@ class Refusals(unittest.TestCase):
         expect_error(self, ValueError, "launch_fn called no @cute.jit function", ko.record_plugin,
                      ko.cutedsl(no_launch))
 
-        def two_calls(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-            c = torch.empty_like(a)
-            ck.vector_add_host(from_dlpack(a), from_dlpack(b), from_dlpack(c))
-            ck.vector_add_host(from_dlpack(a), from_dlpack(b), from_dlpack(c))
-            return c
-        expect_error(self, ValueError, "launch_fn called 2 @cute.jit functions", ko.record_plugin,
-                     ko.cutedsl(two_calls))
+        outside = torch.zeros(4, 4)  # a tensor of the caller's, not an input (one launch_fn allocates is scratch)
 
-        def scratch(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        def captured(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
             c = torch.empty_like(a)
-            tmp = torch.zeros(4, 4)
-            ck.vector_add_host(from_dlpack(a), from_dlpack(tmp), from_dlpack(c))
+            ck.vector_add_host(from_dlpack(a), from_dlpack(outside), from_dlpack(c))
             return c
         expect_error(self, ValueError, "kernelop records inputs and returned outputs only", ko.record_plugin,
-                     ko.cutedsl(scratch))
+                     ko.cutedsl(captured))
 
         def twice(a: torch.Tensor) -> torch.Tensor:
             c = torch.empty_like(a)
@@ -412,6 +422,7 @@ class Cuda(unittest.TestCase):
             torch.testing.assert_close(ops_["axpy"](a, b, -2.0), -2.0 * a + b)  # tuned
             for k in (0, 3, -7):
                 torch.testing.assert_close(ops_["add_int"](a, k), a + k)
+            torch.testing.assert_close(ops_["add_twice"](a, b), a + 2 * b)  # two launches through a scratch
 
     def test_views_and_wrong_inputs(self):
         ops_ = _packaged_ops()
@@ -465,4 +476,4 @@ class Cuda(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    run_tests(cpu=[HostArithmetic, Recording, Refusals, Compilation, Registration], gpu=[Cuda], cuda=CUDA)
+    run_tests(cpu=[HostArithmetic, Recording, SeveralLaunches, Refusals, Compilation, Registration], gpu=[Cuda], cuda=CUDA)

@@ -75,9 +75,32 @@ class Recording(unittest.TestCase):
         doc = recorded()["rms_norm"].doc
         self.assertEqual(doc["kernel_name"], "RMSNorm")
         self.assertEqual(doc["params"][1], {"struct": ["weight"]})  # (N,) with N static: its pointer alone
-        self.assertEqual(doc["params"][3], "eps")
+        self.assertEqual(doc["params"][3], {"struct": ["rstd", {"expr": "dim(rstd, 0)"}]})  # store_rstd=True
+        self.assertEqual(doc["params"][4], "eps")
+        self.assertEqual([o["name"] for o in doc["outputs"]], ["y", "rstd"])
         self.assertIn("aligned(weight, 16)", doc["requires"])
         self.assertEqual(doc["configs"][1]["requires"], ["dim(x, 1) == 4096", "dim(weight, 0) == 4096"])
+
+    def test_rms_norm_backward_is_quacks_custom_op_its_partials_and_their_sum(self):
+        bwd = recorded()["rms_norm"].doc["backward"]
+        self.assertEqual(bwd["differentiable"], ["x", "weight"])
+        self.assertEqual(bwd["kernel_name"], "RMSNormBackward")  # launched inside torch.ops.quack.rmsnorm_bwd_f
+        partials = bwd["outputs"][2]
+        self.assertTrue(partials["scratch"])
+        # get_sm_count(N, device) for sm_80 and sm_90a (major < 10): 8, 2 and 1 partials per SM by N
+        self.assertEqual(partials["shape"], ["select(dim(x, -1) == 1024, 8 * sm_count(), select(dim(x, -1) == 4096, "
+                                             "2 * sm_count(), sm_count()))", "dim(x, 1)"])
+        (then,) = bwd["then"]
+        self.assertEqual(then["kernel_name"], "kop_sum_dim<T, U>")  # dw_partial.sum(dim=0).to(weight.dtype)
+
+    def test_each_row_length_is_its_own_kernel(self):
+        entries = {}
+        for b in recorded()["softmax"].compile(["sm_90a"]):
+            entries.setdefault(b.program, set()).add(b.entry)
+        self.assertEqual(len(entries), len(quack_ops.N_VALUES))
+        for program, n in enumerate(quack_ops.N_VALUES):
+            (entry,) = entries[program]
+            self.assertIn(f"o{n}i64div8", entry)  # the kernel QuACK compiles for (batch, N)
 
     def test_a_literal_eps_is_a_constant_of_the_op(self):
         if not HAVE_QUACK:
@@ -89,7 +112,7 @@ class Recording(unittest.TestCase):
         doc = ko.record_plugin(ko.cutedsl(rms_norm_default_eps, specialize=[4096], arch="sm_90a"),
                                op_name="kop_quack_cpu::rms_default_eps",
                                example_inputs={"x": meta(8, 4096), "weight": meta(4096)}).doc
-        self.assertEqual(doc["params"][3], {"float": 1e-6})
+        self.assertEqual(doc["params"][4], {"float": 1e-6})
 
     def test_the_meta_kernel_refuses_a_row_length_no_kernel_was_compiled_for(self):
         op = recorded()["softmax"].register()
@@ -192,6 +215,41 @@ class Refusals(unittest.TestCase):
                      example_inputs={"a": torch.empty(8, 64), "b": torch.empty(8, 64)})
 
 
+class DeviceCapability(unittest.TestCase):
+    """Host code deciding on the device's compute capability (QuACK's get_sm_count: props.major >= 10), decided for
+    the architectures the op compiles for (kernelop._recording.sizes.Capability)."""
+
+    def setUp(self):
+        if not HAVE_CUTE:
+            self.skipTest("nvidia-cutlass-dsl is not installed")
+
+    def launch(self, threshold):
+        import cutedsl_kernels as ck
+
+        def vector_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            props = torch.cuda.get_device_properties(a.device)
+            if props.major >= threshold:  # a decision the host code makes for the device
+                return ck.vector_add(a, b)
+            return ck.vector_add(b, a)
+        return vector_add
+
+    def test_a_decision_every_architecture_makes_alike_is_recorded(self):
+        ex = {"a": torch.empty(8, 64), "b": torch.empty(8, 64)}
+        r = ko.record_plugin(ko.cutedsl(self.launch(10), arch=["sm_80", "sm_90a"]), op_name="kop_quack_cpu::cap",
+                             example_inputs=ex)
+        self.assertEqual(r.doc["kernel_name"], "vector_add_host")
+
+    def test_a_decision_the_architectures_split_on_is_refused_naming_them(self):
+        ex = {"a": torch.empty(8, 64), "b": torch.empty(8, 64)}
+        expect_error(self, ValueError, "launch_fn decides 'device major >= 9' on the host, which the architectures "
+                     "the op compiles for (sm_80, sm_90a) decide differently; record one op per architecture",
+                     ko.record_plugin, ko.cutedsl(self.launch(9), arch=["sm_80", "sm_90a"]),
+                     op_name="kop_quack_cpu::cap_split", example_inputs=ex)
+        r = ko.record_plugin(ko.cutedsl(self.launch(9), arch="sm_90a"), op_name="kop_quack_cpu::cap_one",
+                             example_inputs=ex)
+        self.assertEqual(r.doc["kernel_name"], "vector_add_host")
+
+
 class Packages(unittest.TestCase):
     def test_packages_load_where_neither_the_cute_dsl_nor_quack_can_be_imported(self):
         folder = temp_dir()
@@ -203,7 +261,8 @@ class Packages(unittest.TestCase):
             rms = ko.load_package(os.path.join({folder!r}, "kop_quack_cpu.rms_norm.kop"))
             x = torch.empty(5, 8192, dtype=torch.bfloat16, device="meta")
             w = torch.empty(8192, dtype=torch.bfloat16, device="meta")
-            print(tuple(sm(x).shape), tuple(rms(x, w, 1e-5).shape), sys.modules.get("cutlass"), sys.modules.get("quack"))
+            print(tuple(sm(x).shape), tuple(rms(x, w, 1e-5)[0].shape), sys.modules.get("cutlass"),
+                  sys.modules.get("quack"))
         """)
         self.assertEqual(out.split(), ["(5,", "8192)", "(5,", "8192)", "None", "None"])
 
@@ -231,15 +290,23 @@ class Cuda(unittest.TestCase):
                 torch.testing.assert_close(dx.float(), ref_dx.float(), atol=2e-3, rtol=2e-2,
                                            msg=lambda s: f"grad [{m}, {n}]: {s}")
 
-    def test_rms_norm_matches_torch(self):
+    def test_rms_norm_values_and_gradients_match_torch(self):
         rms = _packaged()["rms_norm"]
         for n in quack_ops.N_VALUES:
-            w = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+            w = torch.randn(n, device="cuda", dtype=torch.bfloat16, requires_grad=True)
             for m in self.ROWS:
-                x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+                x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+                y, rstd = rms(x, w, 1e-5)
                 ref = torch.nn.functional.rms_norm(x.float(), (n,), w.float(), 1e-5)
-                torch.testing.assert_close(rms(x, w, 1e-5).float(), ref, atol=3e-2, rtol=2e-2,
-                                           msg=lambda s: f"[{m}, {n}]: {s}")
+                torch.testing.assert_close(y.float(), ref, atol=3e-2, rtol=2e-2, msg=lambda s: f"[{m}, {n}]: {s}")
+                torch.testing.assert_close(rstd, torch.rsqrt(x.float().pow(2).mean(1) + 1e-5), atol=1e-3, rtol=1e-3)
+                g = torch.randn_like(y)
+                dx, dw = torch.autograd.grad(y, (x, w), g)
+                ref_dx, ref_dw = torch.autograd.grad(ref, (x, w), g.float())
+                torch.testing.assert_close(dx.float(), ref_dx.float(), atol=5e-2, rtol=3e-2,
+                                           msg=lambda s: f"dx [{m}, {n}]: {s}")
+                torch.testing.assert_close(dw.float(), ref_dw.float(), atol=0.5 + 0.01 * m ** 0.5, rtol=3e-2,
+                                           msg=lambda s: f"dw [{m}, {n}]: {s}")
 
     def test_other_sizes_and_misaligned_inputs_are_refused(self):
         ops = _packaged()
@@ -261,7 +328,7 @@ class Cuda(unittest.TestCase):
         g.replay()
         torch.cuda.synchronize()
         torch.testing.assert_close(out.float(), torch.softmax(x.float(), 1), atol=2e-3, rtol=2e-2)
-        f = torch.compile(lambda a, b: rms(sm(a), b, 1e-5) * 2, fullgraph=True, dynamic=True)
+        f = torch.compile(lambda a, b: rms(sm(a), b, 1e-5)[0] * 2, fullgraph=True, dynamic=True)
         for m in (7, 300):
             a = torch.randn(m, 4096, device="cuda", dtype=torch.bfloat16)
             ref = torch.nn.functional.rms_norm(torch.softmax(a.float(), 1), (4096,), w.float(), 1e-5) * 2
@@ -271,4 +338,4 @@ class Cuda(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    run_tests(cpu=[Recording, CompiledOutsideARecording, Refusals, Packages], gpu=[Cuda], cuda=CUDA)
+    run_tests(cpu=[Recording, CompiledOutsideARecording, Refusals, DeviceCapability, Packages], gpu=[Cuda], cuda=CUDA)

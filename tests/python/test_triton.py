@@ -1849,6 +1849,40 @@ def host_read_cases():
     ]
 
 
+@torch.library.custom_op("kop_tt_lib::copy_into", mutates_args={"y"})
+def _library_copy_into(x: torch.Tensor, y: torch.Tensor) -> None:
+    """A library's wrapper of its kernel as a torch.library op whose fake launches nothing (as QuACK's cute_op)."""
+    copy_kernel[(triton.cdiv(x.numel(), 128),)](x, y, x.numel(), BLOCK=128)
+
+
+@_library_copy_into.register_fake
+def _(x, y):
+    return None
+
+
+class CustomOpBodies(unittest.TestCase):
+    """Note [custom ops' bodies]: a torch.library.custom_op launch_fn calls runs its Python body while recording."""
+
+    def test_a_custom_op_with_a_no_op_fake_records_its_kernel(self):
+        def launch(x: torch.Tensor) -> torch.Tensor:
+            y = torch.empty_like(x)
+            torch.ops.kop_tt_lib.copy_into(x, y)
+            return y
+        r = ko.record_plugin(ko.triton(launch), op_name="kop_tt_lib::copy", example_inputs=(torch.empty(8, 16),))
+        self.assertEqual(r.doc["kernel_name"], "copy_kernel")
+        # (the output named after the kernel's parameter it is passed to, as for a launch of launch_fn's own)
+        self.assertEqual(r.doc["params"][:3], ["x", "Y", {"expr": "numel(x)"}])
+        self.assertEqual(r.doc["outputs"], [{"name": "Y", "shape": {"same_as": "x"}, "dtype": "float32"}])
+
+    def test_an_op_registered_otherwise_runs_as_it_is(self):
+        def launch(x: torch.Tensor) -> torch.Tensor:
+            y = torch.ops.aten.relu(x)  # aten's: host work on the output, refused by name as ever
+            copy_kernel[(1,)](x, y, x.numel(), BLOCK=128)
+            return y
+        expect_error(self, ValueError, "relu", ko.record_plugin, ko.triton(launch), op_name="kop_tt_lib::relu",
+                     example_inputs=(torch.empty(8, 16),))
+
+
 class SeveralLaunches(unittest.TestCase):
     """launch_fn launching several kernels with scratch and host glue between them (Note [recorded programs])."""
 
@@ -3241,5 +3275,6 @@ class Cuda(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    run_tests(cpu=[Recording, RecordedBackward, WrittenInputs, InitialisedOutputsPackaged, RankFree, SizeClasses,
+    run_tests(cpu=[CustomOpBodies, Recording, RecordedBackward, WrittenInputs, InitialisedOutputsPackaged, RankFree,
+                   SizeClasses,
                    SeveralLaunches, Refusals, Compilation, Registration], gpu=[Cuda], cuda=CUDA)

@@ -120,13 +120,17 @@ def check_archs(where: str, archs: Any, pattern: str, dsl: str, rule: str, name:
 
 def select_over_configs(texts: List[List[str]], values: List[Dict[str, Any]], names: List[str]) -> List[str]:
     """Per axis, one expression that is config c's texts[c][axis] when the tunables have config c's values."""
+    return select_over_conditions(texts, [conjunction([f"{k} == {int(v[k])}" for k in names]) for v in values])
+
+
+def select_over_conditions(texts: List[List[str]], conditions: List[str]) -> List[str]:
+    """Per axis, one expression that is texts[c][axis] for the first c whose condition holds (the last's otherwise)."""
     out = []
     for a in range(len(texts[0])):
         text = texts[-1][a]
-        for c in range(len(values) - 2, -1, -1):
+        for c in range(len(conditions) - 2, -1, -1):
             if text != texts[c][a]:
-                cond = conjunction([f"{k} == {int(values[c][k])}" for k in names])
-                text = f"select({cond}, {texts[c][a]}, {text})"
+                text = f"select({conditions[c]}, {texts[c][a]}, {text})"
         out.append(canonical(text))
     return out
 

@@ -22,7 +22,8 @@ from .._spec import Backward
 from .._symbolic import _HINTS, Recorder, Unexpressible, canonical, shorten
 from . import compiling, sizes
 from .compiling import CompiledKernel, CompileJob, KernelBinary
-from .configs import check_config_values, conjunction, count, select_over_configs, validate_recorded
+from .configs import (check_config_values, conjunction, count, select_over_conditions, select_over_configs,
+                      validate_recorded)
 from .interception import Handlers, NestedRecording, current_recording, intercepting, nested_message, recording
 from .program import Program, copies_checked, glue_launch, plan_program, storage_of
 from .program import VIEWS
@@ -69,6 +70,8 @@ class Dsl:
     launch_tensors: Optional[Callable[[Any], Tuple[Dict[str, Any], Set[str]]]] = None
     # () -> a context launch_fn runs in, besides the interception (the CuTe DSL's: libraries' kernel caches off)
     while_recording: Callable[[], ContextManager[Any]] = contextlib.nullcontext
+    # the architectures an op compiles for when its spec names none, if the DSL has such a list (its compile default)
+    default_archs: Tuple[str, ...] = ()
 
 
 @dataclass
@@ -558,6 +561,7 @@ def _discover(dsl: Dsl, spec: Any, where: str, inputs: List[Input], tensors: Dic
     """launch_fn run once at the examples' ranks, for what it derives from sizes (Note [size classes]), with what it
     returned; its errors are left to the recordings that follow unless `raise_errors`."""
     rec = Recorder(where)
+    rec.archs = _recorded_archs(dsl, spec)
     rec.rank_free = {name for name, t in tensors.items() if t.dim() >= 2}  # sizes named as rank-free ops name them
     fakes = make_fakes(rec, inputs, tensors)
     derived = sizes.begin(rec)
@@ -635,7 +639,7 @@ def _merge_classes(where: str, d: sizes.SizeClasses, classes: List[Tuple[Tuple[i
     base = classes[0][1]
     for v, r in classes[1:]:
         for k in set(base.doc) | set(r.doc):
-            if k in ("op", "requires", "configs", "inputs", "geometry", "params"):
+            if k in ("op", "requires", "configs", "inputs") + _SELECTABLE:
                 continue
             if base.doc.get(k) != r.doc.get(k):
                 raise _classes_differ(where, d, classes[0][0], v, k)
@@ -643,7 +647,7 @@ def _merge_classes(where: str, d: sizes.SizeClasses, classes: List[Tuple[Tuple[i
     common = [c for c in requires[0] if all(c in other for other in requires[1:])]
     extra = [[c for c in req if c not in common] for req in requires]
     doc = dict(base.doc)
-    for k in ("geometry", "params"):  # a launch value that differs between classes: a select over them
+    for k in _SELECTABLE:  # a launch value or a shape that differs between classes: a select over them
         if k in doc:
             doc[k] = _select_over_classes(where, d, classes, k)
     mutated = {i["name"] for _, r in classes for i in r.doc["inputs"] if i.get("mutated")}
@@ -686,16 +690,21 @@ def _classes_differ(where: str, d: sizes.SizeClasses, first: Tuple[int, ...], v:
                       "and launch values (the grid, block, shared memory and the kernel's int arguments)")
 
 
+_SELECTABLE = ("geometry", "params", "outputs", "then")
+"""What size classes may differ in (Note [size classes]): expressions in the launch (grid, block, shared memory, the
+kernel's int arguments), the outputs' and scratch's shapes (per-SM partials sized by the class) and the later
+launches'."""
+_EXPRESSION_KEYS = ("expr", "grid", "block", "shared_mem", "shape")
+
+
 def _select_over_classes(where: str, d: sizes.SizeClasses, classes: List[Tuple[Tuple[int, ...], RecordedPlugin]],
                          key: str) -> Any:
-    """The classes' `key` ("geometry": a custom geometry's grid, block and shared memory; "params": the kernel's
-    int arguments) as one, each expression that differs between classes a select over size_class; anything else
-    must be the same."""
+    """The classes' `key` (_SELECTABLE) as one, each expression that differs between classes a select over
+    size_class; anything else must be the same."""
     def walk(x: Any, exprs: List[str], is_expr: bool) -> Any:
         """x with its expressions taken out into exprs (each replaced by a marker)."""
         if isinstance(x, dict):
-            return {k: walk(v, exprs, k == "expr" or (key == "geometry" and k in ("grid", "block", "shared_mem")))
-                    for k, v in x.items()}
+            return {k: walk(v, exprs, k in _EXPRESSION_KEYS) for k, v in x.items()}
         if isinstance(x, list):
             return [walk(v, exprs, is_expr) for v in x]
         if is_expr:
@@ -713,7 +722,10 @@ def _select_over_classes(where: str, d: sizes.SizeClasses, classes: List[Tuple[T
             raise _classes_differ(where, d, classes[0][0], v, key)
     if all(t == texts[0] for t in texts):
         return classes[0][1].doc[key]
-    merged = iter(select_over_configs(texts, [{_SIZE_CLASS: d.key(v)} for v, _ in classes], [_SIZE_CLASS]))
+    if key in ("geometry", "params"):  # the op's own launch: its tactic's class
+        merged = iter(select_over_configs(texts, [{_SIZE_CLASS: d.key(v)} for v, _ in classes], [_SIZE_CLASS]))
+    else:  # shapes (which no tunable may decide) and later launches: the class's condition on the sizes
+        merged = iter(select_over_conditions(texts, [d.within(v) for v, _ in classes]))
 
     def put(x: Any) -> Any:
         if isinstance(x, dict):
@@ -733,6 +745,11 @@ _HOST = {(torch.cuda, "device"): lambda original, *args, **kwargs: contextlib.nu
          (torch.SymInt, "__hash__"): sizes.size_hash,
          **{(torch.SymInt, name): sizes.size_comparison(name)
             for name in ("__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__")}}
+
+def _recorded_archs(dsl: Dsl, spec: Any) -> Tuple[str, ...]:
+    """The architectures the op compiles for, where known as it is recorded (the spec's arch=, else the DSL's)."""
+    return tuple(getattr(spec, "archs", None) or dsl.default_archs)
+
 
 @contextlib.contextmanager
 def _intercepting(dsl: Dsl, launches: List[Any]) -> Iterator[None]:
@@ -777,6 +794,7 @@ def _record_once(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], o
     """launch_fn run once on fakes, its one launch translated by its DSL, the op named after what was recorded
     (unless the user named it) and validated; with the recorder and what launch_fn derived from sizes."""
     rec = Recorder(where)
+    rec.archs = _recorded_archs(dsl, spec)
     if rank_free:  # the tensors recorded at two ranks (_higher_ranks)
         rec.rank_free = {name for name, t in tensors.items() if t.dim() >= 3}
     paths = _host_paths(dsl, spec, where, inputs, tensors, rank_free) if _host_sync(spec) else None
@@ -924,6 +942,7 @@ def _host_paths(dsl: Dsl, spec: Any, where: str, inputs: List[Input], tensors: D
     """Note [host paths]: launch_fn run on every branch of its host tests."""
     def run(decisions: Tuple[bool, ...]) -> Tuple[Tuple[bool, ...], Set[Any], Set[Any], Callable[..., Any]]:
         rec = Recorder(where)
+        rec.archs = _recorded_archs(dsl, spec)
         if rank_free:
             rec.rank_free = {name for name, t in tensors.items() if t.dim() >= 3}
         fakes = make_fakes(rec, inputs, tensors)

@@ -124,7 +124,8 @@ def end() -> None:
 
 class DeviceProperties:
     """torch.cuda.get_device_properties(...) while recording: the op runs on whatever device its inputs are on, so of
-    the device kernelop records only its SM count, as sm_count() (evaluated per device at launch)."""
+    the device kernelop records its SM count, as sm_count() (evaluated per device at launch), and its compute
+    capability as the architectures the op compiles for have it (Capability)."""
 
     def __init__(self, rec: Recorder) -> None:
         self._rec = rec
@@ -133,10 +134,63 @@ class DeviceProperties:
     def multi_processor_count(self) -> Any:
         return self._rec.sm_count()
 
+    @property
+    def major(self) -> Any:
+        return self._capability("major")
+
+    @property
+    def minor(self) -> Any:
+        return self._capability("minor")
+
+    def _capability(self, name: str) -> Any:
+        values = sorted({_arch_capability(a)[name == "minor"] for a in self._rec.archs})
+        if not values:
+            raise Unexpressible(f"launch_fn reads torch.cuda.get_device_properties(...).{name}; the op runs on any "
+                                "device, and its architectures are not known as it is recorded: decide in the kernel, "
+                                "or give the value as configs")
+        return Capability(values[0], name, tuple(values), self._rec.archs)
+
     def __getattr__(self, name: str) -> Any:
         raise Unexpressible(f"launch_fn reads torch.cuda.get_device_properties(...).{shorten(name)}; the op runs on "
-                            "any device, and of the device kernelop records only multi_processor_count (as "
-                            "sm_count(), evaluated at launch): decide on the rest in the kernel, or give it as configs")
+                            "any device, and of the device kernelop records multi_processor_count (as sm_count(), "
+                            "evaluated at launch) and major and minor (as the architectures the op compiles for have "
+                            "them): decide on the rest in the kernel, or give it as configs")
+
+
+def _arch_capability(arch: str) -> Tuple[int, int]:
+    """("sm_90a") -> (9, 0)."""
+    digits = "".join(ch for ch in arch.split("_", 1)[-1] if ch.isdigit())
+    return int(digits[:-1]), int(digits[-1])
+
+
+class Capability(int):
+    """The device's compute capability major (or minor) while recording: the architectures the op compiles for have
+    `values` of it, and host code may decide on it only where they all decide alike (QuACK's ``props.major >= 10``
+    for sm_80 and sm_90a); a decision they split on is refused, naming them."""
+
+    name: str
+    values: Tuple[int, ...]
+    archs: Tuple[str, ...]
+
+    def __new__(cls, value: int, name: str, values: Tuple[int, ...], archs: Tuple[str, ...]) -> "Capability":
+        self = super().__new__(cls, value)
+        self.name, self.values, self.archs = name, values, archs
+        return self
+
+    def _decide(self, op: Any, text: str, other: Any) -> Any:
+        results = {op(v, other) for v in self.values}
+        if len(results) > 1:
+            raise Unexpressible(f"launch_fn decides 'device {self.name} {text} {other}' on the host, which the "
+                                f"architectures the op compiles for ({', '.join(self.archs)}) decide differently; "
+                                "record one op per architecture (arch=...)")
+        return results.pop()
+
+
+for _name, (_op, _text) in {"__lt__": (operator.lt, "<"), "__le__": (operator.le, "<="), "__gt__": (operator.gt, ">"),
+                            "__ge__": (operator.ge, ">="), "__eq__": (operator.eq, "=="),
+                            "__ne__": (operator.ne, "!=")}.items():
+    setattr(Capability, _name, lambda self, other, _op=_op, _text=_text: self._decide(_op, _text, other))
+Capability.__hash__ = int.__hash__  # type: ignore[method-assign]
 
 
 def device_properties(original: Any, *args: Any, **kwargs: Any) -> Any:
