@@ -402,10 +402,19 @@ def _placeholder(fake: torch.Tensor) -> torch.Tensor:
     return torch.zeros([2 + i for i in range(fake.dim())], dtype=fake.dtype)
 
 
-def _dynamic(placeholder: torch.Tensor, assumed_align: Optional[int]) -> Any:
+def _dynamic(w: _Wrapped) -> Any:
+    """What a from_dlpack tensor is compiled as: a fake tensor in global memory (where the op's tensors are: copies
+    the DSL checks to read global memory compile) with a fully dynamic layout, unit stride innermost, and the
+    alignment from_dlpack was given (the element's by default), so one kernel serves every size."""
+    import cutlass.cute as cute
     from cutlass.cute.runtime import from_dlpack
-    t = from_dlpack(placeholder, assumed_align=assumed_align)
-    return t.mark_layout_dynamic(leading_dim=placeholder.dim() - 1)
+    from torch.utils._python_dispatch import _disable_current_modes
+    with _disable_current_modes():
+        element = from_dlpack(torch.zeros(1, dtype=w.fake.dtype)).element_type
+    rank = w.fake.dim()
+    return cute.runtime.make_fake_tensor(element, tuple(cute.sym_int() for _ in range(rank)),
+                                         stride=tuple(cute.sym_int64() for _ in range(rank - 1)) + (1,),
+                                         assumed_align=w.assumed_align)
 
 
 Mode = Tuple[Optional[int], int]
@@ -738,7 +747,7 @@ def _compile(recorded: RecordedPlugin, config: int, arch: str) -> Any:
     for p, d in program.dynamic:
         if d[0] == "tensor":
             w = d[2]
-            kwargs[p] = w.layout if w.layout is not None else _dynamic(_real_placeholder(w), w.assumed_align)
+            kwargs[p] = w.layout if w.layout is not None else _dynamic(w)
         elif d[0] == "int":
             kwargs[p] = 7
         elif d[0] == "stream":
@@ -760,12 +769,6 @@ def _compile(recorded: RecordedPlugin, config: int, arch: str) -> Any:
                            f"{type(e).__name__}: {e}") from e
     state.compiled[key] = (compiled, args)
     return state.compiled[key]
-
-
-def _real_placeholder(w: _Wrapped) -> torch.Tensor:
-    from torch.utils._python_dispatch import _disable_current_modes
-    with _disable_current_modes():
-        return _placeholder(w.fake)
 
 
 def _launch_of(recorded: RecordedPlugin, config: int, arch: str) -> Tuple[Dict[str, Any], Any]:

@@ -327,7 +327,8 @@ class _Host:
         """The one launch: its configuration (grid, block, shared memory, attributes) and argument array."""
         launches = [c for c in self.calls if c[0] in _LAUNCHES]
         if len(launches) != 1:
-            raise Unreadable(f"the host function launches {len(launches)} kernels; kernelop records one launch per op")
+            raise Unreadable(f"the host function launches {len(launches)} kernels; kernelop reads one launch per "
+                             "host function (call one per kernel: they are the op's launches, in order)")
         callee, call_args, self.launch_block = launches[0]
         if callee != self.launcher:
             raise Unreadable(f"the host function launches through {callee}, which kernelop does not read")

@@ -323,7 +323,8 @@ class Refusals(unittest.TestCase):
         expect_error(self, ValueError, "(unannotated); kernelop passes cute.Tensor arguments", ko.record_plugin,
                      ko.cutedsl(plain_int))
 
-        expect_error(self, ValueError, "the host function launches 2 kernels; kernelop records one launch per op",
+        expect_error(self, ValueError, "the host function launches 2 kernels; kernelop reads one launch per host "
+                     "function",
                      ko.record_plugin, ko.cutedsl(launches_twice))
         expect_error(self, ValueError, "kernel argument 0, field (0,) is a pointer that is not a tensor's own data "
                      "pointer (an address inside tensor 'a' (the host offsets its pointer))", ko.record_plugin,
@@ -352,6 +353,9 @@ class Compilation(unittest.TestCase):
             if b.arch.startswith("sm_"):
                 self.assertEqual(b.data[:4], b"\x7fELF")
                 self.assertIn(f".target {b.arch}", b.ptx)
+                # compiled with its tensors in global memory, as the op's are (not generic pointers)
+                self.assertIn("ld.global", b.ptx)
+                self.assertIn("st.global", b.ptx)
         # the two tactics' kernels are different compilations
         self.assertNotEqual(binaries[0].entry, binaries[3].entry)
         r.check()  # C++: every binary's .entry against the struct parameters, sizes and alignment
