@@ -77,6 +77,11 @@ class _Wrapped:
     fake: torch.Tensor
     assumed_align: Optional[int]
     layout: Any = None  # the fake CuTe tensor cute.compile was given for it (its layout as the author wrote it)
+    # from_dlpack's marks (Note [from_dlpack marks]): use_32bit_stride, and each mode's divisibility
+    # (mark_compact_shape_dynamic), and the unit-stride mode (mark_layout_dynamic's leading_dim)
+    stride_32bit: bool = False
+    divisibility: Dict[int, int] = field(default_factory=dict)
+    leading_dim: Optional[int] = None
 
 
 @dataclass
@@ -115,6 +120,13 @@ class _CompiledCall:
     wrapped: Dict[int, _Wrapped]
     normalized: Optional["_Call"] = None  # as a @cute.jit call (_normalized)
 
+
+# Note [from_dlpack marks]: a tensor from_dlpack wraps is compiled with a fully dynamic layout (one kernel for every
+# size), unit stride innermost, in global memory, and with what its author marked on it: use_32bit_stride (32-bit
+# stride fields), mark_compact_shape_dynamic(mode, divisibility=d) (the size of `mode`, and the strides outside it, a
+# multiple of d) and mark_layout_dynamic(leading_dim) (that mode's stride 1). The layout is then the op's, as a fake
+# tensor's (Note [compiled host functions]): each assumption a requirement on the contiguous tensors kernelop passes
+# (dim(x, 1) % 8 == 0). A mark's stride_order must be the contiguous one.
 
 # Note [compiled host functions]: libraries compile ahead and call the result, as QuACK does:
 #     compiled = cute.compile(Softmax(dtype, N), fake_x, fake_out, make_fake_stream(use_tvm_ffi_env_stream=True),
@@ -185,15 +197,39 @@ def _intercept(calls: List[Any]) -> Handlers:
 
     wrapped: Dict[int, _Wrapped] = {}
 
-    def init(original: Any, self: Any, tensor: Any, assumed_align: Optional[int] = None, *args: Any,
-             **kwargs: Any) -> None:
+    def init(original: Any, self: Any, tensor: Any, assumed_align: Optional[int] = None,
+             use_32bit_stride: bool = False, *args: Any, **kwargs: Any) -> None:
         if not isinstance(tensor, FakeTensor):
-            return original(self, tensor, assumed_align, *args, **kwargs)
+            return original(self, tensor, assumed_align, use_32bit_stride, *args, **kwargs)
         with _disable_current_modes():
             placeholder = _placeholder(tensor)
-        original(self, placeholder, assumed_align, *args, **kwargs)
+        original(self, placeholder, assumed_align, use_32bit_stride, *args, **kwargs)
         self._kop_placeholder = placeholder  # kept alive with the wrapper
-        wrapped[id(self)] = _Wrapped(tensor, assumed_align)
+        wrapped[id(self)] = _Wrapped(tensor, assumed_align, stride_32bit=bool(use_32bit_stride))
+        if use_32bit_stride:
+            wrapped[id(self)].layout = _dynamic(wrapped[id(self)])
+
+    def mark_layout(original: Any, self: Any, leading_dim: Optional[int] = None) -> Any:
+        w = wrapped.get(id(self))
+        if w is not None and leading_dim is not None:
+            w.leading_dim = _mode(w, leading_dim, "mark_layout_dynamic's leading_dim")
+            w.layout = _dynamic(w)
+        return original(self, leading_dim) if w is None else self
+
+    def mark_shape(original: Any, self: Any, mode: int, stride_order: Any = None, divisibility: int = 1) -> Any:
+        w = wrapped.get(id(self))
+        if w is None:
+            return original(self, mode, stride_order, divisibility)
+        m = _mode(w, mode, "mark_compact_shape_dynamic's mode")
+        if isinstance(divisibility, bool) or not isinstance(divisibility, int) or divisibility < 1:
+            raise ValueError(f"mark_compact_shape_dynamic's divisibility must be an int >= 1, got "
+                             f"{shorten(repr(divisibility))}")
+        if stride_order is not None and tuple(stride_order) != tuple(range(w.fake.dim())):
+            raise ValueError(f"mark_compact_shape_dynamic's stride_order {shorten(repr(stride_order))}: kernelop "
+                             f"passes contiguous tensors, whose stride_order is {tuple(range(w.fake.dim()))}")
+        w.divisibility[m] = divisibility
+        w.layout = _dynamic(w)
+        return self
 
     def func(original: Any, self: Any, body: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         calls.append(_Call(body, args, kwargs, wrapped))
@@ -216,7 +252,16 @@ def _intercept(calls: List[Any]) -> Handlers:
 
     return {(runtime._Tensor, "__init__"): init, (dsl.BaseDSL, "_func"): func,
             (CompileCallable, "__call__"): compile_, (_Compiled, "__call__"): call_compiled,
-            (runtime._FakeTensor, "__init__"): fake_tensor}
+            (runtime._FakeTensor, "__init__"): fake_tensor, (runtime._Tensor, "mark_layout_dynamic"): mark_layout,
+            (runtime._Tensor, "mark_compact_shape_dynamic"): mark_shape}
+
+
+def _mode(w: _Wrapped, mode: Any, what: str) -> int:
+    """A mode of the tensor `w` wraps, counted from 0 (a negative one from the end)."""
+    rank = w.fake.dim()
+    if isinstance(mode, bool) or not isinstance(mode, int) or not -rank <= mode < rank:
+        raise ValueError(f"{what} {shorten(repr(mode))} is no mode of a tensor of rank {rank}")
+    return mode % rank
 
 
 def _size_value(x: Any) -> Any:
@@ -412,9 +457,15 @@ def _dynamic(w: _Wrapped) -> Any:
     with _disable_current_modes():
         element = from_dlpack(torch.zeros(1, dtype=w.fake.dtype)).element_type
     rank = w.fake.dim()
-    return cute.runtime.make_fake_tensor(element, tuple(cute.sym_int() for _ in range(rank)),
-                                         stride=tuple(cute.sym_int64() for _ in range(rank - 1)) + (1,),
-                                         assumed_align=w.assumed_align)
+    unit = rank - 1 if w.leading_dim is None else w.leading_dim
+    # A mode's divisibility carries to the strides of the modes outside it (a contiguous stride is a product of the
+    # sizes inside it): mark_compact_shape_dynamic's propagation.
+    stride_div = [max([w.divisibility.get(m, 1) for m in range(a + 1, rank)] + [1]) for a in range(rank)]
+    wide = cute.sym_int if w.stride_32bit else cute.sym_int64
+    return cute.runtime.make_fake_tensor(
+        element, tuple(cute.sym_int(divisibility=w.divisibility.get(a, 1)) for a in range(rank)),
+        stride=tuple(1 if a == unit else wide(divisibility=stride_div[a]) for a in range(rank)),
+        assumed_align=w.assumed_align)
 
 
 Mode = Tuple[Optional[int], int]

@@ -260,6 +260,31 @@ class Recording(unittest.TestCase):
         self.assertFalse(any("aligned(c" in x for x in d["requires"]))
         r.check(["sm_80"])
 
+    def test_from_dlpack_marks_are_kept_as_requirements(self):
+        def marked(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            c = torch.empty_like(a)
+            ck.vector_add_host(from_dlpack(a, assumed_align=16).mark_compact_shape_dynamic(mode=1, divisibility=8),
+                               from_dlpack(b, use_32bit_stride=True), from_dlpack(c).mark_layout_dynamic())
+            return c
+        r = ko.record_plugin(ko.cutedsl(marked, arch="sm_90a"), op_name="kop_cd_marks::marked",
+                             example_inputs={"a": torch.empty(8, 64), "b": torch.empty(8, 64)})
+        self.assertEqual(r.doc["params"][1], {"struct": ["b", {"expr": "dim(b, 0)"}, {"expr": "dim(b, 1)"},
+                                                         {"expr": "stride(b, 0)"}]})  # a 32-bit stride
+        self.assertEqual(r.doc["requires"], ["rank(a) == 2", "aligned(a, 16)", "rank(b) == 2", "dim(a, 1) % 8 == 0"])
+        r.check(["sm_90a"])  # the compiled kernel's parameters are the struct's
+        op = r.register(["sm_90a"])
+        expect_error(self, RuntimeError, "dim(a, 1) % 8 == 0", op, torch.empty(4, 12, device="meta"),
+                     torch.empty(4, 12, device="meta"))
+
+        def bad_mode(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            c = torch.empty_like(a)
+            ck.vector_add_host(from_dlpack(a).mark_compact_shape_dynamic(mode=2, divisibility=8), from_dlpack(b),
+                               from_dlpack(c))
+            return c
+        expect_error(self, ValueError, "mark_compact_shape_dynamic's mode 2 is no mode of a tensor of rank 2",
+                     ko.record_plugin, ko.cutedsl(bad_mode), op_name="kop_cd_marks::bad_mode",
+                     example_inputs={"a": torch.empty(8, 64), "b": torch.empty(8, 64)})
+
     def test_meta_impl_gives_the_shapes_and_must_agree(self):
         r = ko.record_plugin(ko.cutedsl(ck.vector_add), lambda a, b: torch.empty_like(a), op_name="kop_cd_rec::m")
         self.assertEqual(r.doc["outputs"][0]["shape"], {"same_as": "a"})
