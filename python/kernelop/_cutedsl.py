@@ -21,6 +21,7 @@ import json
 import re
 import sys
 import tempfile
+import threading
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
@@ -281,20 +282,31 @@ def _sizes_in(fn: Any) -> None:
             setattr(owner, k, _size_value(v))
 
 
+_caches_lock = threading.Lock()
+_caches_off: List[Any] = [0, []]  # [recordings under way, (module, flag, value before the first)]
+
+
 @contextlib.contextmanager
 def _library_caches_off() -> Iterator[None]:
-    """_LIBRARY_CACHES off for the duration (the libraries already imported)."""
-    saved = []
-    for module, flag in _LIBRARY_CACHES:
-        m = sys.modules.get(module)
-        if m is not None and hasattr(m, flag):
-            saved.append((m, flag, getattr(m, flag)))
-            setattr(m, flag, False)
+    """_LIBRARY_CACHES off for the duration (the libraries already imported); recordings on several threads share
+    it: the first turns them off, the last restores them."""
+    with _caches_lock:
+        if _caches_off[0] == 0:
+            _caches_off[1] = []
+            for module, flag in _LIBRARY_CACHES:
+                m = sys.modules.get(module)
+                if m is not None and hasattr(m, flag):
+                    _caches_off[1].append((m, flag, getattr(m, flag)))
+                    setattr(m, flag, False)
+        _caches_off[0] += 1
     try:
         yield
     finally:
-        for m, flag, value in saved:
-            setattr(m, flag, value)
+        with _caches_lock:
+            _caches_off[0] -= 1
+            if _caches_off[0] == 0:
+                for m, flag, value in _caches_off[1]:
+                    setattr(m, flag, value)
 
 
 def _one_launch(where: str, calls: List[Any]) -> Tuple[Any, str]:

@@ -141,10 +141,14 @@ class Recording(unittest.TestCase):
             self.assertEqual([p for p in pathlib.Path(cache_dir).rglob("*.o")], [])  # nothing written to disk
         finally:
             qc.CACHE_DIR = saved
-        # The recording's entry in Softmax.compile's in-memory cache is keyed apart from a real call's N.
-        from kernelop._recording.sizes import SizeInt
-        self.assertNotEqual(hash(SizeInt(1024, "dim(x, 1)")), hash(1024))
-        self.assertEqual(SizeInt(1024, "dim(x, 1)"), 1024)
+        # The recording's entry in Softmax.compile's in-memory cache is keyed by x.size(1) itself, hashed apart from
+        # a real call's plain N (Note [sizes as ints]): no real call gets the recording's stand-in.
+        from kernelop._recording.sizes import SIZE_HASH
+        self.assertNotEqual(hash((SIZE_HASH, 1024)), hash(1024))
+        softmax_compile = sys.modules["quack.softmax"].Softmax.compile
+        real_key = (cutlass.BFloat16, cutlass.BFloat16, 1024)
+        self.assertNotIn(real_key, softmax_compile.__closure__[softmax_compile.__code__.co_freevars.index("cache")]
+                         .cell_contents)
 
 
 class CompiledOutsideARecording(unittest.TestCase):

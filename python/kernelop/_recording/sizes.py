@@ -261,31 +261,26 @@ def exact_size(n: Any) -> Any:
     return DerivedInt(v, text)
 
 
-class SizeInt(DerivedInt):
-    """A size host code turned into a Python int while recording (``int(x.size(1))``, ``math.gcd(8, n)``, a cache
-    key): the value of the class recorded, hashed apart from the plain int (Note [sizes as ints])."""
-
-    def __hash__(self) -> int:
-        return hash(("kernelop.SizeInt", int(self)))
-
-
 # Note [sizes as ints]: library host code compiles sizes in (QuACK's ``Softmax.compile(dtype, out_dtype, N)`` with
-# ``N = x.size(1)``, hashed into a cache key and passed to math.gcd). While recording, int(), index() and hash() of a
-# SymInt that is one input size give that size's value in the class recorded, as a constexpr taking the size does
+# ``N = x.size(1)``, hashed into a cache key and passed to math.gcd). While recording, int() and index() of a SymInt
+# that is one input size give that size's value in the class recorded, as a constexpr taking the size does
 # (exact_size): the class ``size == value`` is a requirement of the recording, the values recorded are those
-# ``specialize`` lists, and the size stays symbolic everywhere else (an output like the input keeps dim(x, 1)). Any
-# other SymInt (a product of sizes, an unbacked value) is PyTorch's own: a guard, which the recorder refuses as a
-# specialisation. The int hashes apart from the plain int, so a library's cache of compiled kernels keyed by it never
-# hands a recording a kernel compiled for real before (which cannot be recorded), nor a real caller what the
-# recording made; equality and arithmetic are the int's.
+# ``specialize`` lists, and the size stays symbolic everywhere else (an output like the input keeps dim(x, 1)).
+# Comparing such a size with a number gives the comparison of that value (no guard: the class implies it); hashing
+# it gives a hash of its own (SIZE_HASH), so a library's cache of compiled kernels keyed by the SymInt never hands a
+# recording a kernel compiled for real before (which cannot be recorded), nor a real caller (keyed by the plain int)
+# what the recording made. Any other SymInt (a product of sizes, an unbacked value) is PyTorch's own: a guard,
+# which the recorder refuses as a specialisation.
+SIZE_HASH = "kernelop: a size compiled in while recording"
+
+
 def size_as_int(original: Any, n: Any) -> Any:
     """SymInt.__int__ / __index__ while recording (Note [sizes as ints]); PyTorch's own for anything else."""
     rec: Optional[Recorder] = getattr(_state, "rec", None)
     if rec is None or getattr(_state, "calls", None) is None or n.node.hint is None or not n.node.expr.is_Symbol \
             or not rec.keys_of(n.node.expr):
         return original(n)
-    v = exact_size(n)
-    return SizeInt(int(v), v.derived)
+    return int(exact_size(n))
 
 
 def size_comparison(name: str) -> Any:
@@ -309,9 +304,10 @@ _COMPARISONS = {"__lt__": operator.lt, "__le__": operator.le, "__gt__": operator
 
 
 def size_hash(original: Any, n: Any) -> Any:
-    """SymInt.__hash__ while recording: the hash of size_as_int's value (PyTorch refuses to hash a SymInt)."""
-    v = size_as_int(lambda m: m, n)
-    return hash(v) if isinstance(v, SizeInt) else original(n)
+    """SymInt.__hash__ while recording: a hash of size_as_int's value apart from the plain int's (PyTorch refuses to
+    hash a SymInt)."""
+    v = size_as_int(lambda m: None, n)
+    return original(n) if v is None else hash((SIZE_HASH, v))
 
 
 def _exact_value(keys: Any) -> Optional[int]:
