@@ -14,6 +14,7 @@ CUBIN and PTX; the op runs from C++ with no Python and no CuTe DSL, and packages
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import importlib.metadata
 import inspect
@@ -144,6 +145,9 @@ class _CompiledCall:
 _LIBRARY_CACHES = (("quack.cache", "CACHE_ENABLED"),)
 """(module, flag): on-disk caches of compiled kernels in libraries kernelop records, off while recording: a kernel
 loaded from disk never goes through cute.compile, and nothing a recording compiles is a kernel to keep."""
+_DEVICE_CACHES = (("quack.cute_dsl_utils", "_get_device_capacity_cached"),)
+"""(module, function): libraries' caches of what the device is (functools caches), cleared when recordings start and
+when the last ends: a recording answers device queries for the architectures it compiles for, not the device."""
 
 Argument = Tuple[str, Tuple[Any, ...]]
 """A host argument: (parameter, ("tensor", name, _Wrapped) | ("int", expression) | ("float", name) |
@@ -238,8 +242,11 @@ def _intercept(calls: List[Any]) -> Handlers:
 
     def compile_(original: Any, self: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
         _sizes_in(fn)
-        return _Compiled(fn, tuple(_size_value(a) for a in args), {k: _size_value(v) for k, v in kwargs.items()},
-                         functools.partial(original, self))
+        args, kwargs = _size_value(args), _size_value(kwargs)
+        if _symbolic_in((args, kwargs)):
+            raise ValueError("cute.compile is given a size of the inputs where kernelop cannot make it the int it is "
+                             "compiled in (a dataclass or partial): pass it as an int")
+        return _Compiled(fn, args, kwargs, functools.partial(original, self))
 
     def fake_tensor(original: Any, self: Any, dtype: Any, shape: Any, *args: Any, stride: Any = None,
                     **kwargs: Any) -> None:
@@ -251,7 +258,14 @@ def _intercept(calls: List[Any]) -> Handlers:
         calls.append(_CompiledCall(self, args, kwargs, wrapped))
         return None
 
-    return {(runtime._Tensor, "__init__"): init, (dsl.BaseDSL, "_func"): func,
+    def compiled_before(original: Any, self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise ValueError("launch_fn called a CuTe DSL function compiled before this recording (a library's cache of "
+                         "compiled kernels keeps them, as QuACK's jit_cache does): kernelop records what cute.compile "
+                         "is given, which it did not see; clear that cache (QuACK: Softmax.compile.cache_clear()), "
+                         "or record the op before running the kernel")
+
+    precompiled = {(cls, "__call__"): compiled_before for cls in _compiled_function_classes()}
+    return {**precompiled, (runtime._Tensor, "__init__"): init, (dsl.BaseDSL, "_func"): func,
             (CompileCallable, "__call__"): compile_, (_Compiled, "__call__"): call_compiled,
             (runtime._FakeTensor, "__init__"): fake_tensor, (runtime._Tensor, "mark_layout_dynamic"): mark_layout,
             (runtime._Tensor, "mark_compact_shape_dynamic"): mark_shape}
@@ -265,21 +279,62 @@ def _mode(w: _Wrapped, mode: Any, what: str) -> int:
     return mode % rank
 
 
-def _size_value(x: Any) -> Any:
+def _compiled_function_classes() -> List[type]:
+    """The classes of what cute.compile returns (the TVM FFI's only where its package is installed)."""
+    from cutlass.base_dsl.jit_executor import JitCompiledFunction
+    from cutlass.cutlass_dsl.cuda_jit_executor import CudaDialectJitCompiledFunction
+    classes: List[type] = [JitCompiledFunction, CudaDialectJitCompiledFunction]
+    if "tvm_ffi" in sys.modules:
+        from cutlass.cutlass_dsl.tvm_ffi_provider import TVMFFIJitCompiledFunctionBase
+        classes.append(TVMFFIJitCompiledFunctionBase)
+    return classes
+
+
+def _size_value(x: Any, depth: int = 0) -> Any:
     """A size host code hands the DSL as a torch SymInt (QuACK's N = x.size(1) in a fake tensor's shape, in
-    Softmax(dtype, N)) as the int it is compiled in (Note [sizes as ints]); anything else as it is."""
-    return int(x) if isinstance(x, torch.SymInt) else x
+    Softmax(dtype, N)) as the int it is compiled in (Note [sizes as ints]), inside tuples, lists and dicts too;
+    anything else as it is."""
+    if isinstance(x, torch.SymInt):
+        return int(x)
+    if depth < 8 and isinstance(x, (tuple, list)) and not hasattr(x, "_fields"):
+        return type(x)(_size_value(v, depth + 1) for v in x)
+    if depth < 8 and isinstance(x, dict):
+        return {k: _size_value(v, depth + 1) for k, v in x.items()}
+    return x
+
+
+def _symbolic_in(x: Any, depth: int = 0) -> bool:
+    """Whether a torch SymInt (or another symbolic value) is left in x, at any depth kernelop looks at."""
+    if isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return True
+    if depth >= 8:
+        return False
+    if isinstance(x, (tuple, list, set, frozenset)):
+        return any(_symbolic_in(v, depth + 1) for v in x)
+    if isinstance(x, dict):
+        return any(_symbolic_in(v, depth + 1) for v in x.values())
+    if isinstance(x, functools.partial):
+        return _symbolic_in((x.args, x.keywords), depth + 1)
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return any(_symbolic_in(getattr(x, f.name), depth + 1) for f in dataclasses.fields(x))
+    return False
 
 
 def _sizes_in(fn: Any) -> None:
-    """The sizes an object given to cute.compile holds (Softmax(dtype, N).N) made ints (_size_value), in place: the
-    object is compiled again after the recording, when the SymInts mean nothing."""
+    """The sizes an object given to cute.compile holds (Softmax(dtype, N).N, in containers too) made ints
+    (_size_value), in place: the object is compiled again after the recording, when the SymInts mean nothing. A size
+    left anywhere else (a dataclass, a partial) is refused: it would be compiled in at the example's value."""
     owner = fn.__self__ if inspect.ismethod(fn) else fn
     if inspect.isfunction(owner) or not hasattr(owner, "__dict__"):
         return
     for k, v in list(vars(owner).items()):
-        if isinstance(v, torch.SymInt):
-            setattr(owner, k, _size_value(v))
+        converted = _size_value(v)
+        if converted is not v:
+            setattr(owner, k, converted)
+        if _symbolic_in(converted):
+            raise ValueError(f"the {type(owner).__name__} given to cute.compile holds a size of the inputs in its "
+                             f"attribute '{shorten(k)}' where kernelop cannot make it the int it is compiled in (a "
+                             "tuple, list or dict of sizes is; a dataclass or partial is not): hold it as an int")
 
 
 _caches_lock = threading.Lock()
@@ -292,6 +347,7 @@ def _library_caches_off() -> Iterator[None]:
     it: the first turns them off, the last restores them."""
     with _caches_lock:
         if _caches_off[0] == 0:
+            _clear_device_caches()
             _caches_off[1] = []
             for module, flag in _LIBRARY_CACHES:
                 m = sys.modules.get(module)
@@ -307,6 +363,14 @@ def _library_caches_off() -> Iterator[None]:
             if _caches_off[0] == 0:
                 for m, flag, value in _caches_off[1]:
                     setattr(m, flag, value)
+                _clear_device_caches()
+
+
+def _clear_device_caches() -> None:
+    for module, name in _DEVICE_CACHES:
+        clear = getattr(getattr(sys.modules.get(module), name, None), "cache_clear", None)
+        if clear is not None:
+            clear()
 
 
 def _one_launch(where: str, calls: List[Any]) -> Tuple[Any, str]:
@@ -383,19 +447,25 @@ def _as_call(where: str, c: _CompiledCall) -> _Call:
         raise ValueError(f"{where}: the function cute.compile returned for {name} is called with {len(c.args)} "
                          f"arguments; it takes {len(run_time)} ({shorten(', '.join(run_time), 300)})")
     wrapped = dict(c.wrapped)
+    paired: Dict[int, str] = {}
     for p, given in zip(run_time, c.args):
         compiled_with = values[p]
         what = f"{name}'s argument '{shorten(p)}'"
         if isinstance(compiled_with, cute.runtime._FakeTensor) or id(compiled_with) in c.wrapped:
+            if id(compiled_with) in paired:
+                raise ValueError(f"{where}: cute.compile of {name} is given one fake tensor for its parameters "
+                                 f"'{paired[id(compiled_with)]}' and '{shorten(p)}'; kernelop pairs each with the "
+                                 "tensor the call passes: give each parameter a fake tensor of its own")
+            paired[id(compiled_with)] = shorten(p)
             tensor = c.wrapped[id(given)].fake if id(given) in c.wrapped else given
             if not isinstance(tensor, FakeTensor):
                 raise ValueError(f"{where}: {what} was compiled as a tensor but is called with "
                                  f"{shorten(repr(given))}")
-            layout = compiled_with if isinstance(compiled_with, cute.runtime._FakeTensor) else None
-            align = compiled_with._assumed_align if layout is not None else c.wrapped[id(compiled_with)].assumed_align
-            if layout is not None:
-                _check_element_type(where, what, layout, tensor)
-            wrapped[id(compiled_with)] = _Wrapped(tensor, align, layout)
+            if isinstance(compiled_with, cute.runtime._FakeTensor):
+                _check_element_type(where, what, compiled_with, tensor)
+                wrapped[id(compiled_with)] = _Wrapped(tensor, compiled_with._assumed_align, compiled_with)
+            else:  # a from_dlpack tensor: its marks (Note [from_dlpack marks]), the call's tensor
+                wrapped[id(compiled_with)] = dataclasses.replace(c.wrapped[id(compiled_with)], fake=tensor)
         elif compiled_with is None:
             if given is not None:
                 raise ValueError(f"{where}: {what} was compiled as None (absent) but is called with "
@@ -689,6 +759,7 @@ def _arguments(ctx: Recording, call: _Call, bound: inspect.BoundArguments, param
                 raise ValueError(f"{where}: {what} is a tensor but annotated {shorten(repr(params[p].annotation))}")
             w = call.wrapped[id(value)]
             name = ctx.tensor_name(w.fake, what)
+            _check_not_a_view(ctx, w.fake, name, what)
             if w.fake.dtype not in _DTYPES:
                 raise ValueError(f"{where}: {what} is {w.fake.dtype}, which kernelop passes to CuTe DSL kernels as "
                                  f"none of {', '.join(str(d) for d in _DTYPES)}")
@@ -742,6 +813,23 @@ def _arguments(ctx: Recording, call: _Call, bound: inspect.BoundArguments, param
                              "cutlass.Float32 parameters, sizes and int scalars to cutlass.Int32 parameters, and "
                              "compile-time values to cutlass.Constexpr parameters")
     return dynamic, constexprs, requires, tensor_names, out_align, layouts
+
+
+def _check_not_a_view(ctx: Recording, t: torch.Tensor, name: str, what: str) -> None:
+    """A CuTe tensor's sizes and strides are its op tensor's (dim(x, 0), stride(x, 0)): a view of it with other ones
+    (x.t(), x[:, :n]) would be passed as x itself, so it is refused."""
+    own = next((r.fake for r in ctx.rec.tensors if r.name == name), None)
+    if own is None:
+        own = next((o for n, o in zip(ctx.out_names, ctx.outputs) if n == name), None)
+    if own is None:
+        return
+
+    def layout(x: torch.Tensor) -> List[str]:
+        return [str(v.node.expr) if isinstance(v, torch.SymInt) else str(v) for v in (*x.shape, "|", *x.stride())]
+    if layout(t) != layout(own):
+        raise ValueError(f"{ctx.where}: {what} is a view of '{name}' with other sizes or strides; kernelop passes a "
+                         f"CuTe tensor's sizes and strides from the op's own tensors: pass '{name}' itself (or a "
+                         "copy of the view, .contiguous(), which is then the op's scratch)")
 
 
 def _launch(recorded: RecordedPlugin, values: List[Dict[str, Any]], tuned: List[str]) -> Tuple[List[Any],

@@ -164,6 +164,7 @@ class Recorder:
         # The architectures the op compiles for, when known as it is recorded ("sm_90a"): host code's decisions on
         # the device's compute capability are made for them (sizes.DeviceProperties).
         self.archs: Tuple[str, ...] = ()
+        self.capability_read = False  # whether host code read the device's compute capability
         # Note [rank-free recording]: a recording made to be compared with one at another rank names axes so that
         # the same code gives the same text at every rank: the first axis 0, the last -1, others from the end; the
         # product of all of a tensor's sizes but one axis numel_except; a tensor whose every size another tensor's

@@ -141,14 +141,13 @@ class Recording(unittest.TestCase):
             self.assertEqual([p for p in pathlib.Path(cache_dir).rglob("*.o")], [])  # nothing written to disk
         finally:
             qc.CACHE_DIR = saved
-        # The recording's entry in Softmax.compile's in-memory cache is keyed by x.size(1) itself, hashed apart from
-        # a real call's plain N (Note [sizes as ints]): no real call gets the recording's stand-in.
-        from kernelop._recording.sizes import SIZE_HASH
-        self.assertNotEqual(hash((SIZE_HASH, 1024)), hash(1024))
+        # The recording's entry in Softmax.compile's in-memory cache is keyed by x.size(1), which hashes and compares
+        # as its value (Note [sizes as ints]): a real call of that N gets the recording's stand-in, which compiles for
+        # real on its first call outside a recording (CompiledOutsideARecording).
+        from kernelop._cutedsl import _Compiled
         softmax_compile = sys.modules["quack.softmax"].Softmax.compile
-        real_key = (cutlass.BFloat16, cutlass.BFloat16, 1024)
-        self.assertNotIn(real_key, softmax_compile.__closure__[softmax_compile.__code__.co_freevars.index("cache")]
-                         .cell_contents)
+        cache = softmax_compile.__closure__[softmax_compile.__code__.co_freevars.index("cache")].cell_contents
+        self.assertIsInstance(cache[(cutlass.BFloat16, cutlass.BFloat16, 1024)], _Compiled)
 
 
 class CompiledOutsideARecording(unittest.TestCase):
@@ -172,6 +171,21 @@ class Refusals(unittest.TestCase):
     def setUp(self):
         if not HAVE_CUTE:
             self.skipTest("nvidia-cutlass-dsl is not installed")
+
+    def test_a_function_compiled_before_the_recording_is_named(self):
+        import cutlass.cute as cute
+        import cutedsl_kernels as ck
+        fakes = [cute.runtime.make_fake_tensor(cutlass.Float32, (cute.sym_int(), 64), stride=(cute.sym_int64(), 1))
+                 for _ in range(3)]
+        compiled = cute.compile(ck.vector_add_host, *fakes, options="--gpu-arch sm_90a")  # for real, as a cache keeps
+
+        def cached(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            c = torch.empty_like(a)
+            compiled(a, b, c)
+            return c
+        expect_error(self, ValueError, "launch_fn called a CuTe DSL function compiled before this recording",
+                     ko.record_plugin, ko.cutedsl(cached), op_name="kop_quack_cpu::cached",
+                     example_inputs={"a": torch.empty(8, 64), "b": torch.empty(8, 64)})
 
     def test_a_compiled_function_called_unlike_its_compilation_is_named(self):
         import cutlass.cute as cute
@@ -202,6 +216,60 @@ class Refusals(unittest.TestCase):
                             (wrong_dtype, "mC' was compiled for Float32 elements but is called with a torch.float16")):
             expect_error(self, ValueError, message, ko.record_plugin, ko.cutedsl(fn, specialize=[64]),
                          op_name=f"kop_quack_cpu::{fn.__name__}", example_inputs=ex)
+
+    def test_what_the_compiled_call_passes_must_be_the_ops_tensors_and_ints(self):
+        import dataclasses as dc
+        import cutlass.cute as cute
+        import cutedsl_kernels as ck
+
+        def fakes(n, count=3):
+            return [cute.runtime.make_fake_tensor(cutlass.Float32, (cute.sym_int(), n), stride=(cute.sym_int64(), 1))
+                    for _ in range(count)]
+
+        def transposed(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            c = torch.empty_like(a)
+            cute.compile(ck.vector_add_host, *fakes(a.size(0)))(a.t(), b, c)  # a's sizes and strides are not a.t()'s
+            return c
+
+        def one_fake_twice(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            c = torch.empty_like(a)
+            f = fakes(a.size(1), 2)
+            cute.compile(ck.vector_add_host, f[0], f[0], f[1])(a, b, c)
+            return c
+
+        @dc.dataclass
+        class Dims:
+            n: object
+
+        class Adder:
+            def __init__(self, dims):
+                self.dims = dims
+
+            @cute.jit
+            def __call__(self, mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor):
+                ck.vector_add_host(mA, mB, mC)
+
+        def size_in_a_dataclass(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            c = torch.empty_like(a)
+            cute.compile(Adder(Dims(a.size(1))), *fakes(64))(a, b, c)
+            return c
+
+        def sizes_in_a_tuple(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            c = torch.empty_like(a)
+            adder = Adder((a.size(0), a.size(1)))
+            cute.compile(adder, *fakes(a.size(1)))(a, b, c)
+            assert type(adder.dims[1]) is int  # made the int it is compiled in
+            return c
+
+        ex = {"a": torch.empty(64, 64), "b": torch.empty(64, 64)}
+        for fn, message in ((transposed, "is a view of 'a' with other sizes or strides"),
+                            (one_fake_twice, "is given one fake tensor for its parameters 'mA' and 'mB'"),
+                            (size_in_a_dataclass, "holds a size of the inputs in its attribute 'dims'")):
+            expect_error(self, ValueError, message, ko.record_plugin, ko.cutedsl(fn, specialize=[64]),
+                         op_name=f"kop_quack_cpu::{fn.__name__}", example_inputs=ex)
+        r = ko.record_plugin(ko.cutedsl(sizes_in_a_tuple, specialize={"dim(a, 0)": [64], "dim(a, 1)": [64]}),
+                             op_name="kop_quack_cpu::tuple", example_inputs=ex)
+        self.assertEqual(r.doc["kernel_name"], "Adder")
 
     def test_a_layout_that_can_never_hold_is_named(self):
         import cutlass.cute as cute
@@ -242,6 +310,10 @@ class DeviceCapability(unittest.TestCase):
         r = ko.record_plugin(ko.cutedsl(self.launch(10), arch=["sm_80", "sm_90a"]), op_name="kop_quack_cpu::cap",
                              example_inputs=ex)
         self.assertEqual(r.doc["kernel_name"], "vector_add_host")
+        # decided for sm_80 and sm_90a: compiled for those only
+        expect_error(self, ValueError, "launch_fn decided on the device's compute capability for sm_80, sm_90a, as "
+                     "it was recorded; compiling it for sm_100a would run those decisions there", r.compile,
+                     ["sm_90a", "sm_100a"])
 
     def test_a_decision_the_architectures_split_on_is_refused_naming_them(self):
         ex = {"a": torch.empty(8, 64), "b": torch.empty(8, 64)}
@@ -252,6 +324,19 @@ class DeviceCapability(unittest.TestCase):
         r = ko.record_plugin(ko.cutedsl(self.launch(9), arch="sm_90a"), op_name="kop_quack_cpu::cap_one",
                              example_inputs=ex)
         self.assertEqual(r.doc["kernel_name"], "vector_add_host")
+
+    def test_computing_with_a_capability_the_architectures_split_on_is_refused(self):
+        import cutedsl_kernels as ck
+
+        def computes(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            props = torch.cuda.get_device_properties(a.device)
+            if props.major * 10 + props.minor >= 90:  # sm_80 and sm_90a disagree; the lowest must not stand in
+                return ck.vector_add(a, b)
+            return ck.vector_add(b, a)
+        expect_error(self, ValueError, "launch_fn computes with (mul) the device's major on the host, which the "
+                     "architectures the op compiles for (sm_80, sm_90a) have as 8, 9", ko.record_plugin,
+                     ko.cutedsl(computes, arch=["sm_80", "sm_90a"]), op_name="kop_quack_cpu::cap_math",
+                     example_inputs={"a": torch.empty(8, 64), "b": torch.empty(8, 64)})
 
 
 class Packages(unittest.TestCase):

@@ -1678,6 +1678,20 @@ class SizeClasses(unittest.TestCase):
         self.assertEqual(sorted({c["BLOCK"] for c in r.doc["configs"]}), [4, 8])
 
 
+class SizeClassesDiffering(unittest.TestCase):
+    def test_a_later_launch_only_some_classes_make_is_refused(self):
+        def launch(x: torch.Tensor) -> torch.Tensor:
+            y = torch.empty_like(x)
+            block = triton.next_power_of_2(x.shape[-1])
+            copy_kernel[(1,)](x, y, x.numel(), BLOCK=block)
+            if block > 16:  # a second launch (in place) for the larger class only
+                copy_kernel[(1,)](y, y, x.numel(), BLOCK=block)
+            return y
+        expect_error(self, ValueError, "differs from the one for dim(x, -1) <= 16 in 'then'", ko.record_plugin,
+                     ko.triton(launch, specialize=[16, 32]), op_name="kop_tt_classes::then_in_one",
+                     example_inputs=(torch.empty(4, 12),))
+
+
 @triton.jit
 def divide_by(X, Y, n, count, BLOCK: tl.constexpr):
     i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -1862,6 +1876,21 @@ def _(x, y):
     return None
 
 
+@torch.library.custom_op("kop_tt_lib::copy_into_cuda", mutates_args={"y"}, device_types="cpu")
+def _library_copy_into_cuda(x: torch.Tensor, y: torch.Tensor) -> None:
+    y.copy_(x)  # its CPU implementation
+
+
+@_library_copy_into_cuda.register_kernel("cuda")
+def _(x, y):
+    copy_kernel[(triton.cdiv(x.numel(), 128),)](x, y, x.numel(), BLOCK=128)
+
+
+@_library_copy_into_cuda.register_fake
+def _(x, y):
+    return None
+
+
 class CustomOpBodies(unittest.TestCase):
     """Note [custom ops' bodies]: a torch.library.custom_op launch_fn calls runs its Python body while recording."""
 
@@ -1875,6 +1904,14 @@ class CustomOpBodies(unittest.TestCase):
         # (the output named after the kernel's parameter it is passed to, as for a launch of launch_fn's own)
         self.assertEqual(r.doc["params"][:3], ["x", "Y", {"expr": "numel(x)"}])
         self.assertEqual(r.doc["outputs"], [{"name": "Y", "shape": {"same_as": "x"}, "dtype": "float32"}])
+
+    def test_the_ops_cuda_kernel_is_what_runs(self):
+        def launch(x: torch.Tensor) -> torch.Tensor:
+            y = torch.empty_like(x)
+            torch.ops.kop_tt_lib.copy_into_cuda(x, y)
+            return y
+        r = ko.record_plugin(ko.triton(launch), op_name="kop_tt_lib::copy_cuda", example_inputs=(torch.empty(8, 16),))
+        self.assertEqual(r.doc["kernel_name"], "copy_kernel")  # not the CPU body, which launches nothing
 
     def test_an_op_registered_otherwise_runs_as_it_is(self):
         def launch(x: torch.Tensor) -> torch.Tensor:
@@ -3278,5 +3315,5 @@ class Cuda(unittest.TestCase):
 
 if __name__ == "__main__":
     run_tests(cpu=[CustomOpBodies, Recording, RecordedBackward, WrittenInputs, InitialisedOutputsPackaged, RankFree,
-                   SizeClasses,
+                   SizeClasses, SizeClassesDiffering,
                    SeveralLaunches, Refusals, Compilation, Registration], gpu=[Cuda], cuda=CUDA)

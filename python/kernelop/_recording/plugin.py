@@ -97,6 +97,8 @@ class RecordedPlugin:
     # the example tensors it was recorded from (contiguous where launch_fn refused an example's layout): the
     # backward's examples are made from them
     examples: Optional[Dict[str, torch.Tensor]] = field(default=None, repr=False, compare=False)
+    # the architectures launch_fn decided the device's compute capability for, if it read it: compiled for no other
+    capability_archs: Tuple[str, ...] = ()
     # what compile() made, by the architectures it was given
     _binaries: Dict[Tuple[str, ...], List[KernelBinary]] = field(default_factory=dict, repr=False, compare=False)
 
@@ -112,6 +114,11 @@ class RecordedPlugin:
         if outer is not None:
             raise NestedRecording(nested_message(f"{where} (compiled, registered, checked or packaged)", outer))
         arch_list = self.dsl.check_archs(where, archs if archs is not None else self.default_archs)
+        other = [a for a in arch_list if a not in self.capability_archs]
+        if self.capability_archs and other:
+            raise ValueError(f"{where}: launch_fn decided on the device's compute capability for "
+                             f"{', '.join(self.capability_archs)}, as it was recorded; compiling it for {other[0]} "
+                             "would run those decisions there: record it with arch= naming every architecture")
         key = tuple(arch_list)
         if key not in self._binaries:
             binaries = compiling.compile_binaries(self, arch_list)
@@ -648,6 +655,10 @@ def _merge_classes(where: str, d: sizes.SizeClasses, classes: List[Tuple[Tuple[i
     extra = [[c for c in req if c not in common] for req in requires]
     doc = dict(base.doc)
     for k in _SELECTABLE:  # a launch value or a shape that differs between classes: a select over them
+        missing = [v for v, r in classes if k not in r.doc]
+        if missing and len(missing) < len(classes):  # (a later launch only some classes make, for one)
+            raise _classes_differ(where, d, classes[0][0], missing[0] if k in doc else
+                                  next(v for v, r in classes if k in r.doc), k)
         if k in doc:
             doc[k] = _select_over_classes(where, d, classes, k)
     mutated = {i["name"] for _, r in classes for i in r.doc["inputs"] if i.get("mutated")}
@@ -725,7 +736,7 @@ def _select_over_classes(where: str, d: sizes.SizeClasses, classes: List[Tuple[T
     if key in ("geometry", "params"):  # the op's own launch: its tactic's class
         merged = iter(select_over_configs(texts, [{_SIZE_CLASS: d.key(v)} for v, _ in classes], [_SIZE_CLASS]))
     else:  # shapes (which no tunable may decide) and later launches: the class's condition on the sizes
-        merged = iter(select_over_conditions(texts, [d.within(v) for v, _ in classes]))
+        merged = iter(select_over_conditions(texts, [d.condition(v) for v, _ in classes]))
 
     def put(x: Any) -> Any:
         if isinstance(x, dict):
@@ -842,6 +853,8 @@ def _record_once(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], o
         order = _then_order(later, prog)
         recording_.then = _then_entries(recording_, order, prog)
     recorded = dsl.translate(recording_, spec, launch)
+    if rec.capability_read:  # decided for these architectures (sizes.DeviceProperties)
+        recorded.capability_archs = rec.archs
     check_returned_inputs(where, recorded.doc, returned)  # (before the name: a result is part of the op)
     if paths is not None and host is not None:
         positions = [next(i for i, x in enumerate(order) if x is r) for r in later]

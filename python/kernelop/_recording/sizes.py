@@ -144,10 +144,13 @@ class DeviceProperties:
 
     def _capability(self, name: str) -> Any:
         values = sorted({_arch_capability(a)[name == "minor"] for a in self._rec.archs})
+        self._rec.capability_read |= bool(values)
         if not values:
             raise Unexpressible(f"launch_fn reads torch.cuda.get_device_properties(...).{name}; the op runs on any "
                                 "device, and its architectures are not known as it is recorded: decide in the kernel, "
                                 "or give the value as configs")
+        if len(values) == 1:  # every architecture has it: the value itself
+            return values[0]
         return Capability(values[0], name, tuple(values), self._rec.archs)
 
     def __getattr__(self, name: str) -> Any:
@@ -186,11 +189,22 @@ class Capability(int):
         return results.pop()
 
 
+    def _refuse(self, what: str) -> Any:
+        raise Unexpressible(f"launch_fn {what} the device's {self.name} on the host, which the architectures the op "
+                            f"compiles for ({', '.join(self.archs)}) have as {', '.join(map(str, self.values))}; it "
+                            "may only compare it with a number they all decide alike, or record one op per "
+                            "architecture (arch=...)")
+
+
 for _name, (_op, _text) in {"__lt__": (operator.lt, "<"), "__le__": (operator.le, "<="), "__gt__": (operator.gt, ">"),
                             "__ge__": (operator.ge, ">="), "__eq__": (operator.eq, "=="),
                             "__ne__": (operator.ne, "!=")}.items():
     setattr(Capability, _name, lambda self, other, _op=_op, _text=_text: self._decide(_op, _text, other))
-Capability.__hash__ = int.__hash__  # type: ignore[method-assign]
+# Anything but a comparison would use one of the values as if it were the device's: refused.
+for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__floordiv__", "__rfloordiv__",
+              "__truediv__", "__rtruediv__", "__mod__", "__rmod__", "__pow__", "__neg__", "__int__", "__index__",
+              "__float__", "__hash__", "__str__", "__format__", "__bool__"):
+    setattr(Capability, _name, lambda self, *args, _what=_name.strip("_"): self._refuse(f"computes with ({_what})"))
 
 
 def device_properties(original: Any, *args: Any, **kwargs: Any) -> Any:
@@ -266,12 +280,12 @@ def exact_size(n: Any) -> Any:
 # that is one input size give that size's value in the class recorded, as a constexpr taking the size does
 # (exact_size): the class ``size == value`` is a requirement of the recording, the values recorded are those
 # ``specialize`` lists, and the size stays symbolic everywhere else (an output like the input keeps dim(x, 1)).
-# Comparing such a size with a number gives the comparison of that value (no guard: the class implies it); hashing
-# it gives a hash of its own (SIZE_HASH), so a library's cache of compiled kernels keyed by the SymInt never hands a
-# recording a kernel compiled for real before (which cannot be recorded), nor a real caller (keyed by the plain int)
-# what the recording made. Any other SymInt (a product of sizes, an unbacked value) is PyTorch's own: a guard,
-# which the recorder refuses as a specialisation.
-SIZE_HASH = "kernelop: a size compiled in while recording"
+# Comparing such a size with a number gives the comparison of that value (no guard: the class implies it), and its
+# hash is the value's, so a table keyed by sizes (``WARPS.get(n)``) finds it as it would the int. A library's cache
+# of compiled kernels keyed by sizes may therefore hold a kernel compiled for real before the recording: calling one
+# while recording is refused, naming it (it cannot be recorded: clear that cache, or record before running the op).
+# Any other SymInt (a product of sizes, an unbacked value) is PyTorch's own: a guard, which the recorder refuses as a
+# specialisation.
 
 
 def size_as_int(original: Any, n: Any) -> Any:
@@ -304,10 +318,10 @@ _COMPARISONS = {"__lt__": operator.lt, "__le__": operator.le, "__gt__": operator
 
 
 def size_hash(original: Any, n: Any) -> Any:
-    """SymInt.__hash__ while recording: a hash of size_as_int's value apart from the plain int's (PyTorch refuses to
-    hash a SymInt)."""
+    """SymInt.__hash__ while recording: the hash of size_as_int's value, as the int it compares equal to (PyTorch
+    refuses to hash a SymInt): a table keyed by sizes finds it, as for the plain int."""
     v = size_as_int(lambda m: None, n)
-    return original(n) if v is None else hash((SIZE_HASH, v))
+    return original(n) if v is None else hash(v)
 
 
 def _exact_value(keys: Any) -> Optional[int]:
@@ -338,8 +352,13 @@ class SizeClasses:
         return next((x for x in self.groups[g] if not x.function), self.groups[g][0])
 
     def within(self, combo: Tuple[int, ...]) -> str:
-        """The class as a condition on the sizes."""
+        """The class as a condition on the sizes, in words (messages)."""
         return " and ".join(self.lead(g).within(v) for g, v in enumerate(combo))
+
+    def condition(self, combo: Tuple[int, ...]) -> str:
+        """The class as a condition on the sizes, a kernelop expression."""
+        from .configs import conjunction
+        return conjunction([self.lead(g).within(v) for g, v in enumerate(combo)])
 
     def key(self, combo: Tuple[int, ...]) -> int:
         """The class's size_class value: the value itself for one size, else the class's index."""

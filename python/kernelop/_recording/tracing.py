@@ -237,10 +237,16 @@ def traced_error(where: str, rec: Recorder, e: Exception, what: str, doing: str)
 # the recording (its launches, allocations and glue are recorded as launch_fn's own). Ops registered any other way
 # (aten's, kernelop's own, C++ ones) run as they are.
 def _python_custom_op(func: Any) -> Optional[Callable[..., Any]]:
-    """The Python body of a torch.library.custom_op op, or None for any other op."""
+    """The Python body a torch.library.custom_op op runs on CUDA tensors (its CUDA kernel, register_kernel("cuda"), or
+    the function it was defined with when that serves every device), or None for any other op."""
     from torch._library import custom_ops
     opdef = custom_ops.OPDEFS.get(func._schema.name)
-    return getattr(opdef, "_init_fn", None) if opdef is not None else None
+    if opdef is None:
+        return None
+    backends = getattr(opdef, "_backend_fns", {}) or {}
+    if "cuda" in backends:
+        return backends["cuda"]
+    return backends.get(None) or (opdef._init_fn if not backends else None)
 
 
 class HostOps(TorchDispatchMode):
