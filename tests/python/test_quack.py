@@ -49,6 +49,20 @@ def meta(*shape, dtype=quack_ops.DTYPE):
     return torch.empty(*shape, dtype=dtype, device="meta")
 
 
+def fakes(n, count=3):
+    """`count` fake CuTe tensors of (batch, n) float32, row-major, as a library compiles for."""
+    import cutlass.cute as cute
+    return [cute.runtime.make_fake_tensor(cutlass.Float32, (cute.sym_int(), n), stride=(cute.sym_int64(), 1))
+            for _ in range(count)]
+
+
+def expect_refused(test, cases, example_inputs):
+    """Each (launch_fn, message) of `cases`, recorded (N = 64 compiled in), is refused with the message."""
+    for fn, message in cases:
+        expect_error(test, ValueError, message, ko.record_plugin, ko.cutedsl(fn, specialize=[64]),
+                     op_name=f"kop_quack_cpu::{fn.__name__}", example_inputs=example_inputs)
+
+
 class Recording(unittest.TestCase):
     def test_softmax_is_quacks_compiled_host_function_with_its_layouts_as_requirements(self):
         doc = recorded()["softmax"].doc
@@ -175,9 +189,7 @@ class Refusals(unittest.TestCase):
     def test_a_function_compiled_before_the_recording_is_named(self):
         import cutlass.cute as cute
         import cutedsl_kernels as ck
-        fakes = [cute.runtime.make_fake_tensor(cutlass.Float32, (cute.sym_int(), 64), stride=(cute.sym_int64(), 1))
-                 for _ in range(3)]
-        compiled = cute.compile(ck.vector_add_host, *fakes, options="--gpu-arch sm_90a")  # for real, as a cache keeps
+        compiled = cute.compile(ck.vector_add_host, *fakes(64), options="--gpu-arch sm_90a")  # for real, as a cache keeps
 
         def cached(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
             c = torch.empty_like(a)
@@ -190,10 +202,6 @@ class Refusals(unittest.TestCase):
     def test_a_compiled_function_called_unlike_its_compilation_is_named(self):
         import cutlass.cute as cute
         import cutedsl_kernels as ck
-
-        def fakes(n):
-            return [cute.runtime.make_fake_tensor(cutlass.Float32, (cute.sym_int(), n), stride=(cute.sym_int64(), 1))
-                    for _ in range(3)]
 
         def too_few(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
             c = torch.empty_like(a)
@@ -210,21 +218,15 @@ class Refusals(unittest.TestCase):
             cute.compile(ck.vector_add_host, *fakes(a.size(1)))(a, b, c)
             return c
 
-        ex = {"a": torch.empty(8, 64), "b": torch.empty(8, 64)}
-        for fn, message in ((too_few, "is called with 2 arguments; it takes 3 (mA, mB, mC)"),
-                            (with_keywords, "is called with keyword arguments (mC)"),
-                            (wrong_dtype, "mC' was compiled for Float32 elements but is called with a torch.float16")):
-            expect_error(self, ValueError, message, ko.record_plugin, ko.cutedsl(fn, specialize=[64]),
-                         op_name=f"kop_quack_cpu::{fn.__name__}", example_inputs=ex)
+        expect_refused(self, ((too_few, "is called with 2 arguments; it takes 3 (mA, mB, mC)"),
+                              (with_keywords, "is called with keyword arguments (mC)"),
+                              (wrong_dtype, "mC' was compiled for Float32 elements but is called with a "
+                                            "torch.float16")), {"a": torch.empty(8, 64), "b": torch.empty(8, 64)})
 
     def test_what_the_compiled_call_passes_must_be_the_ops_tensors_and_ints(self):
         import dataclasses as dc
         import cutlass.cute as cute
         import cutedsl_kernels as ck
-
-        def fakes(n, count=3):
-            return [cute.runtime.make_fake_tensor(cutlass.Float32, (cute.sym_int(), n), stride=(cute.sym_int64(), 1))
-                    for _ in range(count)]
 
         def transposed(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
             c = torch.empty_like(a)
@@ -262,11 +264,9 @@ class Refusals(unittest.TestCase):
             return c
 
         ex = {"a": torch.empty(64, 64), "b": torch.empty(64, 64)}
-        for fn, message in ((transposed, "is a view of 'a' with other sizes or strides"),
-                            (one_fake_twice, "is given one fake tensor for its parameters 'mA' and 'mB'"),
-                            (size_in_a_dataclass, "holds a size of the inputs in its attribute 'dims'")):
-            expect_error(self, ValueError, message, ko.record_plugin, ko.cutedsl(fn, specialize=[64]),
-                         op_name=f"kop_quack_cpu::{fn.__name__}", example_inputs=ex)
+        expect_refused(self, ((transposed, "is a view of 'a' with other sizes or strides"),
+                              (one_fake_twice, "is given one fake tensor for its parameters 'mA' and 'mB'"),
+                              (size_in_a_dataclass, "holds a size of the inputs in its attribute 'dims'")), ex)
         r = ko.record_plugin(ko.cutedsl(sizes_in_a_tuple, specialize={"dim(a, 0)": [64], "dim(a, 1)": [64]}),
                              op_name="kop_quack_cpu::tuple", example_inputs=ex)
         self.assertEqual(r.doc["kernel_name"], "Adder")

@@ -1894,23 +1894,24 @@ def _(x, y):
 class CustomOpBodies(unittest.TestCase):
     """Note [custom ops' bodies]: a torch.library.custom_op launch_fn calls runs its Python body while recording."""
 
-    def test_a_custom_op_with_a_no_op_fake_records_its_kernel(self):
+    @staticmethod
+    def recorded_through(library_op, op_name):
+        """An op whose launch_fn calls `library_op` (a torch.library op writing its second argument)."""
         def launch(x: torch.Tensor) -> torch.Tensor:
             y = torch.empty_like(x)
-            torch.ops.kop_tt_lib.copy_into(x, y)
+            library_op(x, y)
             return y
-        r = ko.record_plugin(ko.triton(launch), op_name="kop_tt_lib::copy", example_inputs=(torch.empty(8, 16),))
+        return ko.record_plugin(ko.triton(launch), op_name=op_name, example_inputs=(torch.empty(8, 16),))
+
+    def test_a_custom_op_with_a_no_op_fake_records_its_kernel(self):
+        r = self.recorded_through(torch.ops.kop_tt_lib.copy_into, "kop_tt_lib::copy")
         self.assertEqual(r.doc["kernel_name"], "copy_kernel")
         # (the output named after the kernel's parameter it is passed to, as for a launch of launch_fn's own)
         self.assertEqual(r.doc["params"][:3], ["x", "Y", {"expr": "numel(x)"}])
         self.assertEqual(r.doc["outputs"], [{"name": "Y", "shape": {"same_as": "x"}, "dtype": "float32"}])
 
     def test_the_ops_cuda_kernel_is_what_runs(self):
-        def launch(x: torch.Tensor) -> torch.Tensor:
-            y = torch.empty_like(x)
-            torch.ops.kop_tt_lib.copy_into_cuda(x, y)
-            return y
-        r = ko.record_plugin(ko.triton(launch), op_name="kop_tt_lib::copy_cuda", example_inputs=(torch.empty(8, 16),))
+        r = self.recorded_through(torch.ops.kop_tt_lib.copy_into_cuda, "kop_tt_lib::copy_cuda")
         self.assertEqual(r.doc["kernel_name"], "copy_kernel")  # not the CPU body, which launches nothing
 
     def test_an_op_registered_otherwise_runs_as_it_is(self):
