@@ -1679,6 +1679,22 @@ class SizeClasses(unittest.TestCase):
 
 
 class SizeClassesDiffering(unittest.TestCase):
+    def test_an_output_sized_by_two_sizes_classes_is_a_select_on_both(self):
+        def launch(x: torch.Tensor) -> torch.Tensor:
+            rows, cols = triton.next_power_of_2(x.shape[0]), triton.next_power_of_2(x.shape[-1])
+            y = torch.empty(rows * cols, device=x.device)
+            copy_kernel[(1,)](x, y, x.numel(), BLOCK=cols)
+            return y
+        r = ko.record_plugin(ko.triton(launch, specialize={"dim(x, 0)": [4, 8], "dim(x, -1)": [16, 32]}),
+                             op_name="kop_tt_classes::two", example_inputs=(torch.empty(5, 20),))
+        self.assertEqual(r.doc["outputs"][0]["shape"], [
+            "select((dim(x, 0) <= 4) * (dim(x, -1) <= 16), 64, select((dim(x, 0) <= 4) * (dim(x, -1) <= 32), 128, "
+            "select((dim(x, 0) <= 8) * (dim(x, -1) <= 16), 128, 256)))"])
+        op = r.register(["sm_90"])
+        for rows, cols in ((3, 20), (7, 12), (8, 32), (4, 9)):
+            self.assertEqual(op(torch.empty(rows, cols, device="meta")).shape,
+                             (triton.next_power_of_2(rows) * triton.next_power_of_2(cols),))
+
     def test_a_later_launch_only_some_classes_make_is_refused(self):
         def launch(x: torch.Tensor) -> torch.Tensor:
             y = torch.empty_like(x)
