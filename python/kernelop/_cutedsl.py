@@ -109,6 +109,10 @@ class _Compiled:
     real: Any = None  # the real compilation, made on first use outside a recording
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if any(hasattr(a, "_kop_placeholder") for a in (*self.args, *self.kwargs.values())):
+            raise RuntimeError("this CuTe DSL function was compiled while kernelop recorded an op, with from_dlpack "
+                               "tensors kernelop made for the recording (a library's cache kept it): compile it "
+                               "again (clear that cache) to run it")
         if self.real is None:
             self.real = self.compile(self.fn, *self.args, **self.kwargs)
         return self.real(*args, **kwargs)
@@ -166,7 +170,7 @@ class CuteProgram:
     def _key(self) -> str:
         """What the program compiles, as text: two recordings with equal keys compile the same (RecordedPlugin
         recordings are compared, rank-free recording)."""
-        args = [(p, d[0], d[1] if d[0] != "tensor" else (d[1], str(d[2].layout), d[2].assumed_align))
+        args = [(p, d[0], (d[1], str(d[2].layout), d[2].assumed_align) if d[0] == "tensor" else d[1:])
                 for p, d in self.dynamic]
         call = None if self.compiled_call is None else (repr(type(_jit_target(self.compiled_call[0]))),
                                                          sorted(vars(self.compiled_call[0]).items(), key=str)
@@ -217,7 +221,11 @@ def _intercept(calls: List[Any]) -> Handlers:
     def mark_layout(original: Any, self: Any, leading_dim: Optional[int] = None) -> Any:
         w = wrapped.get(id(self))
         if w is not None and leading_dim is not None:
-            w.leading_dim = _mode(w, leading_dim, "mark_layout_dynamic's leading_dim")
+            m = _mode(w, leading_dim, "mark_layout_dynamic's leading_dim")
+            if m != w.fake.dim() - 1:
+                raise ValueError(f"mark_layout_dynamic's leading_dim {leading_dim} is not the last mode: kernelop "
+                                 "passes contiguous tensors, whose unit stride is the last mode's")
+            w.leading_dim = m
             w.layout = _dynamic(w)
         return original(self, leading_dim) if w is None else self
 
@@ -437,8 +445,9 @@ def _as_call(where: str, c: _CompiledCall) -> _Call:
     values: Dict[str, Any] = dict(bound.arguments)
     # The compiled function takes every argument but the compile-time ones, in order (a stream the TVM FFI takes
     # from the caller's context is not passed).
+    tvm_ffi = "--enable-tvm-ffi" in str(c.compiled.kwargs.get("options", ""))
     run_time = [p for p, v in values.items() if _annotation_kind(params[p].annotation) != "constexpr"
-                and not getattr(v, "use_tvm_ffi_env_stream", False)]
+                and not (tvm_ffi and getattr(v, "use_tvm_ffi_env_stream", False))]
     if c.kwargs:
         raise ValueError(f"{where}: the function cute.compile returned for {name} is called with keyword arguments "
                          f"({shorten(', '.join(c.kwargs), 200)}); kernelop pairs its arguments with cute.compile's "
@@ -465,7 +474,12 @@ def _as_call(where: str, c: _CompiledCall) -> _Call:
                 _check_element_type(where, what, compiled_with, tensor)
                 wrapped[id(compiled_with)] = _Wrapped(tensor, compiled_with._assumed_align, compiled_with)
             else:  # a from_dlpack tensor: its marks (Note [from_dlpack marks]), the call's tensor
-                wrapped[id(compiled_with)] = dataclasses.replace(c.wrapped[id(compiled_with)], fake=tensor)
+                prototype = c.wrapped[id(compiled_with)]
+                _check_element_type(where, what, compiled_with, tensor)
+                if prototype.fake.dim() != tensor.dim():
+                    raise ValueError(f"{where}: {what} was compiled for a tensor of rank {prototype.fake.dim()} but "
+                                     f"is called with one of rank {tensor.dim()}")
+                wrapped[id(compiled_with)] = dataclasses.replace(prototype, fake=tensor)
         elif compiled_with is None:
             if given is not None:
                 raise ValueError(f"{where}: {what} was compiled as None (absent) but is called with "
@@ -507,7 +521,11 @@ def _check_element_type(where: str, what: str, layout: Any, tensor: torch.Tensor
     from cutlass.cute.runtime import from_dlpack
     from torch.utils._python_dispatch import _disable_current_modes
     with _disable_current_modes():
-        expected = from_dlpack(torch.zeros(1, dtype=tensor.dtype)).element_type
+        try:
+            expected = from_dlpack(torch.zeros(1, dtype=tensor.dtype)).element_type
+        except Exception as e:  # noqa: BLE001 - the DSL's own refusal of the dtype, named
+            raise ValueError(f"{where}: {what} is a {tensor.dtype} tensor, which the CuTe DSL does not take: "
+                             f"{shorten(e, 200)}") from None
     if layout.element_type != expected:
         raise ValueError(f"{where}: {what} was compiled for {layout.element_type} elements but is called with a "
                          f"{tensor.dtype} tensor")
@@ -717,7 +735,13 @@ def _translate(ctx: Recording, spec: CuteDslSpec, call: _Call) -> RecordedPlugin
     recorded = RecordedPlugin(ctx.op_name, doc, ctx.dsl, call.body, constexprs,
                               [{"constexprs": {**constexprs, **v}, "program": program} for v in values],
                               default_archs=spec.archs or DEFAULT_ARCHS, dsl_state=CuteState(where))
+    guards = ctx.rec.guard_count()
     params_doc, geometry = _launch(recorded, values, tuned)
+    if ctx.rec.guard_count() != guards:  # kernelop's own compile read a size: it was compiled in, unseen
+        raise ValueError(f"{where}: {jname} reads a size of the inputs while kernelop compiles it (a size held in a "
+                         "closure, a nested object or a partial reaches the DSL as it is and would be compiled in at "
+                         "the example's value): hold sizes as ints in the object cute.compile is given, or in its "
+                         "arguments")
     doc["params"] = params_doc
     doc["geometry"] = {"custom": geometry}
     exprs = geometry["grid"] + geometry["block"] + [geometry["shared_mem"]] + _param_exprs(params_doc)
@@ -803,6 +827,12 @@ def _arguments(ctx: Recording, call: _Call, bound: inspect.BoundArguments, param
             dynamic.append((p, ("float", float_scalar_name(value, ctx.rec))))
         elif kind == "float" and isinstance(value, (int, float)) and not isinstance(value, bool) and \
                 not from_inputs(value):  # a literal the host code passes (QuACK's eps=1e-6)
+            floats = [sc.name for sc in ctx.rec.scalars if sc.kind == "float"]
+            if floats:  # (float(alpha) * 2 is a plain float too: a constant would freeze the example's alpha)
+                raise ValueError(f"{where}: {what} is the float {value!r}, which is none of the op's float inputs "
+                                 f"({', '.join(floats)}) passed as it is; kernelop passes a float literal as a "
+                                 "constant only in an op without float inputs (one computed from an input on the "
+                                 "host would be frozen): pass the input itself, or compute in the kernel")
             dynamic.append((p, ("float_const", float(value))))
         else:
             annotation = params[p].annotation

@@ -271,6 +271,67 @@ class Refusals(unittest.TestCase):
                              op_name="kop_quack_cpu::tuple", example_inputs=ex)
         self.assertEqual(r.doc["kernel_name"], "Adder")
 
+    def test_values_the_recording_would_freeze_are_refused(self):
+        import cutlass.cute as cute
+        import cutedsl_kernels as ck
+        from cutlass.cute.runtime import from_dlpack
+
+        def doubled_alpha(x: torch.Tensor, y: torch.Tensor, alpha: float) -> torch.Tensor:
+            out = torch.empty_like(x)
+            ck.axpy_host(from_dlpack(x), from_dlpack(y), from_dlpack(out), float(alpha) * 2.0)
+            return out
+        expect_error(self, ValueError, "is none of the op's float inputs (alpha) passed as it is", ko.record_plugin,
+                     ko.cutedsl(doubled_alpha), op_name="kop_quack_cpu::doubled_alpha",
+                     example_inputs={"x": torch.empty(8, 64), "y": torch.empty(8, 64)})
+
+        def size_in_a_closure(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            n = a.size(1)
+
+            @cute.jit
+            def host(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor):
+                ck.vector_add_kernel(mA, mB, mC).launch(grid=(int(n), 1, 1), block=(256, 1, 1))
+            c = torch.empty_like(a)
+            cute.compile(host, *fakes(64))(a, b, c)
+            return c
+        expect_error(self, ValueError, "host reads a size of the inputs while kernelop compiles it", ko.record_plugin,
+                     ko.cutedsl(size_in_a_closure), op_name="kop_quack_cpu::closure",
+                     example_inputs={"a": torch.empty(8, 64), "b": torch.empty(8, 64)})
+
+        def wrong_prototype(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            c = torch.empty_like(a)
+            protos = [from_dlpack(torch.empty(8, 64, dtype=torch.float16)) for _ in range(3)]
+            cute.compile(ck.vector_add_host, *protos)(a, b, c)
+            return c
+        expect_error(self, ValueError, "was compiled for Float16 elements but is called with a torch.float32",
+                     ko.record_plugin, ko.cutedsl(wrong_prototype), op_name="kop_quack_cpu::prototype",
+                     example_inputs={"a": torch.empty(8, 64), "b": torch.empty(8, 64)})
+
+        def not_last(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            c = torch.empty_like(a)
+            ck.vector_add_host(from_dlpack(a).mark_layout_dynamic(leading_dim=0), from_dlpack(b), from_dlpack(c))
+            return c
+        expect_error(self, ValueError, "mark_layout_dynamic's leading_dim 0 is not the last mode", ko.record_plugin,
+                     ko.cutedsl(not_last), op_name="kop_quack_cpu::not_last",
+                     example_inputs={"a": torch.empty(8, 64), "b": torch.empty(8, 64)})
+
+    def test_a_stand_in_kept_by_a_cache_with_the_recordings_tensors_is_refused_later(self):
+        import cutedsl_kernels as ck
+        from cutlass.cute.runtime import from_dlpack
+        kept = []
+
+        def cached(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            c = torch.empty_like(a)
+            ta, tb, tc = from_dlpack(a), from_dlpack(b), from_dlpack(c)
+            kept.append(cute_compile(ck.vector_add_host, ta, tb, tc))  # a library's cache keeps it
+            kept[-1](ta, tb, tc)
+            return c
+        import cutlass.cute as cute
+        cute_compile = cute.compile
+        ko.record_plugin(ko.cutedsl(cached), op_name="kop_quack_cpu::kept",
+                         example_inputs={"a": torch.empty(8, 64), "b": torch.empty(8, 64)})
+        expect_error(self, RuntimeError, "was compiled while kernelop recorded an op, with from_dlpack tensors",
+                     kept[0], 1, 2, 3)
+
     def test_a_layout_that_can_never_hold_is_named(self):
         import cutlass.cute as cute
         import cutedsl_kernels as ck
@@ -336,6 +397,17 @@ class DeviceCapability(unittest.TestCase):
         expect_error(self, ValueError, "launch_fn computes with (mul) the device's major on the host, which the "
                      "architectures the op compiles for (sm_80, sm_90a) have as 8, 9", ko.record_plugin,
                      ko.cutedsl(computes, arch=["sm_80", "sm_90a"]), op_name="kop_quack_cpu::cap_math",
+                     example_inputs={"a": torch.empty(8, 64), "b": torch.empty(8, 64)})
+
+        def formats(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            props = torch.cuda.get_device_properties(a.device)
+            try:
+                arch = "sm_%d%d" % (props.major, props.minor)
+            except ValueError:  # a library's fallback for an unknown device must not take the refusal for one
+                arch = "sm_0"
+            return ck.vector_add(a, b) if arch else ck.vector_add(b, a)
+        expect_error(self, ValueError, "launch_fn computes with (int) the device's major", ko.record_plugin,
+                     ko.cutedsl(formats, arch=["sm_80", "sm_90a"]), op_name="kop_quack_cpu::cap_format",
                      example_inputs={"a": torch.empty(8, 64), "b": torch.empty(8, 64)})
 
 

@@ -338,6 +338,8 @@ def _record_backward(where: str, forward: RecordedPlugin, spec: Any, backward: A
         bwd_tensors[name] = receivable[got]
     if getattr(bwd_spec, "specialize", None) is None and getattr(spec, "specialize", None) is not None:
         bwd_spec = dataclasses.replace(bwd_spec, specialize=spec.specialize)  # the forward's sizes, by default
+    if getattr(bwd_spec, "archs", None) is None and getattr(spec, "archs", None) is not None:
+        bwd_spec = dataclasses.replace(bwd_spec, archs=spec.archs)  # and its architectures
     token = _OUTPUT_NAMES.set([f"grad_{n}" for n in differentiable])
     try:
         recorded = _record_specs(f"{where} backward", bwd_spec, None, f"{forward.op_name}_backward", bwd_tensors)
@@ -681,7 +683,9 @@ def _merge_classes(where: str, d: sizes.SizeClasses, classes: List[Tuple[Tuple[i
         common.append(canonical(" + ".join(conjunction(more) for more in extra) + " != 0"))
     doc["requires"] = common
     doc["configs"] = configs
-    merged = dataclasses.replace(base, doc=doc, compile_configs=compile_configs, _binaries={})
+    merged = dataclasses.replace(base, doc=doc, compile_configs=compile_configs, _binaries={},
+                                 capability_archs=next((r.capability_archs for _, r in classes if r.capability_archs),
+                                                       ()))
     if not named:
         body = {k: v for k, v in doc.items() if k != "op"}
         name = doc["op"].rsplit("_", 1)[0]

@@ -151,7 +151,7 @@ class DeviceProperties:
                                 "or give the value as configs")
         if len(values) == 1:  # every architecture has it: the value itself
             return values[0]
-        return Capability(values[0], name, tuple(values), self._rec.archs)
+        return Capability(name, tuple(values), self._rec.archs)
 
     def __getattr__(self, name: str) -> Any:
         raise Unexpressible(f"launch_fn reads torch.cuda.get_device_properties(...).{shorten(name)}; the op runs on "
@@ -166,44 +166,47 @@ def _arch_capability(arch: str) -> Tuple[int, int]:
     return int(digits[:-1]), int(digits[-1])
 
 
-class Capability(int):
-    """The device's compute capability major (or minor) while recording: the architectures the op compiles for have
-    `values` of it, and host code may decide on it only where they all decide alike (QuACK's ``props.major >= 10``
-    for sm_80 and sm_90a); a decision they split on is refused, naming them."""
+class CapabilityRefused(Exception):
+    """Host code used the device's compute capability in a way the architectures the op compiles for do not decide
+    alike (Capability); not a ValueError, which library code may catch as "unknown" and fall back from."""
 
-    name: str
-    values: Tuple[int, ...]
-    archs: Tuple[str, ...]
 
-    def __new__(cls, value: int, name: str, values: Tuple[int, ...], archs: Tuple[str, ...]) -> "Capability":
-        self = super().__new__(cls, value)
+class Capability:
+    """The device's compute capability major (or minor) while recording, where the architectures the op compiles for
+    have different `values` of it: host code may compare it with a number only where they all decide alike (QuACK's
+    ``props.major >= 10`` for sm_80 and sm_90a); a decision they split on, and anything else done with it (no int:
+    formatting, arithmetic, hashing would take one architecture's value for the device's), is refused, naming them."""
+
+    def __init__(self, name: str, values: Tuple[int, ...], archs: Tuple[str, ...]) -> None:
         self.name, self.values, self.archs = name, values, archs
-        return self
 
     def _decide(self, op: Any, text: str, other: Any) -> Any:
         results = {op(v, other) for v in self.values}
         if len(results) > 1:
-            raise Unexpressible(f"launch_fn decides 'device {self.name} {text} {other}' on the host, which the "
-                                f"architectures the op compiles for ({', '.join(self.archs)}) decide differently; "
-                                "record one op per architecture (arch=...)")
+            raise CapabilityRefused(f"launch_fn decides 'device {self.name} {text} {other}' on the host, which the "
+                                    f"architectures the op compiles for ({', '.join(self.archs)}) decide differently; "
+                                    "record one op per architecture (arch=...)")
         return results.pop()
 
-
     def _refuse(self, what: str) -> Any:
-        raise Unexpressible(f"launch_fn {what} the device's {self.name} on the host, which the architectures the op "
-                            f"compiles for ({', '.join(self.archs)}) have as {', '.join(map(str, self.values))}; it "
-                            "may only compare it with a number they all decide alike, or record one op per "
-                            "architecture (arch=...)")
+        raise CapabilityRefused(f"launch_fn {what} the device's {self.name} on the host, which the architectures the "
+                                f"op compiles for ({', '.join(self.archs)}) have as "
+                                f"{', '.join(map(str, self.values))}; it may only compare it with a number they all "
+                                "decide alike, or record one op per architecture (arch=...)")
 
 
 for _name, (_op, _text) in {"__lt__": (operator.lt, "<"), "__le__": (operator.le, "<="), "__gt__": (operator.gt, ">"),
                             "__ge__": (operator.ge, ">="), "__eq__": (operator.eq, "=="),
                             "__ne__": (operator.ne, "!=")}.items():
     setattr(Capability, _name, lambda self, other, _op=_op, _text=_text: self._decide(_op, _text, other))
-# Anything but a comparison would use one of the values as if it were the device's: refused.
+# Anything but a comparison would use one of the values as if it were the device's: refused (with an error no
+# library's `except ValueError:` fallback takes for an answer).
 for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__floordiv__", "__rfloordiv__",
-              "__truediv__", "__rtruediv__", "__mod__", "__rmod__", "__pow__", "__neg__", "__int__", "__index__",
-              "__float__", "__hash__", "__str__", "__format__", "__bool__"):
+              "__truediv__", "__rtruediv__", "__mod__", "__rmod__", "__pow__", "__rpow__", "__neg__", "__pos__",
+              "__abs__", "__invert__", "__and__", "__rand__", "__or__", "__ror__", "__xor__", "__rxor__",
+              "__lshift__", "__rlshift__", "__rshift__", "__rrshift__", "__divmod__", "__rdivmod__", "__round__",
+              "__trunc__", "__floor__", "__ceil__", "__int__", "__index__", "__float__", "__hash__", "__str__",
+              "__format__", "__bool__", "__reduce__", "__reduce_ex__", "__getnewargs__"):
     setattr(Capability, _name, lambda self, *args, _what=_name.strip("_"): self._refuse(f"computes with ({_what})"))
 
 
