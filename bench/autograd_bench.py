@@ -233,6 +233,11 @@ def main(out_path=None):
             for a, b in zip(grads, (x.grad, w.grad)):
                 torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-3, msg=lambda m: f"rms_norm {name}: {m}")
         lines += report(f"rms_norm {case} {list(shape)}", ways, case, x, w)
+    publish(lines, out_path)
+
+
+def publish(lines, out_path=None):
+    """A benchmark's report: printed, and written to out_path when given (scripts/gpu-check collects the files)."""
     text = "\n".join(lines) + "\n"
     print(text, end="")
     if out_path:

@@ -19,6 +19,7 @@ import torch
 
 import kernelop as ko
 from kernelop import _kernelop
+from autograd_bench import publish  # noqa: E402  (this folder's: one report)
 
 
 def device_us(fn, launches=50, rounds=7):
@@ -130,11 +131,7 @@ def main():
         lines.append(f"matmul [{m}, {m}] x [{m}, {m}] float16: device kernelop {d['kernelop']:.1f} "
                      f"({tflops:.0f} TFLOP/s), torch (cuBLAS) {d['torch']:.1f}, kernelop/torch "
                      f"{d['kernelop'] / d['torch']:.3f}")
-    text = "\n".join(lines) + "\n"
-    print(text, end="")
-    if out_path:
-        with open(out_path, "w") as fh:
-            fh.write(text)
+    publish(lines, out_path)
 
 
 if __name__ == "__main__":

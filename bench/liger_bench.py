@@ -29,7 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, ".deps", "liger"))
 
 import kernelop as ko  # noqa: E402,F401  (liger_ops records through it)
-from autograd_bench import interleaved, per_step_us  # noqa: E402  (this folder's: one timing loop, one interleaving)
+from autograd_bench import interleaved, per_step_us, publish  # noqa: E402  (this folder's: one timing loop, one interleaving)
 
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 import liger_ops  # noqa: E402  (examples/liger_ops.py: the ops, from Liger's host functions)
@@ -263,11 +263,7 @@ def main():
                  f"(worst {max(small):.3f}); large <= 1.02x Liger's device time "
                  f"{'met' if max(large) <= 1.02 else 'NOT met'} (worst {max(large):.3f}; against Liger*, "
                  f"worst {max(same):.3f})")
-    text = "\n".join(lines) + "\n"
-    print(text, end="")
-    if len(sys.argv) > 1:
-        with open(sys.argv[1], "w") as f:
-            f.write(text)
+    publish(lines, sys.argv[1] if len(sys.argv) > 1 else None)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import sys
 import torch
 
 import kernelop as ko
+from autograd_bench import publish  # noqa: E402  (this folder's: one report)
 from cutile_bench import host_us, interleaved  # noqa: E402  (this folder's: one timing loop, one interleaving)
 
 
@@ -48,11 +49,7 @@ def main():
             lines.append(f"{name:13s} [{m}, {n}]  device kernelop {d['kernelop']:8.2f}  torch {d['torch']:8.2f}  "
                          f"torch/kernelop {d['torch'] / d['kernelop']:.2f}   host kernelop {h['kernelop']:6.2f}  "
                          f"torch {h['torch']:6.2f}")
-    text = "\n".join(lines)
-    print(text)
-    if out_path:
-        with open(out_path, "w") as f:
-            f.write(text + "\n")
+    publish(lines, out_path)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 import kernelop as ko
+from autograd_bench import publish  # this folder's: one report
 
 N = 4096
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -198,11 +199,7 @@ def main():
             lines.append(f"  {name:32s} {graph_per_kernel_us(fn, x):7.2f} us")
         except Exception as e:
             lines.append(f"  {name:32s} not capturable: {type(e).__name__}: {str(e).splitlines()[0][:100]}")
-    text = "\n".join(lines)
-    print(text)
-    if len(sys.argv) > 1:
-        with open(sys.argv[1], "w") as f:
-            f.write(text + "\n")
+    publish(lines, sys.argv[1] if len(sys.argv) > 1 else None)
 
 
 if __name__ == "__main__":

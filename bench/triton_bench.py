@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 import triton_kernels as tk  # noqa: E402
 
 import kernelop as ko  # noqa: E402
+from autograd_bench import publish  # noqa: E402  (this folder's: one report)
 
 
 def per_call_us(fn, args, iters):
@@ -112,11 +113,7 @@ def main(out_path=None):
                      f" | kernelop/triton {graph['kernelop'] / graph['triton']:.3f} (same config: device time)")
         lines.append(f"  tuned kernelop ({tuned}): host {tuned_host:.2f}, in a graph {tuned_graph:.2f} "
                      f"(tuned/triton in a graph {tuned_graph / graph['triton']:.3f})")
-    text = "\n".join(lines)
-    print(text)
-    if out_path:
-        with open(out_path, "w") as f:
-            f.write(text + "\n")
+    publish(lines, out_path)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import torch
 import kernelop as ko
 from expect import expect_error
 from isolated import run_python_refusing
-from kernelop_testing import example_packages, run_tests, temp_dir
+from kernelop_testing import example_packages, replay_with_new_input, run_tests, temp_dir
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 QUACK = ROOT / ".deps" / "quack"
@@ -482,12 +482,7 @@ class Cuda(unittest.TestCase):
         x = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16)
         w = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
         sm(x)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            out = sm(x)
-        x.copy_(torch.randn_like(x))
-        g.replay()
-        torch.cuda.synchronize()
+        out = replay_with_new_input(sm, x)
         torch.testing.assert_close(out.float(), torch.softmax(x.float(), 1), atol=2e-3, rtol=2e-2)
         f = torch.compile(lambda a, b: rms(sm(a), b, 1e-5)[0] * 2, fullgraph=True, dynamic=True)
         for m in (7, 300):

@@ -759,7 +759,7 @@ _HOST = {(torch.cuda, "device"): lambda original, *args, **kwargs: contextlib.nu
          (torch.SymInt, "__int__"): sizes.size_as_int, (torch.SymInt, "__index__"): sizes.size_as_int,
          (torch.SymInt, "__hash__"): sizes.size_hash,
          **{(torch.SymInt, name): sizes.size_comparison(name)
-            for name in ("__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__")}}
+            for name in sizes.COMPARISONS}}
 
 def _recorded_archs(dsl: Dsl, spec: Any) -> Tuple[str, ...]:
     """The architectures the op compiles for, where known as it is recorded (the spec's arch=, else the DSL's)."""

@@ -195,9 +195,12 @@ class Capability:
                                 "decide alike, or record one op per architecture (arch=...)")
 
 
-for _name, (_op, _text) in {"__lt__": (operator.lt, "<"), "__le__": (operator.le, "<="), "__gt__": (operator.gt, ">"),
-                            "__ge__": (operator.ge, ">="), "__eq__": (operator.eq, "=="),
-                            "__ne__": (operator.ne, "!=")}.items():
+COMPARISONS = {"__lt__": (operator.lt, "<"), "__le__": (operator.le, "<="), "__gt__": (operator.gt, ">"),
+               "__ge__": (operator.ge, ">="), "__eq__": (operator.eq, "=="), "__ne__": (operator.ne, "!=")}
+"""A comparison's dunder -> (its operator, how it is written): what host code compares a size or the device's
+capability with (Capability, size_comparison)."""
+
+for _name, (_op, _text) in COMPARISONS.items():
     setattr(Capability, _name, lambda self, other, _op=_op, _text=_text: self._decide(_op, _text, other))
 # Anything but a comparison would use one of the values as if it were the device's: refused (with an error no
 # library's `except ValueError:` fallback takes for an answer).
@@ -304,7 +307,7 @@ def size_comparison(name: str) -> Any:
     """SymInt.<name> (a comparison) with a number while recording: of a size whose class of one value is recorded,
     the comparison of that value (a plain bool: the class's requirement implies it; host code choosing a config by
     N, QuACK's ``N <= 3072``, adds no guard); PyTorch's own for anything else."""
-    compare = _COMPARISONS[name]
+    compare = COMPARISONS[name][0]
 
     def handler(original: Any, n: Any, other: Any) -> Any:
         rec: Optional[Recorder] = getattr(_state, "rec", None)
@@ -314,10 +317,6 @@ def size_comparison(name: str) -> Any:
         v = _exact_value(rec.keys_of(n.node.expr))
         return original(n, other) if v is None else compare(v, other)
     return handler
-
-
-_COMPARISONS = {"__lt__": operator.lt, "__le__": operator.le, "__gt__": operator.gt, "__ge__": operator.ge,
-                "__eq__": operator.eq, "__ne__": operator.ne}
 
 
 def size_hash(original: Any, n: Any) -> Any:
