@@ -296,8 +296,7 @@ int run_cli(int argc, char** argv) {
     } else if (!out_dir.empty()) {
       std::vector<std::pair<std::string, std::string>> files;
       for (const ArchImage& a : image.images) {
-        files.emplace_back(file_stem(plan) + "." + a.arch + (a.is_ptx() ? ".ptx" : ".cubin"),
-                           a.data);
+        files.emplace_back(file_stem(plan) + "." + a.arch + "." + std::string(a.kind()), a.data);
       }
       files.emplace_back(file_stem(plan) + ".json", print_op_json(decl, JsonWriteOptions{2, true}));
       writer.write_all(files);

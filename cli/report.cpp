@@ -229,8 +229,7 @@ void print_images(std::ostream& out, const CompiledImage& image, bool compiled) 
     hits += a.cache_hit ? 1 : 0;
     std::vector<int> members = image.plan.instances_of(a.program);
     for (std::size_t inst = 0; inst < std::max<std::size_t>(1, a.usage.size()); ++inst) {
-      out << "            " << std::left << std::setw(12) << a.arch << std::setw(7)
-          << (a.is_ptx() ? "ptx" : "cubin");
+      out << "            " << std::left << std::setw(12) << a.arch << std::setw(7) << a.kind();
       if (inst < a.usage.size()) {
         const ResourceUsage& u = a.usage[inst];
         out << std::setw(6) << u.registers << std::setw(13)

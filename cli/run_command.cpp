@@ -148,6 +148,7 @@ std::vector<ScalarArg> parse_scalars(const OpPlan& plan,
 KernelOp load_op(const RunOptions& o) {
   LoadOptions load;
   load.prefer_ptx = o.prefer_ptx;
+  load.prefer_tileir = o.prefer_tileir;
   load.log = o.tune;
   if (o.path.size() > 4 && o.path.substr(o.path.size() - 4) == ".kop")
     return KernelOp::from_package(o.path, load);
@@ -408,6 +409,8 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& o, FindReference references
   if (references) run->add_flag("--check", o.check, "Compare against the op's CPU reference");
   run->add_flag("--ptx", o.prefer_ptx,
                 "Load the PTX through the driver's JIT even if a CUBIN fits");
+  run->add_flag("--tileir", o.prefer_tileir,
+                "Give the driver the Tile IR bytecode (cuTile's ops) even if a CUBIN fits");
   run->add_option("--iterations", o.iterations, "Timed launches (default 200)")
       ->check(CLI::PositiveNumber);
   run->add_option("--warmup", o.warmup, "Untimed launches first (default 20)")

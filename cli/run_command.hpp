@@ -21,6 +21,7 @@ struct RunOptions {
   std::vector<std::string> archs;    ///< when compiling a spec
   bool check = false;
   bool prefer_ptx = false;
+  bool prefer_tileir = false;
   int device = 0;
   int warmup = 20;
   int iterations = 200;

@@ -48,9 +48,12 @@ std::vector<CompiledImage> compile_backward(const OpPlan& plan, const CompileOpt
 /// architecture.
 struct KernelBinary {
   int program = 0;
-  std::string arch;   ///< "sm_90" (CUBIN in `data`) or "compute_80" (PTX in `data`)
-  std::string data;   ///< CUBIN bytes or PTX text
-  std::string ptx;    ///< for a CUBIN: the PTX it was assembled from (its parameters are checked)
+  /// "sm_90" (CUBIN in `data`), "compute_80" (PTX in `data`) or "tileir" (Tile IR bytecode)
+  std::string arch;
+  std::string data;  ///< CUBIN bytes, PTX text or Tile IR bytecode
+  /// For a CUBIN: the PTX it was assembled from (its parameters are checked). For Tile IR: the
+  /// disassembly of its entry (`entry @name(%arg0: tile<ptr<f32>>, ...)`), checked the same way.
+  std::string ptx;
   std::string entry;  ///< the kernel's symbol
   /// Dynamic shared memory every launch needs (Triton's metadata.shared), in bytes.
   int launch_shared = 0;

@@ -22,12 +22,28 @@ struct ResourceUsage {
   bool operator==(const ResourceUsage&) const = default;
 };
 
+/// The label of an image of Tile IR bytecode (cuTile's, architecture-independent): the driver
+/// compiles it for the device when it loads it (drivers for CUDA 13.3 and later).
+inline constexpr std::string_view kTileIrArch = "tileir";
+
+/// Whether `data` starts as Tile IR bytecode does ("\x7fTileIR\0").
+inline bool is_tileir_bytecode(std::string_view data) {
+  constexpr std::string_view kMagic{"\x7fTileIR\0", 8};
+  return data.substr(0, kMagic.size()) == kMagic;
+}
+
 /// The machine code for one architecture.
 struct ArchImage {
-  std::string arch;  ///< "sm_90" (CUBIN) or "compute_90" (PTX)
+  std::string arch;  ///< "sm_90" (CUBIN), "compute_90" (PTX) or "tileir" (Tile IR bytecode)
   bool is_ptx() const { return arch.rfind("compute_", 0) == 0; }
-  std::string data;  ///< CUBIN bytes or PTX text
-  /// Per instance of its program (OpPlan::instances_of), in order; empty for PTX.
+  bool is_cubin() const { return arch.rfind("sm_", 0) == 0; }
+  bool is_tileir() const { return arch == kTileIrArch; }
+  /// "cubin", "ptx" or "tileir" (an arch of neither form: "")
+  std::string_view kind() const {
+    return is_cubin() ? "cubin" : is_ptx() ? "ptx" : is_tileir() ? "tileir" : "";
+  }
+  std::string data;  ///< CUBIN bytes, PTX text or Tile IR bytecode
+  /// Per instance of its program (OpPlan::instances_of), in order; empty for PTX and Tile IR.
   std::vector<ResourceUsage> usage;
   bool cache_hit = false;
   double compile_ms = 0;  ///< NVRTC time, or the cache read when cache_hit

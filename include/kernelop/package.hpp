@@ -1,5 +1,5 @@
 // The .kop AOT package: one file holding an op's spec (the plan is derived again on load),
-// CUBIN per architecture, PTX,
+// CUBIN per architecture, PTX, Tile IR bytecode,
 // resource usage and a format version, checksummed. Loading one needs neither NVRTC nor the
 // kernel source, and a package is untrusted input: a malformed file is an Error, never a crash.
 //
@@ -36,10 +36,11 @@ namespace kernelop {
 /// images, each the launch's own package). Version 6 adds cuTile kernels, whose CUBINs come
 /// without PTX (their parameters are checked against the CUBIN's own records), and outputs'
 /// "align" (an alignment a caller's buffer is checked for), which an older reader would refuse
-/// only as an unknown spec field. A
+/// only as an unknown spec field. Version 7 adds Tile IR bytecode images ("tileir"),
+/// which the driver compiles when it loads them. A
 /// package is written as the oldest version that holds it (one using none of these is byte for
 /// byte what version 1 always was); every version is read.
-inline constexpr std::uint32_t kPackageFormatVersion = 6;
+inline constexpr std::uint32_t kPackageFormatVersion = 7;
 
 /// kernelop's version, "0.1.0" (from CMake's project(); recorded in packages as created_by).
 std::string_view version();

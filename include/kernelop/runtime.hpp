@@ -35,8 +35,10 @@ struct LoadInfo {
   int device = -1;
   std::string device_name;
   std::string device_arch;  ///< "sm_90"
-  std::string image_arch;   ///< the image used: "sm_90" (CUBIN) or "compute_90" (PTX JIT)
+  /// the image used: "sm_90" (CUBIN), "compute_90" (PTX JIT) or "tileir" (Tile IR bytecode)
+  std::string image_arch;
   bool via_ptx = false;
+  bool via_tileir = false;
   double load_ms = 0;  ///< module load, including any PTX JIT
 };
 
@@ -44,6 +46,9 @@ struct LoadInfo {
 struct LoadOptions {
   /// Skip CUBINs and JIT the PTX (to test the forward-compatibility path).
   bool prefer_ptx = false;
+  /// Skip CUBINs and PTX and give the driver the Tile IR bytecode (cuTile's ops; to test the
+  /// path of GPUs no CUBIN was built for). Wins over prefer_ptx.
+  bool prefer_tileir = false;
   /// Print one line per device load, tuning and untuned choice to stderr (also enabled by
   /// KERNELOP_LOG=1).
   bool log = false;

@@ -6,8 +6,10 @@ kernelop runs it once on fake tensors with symbolic sizes (no GPU needed) and in
 array as cuTile's calling convention passes one (its pointer, then its sizes and strides in the array's index type),
 ints and floats are scalars, and ``ct.Constant`` arguments are compiled in (configs replace them by name, each a
 tactic). Every config is exported ahead of time with ``cuda.tile.compilation.export_kernel`` to a CUBIN per
-architecture; the block the kernel needs is the CUBIN's own (.reqntid), and its parameters are checked against the
-CUBIN's records (cuTile gives no PTX). The op then runs from C++ with neither Python nor cuTile (docs/cutile.md).
+architecture, plus architecture-independent Tile IR bytecode that drivers for CUDA 13.3 and later compile for a GPU
+no CUBIN was built for; the block the kernel needs is the CUBIN's own (.reqntid), and its parameters are checked
+against the CUBIN's records and the bytecode's disassembled entry (cuTile gives no PTX). The op then runs from C++
+with neither Python nor cuTile (docs/cutile.md).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ import torch
 
 from . import _kernelop
 from ._dtypes import DTYPES
-from ._recording import (CompiledKernel, CompileJob, Dsl, Handlers, Input, RecordedPlugin, Recording, arch_number,
+from ._recording import (CompiledKernel, CompileJob, Dsl, Handlers, Input, KernelBinary, RecordedPlugin, Recording,
+                         arch_number,
                          caller_location, check_archs, check_config_keys, check_configs, count, float_scalar_name,
                          from_inputs, int_scalar_name, select_over_configs, spec_archs, user_requires)
 from ._symbolic import FloatProbe, canonical, shorten, uses_dims
@@ -36,6 +39,9 @@ _INT32 = (-(2 ** 31), 2 ** 31 - 1)
 _ALIGN = 16
 # @ct.kernel's compiler hints a config may set, and the values cuTile takes for each
 _HINTS = {"occupancy": range(1, 33), "num_worker_warps": (1, 2, 4, 8, 16, 32), "opt_level": range(0, 4)}
+# The Tile IR bytecode version of the portable image: the oldest that holds architecture-independent bytecode, so that
+# every driver that compiles such bytecode (CUDA 13.3 on) loads it.
+TILEIR_VERSION = "13.3"
 
 
 @dataclass(frozen=True)
@@ -46,15 +52,20 @@ class CutileSpec:
     launch_fn: Callable[..., Any]
     configs: Tuple[Dict[str, Any], ...] = ()
     archs: Optional[Tuple[str, ...]] = None
+    tileir: bool = True  # ship the Tile IR bytecode too (for GPUs no CUBIN was built for)
 
 
 def cutile(launch_fn: Callable[..., Any], configs: Optional[Sequence[Dict[str, Any]]] = None,
-           arch: Union[None, str, Sequence[str]] = None) -> CutileSpec:
+           arch: Union[None, str, Sequence[str]] = None, tileir: bool = True) -> CutileSpec:
     """A cuTile kernel spec (the reference's ``tta.cutile``). ``configs`` set ``ct.Constant`` parameters of the
     kernel launch_fn launches (and its hints: occupancy, num_worker_warps, opt_level), each a tactic; ``arch``
-    (``"sm_90"`` or a list) replaces the default architectures (sm_80, sm_90 and sm_100 CUBINs)."""
+    (``"sm_90"`` or a list) replaces the default architectures (sm_80, sm_90 and sm_100 CUBINs); ``tileir`` (on by
+    default) adds each tactic's architecture-independent Tile IR bytecode, which the driver compiles on a GPU no
+    CUBIN runs on (drivers for CUDA 13.3 and later)."""
+    if type(tileir) is not bool:
+        raise TypeError(f"kernelop.cutile: tileir must be True or False, not {type(tileir).__name__}")
     return CutileSpec(launch_fn, check_configs("kernelop.cutile", launch_fn, configs),
-                      spec_archs("kernelop.cutile", arch, cutile_archs))
+                      spec_archs("kernelop.cutile", arch, cutile_archs), tileir)
 
 
 def cutile_archs(where: str, archs: Any, name: str = "archs") -> List[str]:
@@ -102,7 +113,9 @@ class CutileState:
     scalars: Dict[str, str]  # scalar parameter -> its cuTile dtype name
     inputs: Set[str]  # the arrays that are the op's inputs (their base alignment is required)
     where: str
-    compiled: Dict[Tuple[int, str], Tuple[bytes, str]] = field(default_factory=dict)  # (config, arch) -> (CUBIN, sym)
+    tileir: bool = True  # CutileSpec.tileir
+    # (config, arch) -> (CUBIN, symbol); (config, "tileir") -> (the portable bytecode, symbol)
+    compiled: Dict[Tuple[int, str], Tuple[bytes, str]] = field(default_factory=dict)
 
 
 # -- the launch -----------------------------------------------------------------------------------------------------
@@ -306,7 +319,8 @@ def _translate(ctx: Recording, spec: CutileSpec, launch: _Launch) -> RecordedPlu
                           for c, v in zip(user_configs, values)]
     # Validated before anything is compiled (kernelop's own rules, in C++); the block stands in until read.
     ctx.validate(doc)
-    state = CutileState(kernel, arrays, scalars, {a[1] for a in arrays if a[1] not in ctx.out_names}, where)
+    state = CutileState(kernel, arrays, scalars, {a[1] for a in arrays if a[1] not in ctx.out_names}, where,
+                        spec.tileir)
     recorded = RecordedPlugin(ctx.op_name, doc, ctx.dsl, kernel, constants,
                               [{"constants": {**constants, **{k: v[k] for k in tuned if k in constants}},
                                 "hints": {k: v[k] for k in tuned if k in _HINTS}} for v in values],
@@ -405,25 +419,50 @@ def _signature(recorded: RecordedPlugin, config: int) -> Tuple[Any, Any]:
     return kernel, signature.with_mangled_symbol(_pyfunc(kernel).__name__)
 
 
-def _export(recorded: RecordedPlugin, config: int, arch: str, output_format: str = "cubin") -> Tuple[bytes, str]:
-    """export_kernel of one config for one architecture (memoised on the recording for CUBINs)."""
+def _export(recorded: RecordedPlugin, config: int, arch: Optional[str]) -> Tuple[bytes, str]:
+    """export_kernel of one config: a CUBIN for one architecture, or (arch None) the architecture-independent Tile IR
+    bytecode (TILEIR_VERSION); memoised on the recording."""
     from cuda.tile.compilation import export_kernel
 
     state: CutileState = recorded.dsl_state
-    key = (config, arch)
-    if output_format == "cubin" and key in state.compiled:
+    key = (config, arch or "tileir")
+    if key in state.compiled:
         return state.compiled[key]
     out = io.BytesIO()
     try:
         kernel, signature = _signature(recorded, config)
-        export_kernel(kernel, [signature], out, gpu_code=arch, output_format=output_format)
+        if arch is None:
+            export_kernel(kernel, [signature], out, gpu_code=None, output_format="tileir_bytecode",
+                          bytecode_version=TILEIR_VERSION)
+        else:
+            export_kernel(kernel, [signature], out, gpu_code=arch, output_format="cubin")
     except Exception as e:  # noqa: BLE001 - cuTile's compile error, named with the tactic
-        raise RuntimeError(f"op {shorten(recorded.op_name)}: cuTile's export_kernel of tactic {config} for {arch} "
-                           f"failed: {type(e).__name__}: {shorten(e, 2000)}") from e
-    result = (out.getvalue(), signature.symbol)
-    if output_format == "cubin":
-        state.compiled[key] = result
-    return result
+        raise RuntimeError(f"op {shorten(recorded.op_name)}: cuTile's export_kernel of tactic {config} for "
+                           f"{arch or 'Tile IR bytecode'} failed: {type(e).__name__}: {shorten(e, 2000)}") from e
+    state.compiled[key] = (out.getvalue(), signature.symbol)
+    return state.compiled[key]
+
+
+def _tileir_text(recorded: RecordedPlugin, config: int) -> str:
+    """The disassembly of one config's Tile IR bytecode (cuTile's tileirdisasm)."""
+    from cuda.tile._compile import _bytecode_to_mlir_text
+
+    bytecode, _ = _export(recorded, config, None)
+    try:
+        return str(_bytecode_to_mlir_text(bytecode))
+    except Exception as e:  # noqa: BLE001 - cuTile's disassembler's error, named with the tactic
+        raise RuntimeError(f"op {shorten(recorded.op_name)}: cuTile's tileirdisasm of tactic {config} failed: "
+                           f"{type(e).__name__}: {shorten(e, 2000)}") from e
+
+
+def _portable(recorded: RecordedPlugin, program: int) -> Optional[KernelBinary]:
+    """One tactic's Tile IR bytecode, with its disassembly (whose entry C++ checks against the calling convention);
+    None when the spec turned it off."""
+    state: CutileState = recorded.dsl_state
+    if not state.tileir:
+        return None
+    bytecode, symbol = _export(recorded, program, None)
+    return KernelBinary(program, "tileir", bytecode, _tileir_text(recorded, program), symbol)
 
 
 def _required_block(recorded: RecordedPlugin, config: int, arch: str) -> List[int]:
@@ -567,16 +606,8 @@ def written_parameters(tileir: str) -> Tuple[Set[int], List[str]]:
 
 def _written_arrays(recorded: RecordedPlugin, config: int) -> Set[str]:
     """The tensors one config's kernel may write, from its Tile IR."""
-    from cuda.tile._compile import _bytecode_to_mlir_text
-
     state: CutileState = recorded.dsl_state
-    bytecode, _ = _export(recorded, config, recorded.default_archs[0], "tileir_bytecode")
-    try:
-        text = _bytecode_to_mlir_text(bytecode)
-    except Exception as e:  # noqa: BLE001 - cuTile's disassembler's error, named with the tactic
-        raise RuntimeError(f"op {shorten(recorded.op_name)}: cuTile's tileirdisasm of tactic {config} failed: "
-                           f"{type(e).__name__}: {shorten(e, 2000)}") from e
-    positions, unfollowable = written_parameters(text)
+    positions, unfollowable = written_parameters(_tileir_text(recorded, config))
     if unfollowable:
         warnings.warn(f"{state.where}: {shorten(_pyfunc(state.kernel).__name__)} writes through a pointer kernelop "
                       f"cannot follow to a parameter ({shorten(unfollowable[0], 200)}); every tensor it is given is "
@@ -595,4 +626,4 @@ def _written_arrays(recorded: RecordedPlugin, config: int) -> Set[str]:
 
 DSL = Dsl(name="cutile", title="cuTile", spec_type=CutileSpec, check_archs=cutile_archs, intercept=_intercept,
           one_launch=_one_launch, translate=_translate, plan_compile=_plan_compile, check_inputs=_check_inputs,
-          default_archs=DEFAULT_ARCHS)
+          default_archs=DEFAULT_ARCHS, portable=_portable)

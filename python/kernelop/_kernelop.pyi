@@ -67,7 +67,7 @@ def dtype_names() -> list[str]:
 
 def package_images(path: str) -> list:
     """
-    The machine code a .kop package holds, verified: per image a dict of its arch ('sm_90', 'compute_80'), program (the tactics' compilation), entry (the kernel's symbol) and data (CUBIN bytes or PTX text), e.g. to launch it with another API or disassemble it.
+    The machine code a .kop package holds, verified: per image a dict of its arch ('sm_90', 'compute_80', 'tileir'), program (the tactics' compilation), entry (the kernel's symbol) and data (CUBIN bytes, PTX text or Tile IR bytecode), e.g. to launch it with another API or disassemble it.
     """
 
 def cubin_required_block(cubin: bytes, entry: str) -> list[int] | None:

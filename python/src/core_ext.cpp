@@ -185,8 +185,9 @@ void bind_values(nb::module_& m) {
       },
       nb::arg("path"),
       "The machine code a .kop package holds, verified: per image a dict of its arch ('sm_90', "
-      "'compute_80'), program (the tactics' compilation), entry (the kernel's symbol) and data "
-      "(CUBIN bytes or PTX text), e.g. to launch it with another API or disassemble it.");
+      "'compute_80', 'tileir'), program (the tactics' compilation), entry (the kernel's symbol) "
+      "and data (CUBIN bytes, PTX text or Tile IR bytecode), e.g. to launch it with another API "
+      "or disassemble it.");
   m.def(
       "cubin_required_block",
       [](const nb::bytes& cubin, const std::string& entry) {

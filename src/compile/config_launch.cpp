@@ -109,7 +109,7 @@ void check_configs_launch(const CompiledImage& image) {
     std::int64_t threads = block[0] * block[1] * block[2];
     std::int64_t smem = constant_under(plan.geometry->shared_mem, config).value_or(0);
     for (const ArchImage& a : image.images) {
-      if (a.is_ptx() || a.program != config.program) continue;
+      if (!a.is_cubin() || a.program != config.program) continue;
       detail::ArchId id;
       detail::parse_arch(a.arch, &id);
       if (!may_run_on(config, id.number)) continue;  // e.g. "arch() >= 90" on sm_80

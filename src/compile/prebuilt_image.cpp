@@ -52,6 +52,34 @@ std::optional<std::array<int, 3>> cubin_required_block(std::string_view cubin,
   return e ? e->required_block : std::nullopt;
 }
 
+namespace {
+
+// Tile IR bytecode (cuTile's, loaded by drivers that compile it): its header, its entry by name,
+// and the entry's parameters as the disassembly given with it (KernelBinary::ptx) states them.
+// The bytecode itself is not disassembled here (that needs cuTile's tileirdisasm): the front end
+// gives the disassembly of these very bytes, and the entry's name must occur in them.
+void check_tileir_binary(const OpPlan& plan, const KernelBinary& b,
+                         const std::function<detail::ErrorStream(ErrorKind)>& at) {
+  if (!is_tileir_bytecode(b.data)) {
+    KERNELOP_RAISE(at(ErrorKind::Spec))
+        << "the data is not Tile IR bytecode (no \\x7fTileIR header)";
+  }
+  if (b.data.find(b.entry) == std::string::npos) {
+    KERNELOP_RAISE(at(ErrorKind::Spec)) << "the bytecode does not name the entry";
+  }
+  if (b.launch_shared != 0 || b.scratch_bytes != 0) {
+    KERNELOP_RAISE(at(ErrorKind::Spec))
+        << "Tile IR states no launch shared memory or scratch (given " << b.launch_shared << " and "
+        << b.scratch_bytes << " bytes)";
+  }
+  std::string why;
+  auto params = detail::tileir_entry_params(b.ptx, b.entry, &why);
+  if (!params) KERNELOP_RAISE(at(ErrorKind::Compile)) << why;
+  detail::check_tileir_params(plan, *params, at);
+}
+
+}  // namespace
+
 CompiledImage image_from_binaries(OpPlan plan, std::vector<KernelBinary> binaries) {
   const std::string op = plan.op_name;
   std::function<detail::ErrorStream(ErrorKind)> fail = [&](ErrorKind kind) {
@@ -88,9 +116,11 @@ CompiledImage image_from_binaries(OpPlan plan, std::vector<KernelBinary> binarie
              "takes every launch's";
     }
     detail::ArchId id;
-    if (!detail::parse_arch(b.arch, &id)) {
+    const bool tileir = b.arch == kTileIrArch;
+    if (!tileir && !detail::parse_arch(b.arch, &id)) {
       KERNELOP_RAISE(at(ErrorKind::Spec))
-          << "architecture '" << b.arch << "' is invalid; expected 'sm_NN' or 'compute_NN'";
+          << "architecture '" << b.arch << "' is invalid; expected 'sm_NN', 'compute_NN' or '"
+          << kTileIrArch << "'";
     }
     if (b.program < 0 || b.program >= programs) {
       KERNELOP_RAISE(at(ErrorKind::Spec))
@@ -122,6 +152,15 @@ CompiledImage image_from_binaries(OpPlan plan, std::vector<KernelBinary> binarie
           << "another architecture of this program names its kernel '" << entry << "'";
     }
     entry = b.entry;
+    if (tileir) {
+      check_tileir_binary(plan, b, at);
+      ArchImage a;
+      a.arch = b.arch;
+      a.program = b.program;
+      a.data = std::move(b.data);
+      image.images.push_back(std::move(a));
+      continue;
+    }
     const std::string& ptx = id.ptx ? b.data : b.ptx;
     // A PTX image runs on the GPUs its .target allows: "compute_90" must hold sm_90 PTX, and
     // arch-specific PTX (sm_90a) must say so ("compute_90a"), or newer GPUs would fail to JIT it.

@@ -234,12 +234,15 @@ class Reader {
     for (std::size_t i = 0; i < images.size(); ++i) {
       ArchImage a;
       a.arch = images[i].at("arch").get<std::string>();
-      bool cubin = a.arch.rfind("sm_", 0) == 0;
-      if (!cubin && a.arch.rfind("compute_", 0) != 0)
-        KERNELOP_RAISE(error()) << "image " << i << " has arch '" << a.arch << "'";
+      bool cubin = a.is_cubin();
+      if (a.kind().empty() || (a.is_tileir() && pkg.format_version < 7))
+        KERNELOP_RAISE(error()) << "image " << i << " has arch '" << a.arch << "' in a format "
+                                << pkg.format_version << " package";
       a.data.assign(sections[i + 1]);
+      if (a.is_tileir() && !is_tileir_bytecode(a.data))
+        KERNELOP_RAISE(error()) << "image " << i << " (" << a.arch << ") is not Tile IR bytecode";
       // "kind" is redundant with the arch; a package where they disagree is not one we wrote.
-      if (images[i].at("kind").get<std::string>() != (cubin ? "cubin" : "ptx")) {
+      if (images[i].at("kind").get<std::string>() != a.kind()) {
         KERNELOP_RAISE(error()) << "image " << i << " (" << a.arch << ") has kind '"
                                 << images[i].at("kind").get<std::string>() << "'";
       }
@@ -277,7 +280,7 @@ class Reader {
         }
       }
       std::size_t members = image.plan.instances_of(a.program).size();
-      if (cubin && a.usage.size() != members) {
+      if (cubin ? a.usage.size() != members : !a.usage.empty()) {
         KERNELOP_RAISE(error()) << "image " << a.arch << " has usage for " << a.usage.size()
                                 << " of " << members << " instantiations";
       }
@@ -338,6 +341,7 @@ std::string write_package_bytes(const CompiledImage& image,
   std::uint32_t format = foreign ? foreign->info().package_format : 1;
   for (const ArchImage& a : image.images) {
     if (a.launch_shared != 0 || a.scratch_bytes != 0) format = std::max(format, 2u);
+    if (a.is_tileir()) format = std::max(format, 7u);
   }
   if (!image.plan.structs.empty()) format = std::max(format, 3u);
   for (const OutputPlan& o : image.plan.outputs) {
@@ -378,9 +382,8 @@ std::string write_package_bytes(const CompiledImage& image,
   meta["compile_options"] = options;
   Json images = Json::array();
   for (const ArchImage& a : image.images) {
-    images.push_back(Json{{"arch", a.arch},
-                          {"kind", a.is_ptx() ? "ptx" : "cubin"},
-                          {"usage", detail::usage_to_json(a.usage)}});
+    images.push_back(
+        Json{{"arch", a.arch}, {"kind", a.kind()}, {"usage", detail::usage_to_json(a.usage)}});
     if (a.program != 0) images.back()["program"] = a.program;
     if (a.launch_shared != 0) images.back()["launch_shared"] = a.launch_shared;
     if (a.scratch_bytes != 0) {

@@ -1,8 +1,11 @@
 // A PTX .entry's parameters: found, read and checked against a plan (ptx_entry.hpp).
+#include <algorithm>
 #include <functional>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
+#include <variant>
 
 #include "core/ptx_entry.hpp"
 #include "core/words.hpp"
@@ -135,6 +138,131 @@ void check_declared_dtypes(const OpPlan& plan,
         (!plan.element(a) || !std::holds_alternative<DType>(*plan.element(a)))) {
       KERNELOP_RAISE(fail(ErrorKind::Spec))
           << "'" << a.name << "' needs a declared dtype: nothing can be inferred from " << from;
+    }
+  }
+}
+
+namespace {
+
+// Tile IR element types a parameter may have: bits and whether floating-point (integers are
+// signless in Tile IR).
+struct TileIrElement {
+  std::string_view name;
+  int bits;
+  bool floating;
+};
+constexpr TileIrElement kTileIrElements[] = {
+    {"i1", 8, false},   {"i8", 8, false},      {"i16", 16, false}, {"i32", 32, false},
+    {"i64", 64, false}, {"f16", 16, true},     {"bf16", 16, true}, {"f32", 32, true},
+    {"f64", 64, true},  {"f8E4M3FN", 8, true}, {"f8E5M2", 8, true}};
+
+const TileIrElement* tileir_element(std::string_view name) {
+  for (const TileIrElement& e : kTileIrElements) {
+    if (e.name == name) return &e;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::string TileIrParam::ptx_type() const {
+  if (pointer) return ".u64";
+  const TileIrElement* e = tileir_element(element);
+  int bits = e ? e->bits : 0;
+  return (e && e->floating && bits >= 32 ? ".f" : ".b") + std::to_string(bits);
+}
+
+std::optional<std::vector<TileIrParam>> tileir_entry_params(std::string_view text,
+                                                            std::string_view entry,
+                                                            std::string* why) {
+  std::string head = "entry @" + std::string(entry) + "(";
+  std::size_t at = 0;
+  while ((at = text.find(head, at)) != std::string_view::npos) {
+    if (at == 0 || text[at - 1] == '\n' || text[at - 1] == ' ') break;
+    at += head.size();
+  }
+  if (at == std::string_view::npos) {
+    *why = "the Tile IR has no entry @" + std::string(entry);
+    return std::nullopt;
+  }
+  std::size_t pos = at + head.size();
+  std::vector<TileIrParam> out;
+  // %argN: tile<TYPE>, ... ) where TYPE is an element type or ptr<element>.
+  while (pos < text.size() && text[pos] != ')') {
+    std::size_t colon = text.find(": ", pos);
+    std::size_t close = text.find('>', colon == std::string_view::npos ? pos : colon);
+    if (colon == std::string_view::npos || close == std::string_view::npos ||
+        text.substr(pos, 4) != "%arg") {
+      *why = "the entry's parameter list is not Tile IR's (" +
+             std::string(text.substr(pos, std::min<std::size_t>(60, text.size() - pos))) + ")";
+      return std::nullopt;
+    }
+    TileIrParam p;
+    std::string_view type = text.substr(colon + 2);
+    std::size_t end = type.find_first_of(",)");
+    if (end == std::string_view::npos) end = type.size();
+    type = type.substr(0, end);
+    p.text = std::string(type);
+    std::string_view inner;
+    if (type.starts_with("tile<ptr<") && type.ends_with(">>")) {
+      p.pointer = true;
+      inner = type.substr(9, type.size() - 11);
+    } else if (type.starts_with("tile<") && type.ends_with(">")) {
+      inner = type.substr(5, type.size() - 6);
+    }
+    if (inner.empty() || !tileir_element(inner)) {
+      *why = "parameter " + std::to_string(out.size()) + " is '" + p.text +
+             "', not a pointer or scalar tile kernelop passes";
+      return std::nullopt;
+    }
+    p.element = std::string(inner);
+    out.push_back(std::move(p));
+    pos = colon + 2 + end;
+    if (pos < text.size() && text[pos] == ',') pos += 1;
+    while (pos < text.size() && text[pos] == ' ') ++pos;
+  }
+  if (pos >= text.size()) {
+    *why = "the entry's parameter list does not end";
+    return std::nullopt;
+  }
+  return out;
+}
+
+void check_tileir_params(const OpPlan& plan, const std::vector<TileIrParam>& params,
+                         const std::function<ErrorStream(ErrorKind)>& fail) {
+  std::vector<std::string> types;
+  for (const TileIrParam& p : params) types.push_back(p.ptx_type());
+  check_entry_params(plan, types, fail);
+  std::vector<KernelParam> kernel = plan.kernel_params();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const ArgSlot& a = plan.args[static_cast<std::size_t>(kernel[i].first)];
+    if (kernel[i].is_struct) {
+      KERNELOP_RAISE(fail(ErrorKind::Compile))
+          << "parameter " << i << " is '" << params[i].text << "' but the calling convention "
+          << "passes a struct (fields from '" << a.name << "'), which Tile IR entries do not take";
+    }
+    const TileIrElement* e = tileir_element(params[i].element);
+    bool floating = false;
+    if (a.is_pointer()) {
+      const auto& element = plan.element(a);
+      if (element && std::holds_alternative<DType>(*element)) {
+        DType d = std::get<DType>(*element);
+        floating = dtype_is_floating(d);
+        if (params[i].pointer && static_cast<std::size_t>(e->bits) != dtype_size(d) * 8) {
+          KERNELOP_RAISE(fail(ErrorKind::Compile))
+              << "parameter " << i << " is '" << params[i].text << "' but the calling convention "
+              << "passes '" << a.name << "' as a pointer to " << dtype_name(d);
+        }
+      } else {
+        floating = e->floating;  // an external output's dtype is the kernel's
+      }
+    } else {
+      floating = a.value_type == ScalarType::Float || a.value_type == ScalarType::Float64;
+    }
+    if (params[i].pointer != a.is_pointer() || e->floating != floating) {
+      KERNELOP_RAISE(fail(ErrorKind::Compile))
+          << "parameter " << i << " is '" << params[i].text << "' but the calling convention "
+          << "passes '" << a.name << "' as " << plan.c_type(a);
     }
   }
 }

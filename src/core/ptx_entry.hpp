@@ -33,6 +33,28 @@ void check_declared_dtypes(const OpPlan& plan, const std::function<ErrorStream(E
 void adopt_ptx_params(OpPlan& plan, const std::vector<std::string>& types,
                       const std::function<ErrorStream(ErrorKind)>& fail);
 
+/// One parameter of a Tile IR entry as its disassembly writes it: `tile<ptr<f32>>` is a pointer
+/// to f32, `tile<i32>` a 32-bit integer.
+struct TileIrParam {
+  std::string text;  ///< "tile<ptr<f32>>"
+  bool pointer = false;
+  std::string element;           ///< "f32", "bf16", "i64" (the pointee's for a pointer)
+  std::string ptx_type() const;  ///< as ptx_entry_param_types would give it (".u64" for a pointer)
+};
+
+/// The parameters of `entry @entry(%arg0: tile<...>, ...)` in Tile IR text (cuTile's
+/// disassembly), in order; nullopt, with the reason in `why`, when the text has no such entry or a
+/// parameter of a type kernelop does not pass.
+std::optional<std::vector<TileIrParam>> tileir_entry_params(std::string_view text,
+                                                            std::string_view entry,
+                                                            std::string* why);
+
+/// Throws (through `fail`) unless the parameters match the plan's arguments as
+/// check_entry_params checks PTX, and besides: a tensor as a pointer to its dtype's width and kind
+/// (float or integer), a scalar as a float or an integer as declared.
+void check_tileir_params(const OpPlan& plan, const std::vector<TileIrParam>& params,
+                         const std::function<ErrorStream(ErrorKind)>& fail);
+
 /// The PTX's `.target` ("sm_90a"), or "" when it has none.
 std::string ptx_target(std::string_view ptx);
 

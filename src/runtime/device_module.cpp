@@ -20,6 +20,21 @@ namespace {
   KERNELOP_FAIL(Launch) << "op " << image.plan.op_name << ": " << what;
 }
 
+// The kind of image tried first: LoadOptions, or KERNELOP_IMAGE=cubin|ptx|tileir (a process's
+// PyTorch ops, whose options are the defaults).
+ImageFirst image_first(const CompiledImage& image, const LoadOptions& options) {
+  if (options.prefer_tileir) return ImageFirst::TileIr;
+  if (options.prefer_ptx) return ImageFirst::Ptx;
+  const char* env = std::getenv("KERNELOP_IMAGE");
+  if (!env || !*env) return ImageFirst::Cubin;
+  std::string_view v(env);
+  if (v == "cubin") return ImageFirst::Cubin;
+  if (v == "ptx") return ImageFirst::Ptx;
+  if (v == "tileir") return ImageFirst::TileIr;
+  fail(image, "KERNELOP_IMAGE is '" + std::string(v.substr(0, 40)) +
+                  "'; expected cubin, ptx or tileir (the kind of image loaded first)");
+}
+
 }  // namespace
 
 DeviceModule::~DeviceModule() {
@@ -78,7 +93,7 @@ std::unique_ptr<DeviceModule> load_device_module(const CompiledImage& image,
       candidates.push_back(ArchImage{image.images[i].arch, {}, {}, false, 0});
     }
     std::string why;
-    int index = detail::select_image(candidates, major, minor, options.prefer_ptx, &why);
+    int index = select_image(candidates, major, minor, image_first(image, options), &why);
     if (index < 0) fail(image, why + " (device " + std::to_string(device) + " '" + name + "')");
     chosen = &image.images[where[static_cast<std::size_t>(index)]];
     char jit_log[8192] = {};
@@ -87,9 +102,18 @@ std::unique_ptr<DeviceModule> load_device_module(const CompiledImage& image,
     CUmodule module = nullptr;
     CUresult r = d.cuModuleLoadDataEx(&module, chosen->data.c_str(), 2, jit_options, jit_values);
     if (r != CUDA_SUCCESS) {
+      std::string hint;
+      if (chosen->is_tileir()) {
+        int version = 0;
+        d.cuDriverGetVersion(&version);
+        hint = "; drivers compile Tile IR bytecode from CUDA 13.3 on (this one is CUDA " +
+               std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10) +
+               "): build the op with a CUBIN for sm_" + std::to_string(major * 10 + minor);
+      }
       fail(image, "cuModuleLoadDataEx(" + chosen->arch + " image on device " +
-                      std::to_string(device) + " '" + name + "') failed: " +
-                      detail::cuda_error_text(r) + (jit_log[0] ? std::string("\n") + jit_log : ""));
+                      std::to_string(device) + " '" + name +
+                      "') failed: " + detail::cuda_error_text(r) + hint +
+                      (jit_log[0] ? std::string("\n") + jit_log : ""));
     }
     m->modules.push_back(module);
     program_shared.push_back(chosen->launch_shared);
@@ -127,14 +151,17 @@ std::unique_ptr<DeviceModule> load_device_module(const CompiledImage& image,
   m->info.device_arch = "sm_" + std::to_string(major * 10 + minor);
   m->info.image_arch = chosen->arch;
   m->info.via_ptx = chosen->is_ptx();
+  m->info.via_tileir = chosen->is_tileir();
   m->info.load_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (log_enabled(options)) {
     std::cerr << "kernelop: op " << image.plan.op_name << " on device " << device << " (" << name
               << ", " << m->info.device_arch << "): loaded "
-              << (m->info.via_ptx ? "PTX " : "CUBIN ") << chosen->arch
-              << (m->info.via_ptx ? " through the driver's JIT" : "") << " in " << m->info.load_ms
-              << " ms\n";
+              << (chosen->is_cubin() ? "CUBIN "
+                  : chosen->is_ptx() ? "PTX "
+                                     : "")
+              << chosen->arch << (chosen->is_cubin() ? "" : " through the driver's JIT") << " in "
+              << m->info.load_ms << " ms\n";
   }
   return m;
 }

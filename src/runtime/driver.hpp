@@ -21,6 +21,7 @@ namespace kernelop::detail {
   X(cuDeviceGetCount)                \
   X(cuDeviceGet)                     \
   X(cuDeviceGetName)                 \
+  X(cuDriverGetVersion)              \
   X(cuDeviceGetAttribute)            \
   X(cuDevicePrimaryCtxRetain)        \
   X(cuDevicePrimaryCtxRelease)       \

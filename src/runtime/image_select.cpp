@@ -5,13 +5,18 @@
 
 namespace kernelop::detail {
 
-int select_image(const std::vector<ArchImage>& images, int major, int minor, bool prefer_ptx,
+int select_image(const std::vector<ArchImage>& images, int major, int minor, ImageFirst first,
                  std::string* why) {
   int device = major * 10 + minor;
-  auto best = [&](bool want_ptx) {
+  auto best = [&](ImageFirst kind) {
     int chosen = -1, chosen_score = -1;
     for (std::size_t i = 0; i < images.size(); ++i) {
+      if (kind == ImageFirst::TileIr) {
+        if (images[i].is_tileir() && device >= 80) return static_cast<int>(i);
+        continue;
+      }
       ArchId id;
+      const bool want_ptx = kind == ImageFirst::Ptx;
       if (!parse_arch(images[i].arch, &id) || id.ptx != want_ptx) continue;
       bool exact = id.number == device;
       bool runs = id.suffix == 'a' ? exact
@@ -27,10 +32,12 @@ int select_image(const std::vector<ArchImage>& images, int major, int minor, boo
     }
     return chosen;
   };
-  int first = best(prefer_ptx);
-  if (first >= 0) return first;
-  int second = best(!prefer_ptx);
-  if (second >= 0) return second;
+  const ImageFirst order[3][3] = {{ImageFirst::Cubin, ImageFirst::Ptx, ImageFirst::TileIr},
+                                  {ImageFirst::Ptx, ImageFirst::Cubin, ImageFirst::TileIr},
+                                  {ImageFirst::TileIr, ImageFirst::Cubin, ImageFirst::Ptx}};
+  for (ImageFirst kind : order[static_cast<int>(first)]) {
+    if (int chosen = best(kind); chosen >= 0) return chosen;
+  }
   if (why) {
     std::string built = join(images, [](const ArchImage& image) { return image.arch; });
     *why = "no image runs on sm_" + std::to_string(device) +

@@ -679,6 +679,45 @@ TEST(SmCount, IsTheDevicesAtLaunchAndNowhereElse) {
           "requires[0]: 'dim(x, 0) >= sm_count()': sm_count() cannot be read by the op's requires");
 }
 
+// A Tile IR image (cuTile's portable bytecode) is loaded only where no CUBIN or PTX fits, or when
+// asked for (LoadOptions::prefer_tileir, KERNELOP_IMAGE=tileir); the fake driver refuses it as
+// driver 580 does, and the error names the driver's CUDA version and the CUBIN to add.
+TEST(TileIrImages, LoadedLastOrWhenAskedAndRefusedByAnOldDriverByName) {
+  ASSERT_TRUE(fake().ok());
+  CompiledImage image = compile_for_test(testing::example("relu"));
+  ArchImage tileir;
+  tileir.arch = "tileir";
+  tileir.data = std::string("\x7fTileIR\0\x0d\x03\0\0", 12) + image.lowered_names[0];
+  image.images.push_back(tileir);
+  Call c = x_to_y(Shape{1000});
+  const std::string old_driver =
+      "op kernelop_examples::relu: cuModuleLoadDataEx(tileir image on device 0 'Fake sm_90') "
+      "failed: "
+      "CUDA_ERROR_FAKE (200)";  // the fake's name for CUDA_ERROR_INVALID_IMAGE
+  EXPECT_EQ(outcome(KernelOp(image), c).find("error"), std::string::npos);  // the CUBIN
+  LoadOptions options;
+  options.prefer_tileir = true;
+  std::string refused = outcome(KernelOp(image, options), c);
+  EXPECT_NE(refused.find(old_driver), std::string::npos) << refused;
+  EXPECT_NE(refused.find("; drivers compile Tile IR bytecode from CUDA 13.3 on (this one is CUDA "
+                         "13.0): build the op with a CUBIN for sm_90"),
+            std::string::npos)
+      << refused;
+  ::setenv("KERNELOP_IMAGE", "tileir", 1);
+  refused = outcome(KernelOp(image), c);
+  EXPECT_NE(refused.find(old_driver), std::string::npos) << refused;
+  ::setenv("KERNELOP_IMAGE", "cuda", 1);
+  refused = outcome(KernelOp(image), c);
+  EXPECT_NE(
+      refused.find(
+          "op kernelop_examples::relu: KERNELOP_IMAGE is 'cuda'; expected cubin, ptx or tileir"),
+      std::string::npos)
+      << refused;
+  ::setenv("KERNELOP_IMAGE", "cubin", 1);
+  EXPECT_EQ(outcome(KernelOp(image), c).find("error"), std::string::npos);
+  ::unsetenv("KERNELOP_IMAGE");
+}
+
 // Note [host reads]: item(n) passes the value of one-element tensor n, read on the host when the
 // launch is reached (the fake driver's memory), to the kernel, call after call (no memo replays an
 // old value); a launch whose `when` fails does not run. Read under a capture, of a tensor of other

@@ -68,7 +68,7 @@ TEST(Package, GoldenBytesPinFormatVersion1) {
   ASSERT_TRUE(fs::exists(golden_path())) << "run once with KERNELOP_UPDATE_GOLDEN=1";
   EXPECT_EQ(bytes, slurp(golden_path()))
       << "the package bytes changed: bump kPackageFormatVersion and add a new golden file";
-  EXPECT_EQ(kPackageFormatVersion, 6u);
+  EXPECT_EQ(kPackageFormatVersion, 7u);
   EXPECT_EQ(bytes.substr(0, 8), std::string("KOPKG\r\n\x1a", 8));
   EXPECT_EQ(bytes[8], 1) << "a package without version-2 features is written as version 1";
 }
@@ -538,6 +538,46 @@ TEST(Package, LaunchSharedMemoryAndScratchRoundTripAsFormat2) {
   image.images[0].scratch_align = 100;
   expect_error([&] { parse_package(write_package_bytes(image), "bad.kop"); }, ErrorKind::Format,
                "alignment 100");
+}
+
+// Tile IR bytecode (cuTile's portable image) makes a package format 7; it must be bytecode, in a
+// package of format 7 or later, and say "tileir" twice (arch and kind).
+TEST(Package, TileIrBytecodeImagesAreFormat7) {
+  CompiledImage image = golden_v2().image;
+  ArchImage tileir;
+  tileir.arch = "tileir";
+  tileir.data = std::string("\x7fTileIR\0\x0d\x03\0\0", 12) + "k";
+  image.images.push_back(tileir);
+  std::string bytes = write_package_bytes(image);
+  EXPECT_EQ(bytes[8], 7);
+  Package back = parse_package(bytes, "tile.kop");
+  ASSERT_EQ(back.image.images.size(), 2u);
+  EXPECT_TRUE(back.image.images[1].is_tileir());
+  EXPECT_EQ(back.image.images[1].data, image.images[1].data);
+  EXPECT_TRUE(back.image.images[1].usage.empty());
+  std::vector<std::string> sections = sections_of(bytes);
+  std::string meta = sections[0];
+  std::size_t at = meta.find("\"format\":7");
+  ASSERT_NE(at, std::string::npos) << meta;
+  sections[0].replace(at, 10, "\"format\":6");
+  expect_error([&] { parse_package(package_of(sections, {}, 6), "old.kop"); }, ErrorKind::Format,
+               "package old.kop: image 1 has arch 'tileir' in a format 6 package");
+  sections[0] = meta;
+  sections[2] = std::string(1, 0x7f) + "ELF";
+  expect_error([&] { parse_package(package_of(sections, {}, 7), "bad.kop"); }, ErrorKind::Format,
+               "package bad.kop: image 1 (tileir) is not Tile IR bytecode");
+  sections = sections_of(bytes);
+  at = sections[0].find("\"kind\":\"tileir\"");
+  ASSERT_NE(at, std::string::npos);
+  sections[0].replace(at, 15, "\"kind\":\"cubin\"");
+  expect_error([&] { parse_package(package_of(sections, {}, 7), "bad.kop"); }, ErrorKind::Format,
+               "package bad.kop: image 1 (tileir) has kind 'cubin'");
+  sections = sections_of(bytes);
+  at = sections[0].find("\"arch\":\"tileir\"");
+  ASSERT_NE(at, std::string::npos);
+  sections[0].replace(at, 15, "\"arch\":\"tile\"");
+  expect_error([&] { parse_package(package_of(sections, {}, 7), "bad.kop"); }, ErrorKind::Format,
+               "package bad.kop: image 1 has arch 'tile' in a format 7 package");
 }
 
 // A foreign compiler's images need the package format its row of kForeignCompilers names: a CuTe

@@ -20,9 +20,9 @@ std::vector<ArchImage> images(std::initializer_list<const char*> archs) {
 }
 
 std::string pick(const std::vector<ArchImage>& imgs, int major, int minor,
-                 bool prefer_ptx = false) {
+                 detail::ImageFirst first = detail::ImageFirst::Cubin) {
   std::string why;
-  int i = detail::select_image(imgs, major, minor, prefer_ptx, &why);
+  int i = detail::select_image(imgs, major, minor, first, &why);
   return i < 0 ? "none: " + why : imgs[static_cast<std::size_t>(i)].arch;
 }
 
@@ -34,7 +34,7 @@ TEST(ImageSelect, ExactCubinThenSameMajorThenPtx) {
   EXPECT_EQ(pick(defaults, 8, 9), "sm_89");
   EXPECT_EQ(pick(defaults, 10, 0), "compute_90");  // Blackwell JITs the PTX
   EXPECT_EQ(pick(defaults, 12, 0), "compute_90");
-  EXPECT_EQ(pick(defaults, 9, 0, true), "compute_90");
+  EXPECT_EQ(pick(defaults, 9, 0, detail::ImageFirst::Ptx), "compute_90");
   EXPECT_EQ(pick(defaults, 7, 5),
             "none: no image runs on sm_75 (built: sm_80, sm_86, sm_89, sm_90, compute_90); "
             "rebuild with that architecture or with PTX for an older one");
@@ -47,6 +47,20 @@ TEST(ImageSelect, ExactCubinThenSameMajorThenPtx) {
   EXPECT_EQ(pick(images({"compute_80", "compute_86"}), 8, 9), "compute_86");
 }
 
+// cuTile's ops: CUBINs per architecture and Tile IR bytecode (no PTX), which the driver compiles
+// for a GPU no CUBIN was built for (sm_80 and later), last, or first when asked.
+TEST(ImageSelect, TileIrAfterCubinsAndPtx) {
+  auto cutile = images({"sm_80", "sm_90", "sm_100", "tileir"});
+  EXPECT_EQ(pick(cutile, 9, 0), "sm_90");
+  EXPECT_EQ(pick(cutile, 8, 9), "sm_80");
+  EXPECT_EQ(pick(cutile, 12, 0), "tileir");
+  EXPECT_EQ(pick(cutile, 9, 0, detail::ImageFirst::TileIr), "tileir");
+  EXPECT_EQ(pick(cutile, 9, 0, detail::ImageFirst::Ptx), "sm_90");  // no PTX: a CUBIN
+  EXPECT_EQ(pick(images({"compute_90", "tileir"}), 12, 0), "compute_90");
+  EXPECT_EQ(pick(images({"sm_90", "tileir"}), 7, 5).substr(0, 5), "none:");
+  EXPECT_EQ(pick(images({"tileir"}), 10, 3, detail::ImageFirst::Ptx), "tileir");
+}
+
 TEST(ImageSelect, ParsesArchitectures) {
   detail::ArchId id;
   ASSERT_TRUE(detail::parse_arch("sm_100a", &id));
@@ -57,6 +71,16 @@ TEST(ImageSelect, ParsesArchitectures) {
   ASSERT_TRUE(detail::parse_arch("compute_90", &id));
   EXPECT_TRUE(id.ptx);
   EXPECT_FALSE(detail::parse_arch("sm90", &id));
+  EXPECT_FALSE(detail::parse_arch("tileir", &id));  // an image kind of its own (ArchImage::kind)
+  auto kind = [](const char* arch) {
+    ArchImage a;
+    a.arch = arch;
+    return std::string(a.kind());
+  };
+  EXPECT_EQ(kind("tileir"), "tileir");
+  EXPECT_EQ(kind("compute_80"), "ptx");
+  EXPECT_EQ(kind("sm_80"), "cubin");
+  EXPECT_EQ(kind("tile"), "");
 }
 
 KernelOp make_op(const std::string& name) {

@@ -149,7 +149,12 @@ CUresult cuCtxSetCurrent(CUcontext c) {
 CUresult cuCtxSynchronize() {
   return CUDA_SUCCESS;
 }
-CUresult cuModuleLoadDataEx(CUmodule* m, const void*, unsigned, CUjit_option*, void**) {
+CUresult cuDriverGetVersion(int* v) {
+  return ok(v, 13000);  // CUDA 13.0's driver (580)
+}
+// As driver 580 does: Tile IR bytecode is an image it cannot load.
+CUresult cuModuleLoadDataEx(CUmodule* m, const void* image, unsigned, CUjit_option*, void**) {
+  if (std::memcmp(image, "\x7fTileIR", 7) == 0) return CUDA_ERROR_INVALID_IMAGE;
   return ok(m, reinterpret_cast<CUmodule>(0x2000));
 }
 CUresult cuModuleUnload(CUmodule) {

@@ -10,6 +10,7 @@ tactic of every example against PyTorch at ragged sizes, CUDA graphs, torch.comp
 """
 
 import dataclasses
+import json
 import os
 import pathlib
 import random
@@ -234,7 +235,7 @@ class Refusals(unittest.TestCase):
 class Compilation(unittest.TestCase):
     def test_cubins_for_every_architecture_checked_against_the_spec(self):
         r = recorded()["softmax"]
-        binaries = r.compile()
+        binaries = [b for b in r.compile() if b.arch != "tileir"]
         self.assertEqual([(b.program, b.arch) for b in binaries],
                          [(p, a) for p in range(3) for a in ("sm_80", "sm_90", "sm_100")])
         for b in binaries:
@@ -245,9 +246,51 @@ class Compilation(unittest.TestCase):
         r.check()
         r.check(["sm_90"])
         m = recorded()["matmul"]
-        self.assertEqual([_kernelop.cubin_required_block(b.data, b.entry) for b in m.compile()],
+        self.assertEqual([_kernelop.cubin_required_block(b.data, b.entry) for b in m.compile() if b.arch != "tileir"],
                          [[128, 1, 1], [128, 1, 1], [256, 1, 1]])
         m.check()
+
+    def test_tile_ir_bytecode_per_tactic_checked_against_the_calling_convention(self):
+        r = recorded()["softmax"]
+        portable = [b for b in r.compile() if b.arch == "tileir"]
+        self.assertEqual([b.program for b in portable], [0, 1, 2])
+        cubins = {b.program: b.entry for b in r.compile() if b.arch == "sm_90"}
+        for b in portable:
+            self.assertEqual(b.data[:10], b"\x7fTileIR\x00\x0d\x03")  # architecture-independent, version 13.3
+            self.assertEqual(b.entry, cubins[b.program])  # the same kernel as the CUBINs
+            self.assertIn(f"entry @{b.entry}(%arg0: tile<ptr<f32>>", b.ptx)  # tileirdisasm's text
+        doc = json.dumps(r.doc)
+        _kernelop.check_binaries(doc, portable)  # Tile IR alone is an image too
+
+        def refused(message, **changes):  # the bytes: a spec error (ValueError); the entry: a compile error
+            damaged = [dataclasses.replace(portable[0], **changes)] + portable[1:]
+            expect_error(self, ValueError if {"data", "launch_shared"} & set(changes) else RuntimeError,
+                         "binary 0 (program 0, tileir, entry '" + portable[0].entry + "'): " + message,
+                         _kernelop.check_binaries, doc, damaged)
+
+        text, entry = portable[0].ptx, portable[0].entry
+        refused("the data is not Tile IR bytecode (no \\x7fTileIR header)", data=b"\x7fELF" + portable[0].data[4:])
+        refused("no machine code", data=b"")
+        refused("the bytecode does not name the entry", data=portable[0].data.replace(entry.encode(), b"x" * len(entry)))
+        refused("the Tile IR has no entry @" + entry, ptx=text.replace("entry @", "entry @x"))
+        refused("parameter 0 is 'tile<ptr<f16>>' but the calling convention passes 'x' as a pointer to float32",
+                ptx=text.replace("%arg0: tile<ptr<f32>>", "%arg0: tile<ptr<f16>>", 1))
+        refused("parameter 1 is 'tile<f32>' but the calling convention passes 'dim(x, 0)' as int",
+                ptx=text.replace("%arg1: tile<i32>", "%arg1: tile<f32>", 1))
+        refused("parameter 0 is 'tile<i64>' but the calling convention passes 'x' as const float*",
+                ptx=text.replace("%arg0: tile<ptr<f32>>", "%arg0: tile<i64>", 1))
+        refused("parameter 1 is 'tile<i4>', not a pointer or scalar tile kernelop passes",
+                ptx=text.replace("%arg1: tile<i32>", "%arg1: tile<i4>", 1))
+        refused("takes 9 parameter(s) but the calling convention passes 10",
+                ptx=text.replace(", %arg1: tile<i32>", "", 1))
+        refused("the entry's parameter list does not end", ptx=text[:text.index("%arg3")])
+        refused("Tile IR states no launch shared memory or scratch (given 16 and 0 bytes)", launch_shared=16)
+        # Turned off: CUBINs only.
+        off = ko.record_plugin(ko.cutile(ck.scaled_add, tileir=False), op_name="kop_ct_off::scaled_add",
+                               example_inputs=ck.examples()[ck.scaled_add])
+        self.assertEqual([b.arch for b in off.compile()], ["sm_80", "sm_90", "sm_100"])
+        expect_error(self, TypeError, "kernelop.cutile: tileir must be True or False, not str", ko.cutile,
+                     ck.scaled_add, tileir="no")
 
     def test_a_spec_that_does_not_match_the_cubin_is_refused_in_cpp(self):
         r = recorded()["matmul"]
@@ -293,12 +336,12 @@ class Registration(unittest.TestCase):
         expect_error(self, RuntimeError, "rank(x) == 2", op, meta(2, 3, 4))
         self.assertEqual(ko.kernel("kop_ct::softmax").tactics, ["TILE=256", "TILE=1024", "TILE=4096"])
 
-    def test_a_package_is_format_6_and_loads_where_cuda_tile_cannot_be_imported(self):
+    def test_a_package_is_format_7_and_loads_where_cuda_tile_cannot_be_imported(self):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "matmul.kop")
             ck.recorded("kop_ct_pkg")["matmul"].build_package(path)
             with open(path, "rb") as f:
-                self.assertEqual(f.read(9)[8], 6)
+                self.assertEqual(f.read(9)[8], 7)  # Tile IR bytecode (format 6 without: test_tile_ir_in_packages)
             out = run_python_without("cuda.tile", f"""
                 import sys, torch, kernelop as ko
                 op = ko.load_package({path!r})
@@ -313,9 +356,11 @@ class Registration(unittest.TestCase):
                                                    "(100, 70) torch.float16", "None"])
             # the machine code it holds, for another API to launch (bench/cutile_bench.py: CuPy)
             images = _kernelop.package_images(path)
-            self.assertEqual([(i["arch"], i["program"]) for i in images], [("sm_80", 0), ("sm_90", 0), ("sm_100", 0)])
-            self.assertEqual([_kernelop.cubin_required_block(i["data"], i["entry"]) for i in images],
+            self.assertEqual([(i["arch"], i["program"]) for i in images],
+                             [("sm_80", 0), ("sm_90", 0), ("sm_100", 0), ("tileir", 0)])
+            self.assertEqual([_kernelop.cubin_required_block(i["data"], i["entry"]) for i in images[:3]],
                              [[128, 1, 1], [128, 1, 1], [256, 1, 1]])
+            self.assertEqual(images[3]["data"][:7], b"\x7fTileIR")
             expect_error(self, RuntimeError, "not a kernelop package", _kernelop.package_images, __file__)
 
 
@@ -384,6 +429,33 @@ class Cuda(unittest.TestCase):
         err, module = out.split()
         self.assertLess(float(err), 0.1)
         self.assertEqual(module, "None")
+
+    def test_the_tile_ir_image_where_asked_for(self):
+        """KERNELOP_IMAGE=tileir gives the driver the bytecode even where a CUBIN fits: a driver for CUDA 13.3 or
+        later compiles it (the values match), an older one refuses by name; another value is refused."""
+        _packaged_ops()
+        packages = _recorded["pkg_dir"]
+        out = run_python_without("cuda.tile", f"""
+            import ctypes, os, torch, kernelop as ko
+            version = ctypes.c_int()
+            ctypes.CDLL("libcuda.so.1").cuDriverGetVersion(ctypes.byref(version))
+            print(version.value)
+            for image in ("bogus", "tileir"):
+                os.environ["KERNELOP_IMAGE"] = image
+                op = ko.load_package(os.path.join({packages!r}, "kop_cutile.scaled_add.kop"))
+                a, b = torch.randn(5000, device="cuda"), torch.randn(5000, device="cuda")
+                try:
+                    print((op(a, b, 0.5) - (0.5 * a + b)).abs().max().item())
+                except RuntimeError as e:
+                    print("ERR", str(e).replace("\\n", " "))
+        """).strip().split("\n")
+        version, bogus, tileir = int(out[0]), out[1], out[2]
+        self.assertIn("KERNELOP_IMAGE is 'bogus'; expected cubin, ptx or tileir", bogus)
+        if version >= 13030:
+            self.assertLess(float(tileir), 1e-5)
+        else:
+            self.assertIn(f"drivers compile Tile IR bytecode from CUDA 13.3 on (this one is CUDA {version // 1000}."
+                          f"{version % 1000 // 10}): build the op with a CUBIN for sm_", tileir)
 
     def test_in_place_atomics_branches_loops_scatters_and_views(self):
         if "test_pkg" not in _recorded:

@@ -24,9 +24,11 @@ class KernelBinary:
     these attributes (kernelop._kernelop.KERNEL_BINARY_FIELDS)."""
 
     program: int
-    arch: str  # "sm_90" (CUBIN in `data`) or "compute_80" (PTX in `data`)
-    data: bytes  # CUBIN bytes or PTX text
-    ptx: str  # for a CUBIN: the PTX it was assembled from (its parameters are checked); "" when none (cuTile's)
+    arch: str  # "sm_90" (CUBIN in `data`), "compute_80" (PTX in `data`) or "tileir" (Tile IR bytecode)
+    data: bytes  # CUBIN bytes, PTX text or Tile IR bytecode
+    # for a CUBIN: the PTX it was assembled from (its parameters are checked), "" when none (cuTile's); for Tile IR:
+    # its disassembly (the entry's parameters are checked)
+    ptx: str
     entry: str  # the kernel's symbol
     launch_shared: int = 0  # dynamic shared memory every launch needs, in bytes
     # Global scratch memory per block, passed as parameter `scratch_param` (a 64-bit extra of value 0 in the spec).
@@ -95,6 +97,11 @@ def compile_binaries(recorded: "RecordedPlugin", archs: List[str]) -> List[Kerne
         if arch == oldest and compiled.ptx:  # cuTile gives CUBINs only
             out.append(KernelBinary(program, "compute_" + label[3:], compiled.ptx.encode(), "", compiled.name,
                                     compiled.shared, *scratch))
+    if recorded.dsl.portable is not None:  # checked in C++ with the others (image_from_binaries)
+        for program in range(len(recorded.compile_configs)):
+            portable = recorded.dsl.portable(recorded, program)
+            if portable is not None:
+                out.append(portable)
     return out
 
 

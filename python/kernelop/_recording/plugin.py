@@ -72,6 +72,8 @@ class Dsl:
     while_recording: Callable[[], ContextManager[Any]] = contextlib.nullcontext
     # the architectures an op compiles for when its spec names none, if the DSL has such a list (its compile default)
     default_archs: Tuple[str, ...] = ()
+    # (recorded, program) -> the program's architecture-independent image (cuTile's Tile IR bytecode), or None
+    portable: Optional[Callable[["RecordedPlugin", int], Optional[KernelBinary]]] = None
 
 
 @dataclass
