@@ -61,7 +61,8 @@ def __getattr__(name: str) -> Any:
     """PEP 562: a torch-bound name (or a private submodule, kernelop._ops ...) is imported on first use."""
     if name in _LAZY:
         value = getattr(_import(_LAZY[name], name), name)
-    elif name.startswith("_") and not name.startswith("__") and importlib.util.find_spec(f"{__name__}.{name}"):
+    elif name == "jax" or (name.startswith("_") and not name.startswith("__")
+                           and importlib.util.find_spec(f"{__name__}.{name}")):
         value = _import(name, name)  # the import also sets the package's attribute
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
