@@ -25,7 +25,7 @@ import numpy as np
 import kernelop as ko
 import kernelop.jax as kj
 from expect import expect_error
-from isolated import run_python_refusing
+from isolated import run_python, run_python_refusing
 from kernelop_testing import run_tests
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
@@ -185,6 +185,40 @@ class Lowering(unittest.TestCase):
         self.assertEqual(str(back.out_avals[0].shape), "(b, 2*n)")
         self.assertEqual(back.platforms, ("cuda",))
 
+    def test_packages_of_every_front_end_without_torch_or_the_dsl(self):
+        """Triton, CuTe DSL and cuTile ops recorded with torch (a subprocess here), then loaded by JAX in a process
+        where torch and the DSLs cannot be imported: shapes, checks and the lowering."""
+        with tempfile.TemporaryDirectory() as d:
+            build = textwrap.dedent(f"""
+                import sys
+                sys.path.insert(0, {str(EXAMPLES)!r})
+                import triton_kernels, cutedsl_kernels, cutile_kernels
+                triton_kernels.recorded("kop_jax_tt")["vector_add"].build_package({d!r} + "/tt.kop")
+                triton_kernels.recorded("kop_jax_tt")["softmax"].build_package({d!r} + "/tt_softmax.kop")
+                cutedsl_kernels.recorded("kop_jax_cute")["vector_add"].build_package({d!r} + "/cute.kop")
+                cutile_kernels.recorded("kop_jax_ct")["scaled_add"].build_package({d!r} + "/ct.kop")
+            """)
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+            r = subprocess.run([sys.executable, "-c", build], capture_output=True, text=True, env=env, timeout=900)
+            self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+            out = run_python_refusing(["torch", "triton", "cutlass", "cuda"], f"""
+                import sys, jax, jax.numpy as jnp, kernelop.jax as kj
+                sds = jax.ShapeDtypeStruct
+                tt, sm = kj.op({d!r} + "/tt.kop"), kj.op({d!r} + "/tt_softmax.kop")
+                cute, ct = kj.op({d!r} + "/cute.kop"), kj.op({d!r} + "/ct.kop")
+                print(jax.eval_shape(tt, sds((1000,), jnp.float32), sds((1000,), jnp.float32)).shape)
+                print(jax.eval_shape(sm, sds((7, 300), jnp.float32)).shape)
+                print(jax.eval_shape(cute, sds((8, 64), jnp.float32), sds((8, 64), jnp.float32)).shape)
+                print(jax.eval_shape(lambda a, b: ct(a, b, 0.5), sds((5000,), jnp.float32),
+                                     sds((5000,), jnp.float32)).shape)
+                text = kj.export(jax.jit(lambda a: ct(a, a, 2.0)), platforms=["cuda"])(
+                    sds((4096,), jnp.float32)).mlir_module()
+                print('kernelop_op = "kop_jax_ct::scaled_add"' in text, "alpha = 2.0" in text)
+                print(tt.info["tactics"], [m for m in ("torch", "triton", "cutlass", "cuda.tile") if m in sys.modules])
+            """)
+            self.assertEqual(out.split("\n")[:6], ["(1000,)", "(7, 300)", "(8, 64)", "(5000,)", "True True",
+                                                    "12 []"], out)
+
     def test_kernelop_jax_imports_no_torch(self):
         out = run_python_refusing(["torch", "triton", "cutlass"], f"""
             import sys, jax, kernelop.jax as kj
@@ -273,6 +307,64 @@ class Cuda(unittest.TestCase):
             jax.test_util.check_grads(lambda v, weight: autograd_example("scale_cols")(v, weight), (x64, w64),
                                       order=1, modes=["rev"])
             jax.test_util.check_grads(lambda v: autograd_example("softmax")(v), (x64,), order=1, modes=["rev"])
+
+    def test_packages_of_every_front_end(self):
+        """The packages built on the CPU machine (scripts/stage-gpu): CUDA C++ with its backward chain, Triton, CuTe
+        DSL, cuTile and QuACK's CuTe DSL softmax, run by JAX against jax.numpy."""
+        packages = os.environ.get("KERNELOP_CPU_PACKAGES", "")
+        if not os.path.isdir(packages):
+            self.skipTest("no packages from the CPU machine (KERNELOP_CPU_PACKAGES)")
+
+        def load(name):
+            return kj.op(os.path.join(packages, name + ".kop"))
+
+        key1, key2 = jax.random.split(jax.random.PRNGKey(4))
+        x, y = jax.random.normal(key1, (10007,)), jax.random.normal(key2, (10007,))
+        np.testing.assert_allclose(jax.jit(load("kop_triton.vector_add"))(x, y), x + y, rtol=1e-6)
+        np.testing.assert_allclose(jax.jit(lambda a, b: load("kop_cutile.scaled_add")(a, b, 0.5))(x, y), 0.5 * x + y,
+                                   rtol=1e-6)
+        m = jax.random.normal(key1, (37, 1000))
+        np.testing.assert_allclose(jax.jit(load("kop_triton.softmax"))(m), jax.nn.softmax(m, -1), rtol=1e-5,
+                                   atol=1e-6)
+        a, b = m[:, :512], m[:, 488:]
+        np.testing.assert_allclose(jax.jit(load("kop_cutedsl.vector_add"))(a, b), a + b, rtol=1e-6)
+        q = jax.random.normal(key2, (64, 4096)).astype(jnp.bfloat16)
+        np.testing.assert_allclose(np.asarray(jax.jit(load("kop_quack.softmax"))(q), dtype=np.float32),
+                                   np.asarray(jax.nn.softmax(q.astype(jnp.float32), -1)), rtol=2e-2, atol=1e-3)
+        # A package's backward chain (in a process of its own: this one loaded the spec's build of the op).
+        out = run_python(f"""
+            import os, jax, jax.numpy as jnp, numpy as np, kernelop.jax as kj
+            sigmoid = kj.op(os.path.join({packages!r}, "kernelop_autograd.sigmoid.kop"))
+            x = jax.random.normal(jax.random.PRNGKey(5), (10007,))
+            got = jax.jit(jax.grad(lambda v: sigmoid(v).sum()))(x)
+            print(float(jnp.abs(got - jax.grad(lambda v: jax.nn.sigmoid(v).sum())(x)).max()))
+        """)
+        self.assertLess(float(out), 1e-6)
+
+    def test_one_package_run_by_jax_torch_and_a_c_program(self):
+        """The scale example's package, built on the CPU machine: JAX and PyTorch (each in a process of its own) and
+        the C ABI's test program (c_api_test, KERNELOP_C_API_TEST) run the same file."""
+        packages = os.environ.get("KERNELOP_CPU_PACKAGES", "")
+        c_program = os.environ.get("KERNELOP_C_API_TEST", "")
+        if not os.path.isdir(packages) or not os.access(c_program, os.X_OK):
+            self.skipTest("no packages from the CPU machine (KERNELOP_CPU_PACKAGES) or no c_api_test "
+                          "(KERNELOP_C_API_TEST)")
+        package = os.path.join(packages, "kernelop_examples.scale.kop")
+        by_jax = run_python(f"""
+            import jax, jax.numpy as jnp, kernelop.jax as kj
+            scale = kj.op({package!r})
+            x = jnp.arange(-500, 500, dtype=jnp.float32)
+            print(float(jnp.abs(jax.jit(lambda v: scale(v, 2.5))(x) - 2.5 * x).max()))
+        """)
+        by_torch = run_python(f"""
+            import torch, kernelop as ko
+            scale = ko.load_package({package!r})
+            x = torch.arange(-500, 500, dtype=torch.float32, device="cuda")
+            print(float((scale(x, 2.5) - 2.5 * x).abs().max()))
+        """)
+        self.assertEqual((float(by_jax), float(by_torch)), (0.0, 0.0))
+        r = subprocess.run([c_program, package, "gpu"], capture_output=True, text=True, timeout=600)
+        self.assertEqual(r.returncode, 0, r.stdout[-2000:] + r.stderr[-2000:])
 
     @jax.enable_x64(True)
     def test_a_written_input_in_place(self):
