@@ -2,10 +2,11 @@
 //
 // Note [jax ffi target]: one generic target, in two variants, serves every op.
 //  - Instantiate (once per compiled call site and device): finds the op named by the call's
-//    `kernelop_op` attribute in this process's registry and checks `kernelop_fingerprint`, the
-//    identity of the build the call was traced with, so that a computation exported with one
-//    package never runs another build's kernels: an exported computation runs in a process that
-//    loaded the same package first (kernelop.jax.op), and says so otherwise.
+//    `kernelop_op` attribute in this process's registry, checks `kernelop_fingerprint`, the
+//    identity of the build the call was traced with (a hash of its spec and machine code), and
+//    loads the op's kernels on the device (so that execute only launches). A computation traced
+//    with one build never runs another build's kernels: an exported computation runs in a process
+//    that loaded the same package first (kernelop.jax.op), and says so otherwise.
 //  - Execute: the op's inputs and results as XLA buffers (row-major, as JAX passes them), its
 //    scalar inputs as attributes of their own names (int64, float64; a bool as an
 //    int64 0 or 1), the stream from PlatformStream; KernelOp::launch checks every argument as for
@@ -24,7 +25,9 @@
 #include <shared_mutex>
 #include <unordered_map>
 
+#include "core/hash.hpp"
 #include "kernelop/jax.hpp"
+#include "kernelop/spec_json.hpp"
 #include "kernelop/tuning.hpp"
 #include "xla/ffi/api/ffi.h"
 
@@ -78,6 +81,18 @@ std::unordered_map<std::string, std::shared_ptr<const JaxOp>>& registry() {
   return r;
 }
 
+// A build's identity: its whole spec (outputs, requirements, initialisation: what op_fingerprint,
+// the tuning tables' identity, leaves out) with op_fingerprint (the derived launch and the machine
+// code), and its later launches' identities.
+std::string build_identity(const CompiledImage& image) {
+  detail::Hasher h;
+  h.field("kernelop.jax.build").field(op_fingerprint(image));
+  h.field(
+      print_op_json(OpDecl{image.plan.op_name, image.plan.spec, ""}, JsonWriteOptions{-1, true}));
+  for (const CompiledImage& later : image.then) h.field(build_identity(later));
+  return h.digest().hex();
+}
+
 std::string allocation_reason(const CompiledImage& image) {
   const OpPlan& p = image.plan;
   for (const OutputPlan& o : p.outputs) {
@@ -100,7 +115,7 @@ ffi::Error failed(ffi::ErrorCode code, std::string message) {
   return ffi::Error(code, std::move(message));
 }
 
-ffi::ErrorOr<std::unique_ptr<OpState>> instantiate(ffi::Dictionary attrs) {
+ffi::ErrorOr<std::unique_ptr<OpState>> instantiate(std::int32_t device, ffi::Dictionary attrs) {
   auto name = attrs.get<std::string_view>("kernelop_op");
   auto fingerprint = attrs.get<std::string_view>("kernelop_fingerprint");
   if (name.has_error() || fingerprint.has_error()) {
@@ -124,6 +139,12 @@ ffi::ErrorOr<std::unique_ptr<OpState>> instantiate(ffi::Dictionary attrs) {
                    std::string(fingerprint->substr(0, 16)) + "...) than the one loaded here (" +
                    op->fingerprint.substr(0, 16) + "...): load the package the computation was " +
                    "traced or exported with"));
+  }
+  // Loaded now, outside any capture: execute only launches (XLA may record it in a command buffer).
+  try {
+    op->op.load(device);
+  } catch (const Error& e) {
+    return ffi::Unexpected(failed(ffi::ErrorCode::kInternal, e.what()));
   }
   return std::make_unique<OpState>(OpState{std::move(op)});
 }
@@ -219,8 +240,9 @@ ffi::Error execute(CUstream stream, std::int32_t device, OpState* state, ffi::Re
 
 }  // namespace
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(kernelop_jax_instantiate, instantiate,
-                              ffi::Ffi::BindInstantiate().Attrs<ffi::Dictionary>());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    kernelop_jax_instantiate, instantiate,
+    ffi::Ffi::BindInstantiate().Ctx<ffi::DeviceOrdinal>().Attrs<ffi::Dictionary>());
 
 #define KERNELOP_JAX_EXECUTE_BINDING        \
   ffi::Ffi::Bind()                          \
@@ -253,7 +275,7 @@ std::string target_name(bool allocates) {
 
 std::shared_ptr<const JaxOp> register_op(CompiledImage image) {
   std::string name = image.plan.op_name;
-  std::string print = op_fingerprint(image);
+  std::string print = build_identity(image);
   {
     std::shared_lock lock(registry_mutex());
     if (auto it = registry().find(name); it != registry().end()) {
@@ -289,6 +311,11 @@ void* execute_handler(bool allocates) {
 }
 void* state_type_id() {
   return &OpState::id;
+}
+void* state_type_info() {
+  static XLA_FFI_TypeInfo info = {XLA_FFI_TypeInfo_STRUCT_SIZE, nullptr,
+                                  [](void* state) { delete static_cast<OpState*>(state); }};
+  return &info;
 }
 std::string_view state_type_name() {
   return "kernelop.jax.OpState.v1";

@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import jax
 import numpy as np
+from jax.custom_derivatives import SymbolicZero
 
 from . import _kernelop_jax as _ext
 
@@ -39,6 +40,10 @@ def _register_targets() -> None:
     with _lock:
         if _targets_registered:
             return
+        try:  # the CUDA backend first: registrations queued before it starts would flush out of order
+            jax.devices("gpu")
+        except RuntimeError:
+            pass  # no GPU backend here (CPU-only jaxlib): tracing, lowering and export still work
         name, registration = _ext.state_type()
         jax.ffi.register_ffi_type(name, registration, platform="CUDA")
         for target, stages in _ext.targets().items():
@@ -63,7 +68,10 @@ class Op:
     def __init__(self, info: Dict[str, Any], vmap_method: Optional[str] = None):
         self.info = info
         self.name: str = info["op"]
-        self.vmap_method: str = vmap_method or info["vmap_method"]
+        self._vmap_given = vmap_method is not None
+        written_any = any(i["tensor"] and i["mutated"] for i in info["inputs"])
+        # A written input makes a batch something else than more elements: one call per batch element.
+        self.vmap_method: str = vmap_method or ("sequential" if written_any else info["vmap_method"])
         # The backward (its own Op, with its own backward if it has one), called by the VJP.
         self.backward: Optional[Op] = Op(info["backward"]) if "backward" in info else None
         self._inputs = info["inputs"]
@@ -123,11 +131,16 @@ class Op:
         return int(v)
 
     def result_shapes(self, *args: Any, **kwargs: Any) -> List[jax.ShapeDtypeStruct]:
-        """The op's results for these inputs (arrays or ShapeDtypeStructs), with the op's checks."""
+        """The op's results for these inputs (arrays or ShapeDtypeStructs), as it returns them, with its checks."""
         arrays, scalars = self._bind(args, kwargs)
-        return self._trace([list(a.shape) for a in arrays], [jax.numpy.dtype(a.dtype).name for a in arrays], scalars)
+        written = self._trace(arrays, scalars)
+        return [jax.ShapeDtypeStruct(tuple(w.shape[p] for p in o["permute"]), w.dtype) if o["permute"] else w
+                for w, o in zip(written, self.info["outputs"])]
 
-    def _trace(self, shapes: List[List[Any]], dtypes: List[str], scalars: List[Any]) -> List[jax.ShapeDtypeStruct]:
+    def _trace(self, arrays: List[Any], scalars: List[Any]) -> List[jax.ShapeDtypeStruct]:
+        """The results as the kernel writes them (an output returned as a permutation: before it)."""
+        shapes = [list(a.shape) for a in arrays]
+        dtypes = [jax.dtypes.canonicalize_dtype(a.dtype).name for a in arrays]  # what JAX will pass
         try:
             results = _ext.trace(self.name, shapes, dtypes, scalars, _max_dim, _min_dim)
         except TypeError as e:
@@ -145,38 +158,54 @@ class Op:
 
     def _differentiable(self, scalars: List[Any]) -> Any:
         """The op as a jax.custom_vjp of its arrays (the scalars are static): the forward saves what the backward
-        reads (Note [backward]: forward inputs, results), the VJP calls the backward op with them and the results'
-        cotangents, and gives its gradients to the differentiable inputs (zero to the others)."""
+        reads (Note [backward]: forward inputs — a written input's value as the op left it —, results), the VJP calls
+        the backward op with them and the results' cotangents, and gives its gradients to the differentiable inputs
+        (zero to the others). A written input's new value has no gradient (as in PyTorch): a nonzero cotangent for it
+        is refused, never dropped (symbolic zeros tell them apart)."""
         link = self.info["link"]
         backward = self.backward
         assert backward is not None
         tensor_of = {i["slot"]: k for k, i in enumerate(self._tensors)}
         position_of_input = [(i["tensor"], i["slot"]) for i in self._inputs]
+        n_results = len(self.info["outputs"])
 
         @jax.custom_vjp
         def f(*arrays: Any) -> Any:
             return self._launch(list(arrays), scalars)
 
-        def forward(*arrays: Any) -> Tuple[Any, Any]:
+        def forward(*primals: Any) -> Tuple[Any, Any]:
+            arrays = tuple(p.value for p in primals)
             out = f(*arrays)  # through f: a derivative of the VJP differentiates the saved results with f's rule
             return out, (arrays, out)
+
+        def dense(g: Any) -> Any:
+            return jax.numpy.zeros(g.shape, g.dtype) if isinstance(g, SymbolicZero) else g
 
         def vjp(saved: Any, cotangents: Any) -> Tuple[Any, ...]:
             arrays, out = saved
             outs = out if isinstance(out, tuple) else (out,)
             grads = cotangents if isinstance(cotangents, tuple) else (cotangents,)
+            for j, k in enumerate(self._mutated):
+                if not isinstance(grads[n_results + j], SymbolicZero):
+                    raise TypeError(f"op {self.name}: wrote into its input {self._tensors[k]['name']!r}, whose new "
+                                    "value has no gradient (differentiate the op's results)")
             values = []
             for kind, index in link["sources"]:
                 if kind == "input":
                     is_tensor, slot = position_of_input[index]
-                    values.append(arrays[tensor_of[slot]] if is_tensor else scalars[slot])
+                    if not is_tensor:
+                        values.append(scalars[slot])
+                    elif tensor_of[slot] in self._mutated:  # the value the op left there
+                        values.append(outs[n_results + self._mutated.index(tensor_of[slot])])
+                    else:
+                        values.append(arrays[tensor_of[slot]])
                 elif kind == "output":
                     values.append(outs[index])
                 elif kind == "grad":
-                    values.append(grads[index])
+                    values.append(dense(grads[index]))
                 else:
                     raise TypeError(f"op {self.name}: kernelop.jax does not differentiate an op whose "
-                                              "backward reads the gradient of a written input's new value")
+                                    "backward reads the gradient of a written input's new value")
             result = backward(*values)
             result = result if isinstance(result, tuple) else (result,)
             per_input: List[Any] = [None] * len(arrays)
@@ -185,18 +214,14 @@ class Op:
                 per_input[tensor_of[slot]] = result[b]
             return tuple(per_input)
 
-        f.defvjp(forward, vjp)
+        f.defvjp(forward, vjp, symbolic_zeros=True)
         return f
 
     def _launch(self, arrays: List[Any], scalars: List[Any]) -> Any:
-        """The custom call itself."""
-        shapes = [list(a.shape) for a in arrays]
-        dtypes = [jax.numpy.dtype(a.dtype).name for a in arrays]
-        results = self._trace(shapes, dtypes, scalars)
+        """The custom call itself: the results as the kernel writes them, then the written inputs' new values."""
         outputs = self.info["outputs"]
-        # Outputs returned as a permutation of what the kernel writes (Note [returned views]): the kernel's layout.
-        written = [jax.ShapeDtypeStruct(tuple(r.shape[p] for p in np.argsort(o["permute"])), r.dtype)
-                   if o["permute"] else r for r, o in zip(results, outputs)]
+        written = self._trace(arrays, scalars)
+        results = list(written)
         aliases = {}
         for k in self._mutated:
             aliases[k] = len(written)
@@ -204,13 +229,21 @@ class Op:
         attrs: Dict[str, Any] = {"kernelop_op": self.name, "kernelop_fingerprint": self.info["fingerprint"]}
         for i, v in zip(self._scalars, scalars):
             attrs[i["name"]] = np.float64(v) if i["type"] in _FLOAT_TYPES else np.int64(v)
-        call = jax.ffi.ffi_call(self.info["target"], written, vmap_method=self.vmap_method,
+        call = jax.ffi.ffi_call(self.info["target"], written, vmap_method=self._vmap_for(arrays, results),
                                 input_output_aliases=aliases or None)
         outs = list(call(*arrays, **attrs))
         for n, o in enumerate(outputs):
-            if o["permute"]:
+            if o["permute"]:  # Note [returned views]: returned as this permutation of what the kernel wrote
                 outs[n] = jax.numpy.transpose(outs[n], o["permute"])
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _vmap_for(self, arrays: List[Any], results: List[jax.ShapeDtypeStruct]) -> str:
+        """The op's vmap_method, or, for the default broadcast_all of a flat elementwise op, sequential for a call
+        whose arrays are not all of the results' shape (a batch would then not be more of the same elements)."""
+        if self._vmap_given or self.vmap_method != "broadcast_all":
+            return self.vmap_method
+        shapes = {tuple(a.shape) for a in arrays} | {tuple(r.shape) for r in results}
+        return self.vmap_method if len(shapes) == 1 else "sequential"
 
 
 def op(source: Union[str, os.PathLike, Any], *, op_name: Optional[str] = None, vmap_method: Optional[str] = None,
@@ -228,6 +261,7 @@ def op(source: Union[str, os.PathLike, Any], *, op_name: Optional[str] = None, v
     if vmap_method is not None and vmap_method not in _VMAP_METHODS:
         raise ValueError(f"kernelop.jax.op: vmap_method must be one of {', '.join(_VMAP_METHODS)}, got "
                          f"{vmap_method!r}")
+    _register_targets()  # before anything can run: an exported computation in this process too
     arch_list = list(archs or [])
     if hasattr(source, "to_json"):  # a kernelop.KernelSpec
         if not op_name:

@@ -52,25 +52,39 @@ nb::object number_op(PyObject* (*f)(PyObject*, PyObject*), const PyDim& a, const
   return nb::steal(r);
 }
 
-// Whether `v` (an int or a symbolic expression) is >= 1, <= -1 or 0; Inconclusive when JAX
-// cannot tell. JAX's own == answers False when it cannot prove equality: never used.
-int sign(const PyDim& v, const ExprNode& where) {
-  if (auto i = v.as_int()) return *i > 0 ? 1 : *i < 0 ? -1 : 0;
-  auto holds = [&](int op, long bound) {
-    PyObject* r = PyObject_RichCompare(v.v.ptr(), nb::int_(bound).ptr(), op);
-    if (!r) {
+// `a OP b` for sizes at least one of which is symbolic, by JAX's own ordering comparisons, which
+// answer only what holds for every value of the dimensions (else they raise: Inconclusive). JAX's
+// == answers False when it cannot prove equality: never used; a == b is a >= b and a <= b.
+bool compare(ExprOp op, const PyDim& a, const PyDim& b, const ExprNode& where) {
+  auto holds = [&](int py_op) {
+    PyObject* r = PyObject_RichCompare(a.v.ptr(), b.v.ptr(), py_op);
+    int truth = r ? PyObject_IsTrue(r) : -1;
+    Py_XDECREF(r);
+    if (truth < 0) {
       PyErr_Clear();
       throw Inconclusive("'" + to_string(where) + "' compares symbolic sizes (" +
-                         nb::cast<std::string>(nb::str(v.v)) +
-                         " against 0) that JAX cannot decide for every value");
+                         nb::cast<std::string>(nb::str(a.v)) + " and " +
+                         nb::cast<std::string>(nb::str(b.v)) +
+                         ") that JAX cannot order for every value of the dimensions");
     }
-    bool out = PyObject_IsTrue(r) == 1;
-    Py_DECREF(r);
-    return out;
+    return truth == 1;
   };
-  if (holds(Py_GE, 1)) return 1;
-  if (holds(Py_LE, -1)) return -1;
-  return 0;
+  switch (op) {
+    case ExprOp::Lt:
+      return holds(Py_LT);
+    case ExprOp::Le:
+      return holds(Py_LE);
+    case ExprOp::Gt:
+      return holds(Py_GT);
+    case ExprOp::Ge:
+      return holds(Py_GE);
+    case ExprOp::Eq:
+      return holds(Py_GE) && holds(Py_LE);
+    case ExprOp::Ne:
+      return !(holds(Py_GE) && holds(Py_LE));
+    default:
+      KERNELOP_FAIL(Internal) << "compare: not a comparison";
+  }
 }
 
 }  // namespace kernelop::python
@@ -81,7 +95,10 @@ template <>
 struct ExprArith<python::PyDim> {
   using D = python::PyDim;
   static D constant(std::int64_t value) { return D{nb::int_(value)}; }
-  static bool truthy(const D& v) { return python::sign(v, ExprNode{}) != 0; }
+  static bool truthy(const D& v) {
+    if (auto i = v.as_int()) return *i != 0;
+    return python::compare(ExprOp::Ne, v, constant(0), ExprNode{});
+  }
   static D apply(ExprOp op, const D& a, const D& b, const ExprNode& where) {
     auto ia = a.as_int(), ib = b.as_int();
     if (ia && ib) return constant(ExprArith<std::int64_t>::apply(op, *ia, *ib, where));
@@ -111,23 +128,8 @@ struct ExprArith<python::PyDim> {
       case ExprOp::Gt:
       case ExprOp::Ge:
       case ExprOp::Eq:
-      case ExprOp::Ne: {
-        int s = python::sign(apply(ExprOp::Sub, a, b, where), where);
-        switch (op) {
-          case ExprOp::Lt:
-            return of(s < 0);
-          case ExprOp::Le:
-            return of(s <= 0);
-          case ExprOp::Gt:
-            return of(s > 0);
-          case ExprOp::Ge:
-            return of(s >= 0);
-          case ExprOp::Eq:
-            return of(s == 0);
-          default:
-            return of(s != 0);
-        }
-      }
+      case ExprOp::Ne:
+        return of(python::compare(op, a, b, where));
       case KERNELOP_EXPR_LEAVES:
       case ExprOp::Select:
       case ExprOp::SameShape:
@@ -182,8 +184,9 @@ struct TraceSizes {
     KERNELOP_FAIL(Internal) << "aligned() read at trace time";  // requirements skip it
   }
   bool negative(const PyDim& v) const {
+    if (auto i = v.as_int()) return *i < 0;
     try {
-      return sign(v, ExprNode{}) < 0;
+      return compare(ExprOp::Lt, v, ExprArith<PyDim>::constant(0), ExprNode{});
     } catch (const Inconclusive&) {
       return false;  // checked by the launch, with the sizes
     }
@@ -272,7 +275,7 @@ nb::list trace(const std::string& name, const std::vector<std::vector<nb::object
   bool concrete = true;
   for (std::size_t i = 0; i < shape_objs.size(); ++i) {
     std::optional<DType> d = parse_dtype(dtype_texts[i]);
-    if (!d) {
+    if (!d || dtype_name(*d) != dtype_texts[i]) {  // JAX's names are kernelop's: no aliases
       KERNELOP_FAIL(Type) << "op " << name << ": input '" << p.tensors[i].name
                           << "' is an array of " << dtype_texts[i]
                           << ", a dtype kernelop does not take";
@@ -446,6 +449,7 @@ NB_MODULE(_kernelop_jax, m) {
       [] {
         nb::dict reg;
         reg["type_id"] = capsule(kernelop::jax::state_type_id());
+        reg["type_info"] = capsule(kernelop::jax::state_type_info());
         return nb::make_tuple(std::string(kernelop::jax::state_type_name()), reg);
       },
       "(name, {'type_id': capsule}) of the handlers' state, for jax.ffi.register_ffi_type.");

@@ -8,6 +8,7 @@ GPU: values against jax.numpy under jit, vmap, written inputs in place, several 
 fresh process that loaded only the package, XLA command buffers on.
 """
 
+import importlib.util
 import json
 import os
 import pathlib
@@ -17,16 +18,18 @@ import tempfile
 import textwrap
 import unittest
 
-import jax
-import jax.numpy as jnp
-import jax.test_util  # noqa: F401 - check_grads
-import numpy as np
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # subprocesses share the GPU with this one
 
-import kernelop as ko
-import kernelop.jax as kj
-from expect import expect_error
-from isolated import run_python, run_python_refusing
-from kernelop_testing import run_tests
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import jax.test_util  # noqa: E402,F401 - check_grads
+import numpy as np  # noqa: E402
+
+import kernelop as ko  # noqa: E402
+import kernelop.jax as kj  # noqa: E402
+from expect import expect_error  # noqa: E402
+from isolated import run_python, run_python_refusing  # noqa: E402
+from kernelop_testing import run_tests  # noqa: E402
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 CUDA = ko._kernelop.cuda_available() and any(d.platform == "gpu" for d in jax.devices())
@@ -39,6 +42,13 @@ def example(name, **kwargs):
     if name not in _ops:
         _ops[name] = kj.op(EXAMPLES / f"{name}.json", **kwargs)
     return _ops[name]
+
+
+def installed(module):
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # its parent package is not installed
+        return False
 
 
 def sds(*shape, dtype=jnp.float32):
@@ -95,6 +105,12 @@ class Loading(unittest.TestCase):
             doc.pop("source_file", None)
             doc["geometry"]["elementwise"]["block"] = [128]  # another launch: another build
             other = os.path.join(d, "relu.json")
+            with open(other, "w") as f:
+                json.dump(doc, f)
+            expect_error(self, ValueError, "op kernelop_examples::relu is already loaded for JAX from another build",
+                         kj.op, other)
+            doc["geometry"]["elementwise"]["block"] = [256]  # the same machine code, another requirement
+            doc["requires"] = ["numel(x) > 100"]
             with open(other, "w") as f:
                 json.dump(doc, f)
             expect_error(self, ValueError, "op kernelop_examples::relu is already loaded for JAX from another build",
@@ -185,6 +201,8 @@ class Lowering(unittest.TestCase):
         self.assertEqual(str(back.out_avals[0].shape), "(b, 2*n)")
         self.assertEqual(back.platforms, ("cuda",))
 
+    @unittest.skipUnless(all(installed(m) for m in ("torch", "triton", "cutlass", "cuda.tile")),
+                         "records with torch, Triton, the CuTe DSL and cuTile (the CPU machine has them)")
     def test_packages_of_every_front_end_without_torch_or_the_dsl(self):
         """Triton, CuTe DSL and cuTile ops recorded with torch (a subprocess here), then loaded by JAX in a process
         where torch and the DSLs cannot be imported: shapes, checks and the lowering."""
@@ -232,7 +250,60 @@ def autograd_example(name):
     return example(f"autograd/{name}")
 
 
+# An op that writes its input (x *= 2) and returns y = x * x, whose backward reads x as the op left it.
+WRITES_AND_SQUARES = {
+    "op": "kop_jax_w::sqd", "kernel_name": "sqd",
+    "kernel_source": "extern \"C\" __global__ void sqd(float* x, int n, float* y) {\n"
+                     "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                     "  if (i < n) { float v = x[i]; y[i] = v * v; x[i] = 2 * v; }\n}\n",
+    "inputs": [{"name": "x", "dtype": "float32", "mutated": True}],
+    "outputs": [{"name": "y", "shape": {"same_as": "x"}}],
+    "extras": [{"numel": "x"}],
+    "geometry": {"elementwise": {"block": [256], "layout": "flat"}},
+    "backward": {
+        "differentiable": ["x"], "kernel_name": "sqd_bwd",
+        "kernel_source": "extern \"C\" __global__ void sqd_bwd(const float* x, const float* g, int n, float* gx) {\n"
+                         "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                         "  if (i < n) gx[i] = x[i] * g[i];  // d(v*v)/dv = 2v = the new x\n}\n",
+        "inputs": [{"name": "x"}, {"name": "grad_y"}],
+        "outputs": [{"name": "grad_x", "shape": {"same_as": "x"}}],
+        "extras": [{"numel": "x"}],
+        "geometry": {"elementwise": {"block": [256], "layout": "flat"}},
+    },
+}
+
+
+def writes_and_squares():
+    if "sqd" not in _ops:
+        path = os.path.join(tempfile.mkdtemp(), "sqd.json")
+        with open(path, "w") as f:
+            json.dump(WRITES_AND_SQUARES, f)
+        _ops["sqd"] = kj.op(path)
+    return _ops["sqd"]
+
+
 class Autograd(unittest.TestCase):
+    def test_a_written_input_its_new_value_read_by_the_backward_and_no_gradient_of_its_own(self):
+        sqd = writes_and_squares()
+        self.assertEqual(sqd.vmap_method, "sequential")  # a written input: one call per batch element
+        self.assertEqual(jax.eval_shape(sqd, sds(10)), (sds(10), sds(10)))  # y, then x's new value
+        grad = jax.eval_shape(jax.grad(lambda x: sqd(x)[0].sum()), sds(10))
+        self.assertEqual(grad, sds(10))
+        expect_error(self, TypeError, "op kop_jax_w::sqd: wrote into its input 'x', whose new value has no gradient",
+                     jax.eval_shape, jax.grad(lambda x: sqd(x)[1].sum()), sds(10))
+
+    def test_an_output_returned_as_a_permutation(self):
+        rows = kj.op(EXAMPLES.parent / "tests" / "c_api" / "rows_as_columns.json")
+        self.assertEqual(jax.eval_shape(rows, sds(3, 5)), sds(5, 3))  # as PyTorch and the C ABI return it
+        text = lowered_text(rows, sds(3, 5))
+        self.assertIn("-> tensor<3x5xf32>", text)  # the kernel writes [3, 5]; the op returns its transpose
+        self.assertIn("stablehlo.transpose", text)
+
+    def test_symbolic_comparisons_jax_decides(self):
+        b = jax.export.symbolic_shape("b")[0]
+        # dim(x, 0) >= 1 holds for every b (JAX's dimensions are >= 1): rank checks and requirements pass.
+        self.assertEqual(str(jax.eval_shape(example("softmax"), sds(b, 7)).shape), "(b, 7)")
+
     def test_a_backward_makes_a_custom_vjp_calling_the_backward_op(self):
         sigmoid = autograd_example("sigmoid")
         self.assertEqual(sigmoid.backward.name, "kernelop_autograd::sigmoid_backward")
@@ -262,6 +333,14 @@ class Autograd(unittest.TestCase):
 
 @unittest.skipUnless(CUDA, "no CUDA device for JAX")
 class Cuda(unittest.TestCase):
+    def test_a_written_input_differentiated(self):
+        x = jax.random.normal(jax.random.PRNGKey(6), (1000,))
+        y, new_x = jax.jit(writes_and_squares())(x)
+        np.testing.assert_allclose(y, x * x, rtol=1e-6)
+        np.testing.assert_allclose(new_x, 2 * x, rtol=1e-6)
+        np.testing.assert_allclose(jax.jit(jax.grad(lambda v: writes_and_squares()(v)[0].sum()))(x), 2 * x,
+                                   rtol=1e-6)
+
     def test_values_under_jit_against_jax_numpy(self):
         key = jax.random.PRNGKey(0)
         for n in (1, 1000, 1 << 20):
@@ -380,36 +459,55 @@ class Cuda(unittest.TestCase):
         exported = kj.export(jax.jit(example("add")), platforms=["cuda"])(sds(b, n), sds(b, n))
         x = jnp.ones((4, 5))
         np.testing.assert_allclose(exported.call(x, x), 2 * x)
+        # A requirement JAX could not decide at trace time is the launch's: its message comes back from XLA.
+        p, q = jax.export.symbolic_shape("p, q")
+        exported = kj.export(jax.jit(example("add")), platforms=["cuda"])(sds(p), sds(q))
+        np.testing.assert_allclose(exported.call(jnp.ones(6), jnp.ones(6)), 2 * jnp.ones(6))
+        with self.assertRaisesRegex(Exception, r"op kernelop_examples::add: the inputs break the requirement "
+                                               r"'numel\(b\) == numel\(a\)': 5 == 4 is false"):
+            np.asarray(exported.call(jnp.ones(4), jnp.ones(5)))
+        # Export with symbolic sizes, then run in a fresh process with XLA's command buffers on for custom calls (a
+        # computation of 7 kernelop calls: over XLA's smallest graph); that process first loads another op only.
         with tempfile.TemporaryDirectory() as d:
-            blob = os.path.join(d, "repeat2.jax")
+            blob = os.path.join(d, "chain.jax")
             code = textwrap.dedent(f"""
-                import os, sys, jax, jax.numpy as jnp, numpy as np
+                import os, sys
                 os.environ["XLA_FLAGS"] = "--xla_gpu_enable_command_buffer=FUSION,CUSTOM_CALL"
+                import jax, jax.numpy as jnp, numpy as np
                 import kernelop.jax as kj
+                spec = lambda name: os.path.join({str(EXAMPLES)!r}, name + ".json")
+
+                def chain(x):
+                    y = x
+                    for _ in range(6):
+                        y = kj.op(spec("scale"))(y, 1.5)
+                    return kj.op(spec("repeat2"))(y)
+
                 if sys.argv[1] == "write":
-                    op = kj.op({str(EXAMPLES / "repeat2.json")!r})
                     b, n = jax.export.symbolic_shape("b, n")
-                    exp = kj.export(jax.jit(lambda x: op(x) * 2), platforms=["cuda"])(jax.ShapeDtypeStruct((b, n),
-                                                                                                      jnp.float32))
+                    exp = kj.export(jax.jit(chain), platforms=["cuda"])(jax.ShapeDtypeStruct((b, n), jnp.float32))
                     open({blob!r}, "wb").write(exp.serialize())
                 else:
+                    kj.op(spec("relu"))
                     exp = jax.export.deserialize(open({blob!r}, "rb").read())
                     x = jnp.arange(12, dtype=jnp.float32).reshape(3, 4)
                     try:
                         exp.call(x)
                         print("ran without the op")
                     except Exception as e:
-                        print("refused:", "is not loaded in this process" in str(e))
-                    kj.op({str(EXAMPLES / "repeat2.json")!r})
-                    out = jax.jit(exp.call)(x)
-                    print(np.allclose(out, 2 * jnp.tile(x, (1, 2))))
+                        print("refused:", "op kernelop_examples::scale is not loaded in this process" in str(e))
+                    kj.op(spec("scale")), kj.op(spec("repeat2"))
+                    call = jax.jit(exp.call)
+                    for shape in ((3, 4), (5, 7)):
+                        x = jnp.arange(np.prod(shape), dtype=jnp.float32).reshape(shape)
+                        print(np.allclose(call(x), jnp.tile(x * 1.5 ** 6, (1, 2)), rtol=1e-5))
             """)
             env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
             for step in ("write", "read"):
                 r = subprocess.run([sys.executable, "-c", code, step], capture_output=True, text=True, env=env,
                                    timeout=600)
                 self.assertEqual(r.returncode, 0, r.stderr[-3000:])
-            self.assertEqual(r.stdout.split("\n")[:2], ["refused: True", "True"], r.stdout + r.stderr[-2000:])
+            self.assertEqual(r.stdout.split("\n")[:3], ["refused: True", "True", "True"], r.stdout + r.stderr[-2000:])
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ std::shared_ptr<const JaxOp> find_op(std::string_view name);
 void* instantiate_handler();
 void* execute_handler(bool allocates);
 void* state_type_id();
+void* state_type_info();  ///< XLA_FFI_TypeInfo*: how XLA deletes a state
 std::string_view state_type_name();
 
 }  // namespace kernelop::jax
