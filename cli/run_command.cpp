@@ -262,8 +262,12 @@ int run_op(const RunOptions& o, FindReference references) {
   context.synchronize();
   LoadInfo info = op.load(o.device);
   std::cout << "op " << plan.op_name << " on device " << info.device << " (" << info.device_name
-            << ", " << info.device_arch << "): " << (info.via_ptx ? "PTX " : "CUBIN ")
-            << info.image_arch << (info.via_ptx ? " through the driver's JIT" : "")
+            << ", " << info.device_arch << "): "
+            << (info.via_ptx      ? "PTX "
+                : info.via_tileir ? "Tile IR "
+                                  : "CUBIN ")
+            << info.image_arch
+            << (info.via_ptx || info.via_tileir ? " through the driver's JIT" : "")
             << ", loaded in " << fmt_time(info.load_ms) << "\n";
   std::cout << "  inputs  ";
   for (std::size_t i = 0; i < inputs.size(); ++i) {

@@ -42,6 +42,8 @@ _HINTS = {"occupancy": range(1, 33), "num_worker_warps": (1, 2, 4, 8, 16, 32), "
 # The Tile IR bytecode version of the portable image: the oldest that holds architecture-independent bytecode, so that
 # every driver that compiles such bytecode (CUDA 13.3 on) loads it.
 TILEIR_VERSION = "13.3"
+# The architectures tileiras 13.4 compiles for, probed for the block a Tile IR image needs where no CUBIN runs.
+TILEIR_PROBE_ARCHS = ("sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_100", "sm_103", "sm_110", "sm_120", "sm_121")
 
 
 @dataclass(frozen=True)
@@ -52,18 +54,20 @@ class CutileSpec:
     launch_fn: Callable[..., Any]
     configs: Tuple[Dict[str, Any], ...] = ()
     archs: Optional[Tuple[str, ...]] = None
-    tileir: bool = True  # ship the Tile IR bytecode too (for GPUs no CUBIN was built for)
+    tileir: Optional[bool] = None  # the Tile IR bytecode too: True required, None where it can, False never
 
 
 def cutile(launch_fn: Callable[..., Any], configs: Optional[Sequence[Dict[str, Any]]] = None,
-           arch: Union[None, str, Sequence[str]] = None, tileir: bool = True) -> CutileSpec:
+           arch: Union[None, str, Sequence[str]] = None, tileir: Optional[bool] = None) -> CutileSpec:
     """A cuTile kernel spec (the reference's ``tta.cutile``). ``configs`` set ``ct.Constant`` parameters of the
     kernel launch_fn launches (and its hints: occupancy, num_worker_warps, opt_level), each a tactic; ``arch``
-    (``"sm_90"`` or a list) replaces the default architectures (sm_80, sm_90 and sm_100 CUBINs); ``tileir`` (on by
-    default) adds each tactic's architecture-independent Tile IR bytecode, which the driver compiles on a GPU no
-    CUBIN runs on (drivers for CUDA 13.3 and later)."""
-    if type(tileir) is not bool:
-        raise TypeError(f"kernelop.cutile: tileir must be True or False, not {type(tileir).__name__}")
+    (``"sm_90"`` or a list) replaces the default architectures (sm_80, sm_90 and sm_100 CUBINs). ``tileir`` adds
+    each tactic's architecture-independent Tile IR bytecode, which the driver compiles on a GPU no CUBIN runs on
+    (drivers for CUDA 13.3 and later): by default where it can (skipped, with a warning saying why, for an op whose
+    launch_fn read the device's capability, a tactic that sets opt_level, or a kernel cuTile cannot export as
+    bytecode 13.3); ``True`` requires it, ``False`` ships CUBINs only."""
+    if tileir is not None and type(tileir) is not bool:
+        raise TypeError(f"kernelop.cutile: tileir must be True, False or None, not {type(tileir).__name__}")
     return CutileSpec(launch_fn, check_configs("kernelop.cutile", launch_fn, configs),
                       spec_archs("kernelop.cutile", arch, cutile_archs), tileir)
 
@@ -113,7 +117,8 @@ class CutileState:
     scalars: Dict[str, str]  # scalar parameter -> its cuTile dtype name
     inputs: Set[str]  # the arrays that are the op's inputs (their base alignment is required)
     where: str
-    tileir: bool = True  # CutileSpec.tileir
+    tileir: Optional[bool] = None  # CutileSpec.tileir
+    portable_why: Optional[str] = None  # why the op ships no Tile IR ("" when it does; None: not decided yet)
     # (config, arch) -> (CUBIN, symbol); (config, "tileir") -> (the portable bytecode, symbol)
     compiled: Dict[Tuple[int, str], Tuple[bytes, str]] = field(default_factory=dict)
 
@@ -419,13 +424,14 @@ def _signature(recorded: RecordedPlugin, config: int) -> Tuple[Any, Any]:
     return kernel, signature.with_mangled_symbol(_pyfunc(kernel).__name__)
 
 
-def _export(recorded: RecordedPlugin, config: int, arch: Optional[str]) -> Tuple[bytes, str]:
+def _export(recorded: RecordedPlugin, config: int, arch: Optional[str],
+            bytecode_version: Optional[str] = TILEIR_VERSION) -> Tuple[bytes, str]:
     """export_kernel of one config: a CUBIN for one architecture, or (arch None) the architecture-independent Tile IR
-    bytecode (TILEIR_VERSION); memoised on the recording."""
+    bytecode of `bytecode_version` (None: the newest tileiras writes); memoised on the recording."""
     from cuda.tile.compilation import export_kernel
 
     state: CutileState = recorded.dsl_state
-    key = (config, arch or "tileir")
+    key = (config, arch or f"tileir-{bytecode_version}")
     if key in state.compiled:
         return state.compiled[key]
     out = io.BytesIO()
@@ -433,7 +439,7 @@ def _export(recorded: RecordedPlugin, config: int, arch: Optional[str]) -> Tuple
         kernel, signature = _signature(recorded, config)
         if arch is None:
             export_kernel(kernel, [signature], out, gpu_code=None, output_format="tileir_bytecode",
-                          bytecode_version=TILEIR_VERSION)
+                          bytecode_version=bytecode_version)
         else:
             export_kernel(kernel, [signature], out, gpu_code=arch, output_format="cubin")
     except Exception as e:  # noqa: BLE001 - cuTile's compile error, named with the tactic
@@ -443,11 +449,11 @@ def _export(recorded: RecordedPlugin, config: int, arch: Optional[str]) -> Tuple
     return state.compiled[key]
 
 
-def _tileir_text(recorded: RecordedPlugin, config: int) -> str:
+def _tileir_text(recorded: RecordedPlugin, config: int, bytecode_version: Optional[str] = TILEIR_VERSION) -> str:
     """The disassembly of one config's Tile IR bytecode (cuTile's tileirdisasm)."""
     from cuda.tile._compile import _bytecode_to_mlir_text
 
-    bytecode, _ = _export(recorded, config, None)
+    bytecode, _ = _export(recorded, config, None, bytecode_version)
     try:
         return str(_bytecode_to_mlir_text(bytecode))
     except Exception as e:  # noqa: BLE001 - cuTile's disassembler's error, named with the tactic
@@ -455,11 +461,38 @@ def _tileir_text(recorded: RecordedPlugin, config: int) -> str:
                            f"{type(e).__name__}: {shorten(e, 2000)}") from e
 
 
+def _portable_refusal(recorded: RecordedPlugin) -> str:
+    """Why the op ships no Tile IR image ("" when it ships one for every tactic), decided once for the whole op: an
+    architecture whose GPU runs the bytecode runs every tactic from it. Refused where the spec asked for it."""
+    state: CutileState = recorded.dsl_state
+    if state.portable_why is not None:
+        return state.portable_why
+    why = ""
+    if state.tileir is False:
+        why = "tileir=False"
+    elif recorded.capability_archs:
+        why = (f"launch_fn read the device's capability, decided for {', '.join(recorded.capability_archs)} only: "
+               "a GPU the bytecode runs on could be another")
+    elif any(c.get("hints", {}).get("opt_level") is not None for c in recorded.compile_configs):
+        why = "a tactic sets opt_level, a flag of tileiras the bytecode does not keep (the driver compiles it its way)"
+    else:
+        try:
+            for program in range(len(recorded.compile_configs)):
+                _tileir_text(recorded, program)
+        except RuntimeError as e:
+            why = f"cuTile cannot export it as Tile IR bytecode {TILEIR_VERSION} ({shorten(e, 300)})"
+    if why and state.tileir:
+        raise ValueError(f"{state.where}: tileir=True, but {why}")
+    if why and state.tileir is None:
+        warnings.warn(f"{state.where}: the op ships no Tile IR bytecode (CUBINs only): {why}", stacklevel=6)
+    state.portable_why = why
+    return why
+
+
 def _portable(recorded: RecordedPlugin, program: int) -> Optional[KernelBinary]:
     """One tactic's Tile IR bytecode, with its disassembly (whose entry C++ checks against the calling convention);
-    None when the spec turned it off."""
-    state: CutileState = recorded.dsl_state
-    if not state.tileir:
+    None when the op ships none (_portable_refusal)."""
+    if _portable_refusal(recorded):
         return None
     bytecode, symbol = _export(recorded, program, None)
     return KernelBinary(program, "tileir", bytecode, _tileir_text(recorded, program), symbol)
@@ -476,9 +509,22 @@ def _required_block(recorded: RecordedPlugin, config: int, arch: str) -> List[in
 
 def _block(recorded: RecordedPlugin, config: int) -> List[str]:
     """The block one config's kernel requires, per axis: cuTile's compiler chooses it per architecture (a matmul's
-    warp groups on sm_100), so it is an expression of arch() over the recording's architectures, each CUBIN's own."""
-    archs = sorted(recorded.default_archs, key=arch_number)
-    blocks = [(arch_number(a), _required_block(recorded, config, a)) for a in archs]
+    warp groups on sm_100), so it is an expression of arch() over the recording's architectures, each CUBIN's own,
+    and, where the op may ship Tile IR, over the architectures tileiras knows whose GPUs no CUBIN runs on (the
+    driver compiles the bytecode there, as tileiras would: a CUBIN of theirs, not shipped, tells the block)."""
+    archs = list(recorded.default_archs)
+    state: CutileState = recorded.dsl_state
+    if state.tileir is not False:
+        majors = {arch_number(a) // 10 for a in archs}
+        archs += [a for a in TILEIR_PROBE_ARCHS if arch_number(a) // 10 not in majors]
+    blocks = []
+    for a in sorted(archs, key=arch_number):
+        try:
+            blocks.append((arch_number(a), _required_block(recorded, config, a)))
+        except RuntimeError:
+            if a in recorded.default_archs:
+                raise
+    blocks.sort()
     out = []
     for axis in range(3):
         text = str(blocks[0][1][axis])
@@ -607,7 +653,7 @@ def written_parameters(tileir: str) -> Tuple[Set[int], List[str]]:
 def _written_arrays(recorded: RecordedPlugin, config: int) -> Set[str]:
     """The tensors one config's kernel may write, from its Tile IR."""
     state: CutileState = recorded.dsl_state
-    positions, unfollowable = written_parameters(_tileir_text(recorded, config))
+    positions, unfollowable = written_parameters(_tileir_text(recorded, config, None))  # the newest bytecode
     if unfollowable:
         warnings.warn(f"{state.where}: {shorten(_pyfunc(state.kernel).__name__)} writes through a pointer kernelop "
                       f"cannot follow to a parameter ({shorten(unfollowable[0], 200)}); every tensor it is given is "

@@ -235,12 +235,14 @@ class Reader {
       ArchImage a;
       a.arch = images[i].at("arch").get<std::string>();
       bool cubin = a.is_cubin();
-      if (a.kind().empty() || (a.is_tileir() && pkg.format_version < 7))
+      if (a.kind().empty() || (a.is_tileir() && pkg.format_version < 7)) {
         KERNELOP_RAISE(error()) << "image " << i << " has arch '" << a.arch << "' in a format "
                                 << pkg.format_version << " package";
+      }
       a.data.assign(sections[i + 1]);
-      if (a.is_tileir() && !is_tileir_bytecode(a.data))
+      if (a.is_tileir() && !is_tileir_bytecode(a.data)) {
         KERNELOP_RAISE(error()) << "image " << i << " (" << a.arch << ") is not Tile IR bytecode";
+      }
       // "kind" is redundant with the arch; a package where they disagree is not one we wrote.
       if (images[i].at("kind").get<std::string>() != a.kind()) {
         KERNELOP_RAISE(error()) << "image " << i << " (" << a.arch << ") has kind '"
@@ -278,6 +280,11 @@ class Reader {
                                   << ") in parameter " << a.scratch_param
                                   << ", which the op's parameters cannot take";
         }
+      }
+      if (a.is_tileir() && (a.launch_shared != 0 || a.scratch_bytes != 0)) {
+        KERNELOP_RAISE(error())
+            << "image " << i << " (" << a.arch
+            << ") states launch shared memory or scratch, which Tile IR does not";
       }
       std::size_t members = image.plan.instances_of(a.program).size();
       if (cubin ? a.usage.size() != members : !a.usage.empty()) {

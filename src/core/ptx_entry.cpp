@@ -165,6 +165,37 @@ const TileIrElement* tileir_element(std::string_view name) {
 
 }  // namespace
 
+// The Tile IR element type of a tensor of each dtype (integers are signless: int8 and uint8 are
+// i8).
+std::string_view tileir_element_of(DType d) {
+  switch (d) {
+    case DType::Float32:
+      return "f32";
+    case DType::Float16:
+      return "f16";
+    case DType::BFloat16:
+      return "bf16";
+    case DType::Float64:
+      return "f64";
+    case DType::Float8E4M3:
+      return "f8E4M3FN";
+    case DType::Float8E5M2:
+      return "f8E5M2";
+    case DType::Int8:
+    case DType::UInt8:
+      return "i8";
+    case DType::Int16:
+      return "i16";
+    case DType::Int32:
+      return "i32";
+    case DType::Int64:
+      return "i64";
+    case DType::Bool:
+      return "i1";
+  }
+  return "";
+}
+
 std::string TileIrParam::ptx_type() const {
   if (pointer) return ".u64";
   const TileIrElement* e = tileir_element(element);
@@ -231,6 +262,7 @@ std::optional<std::vector<TileIrParam>> tileir_entry_params(std::string_view tex
 void check_tileir_params(const OpPlan& plan, const std::vector<TileIrParam>& params,
                          const std::function<ErrorStream(ErrorKind)>& fail) {
   std::vector<std::string> types;
+  types.reserve(params.size());
   for (const TileIrParam& p : params) types.push_back(p.ptx_type());
   check_entry_params(plan, types, fail);
   std::vector<KernelParam> kernel = plan.kernel_params();
@@ -248,7 +280,7 @@ void check_tileir_params(const OpPlan& plan, const std::vector<TileIrParam>& par
       if (element && std::holds_alternative<DType>(*element)) {
         DType d = std::get<DType>(*element);
         floating = dtype_is_floating(d);
-        if (params[i].pointer && static_cast<std::size_t>(e->bits) != dtype_size(d) * 8) {
+        if (params[i].pointer && params[i].element != tileir_element_of(d)) {
           KERNELOP_RAISE(fail(ErrorKind::Compile))
               << "parameter " << i << " is '" << params[i].text << "' but the calling convention "
               << "passes '" << a.name << "' as a pointer to " << dtype_name(d);

@@ -82,6 +82,7 @@ std::unique_ptr<DeviceModule> load_device_module(const CompiledImage& image,
   detail::ScopedContext scope(m->ctx->get());
   // One module per compilation (configs that differ in a define tunable are compiled apart).
   const ArchImage* chosen = nullptr;
+  const ImageFirst first = image_first(image, options);
   std::vector<int> program_shared;
   std::vector<DeviceModule::Scratch> program_scratch;
   for (std::size_t program = 0; program < image.plan.programs.size(); ++program) {
@@ -93,7 +94,7 @@ std::unique_ptr<DeviceModule> load_device_module(const CompiledImage& image,
       candidates.push_back(ArchImage{image.images[i].arch, {}, {}, false, 0});
     }
     std::string why;
-    int index = select_image(candidates, major, minor, image_first(image, options), &why);
+    int index = select_image(candidates, major, minor, first, &why);
     if (index < 0) fail(image, why + " (device " + std::to_string(device) + " '" + name + "')");
     chosen = &image.images[where[static_cast<std::size_t>(index)]];
     char jit_log[8192] = {};
@@ -105,10 +106,14 @@ std::unique_ptr<DeviceModule> load_device_module(const CompiledImage& image,
       std::string hint;
       if (chosen->is_tileir()) {
         int version = 0;
-        d.cuDriverGetVersion(&version);
-        hint = "; drivers compile Tile IR bytecode from CUDA 13.3 on (this one is CUDA " +
-               std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10) +
-               "): build the op with a CUBIN for sm_" + std::to_string(major * 10 + minor);
+        if (d.cuDriverGetVersion(&version) == CUDA_SUCCESS && version < 13030) {
+          hint = "; drivers compile Tile IR bytecode from CUDA 13.3 on (this one is CUDA " +
+                 std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10) + ")";
+        }
+        hint += first == ImageFirst::TileIr
+                    ? "; the bytecode was loaded because KERNELOP_IMAGE=tileir or "
+                      "LoadOptions::prefer_tileir asked for it"
+                    : "; build the op with a CUBIN for sm_" + std::to_string(major * 10 + minor);
       }
       fail(image, "cuModuleLoadDataEx(" + chosen->arch + " image on device " +
                       std::to_string(device) + " '" + name +

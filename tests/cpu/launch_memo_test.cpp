@@ -700,7 +700,16 @@ TEST(TileIrImages, LoadedLastOrWhenAskedAndRefusedByAnOldDriverByName) {
   std::string refused = outcome(KernelOp(image, options), c);
   EXPECT_NE(refused.find(old_driver), std::string::npos) << refused;
   EXPECT_NE(refused.find("; drivers compile Tile IR bytecode from CUDA 13.3 on (this one is CUDA "
-                         "13.0): build the op with a CUBIN for sm_90"),
+                         "13.0); the bytecode was loaded because KERNELOP_IMAGE=tileir or "
+                         "LoadOptions::prefer_tileir asked for it"),
+            std::string::npos)
+      << refused;
+  // Chosen because nothing else runs (an sm_80-only build would be on sm_90 too, had it no PTX):
+  // the hint names the CUBIN to add.
+  CompiledImage only_tileir = image;
+  only_tileir.images.erase(only_tileir.images.begin(), only_tileir.images.end() - 1);
+  refused = outcome(KernelOp(only_tileir), c);
+  EXPECT_NE(refused.find("(this one is CUDA 13.0); build the op with a CUBIN for sm_90"),
             std::string::npos)
       << refused;
   ::setenv("KERNELOP_IMAGE", "tileir", 1);

@@ -572,6 +572,10 @@ TEST(Package, TileIrBytecodeImagesAreFormat7) {
   sections[0].replace(at, 15, "\"kind\":\"cubin\"");
   expect_error([&] { parse_package(package_of(sections, {}, 7), "bad.kop"); }, ErrorKind::Format,
                "package bad.kop: image 1 (tileir) has kind 'cubin'");
+  image.images[1].launch_shared = 64;  // Tile IR states no launch shared memory
+  expect_error([&] { parse_package(write_package_bytes(image), "bad.kop"); }, ErrorKind::Format,
+               "package bad.kop: image 1 (tileir) states launch shared memory or scratch");
+  image.images[1].launch_shared = 0;
   sections = sections_of(bytes);
   at = sections[0].find("\"arch\":\"tileir\"");
   ASSERT_NE(at, std::string::npos);

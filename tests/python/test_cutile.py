@@ -84,9 +84,14 @@ class Recording(unittest.TestCase):
         self.assertIn("dim(x, 1) <= 4096", doc["requires"])  # launch_fn's assert
 
     def test_the_block_is_each_architectures_own(self):
-        # cuTile's compiler gives the matmul two warp groups on sm_100 and one elsewhere
+        # cuTile's compiler gives the matmul two warp groups on sm_100 (and sm_110) and one elsewhere: sm_120, where
+        # no CUBIN runs and the driver compiles the Tile IR image, too (probed with tileiras, not shipped)
         doc = recorded()["matmul"].doc
-        self.assertEqual(doc["geometry"]["custom"]["block"], ["select(arch() >= 100, 256, 128)", "1", "1"])
+        self.assertEqual(doc["geometry"]["custom"]["block"],
+                         ["select(arch() >= 120, 128, select(arch() >= 100, 256, 128))", "1", "1"])
+        only = ko.record_plugin(ko.cutile(ck.matmul, tileir=False), op_name="kop_ct_blk::matmul",
+                                example_inputs=ck.examples()[ck.matmul])
+        self.assertEqual(only.doc["geometry"]["custom"]["block"], ["select(arch() >= 100, 256, 128)", "1", "1"])
         self.assertEqual(doc["geometry"]["custom"]["grid"],
                          ["-1 * (-1 * dim(a, 0) // 64)", "-1 * (-1 * dim(b, 1) // 64)", "1"])
         self.assertEqual(doc["outputs"][0]["shape"], ["dim(a, 0)", "dim(b, 1)"])
@@ -289,8 +294,27 @@ class Compilation(unittest.TestCase):
         off = ko.record_plugin(ko.cutile(ck.scaled_add, tileir=False), op_name="kop_ct_off::scaled_add",
                                example_inputs=ck.examples()[ck.scaled_add])
         self.assertEqual([b.arch for b in off.compile()], ["sm_80", "sm_90", "sm_100"])
-        expect_error(self, TypeError, "kernelop.cutile: tileir must be True or False, not str", ko.cutile,
+        expect_error(self, TypeError, "kernelop.cutile: tileir must be True, False or None, not str", ko.cutile,
                      ck.scaled_add, tileir="no")
+        # A pointer of another element type of the same width: refused too (bf16 for f16).
+        m = [b for b in recorded()["matmul"].compile() if b.arch == "tileir"][0]
+        expect_error(self, RuntimeError, "parameter 0 is 'tile<ptr<bf16>>' but the calling convention passes 'a' as a "
+                     "pointer to float16", _kernelop.check_binaries, json.dumps(recorded()["matmul"].doc),
+                     [dataclasses.replace(m, ptx=m.ptx.replace("%arg0: tile<ptr<f16>>", "%arg0: tile<ptr<bf16>>", 1))])
+
+    def test_tile_ir_only_where_every_tactic_runs_from_it(self):
+        """The Tile IR image is the whole op's or none: skipped with a warning (refused with tileir=True) for a tactic
+        setting opt_level (a tileiras flag the bytecode does not keep), and for a launch_fn that read the device's
+        capability (its decisions hold for the recorded architectures only)."""
+        configs = [{"opt_level": 0}, {"opt_level": 3}]
+        with self.assertWarnsRegex(UserWarning, "the op ships no Tile IR bytecode \\(CUBINs only\\): a tactic sets "
+                                   "opt_level"):
+            r = ko.record_plugin(ko.cutile(ck.scaled_add, configs=configs), op_name="kop_ct_opt::scaled_add",
+                                 example_inputs=ck.examples()[ck.scaled_add])
+            self.assertEqual({b.arch for b in r.compile()}, {"sm_80", "sm_90", "sm_100"})
+        strict = ko.record_plugin(ko.cutile(ck.scaled_add, configs=configs, tileir=True),
+                                  op_name="kop_ct_opt2::scaled_add", example_inputs=ck.examples()[ck.scaled_add])
+        expect_error(self, ValueError, "tileir=True, but a tactic sets opt_level", strict.compile)
 
     def test_a_spec_that_does_not_match_the_cubin_is_refused_in_cpp(self):
         r = recorded()["matmul"]
@@ -455,7 +479,8 @@ class Cuda(unittest.TestCase):
             self.assertLess(float(tileir), 1e-5)
         else:
             self.assertIn(f"drivers compile Tile IR bytecode from CUDA 13.3 on (this one is CUDA {version // 1000}."
-                          f"{version % 1000 // 10}): build the op with a CUBIN for sm_", tileir)
+                          f"{version % 1000 // 10}); the bytecode was loaded because KERNELOP_IMAGE=tileir or "
+                          "LoadOptions::prefer_tileir asked for it", tileir)
 
     def test_in_place_atomics_branches_loops_scatters_and_views(self):
         if "test_pkg" not in _recorded:
