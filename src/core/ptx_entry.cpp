@@ -144,63 +144,53 @@ void check_declared_dtypes(const OpPlan& plan,
 
 namespace {
 
-// Tile IR element types a parameter may have: bits and whether floating-point (integers are
-// signless in Tile IR).
-struct TileIrElement {
-  std::string_view name;
-  int bits;
-  bool floating;
-};
-constexpr TileIrElement kTileIrElements[] = {
-    {"i1", 8, false},   {"i8", 8, false},      {"i16", 16, false}, {"i32", 32, false},
-    {"i64", 64, false}, {"f16", 16, true},     {"bf16", 16, true}, {"f32", 32, true},
-    {"f64", 64, true},  {"f8E4M3FN", 8, true}, {"f8E5M2", 8, true}};
-
-const TileIrElement* tileir_element(std::string_view name) {
-  for (const TileIrElement& e : kTileIrElements) {
-    if (e.name == name) return &e;
+// The one table of Tile IR element types: each names a kernelop dtype, whose size and kind (the
+// dtype table's) are the element's. Integers are signless in Tile IR: i8 is int8 and uint8 alike.
+constexpr std::pair<std::string_view, DType> kTileIrElements[] = {{"i1", DType::Bool},
+                                                                  {"i8", DType::Int8},
+                                                                  {"i8", DType::UInt8},
+                                                                  {"i16", DType::Int16},
+                                                                  {"i32", DType::Int32},
+                                                                  {"i64", DType::Int64},
+                                                                  {"f16", DType::Float16},
+                                                                  {"bf16", DType::BFloat16},
+                                                                  {"f32", DType::Float32},
+                                                                  {"f64", DType::Float64},
+                                                                  {"f8E4M3FN", DType::Float8E4M3},
+                                                                  {"f8E5M2", DType::Float8E5M2}};
+constexpr bool every_dtype_has_an_element() {
+  for (DType d : kAllDTypes) {
+    bool found = false;
+    for (const auto& e : kTileIrElements) found = found || e.second == d;
+    if (!found) return false;
   }
-  return nullptr;
+  return true;
+}
+static_assert(every_dtype_has_an_element());
+
+// The dtype of a Tile IR element type (the first row naming it), or nullopt.
+std::optional<DType> tileir_element(std::string_view name) {
+  for (const auto& [element, dtype] : kTileIrElements) {
+    if (element == name) return dtype;
+  }
+  return std::nullopt;
 }
 
-}  // namespace
-
-// The Tile IR element type of a tensor of each dtype (integers are signless: int8 and uint8 are
-// i8).
+// The Tile IR element type of a tensor of dtype `d`.
 std::string_view tileir_element_of(DType d) {
-  switch (d) {
-    case DType::Float32:
-      return "f32";
-    case DType::Float16:
-      return "f16";
-    case DType::BFloat16:
-      return "bf16";
-    case DType::Float64:
-      return "f64";
-    case DType::Float8E4M3:
-      return "f8E4M3FN";
-    case DType::Float8E5M2:
-      return "f8E5M2";
-    case DType::Int8:
-    case DType::UInt8:
-      return "i8";
-    case DType::Int16:
-      return "i16";
-    case DType::Int32:
-      return "i32";
-    case DType::Int64:
-      return "i64";
-    case DType::Bool:
-      return "i1";
+  for (const auto& [element, dtype] : kTileIrElements) {
+    if (dtype == d) return element;
   }
   return "";
 }
 
+}  // namespace
+
 std::string TileIrParam::ptx_type() const {
   if (pointer) return ".u64";
-  const TileIrElement* e = tileir_element(element);
-  int bits = e ? e->bits : 0;
-  return (e && e->floating && bits >= 32 ? ".f" : ".b") + std::to_string(bits);
+  std::optional<DType> d = tileir_element(element);
+  int bits = d ? static_cast<int>(dtype_size(*d)) * 8 : 0;
+  return (d && dtype_is_floating(*d) && bits >= 32 ? ".f" : ".b") + std::to_string(bits);
 }
 
 std::optional<std::vector<TileIrParam>> tileir_entry_params(std::string_view text,
@@ -273,7 +263,7 @@ void check_tileir_params(const OpPlan& plan, const std::vector<TileIrParam>& par
           << "parameter " << i << " is '" << params[i].text << "' but the calling convention "
           << "passes a struct (fields from '" << a.name << "'), which Tile IR entries do not take";
     }
-    const TileIrElement* e = tileir_element(params[i].element);
+    const bool element_floating = dtype_is_floating(*tileir_element(params[i].element));
     bool floating = false;
     if (a.is_pointer()) {
       const auto& element = plan.element(a);
@@ -286,12 +276,12 @@ void check_tileir_params(const OpPlan& plan, const std::vector<TileIrParam>& par
               << "passes '" << a.name << "' as a pointer to " << dtype_name(d);
         }
       } else {
-        floating = e->floating;  // an external output's dtype is the kernel's
+        floating = element_floating;  // an external output's dtype is the kernel's
       }
     } else {
       floating = a.value_type == ScalarType::Float || a.value_type == ScalarType::Float64;
     }
-    if (params[i].pointer != a.is_pointer() || e->floating != floating) {
+    if (params[i].pointer != a.is_pointer() || element_floating != floating) {
       KERNELOP_RAISE(fail(ErrorKind::Compile))
           << "parameter " << i << " is '" << params[i].text << "' but the calling convention "
           << "passes '" << a.name << "' as " << plan.c_type(a);
