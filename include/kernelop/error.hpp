@@ -42,6 +42,10 @@ struct ErrorContext {
   std::string log;     ///< full compiler log, when there is one
 };
 
+/// ErrorContext::stage of a call that broke one of its op's requirements (a size outside the
+/// ones it was compiled for, among others): Note [first-use growth] in kernelop/torch.hpp.
+inline constexpr std::string_view kRequirementStage = "requirement";
+
 /// The exception thrown by every kernelop API. what() is the complete, human-readable message.
 class Error : public std::exception {
  public:

@@ -51,21 +51,25 @@ class CuteDslSpec:
     archs: Optional[Tuple[str, ...]] = None
     specialize: Any = None  # the values of sizes the host code compiles in (Note [sizes as ints])
     outputs: Optional[Tuple[str, ...]] = None  # the names of what launch_fn returns, in order
+    first_use: bool = False  # a size outside `specialize` is compiled when first called (Note [first-use growth])
 
 
 def cutedsl(launch_fn: Callable[..., Any], configs: Optional[Sequence[Dict[str, Any]]] = None,
             arch: Union[None, str, Sequence[str]] = None, specialize: Any = None,
-            outputs: Optional[Sequence[str]] = None) -> CuteDslSpec:
+            outputs: Optional[Sequence[str]] = None, first_use: bool = False) -> CuteDslSpec:
     """A CuTe DSL kernel spec (the reference's ``tta.cutedsl``). ``configs`` set ``cutlass.Constexpr`` parameters of
     the ``@cute.jit`` function launch_fn calls, each a tactic; ``arch`` (``"sm_90a"`` or a list) replaces the default
     architectures (sm_80 and sm_90a CUBINs, plus the oldest one's PTX). ``specialize``: the values of each size the
     host code compiles in (QuACK's N: ``[4096, 8192]``, or ``{"dim(x, 1)": [...]}``), one kernel each; other sizes
-    are refused. ``outputs``: the names of the tensors launch_fn returns, in order (by default each is named after the
-    host function's parameter it is passed to); a backward reads them and their gradients by these names."""
+    are refused, unless ``first_use=True``: then a size outside them (or every size but the example's, with no list)
+    is compiled when the op is first called with it, and kept. ``outputs``: the names of the tensors launch_fn
+    returns, in order (by default each is named after the host function's parameter it is passed to); a backward
+    reads them and their gradients by these names."""
     return CuteDslSpec(launch_fn, check_configs("kernelop.cutedsl", launch_fn, configs),
                        spec_archs("kernelop.cutedsl", arch, cutedsl_archs),
                        sizes.check_specialize("kernelop.cutedsl", specialize),
-                       check_output_names("kernelop.cutedsl", outputs))
+                       check_output_names("kernelop.cutedsl", outputs),
+                       sizes.check_first_use("kernelop.cutedsl", first_use))
 
 
 def cutedsl_archs(where: str, archs: Any, name: str = "archs") -> List[str]:

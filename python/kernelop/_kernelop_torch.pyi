@@ -59,6 +59,22 @@ class Registration:
         Ties a Python object (the caller's torch.library.Library) to the registration.
         """
 
+    def on_miss(self, handler: object) -> None:
+        """
+        Note [first-use growth]: handler(shapes, scalars, refusal) -> True when it grew the registration for a call that broke a requirement, else a str saying why not, or None.
+        """
+
+    def grow(self, spec_json: str, binaries: object, backward: object = [], archs: Sequence[str] = []) -> None:
+        """
+        Note [first-use growth]: the registration's op from now on, made from a spec and its binaries as register_binaries makes it: the same op with more tactics.
+        """
+
+    @property
+    def generations(self) -> int: ...
+
+    @property
+    def has_miss_handler(self) -> bool: ...
+
     @property
     def parameters(self) -> list[str]: ...
 

@@ -60,26 +60,31 @@ class TritonSpec:
     specialize: Any = None  # the size classes to record (Note [size classes]); None: every one launch_fn accepts
     outputs: Optional[Tuple[str, ...]] = None  # the names of what launch_fn returns, in order
     host_sync: bool = False  # launch_fn may read tensors' values on the host (Note [host reads])
+    first_use: bool = False  # a size outside `specialize` is compiled when first called (Note [first-use growth])
 
 
 def triton(launch_fn: Callable[..., Any], configs: Optional[Sequence[Mapping[str, Any]]] = None, *,
-           specialize: Any = None, outputs: Optional[Sequence[str]] = None, host_sync: bool = False) -> TritonSpec:
+           specialize: Any = None, outputs: Optional[Sequence[str]] = None, host_sync: bool = False,
+           first_use: bool = False) -> TritonSpec:
     """A Triton kernel spec (the reference's ``tta.triton``): ``configs`` replace the launch's meta-parameters
     (constexprs, ``num_warps``, ``num_stages``); each is a tactic kernelop tunes between. A config may carry
     ``"requires": [...]``, conditions (kernelop expressions) on the sizes it is right for. ``specialize``: the
     values to compile for when launch_fn derives a constexpr from a size (Note [size classes]): of
     ``triton.next_power_of_2(size)`` (powers of two), or of a size passed to a constexpr as it is (any ints >= 1);
-    or a dict of size -> such a list. ``outputs``: the names of the tensors launch_fn returns, in order (by default
-    each is named after the kernel parameter it is passed to, else out0, out1, ...); a forward's backward reads them
-    and their gradients by these names. ``host_sync=True``: launch_fn may read values of one-element tensors on the
-    host as library host code does, ``n = mask.sum().item()`` passed to a kernel and ``torch.equal(t,
-    torch.tensor(1.0))`` deciding whether a kernel runs; kernelop reads them at launch (a stream synchronisation per
-    read) and the op cannot be captured in a CUDA graph (Note [host reads], docs/triton.md)."""
+    or a dict of size -> such a list. ``first_use=True``: a size outside them is compiled when the op is first called
+    with it (recorded, compiled, and added to the op as a tactic; docs/triton.md). ``outputs``: the names of the
+    tensors launch_fn returns, in order (by default each is named after the kernel parameter it is passed to, else
+    out0, out1, ...); a forward's backward reads them and their gradients by these names. ``host_sync=True``:
+    launch_fn may read values of one-element tensors on the host as library host code does, ``n =
+    mask.sum().item()`` passed to a kernel and ``torch.equal(t, torch.tensor(1.0))`` deciding whether a kernel runs;
+    kernelop reads them at launch (a stream synchronisation per read) and the op cannot be captured in a CUDA graph
+    (Note [host reads], docs/triton.md)."""
     if not isinstance(host_sync, bool):
         raise TypeError(f"kernelop.triton: host_sync must be True or False, got {shorten(repr(host_sync))}")
     return TritonSpec(launch_fn, check_configs("kernelop.triton", launch_fn, configs),
                       sizes.check_specialize("kernelop.triton", specialize),
-                      check_output_names("kernelop.triton", outputs), host_sync)
+                      check_output_names("kernelop.triton", outputs), host_sync,
+                      sizes.check_first_use("kernelop.triton", first_use))
 
 
 def triton_archs(where: str, archs: Any) -> List[str]:

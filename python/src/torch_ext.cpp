@@ -44,6 +44,44 @@ torch_ops::Registration register_compiled(const OpPlan& plan, const CompileOptio
                                            registration);
 }
 
+// Note [first-use growth]: a Python miss handler, called with the GIL held as
+// handler(shapes, scalars, refusal) -> True (the registration grew) or a str (why not; None or
+// False: nothing to say). Its exceptions are said as the note (the call's refusal is the error).
+torch_ops::MissHandler python_miss_handler(nb::object handler) {
+  std::shared_ptr<void> owned = python_owner(std::move(handler));
+  return [owned](const torch_ops::Miss& miss) -> torch_ops::MissOutcome {
+    if (!nb::is_alive()) return {};
+    nb::gil_scoped_acquire gil;
+    try {
+      nb::list shapes, scalars;
+      for (const Shape& s : miss.shapes) {
+        nb::list dims;
+        for (std::int64_t d : s) dims.append(d);
+        shapes.append(nb::tuple(dims));
+      }
+      for (const ScalarArg& a : miss.scalars) {
+        switch (a.kind) {
+          case ScalarArg::Kind::Float:
+            scalars.append(nb::float_(a.f));
+            break;
+          case ScalarArg::Kind::Int:
+            scalars.append(nb::int_(a.i));
+            break;
+          case ScalarArg::Kind::Bool:
+            scalars.append(nb::bool_(a.b));
+            break;
+        }
+      }
+      nb::object result = (*static_cast<nb::object*>(owned.get()))(shapes, scalars, miss.refusal);
+      if (nb::isinstance<nb::bool_>(result)) return {nb::cast<bool>(result), {}};
+      if (nb::isinstance<nb::str>(result)) return {false, nb::cast<std::string>(result)};
+      return {};
+    } catch (nb::python_error& e) {
+      return {false, "the miss handler raised " + std::string(e.what())};
+    }
+  };
+}
+
 // set_removal_guard: an unregistration frees the op's schema and kernels holding the GIL, as
 // PyTorch's Python entry reads them (Note [registration lifetime]). Not at interpreter exit.
 void under_the_gil(void (*body)(void*), void* context) {
@@ -171,6 +209,33 @@ NB_MODULE(_kernelop_torch, m) {
           },
           nb::arg("owner"),
           "Ties a Python object (the caller's torch.library.Library) to the registration.")
+      .def(
+          "on_miss",
+          [](const torch_ops::Registration& r, nb::object handler) {
+            if (PyCallable_Check(handler.ptr()) == 0) {
+              throw nb::type_error("on_miss: the handler must be callable");
+            }
+            r.on_miss(python_miss_handler(std::move(handler)));
+          },
+          nb::arg("handler"),
+          "Note [first-use growth]: handler(shapes, scalars, refusal) -> True when it grew the "
+          "registration for a call that broke a requirement, else a str saying why not, or None.")
+      .def(
+          "grow",
+          [](const torch_ops::Registration& r, const std::string& spec_json, nb::handle binaries,
+             nb::handle backward, const std::vector<std::string>& archs) {
+            OpPlan plan = derive_plan(parse_op_json(spec_json, "", "spec"), {});
+            python::ImagesFromBinaries images =
+                python::images_from_binaries(std::move(plan), binaries, backward, archs);
+            nb::gil_scoped_release release;
+            r.grow(KernelOp(std::move(images.image)));
+          },
+          nb::arg("spec_json"), nb::arg("binaries"), nb::arg("backward") = nb::list(),
+          nb::arg("archs") = std::vector<std::string>{},
+          "Note [first-use growth]: the registration's op from now on, made from a spec and its "
+          "binaries as register_binaries makes it: the same op with more tactics.")
+      .def_prop_ro("generations", &torch_ops::Registration::generations)
+      .def_prop_ro("has_miss_handler", &torch_ops::Registration::has_miss_handler)
       .def_prop_ro("parameters",
                    [](const torch_ops::Registration& r) {
                      std::vector<std::string> out;

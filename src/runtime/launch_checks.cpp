@@ -62,6 +62,10 @@ std::string param_text(const OpPlan& p, int slot) {
 [[noreturn]] void fail_requirement(const OpPlan& p, const RequirementPlan& r, const FrameEnv& env,
                                    const FrameSizes& sizes) {
   ErrorStream e = op_error(p, ErrorKind::Launch);
+  ErrorContext where;
+  where.op = p.op_name;
+  where.stage = kRequirementStage;
+  e.context(std::move(where));
   const Expr& c = r.condition;
   if (is_comparison(c.op())) {
     std::int64_t a = env.eval(c.lhs()), b = env.eval(c.rhs());

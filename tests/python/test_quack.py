@@ -134,6 +134,31 @@ class Recording(unittest.TestCase):
         expect_error(self, RuntimeError, "(dim(x, 1) == 1024) + (dim(x, 1) == 4096) + (dim(x, 1) == 8192) != 0",
                      op, meta(3, 2048))
 
+    def test_a_row_length_not_listed_is_compiled_on_first_use(self):
+        # Note [first-use growth] with QuACK's static N: the forward and its backward each grow on their own call.
+        if not HAVE_QUACK:
+            self.skipTest("QuACK is not fetched")
+        r = ko.record_plugin(ko.cutedsl(quack_ops.softmax_fwd, specialize=[4096], outputs=["y"], first_use=True,
+                                        arch="sm_90a"), op_name="kop_quack_cpu::softmax_first_use",
+                             example_inputs={"x": meta(8, 4096)},
+                             backward=ko.Backward(["x"], ko.cutedsl(quack_ops.softmax_bwd)))
+        op = r.register()
+        x = meta(3, 2048).requires_grad_()
+        y = op(x)
+        (dx,) = torch.autograd.grad(y, (x,), meta(3, 2048))
+        self.assertEqual((tuple(y.shape), tuple(dx.shape)), ((3, 2048), (3, 2048)))
+        self.assertIn("(dim(x, 1) == 4096) + (dim(x, 1) == 2048) != 0", r.doc["requires"])
+        self.assertIn("(dim(grad_y, 1) == 4096) * (dim(y, 1) == 4096) + (dim(grad_y, 1) == 2048) * (dim(y, 1) == 2048) "
+                      "!= 0", r.backward.doc["requires"])
+        entries = {b.program: b.entry for b in r.compile(["sm_90a"])}
+        self.assertIn("o2048i64div8", entries[1])  # QuACK's kernel for (batch, 2048), added as tactic 1
+        ahead = ko.record_plugin(ko.cutedsl(quack_ops.softmax_fwd, specialize=[2048], outputs=["y"], arch="sm_90a"),
+                                 op_name="kop_quack_cpu::softmax_2048", example_inputs={"x": meta(8, 4096)})
+        self.assertEqual({b.arch: b.data for b in r.compile(["sm_90a"]) if b.program == 1},
+                         {b.arch: b.data for b in ahead.compile(["sm_90a"])})  # the same machine code
+        expect_error(self, RuntimeError, "kernelop compiled no op for dim(x, -1) == 100 on first use", op,
+                     meta(3, 100))
+
     def test_without_specialize_the_size_compiled_in_is_named(self):
         if not HAVE_QUACK:
             self.skipTest("QuACK is not fetched")

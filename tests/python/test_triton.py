@@ -3330,7 +3330,244 @@ class Cuda(unittest.TestCase):
         self.assertEqual(triton_module, "None")
 
 
+@triton.jit
+def double_rows(X, Y, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(Y + offs, tl.load(X + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+def double_rows_launch(x: torch.Tensor) -> torch.Tensor:
+    """A row of x a block: the row length compiled in (a size a constexpr takes as it is)."""
+    y = torch.empty_like(x)
+    double_rows[(x.shape[0],)](x, y, x.numel(), BLOCK=x.shape[1])
+    return y
+
+
+def double_rows_backward(grad_Y: torch.Tensor) -> torch.Tensor:
+    g = torch.empty_like(grad_Y)
+    double_rows[(grad_Y.shape[0],)](grad_Y, g, grad_Y.numel(), BLOCK=grad_Y.shape[1])
+    return g
+
+
+@triton.jit
+def double_tile(X, Y, n, ROW: tl.constexpr, ROWS: tl.constexpr):
+    offs = tl.arange(0, ROW * ROWS)
+    tl.store(Y + offs, tl.load(X + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+def tile_of_launch(x: torch.Tensor) -> torch.Tensor:
+    """Two sizes compiled in: the row length as it is, and the power of two above the row count."""
+    y = torch.empty_like(x)
+    double_tile[(1,)](x, y, x.numel(), ROW=x.shape[1], ROWS=triton.next_power_of_2(x.shape[0]))
+    return y
+
+
+def configs_of(doc):
+    """An op's tactics as a set (the order classes were added in aside)."""
+    return {json.dumps(c, sort_keys=True) for c in doc["configs"]}
+
+
+class FirstUse(unittest.TestCase):
+    """Note [first-use growth]: first_use=True compiles a size outside specialize when the op is first called with
+    it, and keeps it. CPU: through the Meta kernel (eager meta calls, make_fx, autograd), the grown op against one
+    recorded ahead with the same sizes (spec and machine code), refusals, threads, packages."""
+
+    def registration(self, name):
+        return ko._kernelop_torch.find_registration(name)
+
+    def test_a_size_outside_specialize_is_compiled_on_first_use_and_kept(self):
+        r = ko.record_plugin(ko.triton(double_rows_launch, specialize=[64], first_use=True),
+                             op_name="kop_tt_fu::grows")
+        op = r.register(["sm_90"])
+        reg = self.registration("kop_tt_fu::grows")
+        self.assertEqual((reg.generations, len(reg.tactics)), (1, 3))
+        self.assertEqual(tuple(op(meta_tensor(3, 128)).shape), (3, 128))
+        self.assertEqual((reg.generations, len(reg.tactics), r.growth.grown), (2, 6, 1))
+        for rows in (1, 5, 1000):  # the class is kept: no recording, no new op
+            self.assertEqual(tuple(op(meta_tensor(rows, 128)).shape), (rows, 128))
+        self.assertEqual(tuple(op(meta_tensor(2, 64)).shape), (2, 64))
+        self.assertEqual((reg.generations, r.growth.grown), (2, 1))
+        self.assertIn("(dim(x, 1) == 64) + (dim(x, 1) == 128) != 0", r.doc["requires"])
+        self.assertEqual(sorted({c["BLOCK"] for c in r.doc["configs"]}), [64, 128])
+        self.assertEqual(r.op_name, "kop_tt_fu::grows")
+
+    def test_the_grown_op_is_the_op_recorded_ahead_with_those_sizes(self):
+        # Differential: classes added on first use, in any order, against one recording of them all.
+        sizes = [64, 256, 16, 128]
+        r = ko.record_plugin(ko.triton(double_rows_launch, specialize=sizes[:1], first_use=True),
+                             op_name="kop_tt_fu::diff")
+        op = r.register(["sm_90"])
+        for n in sizes[1:]:
+            op(meta_tensor(4, n))
+        ahead = ko.record_plugin(ko.triton(double_rows_launch, specialize=sizes), op_name="kop_tt_fu::diff")
+        self.assertEqual(configs_of(r.doc), configs_of(ahead.doc))
+        self.assertEqual({k: v for k, v in r.doc.items() if k not in ("configs", "requires")},
+                         {k: v for k, v in ahead.doc.items() if k not in ("configs", "requires")})
+        self.assertEqual(set(r.doc["requires"][:-1]), set(ahead.doc["requires"][:-1]))
+
+        def terms(req):  # the class union, its terms in any order
+            return sorted(req.replace(" != 0", "").split(" + "))
+        self.assertEqual(terms(r.doc["requires"][-1]), terms(ahead.doc["requires"][-1]))
+
+        def code(rec):  # each tactic's machine code, by its config
+            return {(json.dumps(rec.doc["configs"][b.program], sort_keys=True), b.arch): b.data
+                    for b in rec.compile(["sm_90"])}
+        self.assertEqual(code(r), code(ahead))
+
+    def test_with_no_list_the_example_size_is_compiled_ahead(self):
+        r = ko.record_plugin(ko.triton(double_rows_launch, first_use=True), op_name="kop_tt_fu::nolist",
+                             example_inputs=(torch.empty(8, 32),))
+        self.assertEqual({c["BLOCK"] for c in r.doc["configs"]}, {32})
+        op = r.register(["sm_90"])
+        self.assertEqual(tuple(op(meta_tensor(8, 512)).shape), (8, 512))
+        self.assertEqual({c["BLOCK"] for c in r.doc["configs"]}, {32, 512})
+
+    def test_a_size_the_kernel_cannot_take_is_refused_with_why_and_remembered(self):
+        r = ko.record_plugin(ko.triton(double_rows_launch, specialize=[64], first_use=True),
+                             op_name="kop_tt_fu::refused")
+        op = r.register(["sm_90"])
+        msg = expect_error(self, RuntimeError, "the inputs break the requirement 'dim(x, 1) == 64': 100 == 64 is "
+                           "false; kernelop compiled no op for dim(x, -1) == 100 on first use: ", op, meta_tensor(2, 100))
+        self.assertIn("arange's range must be a power of 2", msg)
+        self.assertEqual(expect_error(self, RuntimeError, "dim(x, -1) == 100 on first use", op, meta_tensor(7, 100)),
+                         msg)  # not recorded again
+        self.assertEqual((self.registration("kop_tt_fu::refused").generations, r.growth.grown), (1, 0))
+        self.assertEqual(list(r.growth.refused), [(100,)])
+        # a requirement that is no size class's: the plain refusal
+        expect_error(self, RuntimeError, "requirement 'rank(x) == 2'", op, meta_tensor(2, 3, 64))
+
+    def test_without_first_use_nothing_grows(self):
+        op = ko.custom_plugin(ko.triton(double_rows_launch, specialize=[64]), op_name="kop_tt_fu::fixed",
+                              archs=["sm_90"])
+        msg = expect_error(self, RuntimeError, "the inputs break the requirement 'dim(x, 1) == 64'", op,
+                           meta_tensor(2, 128))
+        self.assertNotIn("first use", msg)
+        self.assertFalse(self.registration("kop_tt_fu::fixed").has_miss_handler)
+        expect_error(self, TypeError, "kernelop.triton: first_use must be True or False, got 'yes'", ko.triton,
+                     double_rows_launch, first_use="yes")
+
+    def test_it_grows_while_make_fx_traces_symbolically(self):
+        from torch.fx.experimental.proxy_tensor import make_fx
+        op = ko.custom_plugin(ko.triton(double_rows_launch, specialize=[64], first_use=True),
+                              op_name="kop_tt_fu::traced", archs=["sm_90"])
+        gm = make_fx(lambda x: op(x) + 1, tracing_mode="symbolic")(torch.empty(6, 256))
+        self.assertIn("kop_tt_fu.traced", gm.code)
+        self.assertEqual(self.registration("kop_tt_fu::traced").generations, 2)
+
+    def test_concurrent_first_calls_record_a_class_once(self):
+        import threading
+        r = ko.record_plugin(ko.triton(double_rows_launch, specialize=[64], first_use=True),
+                             op_name="kop_tt_fu::threads")
+        op = r.register(["sm_90"])
+        shapes, errors = [], []
+
+        def call(n):
+            try:
+                shapes.append(tuple(op(meta_tensor(3, n)).shape))
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+        threads = [threading.Thread(target=call, args=(n,)) for n in (128, 128, 256, 128, 256, 512)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+        self.assertEqual(sorted(shapes), sorted([(3, 128)] * 3 + [(3, 256)] * 2 + [(3, 512)]))
+        self.assertEqual((self.registration("kop_tt_fu::threads").generations, r.growth.grown), (4, 3))
+        self.assertEqual(sorted({c["BLOCK"] for c in r.doc["configs"]}), [64, 128, 256, 512])
+
+    def test_two_sizes_grow_by_their_class_and_keep_the_size_class_values(self):
+        r = ko.record_plugin(ko.triton(tile_of_launch, specialize={"dim(x, -1)": [8], "dim(x, 0)": [4]},
+                                       first_use=True), op_name="kop_tt_fu::two")
+        op = r.register(["sm_90"])
+        def tactics():  # each tactic but its requirements (the classes' move from the op's to the configs')
+            return [{k: v for k, v in c.items() if k != "requires"} for c in r.doc["configs"]]
+        before = tactics()
+        self.assertEqual(tuple(op(meta_tensor(7, 16)).shape), (7, 16))  # rows 7: the class of 8
+        self.assertEqual(tactics()[:len(before)], before)  # the tactics before keep their numbers and values
+        self.assertEqual(r.doc["requires"][-1], "(dim(x, 1) == 8) * (dim(x, 0) <= 4) * (dim(x, 0) > 2) + "
+                         "(dim(x, 1) == 16) * (dim(x, 0) <= 8) * (dim(x, 0) > 4) != 0")
+        self.assertEqual(tuple(op(meta_tensor(3, 16)).shape), (3, 16))  # (16, 4): a class of its own
+        self.assertEqual([(c["ROW"], c["ROWS"]) for c in r.doc["configs"][::3]], [(8, 4), (16, 8), (16, 4)])
+        self.assertEqual([c["size_class"] for c in r.doc["configs"][::3]], [0, 1, 2])
+
+    def test_the_backward_grows_on_its_own_calls(self):
+        op = ko.custom_plugin(ko.triton(double_rows_launch, specialize=[64], first_use=True),
+                              op_name="kop_tt_fu::bwd", archs=["sm_90"],
+                              backward=ko.Backward(["x"], ko.triton(double_rows_backward)))
+        x = torch.empty(3, 32, device="meta", requires_grad=True)
+        y = op(x)
+        (g,) = torch.autograd.grad(y, (x,), torch.empty(3, 32, device="meta"))
+        self.assertEqual(tuple(g.shape), (3, 32))
+        self.assertEqual(self.registration("kop_tt_fu::bwd").generations, 2)
+        self.assertEqual(self.registration("kop_tt_fu::bwd_backward").generations, 2)
+
+    def test_a_pinned_tactic_stays_pinned(self):
+        op = ko.custom_plugin(ko.triton(double_rows_launch, specialize=[64], first_use=True),
+                              op_name="kop_tt_fu::pinned", archs=["sm_90"])
+        reg = self.registration("kop_tt_fu::pinned")
+        reg.pin_tactic(1)
+        op(meta_tensor(2, 128))
+        self.assertEqual((reg.generations, reg.pinned_tactic), (2, 1))
+
+    def test_a_registration_grows_only_by_the_same_op(self):
+        r = ko.record_plugin(ko.triton(double_rows_launch, specialize=[64], first_use=True),
+                             op_name="kop_tt_fu::same")
+        r.register(["sm_90"])
+        reg = self.registration("kop_tt_fu::same")
+        other = ko.record_plugin(ko.triton(scale_mul_launch), op_name="kop_tt_fu::same")
+        expect_error(self, ValueError, "op kop_tt_fu::same: a registration grows only by the same op with more "
+                     "tactics, and the op given differs: its schema is", reg.grow, json.dumps(other.doc),
+                     other.compile(["sm_90"]))
+        expect_error(self, ValueError, "op kop_tt_fu::same already has a miss handler", reg.on_miss,
+                     lambda *a: None)
+        self.assertEqual(reg.generations, 1)
+
+    def test_a_package_built_after_growth_has_the_class(self):
+        r = ko.record_plugin(ko.triton(double_rows_launch, specialize=[64], first_use=True),
+                             op_name="kop_tt_fu::pkg")
+        op = r.register(["sm_90"])
+        op(meta_tensor(2, 256))
+        with tempfile.TemporaryDirectory() as d:
+            path = r.build_package(os.path.join(d, "op.kop"), ["sm_90"])
+            out = run_python(f"""
+                import torch, kernelop as ko
+                op = ko.load_package({path!r})
+                print(tuple(op(torch.empty(3, 256, device="meta")).shape))
+                try:
+                    op(torch.empty(3, 128, device="meta"))
+                except RuntimeError as e:
+                    print("refused:", e)
+                """)
+        self.assertIn("(3, 256)", out)
+        self.assertIn("refused: op kop_tt_fu::pkg: the inputs break the requirement '(dim(x, 1) == 64) + "
+                      "(dim(x, 1) == 256) != 0'", out)
+        self.assertNotIn("first use", out)
+
+
+
+class FirstUseCuda(unittest.TestCase):
+    """Note [first-use growth] on the GPU: values and gradients at sizes compiled on first use, torch.compile with
+    dynamic shapes, a CUDA graph."""
+
+    def test_values_at_sizes_compiled_on_first_use(self):
+        op = ko.custom_plugin(ko.triton(double_rows_launch, specialize=[64], first_use=True),
+                              op_name="kop_tt_fu::values", backward=ko.Backward(["x"], ko.triton(double_rows_backward)))
+        for n in (64, 128, 32, 128, 1024):
+            x = torch.randn(37, n, device="cuda", requires_grad=True)
+            y = op(x)
+            torch.testing.assert_close(y, x * 2)
+            (g,) = torch.autograd.grad(y, (x,), torch.ones_like(y))
+            torch.testing.assert_close(g, torch.full_like(x, 2))
+        self.assertEqual(ko._kernelop_torch.find_registration("kop_tt_fu::values").generations, 4)
+        compiled = torch.compile(lambda x: op(x) + 1, dynamic=True)
+        x = torch.randn(5, 512, device="cuda")
+        torch.testing.assert_close(compiled(x), x * 2 + 1)
+        x = torch.randn(9, 512, device="cuda")
+        out = replay_with_new_input(op, x)  # a class compiled before the capture
+        torch.testing.assert_close(out, x * 2)
+
 if __name__ == "__main__":
     run_tests(cpu=[CustomOpBodies, Recording, RecordedBackward, WrittenInputs, InitialisedOutputsPackaged, RankFree,
-                   SizeClasses, SizeClassesDiffering,
-                   SeveralLaunches, Refusals, Compilation, Registration], gpu=[Cuda], cuda=CUDA)
+                   SizeClasses, SizeClassesDiffering, FirstUse,
+                   SeveralLaunches, Refusals, Compilation, Registration], gpu=[Cuda, FirstUseCuda], cuda=CUDA)

@@ -312,7 +312,7 @@ class KernelopBackward final : public torch::autograd::Node {
     try {
       scope.emplace(*a.backward);
     } catch (const Error&) {
-      TORCH_CHECK(false, "op ", a.op_name, ": its backward ", a.backward->op.plan().op_name,
+      TORCH_CHECK(false, "op ", a.op_name, ": its backward ", a.backward->op().plan().op_name,
                   " is no longer registered (unregistered while a graph that needs it was "
                   "alive); run backward before unregistering the op");
     }
@@ -324,7 +324,7 @@ class KernelopBackward final : public torch::autograd::Node {
     }
     a.backward_handle->callBoxed(stack);
     TORCH_CHECK(stack.size() == a.link.grad_of.size(), "op ", a.op_name, ": its backward ",
-                a.backward->op.plan().op_name, " returned ", stack.size(), " value(s); expected ",
+                a.backward->op().plan().op_name, " returned ", stack.size(), " value(s); expected ",
                 a.link.grad_of.size());
     variable_list out(num_outputs());
     for (std::size_t j = 0; j < a.link.grad_of.size(); ++j)
@@ -657,7 +657,7 @@ torch::CppFunction make_written_versions_kernel(Registration::State* state, cons
 
 torch::CppFunction make_autograd_kernel(Registration::State* state, const OpPlan& forward,
                                         std::shared_ptr<Registration::State> backward_state) {
-  const OpPlan& backward = backward_state->op.plan();
+  const OpPlan& backward = backward_state->op().plan();
   auto info = std::make_shared<AutogradInfo>();
   info->op_name = forward.op_name;
   info->backward_handle = c10::Dispatcher::singleton().findOp({backward.op_name, ""});

@@ -277,6 +277,24 @@ struct Outputs {
   }
 };
 
+// Note [first-use growth]: the registration's miss handler asked about a call that broke a
+// requirement of `p`: true when the registration grew (the call is tried again), else `note` is
+// what the handler said. No lock is held while it runs (it may take the GIL, and compile).
+bool ask_miss_handler(Registration::State& state, const OpPlan& p, std::span<const Shape> shapes,
+                      std::span<const ScalarArg> scalars, const std::string& refusal,
+                      std::string& note) {
+  MissHandler handler;
+  {
+    std::lock_guard lock(state.grow_mutex);
+    handler = state.on_miss;
+  }
+  if (!handler) return false;
+  MissOutcome outcome = handler(Miss{p, shapes, scalars, refusal});
+  if (outcome.grown && &state.op().plan() != &p) return true;
+  note = std::move(outcome.note);
+  return false;
+}
+
 class CudaKernel final : public c10::OperatorKernel {
  public:
   explicit CudaKernel(Registration::State* state) : state_(state) {}
@@ -289,7 +307,16 @@ class CudaKernel final : public c10::OperatorKernel {
     } catch (const Error& e) {
       rethrow_as_torch(e);
     }
-    const KernelOp& op = state_->op;
+    for (bool retried = false;; retried = true) {
+      if (attempt(handle, stack, retried)) return;
+    }
+  }
+
+ private:
+  // One try of the call with the registration's op now; false when it broke a requirement and
+  // the registration grew for it (Note [first-use growth]): try again.
+  bool attempt(const c10::OperatorHandle& handle, torch::jit::Stack* stack, bool retried) {
+    const KernelOp& op = state_->op();
     const OpPlan& p = op.plan();
     Call call(p, stack, true);
     for (std::size_t i = 0; i < call.tensors.size(); ++i) {
@@ -326,12 +353,19 @@ class CudaKernel final : public c10::OperatorKernel {
         op.launch_allocating(in, sc, allocate, stream);
       }
       push_outputs(stack, p.input_order.size(), out.tensors);
+      return true;
     } catch (const Error& e) {
-      rethrow_as_torch(e);
+      if (retried || e.context().stage != kRequirementStage) rethrow_as_torch(e);
+      auto views = call.views();
+      std::vector<Shape> shapes;
+      for (const TensorView& v : views) shapes.push_back(v.shape);
+      std::string note;
+      if (ask_miss_handler(*state_, p, shapes, call.scalars, e.message(), note)) return false;
+      if (note.empty()) rethrow_as_torch(e);
+      rethrow_as_torch(Error(e.kind(), e.message() + "; " + note, e.context()));
     }
   }
 
- private:
   // The outputs are shaped by the caller's meta function (registered for the Meta key): run it
   // on meta copies of the inputs and allocate what it returns.
   void allocate_from_meta(const c10::OperatorHandle& handle, const Call& call,
@@ -479,9 +513,34 @@ class MetaKernel final : public c10::OperatorKernel {
     } catch (const Error& e) {
       rethrow_as_torch(e);
     }
-    const KernelOp& op = state_->op;
+    for (bool retried = false;; retried = true) {
+      if (attempt(stack, retried)) return;
+    }
+  }
+
+ private:
+  // As CudaKernel::attempt.
+  bool attempt(torch::jit::Stack* stack, bool retried) {
+    const KernelOp& op = state_->op();
     const OpPlan& p = op.plan();
     Call call(p, stack, false);
+    const bool may_grow = !retried && state_->has_miss_handler.load();
+    // Note [first-use growth]: a requirement the sizes break, decided (a guard) only where the
+    // registration has a miss handler; true when the registration grew for them.
+    auto grown = [&](const c10::SymBool& holds, auto text_of) {
+      if (!may_grow || holds.guard_or_true(__FILE__, __LINE__)) return false;
+      const std::string text = text_of();
+      std::vector<Shape> shapes;
+      for (const at::Tensor& t : call.tensors) {
+        Shape shape;
+        for (const c10::SymInt& d : t.sym_sizes()) shape.push_back(d.guard_int(__FILE__, __LINE__));
+        shapes.push_back(std::move(shape));
+      }
+      std::string note;
+      if (ask_miss_handler(*state_, p, shapes, call.scalars, text, note)) return true;
+      TORCH_CHECK(note.empty(), "op ", p.op_name, ": ", text, "; ", note);
+      return false;
+    };
     try {
       MetaSizes sizes{call};
       check_ranks(p, sizes, false);
@@ -498,8 +557,9 @@ class MetaKernel final : public c10::OperatorKernel {
         if (is_comparison(c.op())) {
           c10::SymInt a = env.eval_requirement(c.lhs(), r.text);
           c10::SymInt b = env.eval_requirement(c.rhs(), r.text);
-          TORCH_SYM_CHECK(comparison_guard(c, a, b), "op ", p.op_name, ": ",
-                          broken_requirement_text(r, &a, &b));
+          c10::SymBool holds = comparison_guard(c, a, b);
+          if (grown(holds, [&] { return broken_requirement_text(r, &a, &b); })) return false;
+          TORCH_SYM_CHECK(holds, "op ", p.op_name, ": ", broken_requirement_text(r, &a, &b));
         } else if (c.op() == ExprOp::SameShape) {
           // The ranks, then one check per axis: the guards (or export's runtime assertions) that
           // dim(a, i) == dim(b, i) would make, for whatever rank the call has.
@@ -517,8 +577,10 @@ class MetaKernel final : public c10::OperatorKernel {
                             shapes());
           }
         } else {
-          TORCH_SYM_CHECK(env.eval_requirement(c, r.text).sym_ne(0), "op ", p.op_name, ": ",
-                          broken_requirement_text<c10::SymInt>(r, nullptr, nullptr));
+          c10::SymBool holds = env.eval_requirement(c, r.text).sym_ne(0);
+          auto text = [&] { return broken_requirement_text<c10::SymInt>(r, nullptr, nullptr); };
+          if (grown(holds, text)) return false;
+          TORCH_SYM_CHECK(holds, "op ", p.op_name, ": ", text());
         }
       }
       c10::SmallVector<at::Tensor, 4> outputs;
@@ -538,19 +600,19 @@ class MetaKernel final : public c10::OperatorKernel {
         }
       }
       push_outputs(stack, p.input_order.size(), outputs);
+      return true;
     } catch (const Error& e) {
       rethrow_as_torch(e);
     }
   }
 
- private:
   Registration::State* state_;
 };
 
 // Inputs on the CPU get a message that says what to do, not "could not run on the CPU backend".
 class CpuKernel final : public c10::OperatorKernel {
  public:
-  explicit CpuKernel(const Registration::State* state) : op_name_(state->op.plan().op_name) {}
+  explicit CpuKernel(const Registration::State* state) : op_name_(state->op().plan().op_name) {}
   void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack*) {
     TORCH_CHECK(
         false, "op ", op_name_,

@@ -6,7 +6,9 @@
 #include <torch/library.h>
 
 #include <atomic>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "kernelop/torch.hpp"
@@ -34,8 +36,22 @@ namespace kernelop::torch_ops {
 // kernels are removed reads a dispatch table being rewritten; only a lookup racing with a
 // registration makes such a packet, and kernelop's entry replaces it at the next lookup.
 struct Registration::State {
-  State(KernelOp o, std::string print) : op(std::move(o)), fingerprint(std::move(print)) {}
-  KernelOp op;
+  State(KernelOp o, std::string print) : fingerprint(std::move(print)) {
+    generations.push_back(std::move(o));
+    first = &generations.back();
+    current.store(first);
+  }
+  /// The op calls use now (Note [first-use growth]).
+  const KernelOp& op() const { return *current.load(std::memory_order_acquire); }
+  // Note [first-use growth]: every op this registration had, the first one first (a deque: the
+  // addresses stay), kept to the end since calls in flight, saved graph nodes and plans handed
+  // out read them; `current` is the newest. Grown and read under `grow_mutex`, except `current`.
+  std::deque<KernelOp> generations;
+  const KernelOp* first = nullptr;  // the op it was registered with
+  std::atomic<const KernelOp*> current{nullptr};
+  std::mutex grow_mutex;
+  MissHandler on_miss;  // set once (Registration::on_miss)
+  std::atomic<bool> has_miss_handler{false};
   std::string schema;                          // qualified
   std::string fingerprint;                     // schema + spec + options: what "identical" means
   std::unique_ptr<torch::Library> library;     // the kernels

@@ -138,7 +138,7 @@ CallScope::CallScope(Registration::State& state) : state_(&state) {
   // already counted: it finishes.
   state.calls.fetch_add(1);
   if (!nested && state.retired.load()) {
-    std::string name = state.op.plan().op_name;  // read while this call still holds the state
+    std::string name = state.op().plan().op_name;  // read while this call still holds the state
     entered.pop_back();
     state.calls.fetch_sub(1);
     state_ = nullptr;
@@ -171,13 +171,62 @@ bool Registration::entered_here() const {
 }
 
 const OpPlan& Registration::plan() const {
-  return state_->op.plan();
+  return state_->op().plan();
 }
 const KernelOp& Registration::op() const {
-  return state_->op;
+  return state_->op();
 }
 const std::string& Registration::schema() const {
   return state_->schema;
+}
+
+void Registration::on_miss(MissHandler handler) const {
+  std::lock_guard lock(state_->grow_mutex);
+  if (state_->on_miss) {
+    KERNELOP_FAIL(Spec) << "op " << state_->op().plan().op_name << " already has a miss handler";
+  }
+  state_->on_miss = std::move(handler);
+  state_->has_miss_handler.store(true);
+}
+
+void Registration::grow(KernelOp op) const {
+  std::lock_guard lock(state_->grow_mutex);
+  const OpPlan& now = state_->op().plan();
+  const OpPlan& p = op.plan();
+  auto backward_name = [](const OpPlan& q) {
+    return q.spec.backward.empty() ? std::string() : backward_decl(q).op_name;
+  };
+  std::string what;
+  if (p.op_name != now.op_name) {
+    what = "it is op " + p.op_name;
+  } else if (p.schema != now.schema) {
+    what = "its schema is '" + p.schema + "', not '" + now.schema + "'";
+  } else if (backward_name(p) != backward_name(now)) {
+    what = "its backward is '" + backward_name(p) + "', not '" + backward_name(now) + "'";
+  } else if (impl::writes_inputs(p) != impl::writes_inputs(now)) {
+    what = "it writes other inputs";
+  } else if (p.num_results() != now.num_results()) {
+    what = "it has " + std::to_string(p.num_results()) + " results, not " +
+           std::to_string(now.num_results());
+  }
+  if (!what.empty()) {
+    KERNELOP_FAIL(Spec) << "op " << now.op_name
+                        << ": a registration grows only by the same op with more tactics, and "
+                        << "the op given differs: " << what;
+  }
+  // A pinned tactic stays pinned: the tactics before are the grown op's first ones.
+  if (int t = state_->op().pinned_tactic(); t >= 0 && t < op.num_tactics()) op.pin_tactic(t);
+  state_->generations.push_back(std::move(op));
+  state_->current.store(&state_->generations.back(), std::memory_order_release);
+}
+
+bool Registration::has_miss_handler() const {
+  return state_->has_miss_handler.load();
+}
+
+std::size_t Registration::generations() const {
+  std::lock_guard lock(state_->grow_mutex);
+  return state_->generations.size();
 }
 
 Registration register_op(KernelOp op, const RegisterOptions& options) {
@@ -234,7 +283,8 @@ Registration register_op(KernelOp op, const RegisterOptions& options) {
     }
     std::lock_guard lock(registry_mutex());
     auto it = registry().find(want.op_name);
-    if (it == registry().end() || !(it->second->op.plan().spec == want.spec)) {
+    // (the op it was registered as: Note [first-use growth])
+    if (it == registry().end() || !(it->second->first->plan().spec == want.spec)) {
       KERNELOP_FAIL(Spec) << "op " << p.op_name << ": its backward '" << want.op_name << "' is "
                           << (it == registry().end() ? "not registered through kernelop"
                                                      : "registered with another spec");
@@ -253,10 +303,10 @@ Registration register_op(KernelOp op, const RegisterOptions& options) {
   drained().wait(lock, [&] { return draining().count(p.op_name) == 0; });
   // The backward checked above may have been unregistered meanwhile (the lock was released).
   if (backward_state) {
-    auto it = registry().find(backward_state->op.plan().op_name);
+    auto it = registry().find(backward_state->op().plan().op_name);
     if (it == registry().end() || it->second != backward_state) {
       KERNELOP_FAIL(Spec) << "op " << p.op_name << ": its backward '"
-                          << backward_state->op.plan().op_name
+                          << backward_state->op().plan().op_name
                           << "' was unregistered while this op was being registered";
     }
   }
@@ -269,7 +319,7 @@ Registration register_op(KernelOp op, const RegisterOptions& options) {
                         << p.op_name << schema_text << "'. Use another name, or the same arguments";
   }
   auto state = std::make_shared<Registration::State>(std::move(op), std::move(print));
-  const OpPlan& plan = state->op.plan();
+  const OpPlan& plan = state->op().plan();
   state->schema = plan.op_name + schema_text;
   // Built in local objects: if any step throws, their destructors undo the steps before it.
   auto library = std::make_unique<torch::Library>(torch::Library::FRAGMENT, plan.ns, std::nullopt,

@@ -8,7 +8,7 @@ import dataclasses
 import json
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, List, Optional
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
 
 from .. import _kernelop
 from .._symbolic import shorten
@@ -69,12 +69,15 @@ def arch_number(arch: str) -> int:
     return int(re.sub(r"\D", "", arch))
 
 
-def compile_binaries(recorded: "RecordedPlugin", archs: List[str]) -> List[KernelBinary]:
-    """Every tactic's program for every architecture (checked ones), plus the PTX of the oldest architecture: the
-    driver JITs it on newer GPUs. Every job is planned (the DSL checks its options) before anything is compiled."""
+def compile_binaries(recorded: "RecordedPlugin", archs: List[str],
+                     programs: Optional[Sequence[int]] = None) -> List[KernelBinary]:
+    """Every tactic's program (or those `programs` lists) for every architecture (checked ones), plus the PTX of the
+    oldest architecture: the driver JITs it on newer GPUs. Every job is planned (the DSL checks its options) before
+    anything is compiled."""
     oldest = min(archs, key=arch_number)
+    chosen = range(len(recorded.compile_configs)) if programs is None else programs
     jobs = [(program, arch, recorded.dsl.plan_compile(recorded, program, arch))
-            for program in range(len(recorded.compile_configs)) for arch in archs]
+            for program in chosen for arch in archs]
     out: List[KernelBinary] = []
     for program, arch, job in jobs:
         identity = None if job.identity is None else \
@@ -98,7 +101,7 @@ def compile_binaries(recorded: "RecordedPlugin", archs: List[str]) -> List[Kerne
             out.append(KernelBinary(program, "compute_" + label[3:], compiled.ptx.encode(), "", compiled.name,
                                     compiled.shared, *scratch))
     if recorded.dsl.portable is not None:  # checked in C++ with the others (image_from_binaries)
-        for program in range(len(recorded.compile_configs)):
+        for program in chosen:
             portable = recorded.dsl.portable(recorded, program)
             if portable is not None:
                 out.append(portable)

@@ -21,6 +21,7 @@ from .. import _dsls, _kernelop, _kernelop_torch
 from .._spec import Backward
 from .._symbolic import _HINTS, Recorder, Unexpressible, canonical, shorten
 from . import compiling, sizes
+from . import growth as growth_
 from .compiling import CompiledKernel, CompileJob, KernelBinary
 from .configs import (check_config_values, conjunction, count, select_over_conditions, select_over_configs,
                       validate_recorded)
@@ -103,6 +104,8 @@ class RecordedPlugin:
     capability_archs: Tuple[str, ...] = ()
     # what compile() made, by the architectures it was given
     _binaries: Dict[Tuple[str, ...], List[KernelBinary]] = field(default_factory=dict, repr=False, compare=False)
+    # recorded with first_use=True: how it records a size class when first called with it (Note [first-use growth])
+    growth: Optional[growth_.Growth] = field(default=None, repr=False, compare=False)
 
     def spec_json(self) -> str:
         """The op's kernelop spec as JSON: inspectable and diffable (docs/spec-format.md)."""
@@ -131,6 +134,10 @@ class RecordedPlugin:
             self._binaries[key] = binaries
         return self._binaries[key]
 
+    def compile_programs(self, archs: List[str], programs: Sequence[int]) -> List[KernelBinary]:
+        """The binaries of these tactics' programs alone (Note [first-use growth]: the tactics a size class adds)."""
+        return compiling.compile_binaries(self, archs, programs)
+
     def backward_binaries(self, archs: Optional[Sequence[str]] = None) -> List[List[KernelBinary]]:
         """The backward chain's binaries, one list per link (Note [backward chain])."""
         chain, link = [], self.backward
@@ -148,10 +155,18 @@ class RecordedPlugin:
         binaries = self.compile(archs)
         backward = self.backward_binaries(archs)
         overrides = _kernelop.Overrides()
-        overrides.caller_key = self.dsl.name + ":" + hashlib.sha256(
+        # (an op that grows on first use is another op than one that does not)
+        overrides.caller_key = self.dsl.name + (":first_use:" if self.growth else ":") + hashlib.sha256(
             json.dumps(self.doc, sort_keys=True).encode() +
             b"".join(b.data for b in binaries + [b for link in backward for b in link])).hexdigest()
-        _kernelop_torch.register_binaries(json.dumps(self.doc), binaries, overrides, backward)
+        registration = _kernelop_torch.register_binaries(json.dumps(self.doc), binaries, overrides, backward)
+        if registration.created:  # Note [first-use growth]: the op, and each link of its chain, grows on a miss
+            link: Optional[RecordedPlugin] = self
+            while link is not None:
+                reg = registration if link is self else _kernelop_torch.find_registration(link.op_name)
+                if link.growth is not None and not reg.has_miss_handler:
+                    reg.on_miss(growth_.handler(link, reg, archs))
+                link = link.backward
         return _op_object(self.op_name)
 
     def build_package(self, path: Union[str, os.PathLike], archs: Optional[Sequence[str]] = None) -> str:
@@ -340,6 +355,8 @@ def _record_backward(where: str, forward: RecordedPlugin, spec: Any, backward: A
         bwd_tensors[name] = receivable[got]
     if getattr(bwd_spec, "specialize", None) is None and getattr(spec, "specialize", None) is not None:
         bwd_spec = dataclasses.replace(bwd_spec, specialize=spec.specialize)  # the forward's sizes, by default
+    if getattr(spec, "first_use", False) and hasattr(bwd_spec, "first_use"):
+        bwd_spec = dataclasses.replace(bwd_spec, first_use=True)  # and its sizes compiled on first use
     if getattr(bwd_spec, "archs", None) is None and getattr(spec, "archs", None) is not None:
         bwd_spec = dataclasses.replace(bwd_spec, archs=spec.archs)  # and its architectures
     token = _OUTPUT_NAMES.set([f"grad_{n}" for n in differentiable])
@@ -503,11 +520,19 @@ def _record_examples(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]
         return _record_at_ranks(dsl, spec, meta_impl, op_name, where, inputs, tensors)[0]
     values_of = rec.shape_env.backed_var_to_val if hasattr(rec.shape_env, "backed_var_to_val") else \
         rec.shape_env.var_to_val
-    d = sizes.classes_of(where, derived, getattr(spec, "specialize", None), values_of.get)
+    first_use = getattr(spec, "first_use", False)
+    d = sizes.classes_of(where, derived, getattr(spec, "specialize", None), values_of.get, first_use)
     classes = _record_classes(dsl, spec, meta_impl, op_name, where, inputs, tensors, d, derived, None)
     if len({bool(rank_free) for _, _, rank_free in classes}) > 1:  # one op has one convention: the examples' ranks
         classes = _record_classes(dsl, spec, meta_impl, op_name, where, inputs, tensors, d, derived, False)
-    return _merge_classes(where, d, [(v, r) for v, r, _ in classes], op_name is not None)
+    merged = _merge_classes(where, d, [(v, r) for v, r, _ in classes], op_name is not None)
+    if first_use:  # Note [first-use growth]
+        merged.growth = growth_.Growth(
+            lambda one, rank_free: _record_classes(dsl, spec, meta_impl, op_name, where, inputs, tensors, one,
+                                                   derived, rank_free),
+            lambda w, all_classes, recorded: _merge_classes(w, all_classes, recorded, True),
+            where, d, [(v, r) for v, r, _ in classes], bool(classes[0][2]))
+    return merged
 
 
 def _record_classes(dsl: Dsl, spec: Any, meta_impl: Optional[Callable[..., Any]], op_name: Optional[str], where: str,

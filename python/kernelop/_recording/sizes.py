@@ -381,9 +381,11 @@ class SizeClasses:
         return ", ".join(repr(self.lead(g)) for g in range(len(self.groups)))
 
 
-def classes_of(where: str, derived: List[Derived], specialize: Any, hint_of: Any) -> SizeClasses:
+def classes_of(where: str, derived: List[Derived], specialize: Any, hint_of: Any,
+               first_use: bool = False) -> SizeClasses:
     """The sizes derived from, grouped by example value (`hint_of(symbol)`), and the classes to record: for each
-    group, powers of two, or, for a size a constexpr takes as it is, the values `specialize` lists; their product."""
+    group, powers of two, or, for a size a constexpr takes as it is, the values `specialize` lists (with
+    `first_use` and no list, the example's; Note [first-use growth]); their product."""
     texts = {d.text: d for d in derived}
     by_hint: Dict[int, List[Derived]] = {}
     for d in texts.values():
@@ -408,7 +410,8 @@ def classes_of(where: str, derived: List[Derived], specialize: Any, hint_of: Any
         lead = next((x for x in members if not x.function), members[0])
         groups.append(members)
         hints.append(hint)
-        values.append(_values_of(where, lead, members, group_specialize))
+        values.append([hint] if first_use and group_specialize is None and not lead.function else
+                      _values_of(where, lead, members, group_specialize))
     classes = SizeClasses(groups, hints, values)
     if len(classes.combos) > MAX_CLASSES and not (isinstance(specialize, Mapping) and
                                                   all(any(m.text in specialize for m in g) for g in groups)):
@@ -437,7 +440,7 @@ def _values_of(where: str, d: Derived, members: List[Derived], specialize: Any) 
                              "in as an int): the DSL compiles one kernel per value, so kernelop compiles the values "
                              "you list: kernelop.triton(..., specialize=[...]) or kernelop.cutedsl(..., specialize="
                              f"[...]) (or {{{d.text!r}: [...]}}), e.g. the sizes of the models the op serves; other "
-                             "sizes are refused")
+                             "sizes are refused (or compiled when first called, with first_use=True)")
         bad = [v for v in values if isinstance(v, bool) or not isinstance(v, int) or v < 1]
         if bad or not values:
             raise ValueError(f"{where}: specialize must list the values of {d.text} (ints >= 1), got "
@@ -454,6 +457,13 @@ def _values_of(where: str, d: Derived, members: List[Derived], specialize: Any) 
             raise ValueError(f"{where}: specialize must list powers of two >= 4 (the values of {d.function}"
                              f"({d.text})), got {shorten(repr(list(values)), 300)}")
     return sorted(set(values or ()))
+
+
+def check_first_use(where: str, first_use: Any) -> bool:
+    """`first_use` as the user gave it (Note [first-use growth])."""
+    if not isinstance(first_use, bool):
+        raise TypeError(f"{where}: first_use must be True or False, got {shorten(repr(first_use))}")
+    return first_use
 
 
 def check_specialize(where: str, specialize: Any) -> Any:

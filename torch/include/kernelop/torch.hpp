@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -20,6 +21,25 @@
 namespace kernelop::torch_ops {
 
 class CallScope;
+
+/// Note [first-use growth]: an op recorded from a DSL compiles the sizes it serves; a size
+/// outside them breaks a requirement. A registration may have a miss handler that the CUDA and
+/// Meta kernels call when a call breaks one of the op's requirements: the handler may compile
+/// the op for that call (its Python recorder records the size class on first use) and grow the
+/// registration (Registration::grow), after which the call is retried once with the new op.
+/// Calls in flight keep the op they started with; every op a registration had lives as long as
+/// it. The handler runs on the calling thread, inside the call, with no lock of kernelop's held.
+struct Miss {
+  const OpPlan& plan;                  // the op that refused the call
+  std::span<const Shape> shapes;       // the tensor inputs' shapes, in declared order
+  std::span<const ScalarArg> scalars;  // the scalars, in declared order
+  const std::string& refusal;          // the broken requirement, as the call's error says it
+};
+struct MissOutcome {
+  bool grown = false;  // the registration grew: retry the call
+  std::string note;    // else, said after the refusal (why the call's size was not compiled)
+};
+using MissHandler = std::function<MissOutcome(const Miss&)>;
 
 /// A registered op (kept alive by the registry; copies share it).
 class Registration {
@@ -40,6 +60,16 @@ class Registration {
   bool current() const;
   /// True while this thread is inside a call of this registration (a CallScope of it).
   bool entered_here() const;
+  /// Note [first-use growth]: sets the miss handler (one per registration; a second is an
+  /// Error(Spec)).
+  void on_miss(MissHandler handler) const;
+  bool has_miss_handler() const;
+  /// Note [first-use growth]: makes `op` the one calls use from now on. It must be the same op
+  /// with more tactics: the same schema, inputs, outputs and backward (Error(Spec) otherwise,
+  /// and nothing changes). The ops before it stay alive with the registration.
+  void grow(KernelOp op) const;
+  /// How many ops this registration has had (1 until it grows).
+  std::size_t generations() const;
 
   struct State;
   friend class CallScope;
