@@ -10,6 +10,9 @@ that call (Note [compiled host functions] in kernelop/_cutedsl.py): each N liste
 the CuTe DSL.
 
 - softmax: ``softmax_fwd`` with ``softmax_bwd`` as its backward, unchanged (QuACK's ``SoftmaxFunction`` saves y).
+- softmax_wide: the same at row lengths QuACK launches in thread-block clusters on sm_90 (its ``cluster_n``: 2 blocks
+  a row at 32K, 4 at 64K, the row split between the blocks' shared memory), compiled for sm_90a alone (sm_80 has no
+  clusters, and QuACK's choice of cluster reads the architecture).
 - rms_norm: ``rmsnorm_fwd(x, weight, eps=eps, store_rstd=True)`` with ``rmsnorm_bwd`` as its backward, unchanged:
   QuACK's backward calls its own torch.library op (whose Python body kernelop records: Note [custom ops' bodies]),
   whose kernel writes per-SM partials of dW (the op's scratch, sized from the device's SM count) that
@@ -32,6 +35,7 @@ except ImportError:  # (the GPU machine runs the packages, without QuACK)
     pass
 
 N_VALUES = [1024, 4096, 8192]  # the row lengths (N) compiled in: one kernel each
+WIDE_N_VALUES = [32768, 65536]  # row lengths QuACK launches in clusters
 DTYPE = torch.bfloat16
 
 
@@ -69,10 +73,15 @@ def recorded(ns, n_values=None, dtype=DTYPE):
     n_values = list(n_values or N_VALUES)
     x = torch.empty(8, n_values[-1], dtype=dtype, device="meta")
     w = torch.empty(n_values[-1], dtype=dtype, device="meta")
+    wide = torch.empty(8, WIDE_N_VALUES[-1], dtype=dtype, device="meta")
     return {
         "softmax": ko.record_plugin(
             ko.cutedsl(softmax_fwd, specialize=n_values, outputs=["y"]), op_name=f"{ns}::softmax",
             example_inputs={"x": x}, backward=ko.Backward(["x"], ko.cutedsl(softmax_bwd))),
+        "softmax_wide": ko.record_plugin(
+            ko.cutedsl(softmax_fwd, specialize=WIDE_N_VALUES, outputs=["y"], arch="sm_90a"),
+            op_name=f"{ns}::softmax_wide", example_inputs={"x": wide},
+            backward=ko.Backward(["x"], ko.cutedsl(softmax_bwd))),
         "rms_norm": ko.record_plugin(
             ko.cutedsl(rms_norm_fwd, specialize=n_values, outputs=["y", "rstd"]), op_name=f"{ns}::rms_norm",
             example_inputs={"x": x, "weight": w},

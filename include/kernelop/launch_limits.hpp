@@ -30,6 +30,29 @@ constexpr bool within_launch_limits(const Dims3& grid, const Dims3& block,
          shared_mem <= kMaxSharedMemBytes;
 }
 
+/// Thread-block clusters: the blocks of one cluster (sm_90's limit with the non-portable size
+/// allowed, which kernelop allows above the portable 8), and the first architecture that has them.
+inline constexpr std::int64_t kMaxClusterBlocks = 16;
+inline constexpr std::int64_t kPortableClusterBlocks = 8;
+inline constexpr int kFirstClusterArch = 90;
+
+/// True when a cluster launch of `grid` can be made: each cluster axis >= 1 and dividing the
+/// grid's, at most kMaxClusterBlocks blocks (the launch path's cheap test).
+constexpr bool within_cluster_limits(const Dims3& grid, const Dims3& cluster) {
+  for (std::size_t i = 0; i < 3; ++i) {
+    if (cluster[i] < 1 || cluster[i] > kMaxClusterBlocks || grid[i] % cluster[i] != 0) return false;
+  }
+  return cluster[0] * cluster[1] * cluster[2] <= kMaxClusterBlocks;
+}
+
+/// Why a constant cluster (1 to 3 extents, as a spec declares it) cannot launch, or "".
+std::string cluster_problem(const std::vector<std::int64_t>& cluster);
+
+/// Throws Error(Launch) "op <op>: grid y = 3 is not a multiple of cluster y = 2 ('expr')" when
+/// the cluster is outside the limits or does not divide the grid.
+void check_cluster(std::string_view op, const Dims3& grid, const Dims3& cluster,
+                   const std::array<std::string, 3>* text = nullptr);
+
 /// Why a constant block (1 to 3 extents, as a spec declares it) cannot launch, or "": "has 2048
 /// threads per block; CUDA allows at most 1024", "z dimension is 128; CUDA allows at most 64".
 std::string block_problem(const std::vector<std::int64_t>& block);

@@ -37,10 +37,11 @@ namespace kernelop {
 /// without PTX (their parameters are checked against the CUBIN's own records), and outputs'
 /// "align" (an alignment a caller's buffer is checked for), which an older reader would refuse
 /// only as an unknown spec field. Version 7 adds Tile IR bytecode images ("tileir"),
-/// which the driver compiles when it loads them. A
-/// package is written as the oldest version that holds it (one using none of these is byte for
-/// byte what version 1 always was); every version is read.
-inline constexpr std::uint32_t kPackageFormatVersion = 7;
+/// which the driver compiles when it loads them. Version 8 adds thread-block cluster launches
+/// (geometry "cluster"), which an older reader would refuse only as an unknown spec field. A
+/// package is written as the oldest version that holds it (one using none of these is byte for byte
+/// what version 1 always was); every version is read.
+inline constexpr std::uint32_t kPackageFormatVersion = 8;
 
 /// kernelop's version, "0.1.0" (from CMake's project(); recorded in packages as created_by).
 std::string_view version();

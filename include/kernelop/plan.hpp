@@ -147,6 +147,12 @@ struct LaunchGeometry {
   std::array<Expr, 3> grid = {1, 1, 1};
   std::array<Expr, 3> block = {1, 1, 1};
   Expr shared_mem = 0;
+  std::array<Expr, 3> cluster = {1, 1, 1};  ///< the thread-block cluster (Custom::cluster)
+  /// True when some cluster axis may be more than 1 (the launch is a cluster launch).
+  bool clustered() const {
+    return std::any_of(cluster.begin(), cluster.end(),
+                       [](const Expr& c) { return !c.is_const() || c.const_value() != 1; });
+  }
   std::string description;  ///< e.g. "Elementwise(block=(16, 16), layout=nd, over=y)"
   bool operator==(const LaunchGeometry&) const = default;
 };

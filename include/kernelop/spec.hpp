@@ -239,6 +239,9 @@ struct Custom {
   std::vector<Expr> grid;
   std::vector<Expr> block;
   Expr shared_mem = 0;
+  /// kernelop addition: the thread-block cluster, up to 3 expressions (missing ones are 1; empty:
+  /// no cluster). Each grid axis is a multiple of its cluster axis; sm_90 or later.
+  std::vector<Expr> cluster;
   bool operator==(const Custom&) const = default;
 };
 

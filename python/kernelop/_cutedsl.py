@@ -37,6 +37,7 @@ from ._recording import (CompiledKernel, CompileJob, Dsl, Handlers, RecordedPlug
 from ._recording import sizes
 from ._symbolic import canonical, shorten, uses_dims
 
+_CLUSTER_DIMENSION = 4  # CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION: the one launch attribute kernelop makes
 DEFAULT_ARCHS = ("sm_80", "sm_90a")  # CUBIN each (sm_90a: Hopper's wgmma/TMA), plus the PTX of the oldest
 _DTYPES = tuple(d.torch for d in DTYPES if d.cutedsl)  # what kernelop passes to CuTe DSL kernels
 
@@ -748,7 +749,8 @@ def _translate(ctx: Recording, spec: CuteDslSpec, call: _Call) -> RecordedPlugin
                          "arguments")
     doc["params"] = params_doc
     doc["geometry"] = {"custom": geometry}
-    exprs = geometry["grid"] + geometry["block"] + [geometry["shared_mem"]] + _param_exprs(params_doc)
+    exprs = geometry["grid"] + geometry["block"] + [geometry["shared_mem"]] + geometry.get("cluster", []) + \
+        _param_exprs(params_doc)
     requires += [r for r in (f"rank({t.name}) == {t.rank}" for t in ctx.rec.tensors
                              if t.name not in tensor_names and uses_dims(exprs, t.name)) if r not in requires]
     if requires:
@@ -882,10 +884,12 @@ def _launch(recorded: RecordedPlugin, values: List[Dict[str, Any]], tuned: List[
     merged_exprs = exprs_per_config[0] if all(e == exprs_per_config[0] for e in exprs_per_config) or \
         not exprs_per_config[0] else select_over_configs(exprs_per_config, values, tuned)
     geometry: Dict[str, Any] = {}
-    for key in ("grid", "block", "shared_mem"):
+    for key in ("grid", "block", "shared_mem", "cluster"):
         texts = [[*launch[key]] if key != "shared_mem" else [launch[key]] for launch in launches]
         merged = texts[0] if all(t == texts[0] for t in texts) else select_over_configs(texts, values, tuned)
         geometry[key] = merged if key != "shared_mem" else merged[0]
+    if geometry["cluster"] == ["1", "1", "1"]:
+        del geometry["cluster"]  # (a plain launch)
     return _with_exprs(first["params"], iter(merged_exprs)), geometry
 
 
@@ -989,10 +993,13 @@ def _launch_of(recorded: RecordedPlugin, config: int, arch: str) -> Tuple[Dict[s
         grid = [canonical(H.text(g, f"grid axis {i}")) for i, g in enumerate(launch.grid)]
         block = [canonical(H.text(b, f"block axis {i}")) for i, b in enumerate(launch.block)]
         shared = canonical(H.text(launch.shared_mem, "the dynamic shared memory"))
-        for v in launch.attribute_values:
-            if v != H.const(0):
-                raise H.Unreadable("the launch sets a launch attribute (cooperative, cluster or programmatic "
-                                   "launch), which kernelop does not make")
+        cluster = ["1", "1", "1"]
+        for attribute, value in launch.attributes:
+            if attribute == H.const(_CLUSTER_DIMENSION) and len(value) == 3:
+                cluster = [canonical(H.text(c, f"cluster axis {i}")) for i, c in enumerate(value)]
+            elif any(v != H.const(0) for v in value):
+                raise H.Unreadable(f"the launch sets launch attribute {H.text(attribute, 'an attribute id')} "
+                                   "(cooperative or programmatic launch), which kernelop does not make")
         params: List[Any] = []
         for i, (v, t) in enumerate(zip(launch.args, launch.arg_types)):
             params.append(H.kernel_param(v, t, f"kernel argument {i}"))
@@ -1002,9 +1009,11 @@ def _launch_of(recorded: RecordedPlugin, config: int, arch: str) -> Tuple[Dict[s
     entries = re.findall(r"\.entry\s+([A-Za-z_$][\w$]*)\s*\(", ptx or "")
     if len(entries) != 1:
         raise ValueError(f"{where}: the compiled module holds {len(entries)} kernels; kernelop records one")
-    if re.search(r"\.(reqnctapercluster|explicitcluster|maxclusterrank)\b", ptx):
-        raise ValueError(f"{where}: the kernel is built for thread-block clusters, which kernelop does not launch yet")
-    return {"params": params, "grid": grid, "block": block, "shared_mem": shared, "entry": entries[0]}, compiled
+    if re.search(r"\.(reqnctapercluster|explicitcluster)\b", ptx) and cluster == ["1", "1", "1"]:
+        raise ValueError(f"{where}: the kernel is built for thread-block clusters, but the host function launches it "
+                         "without one")
+    return {"params": params, "grid": grid, "block": block, "shared_mem": shared, "cluster": cluster,
+            "entry": entries[0]}, compiled
 
 
 def _plan_compile(recorded: RecordedPlugin, program: int, arch: str) -> CompileJob:
@@ -1016,7 +1025,7 @@ def _plan_compile(recorded: RecordedPlugin, program: int, arch: str) -> CompileJ
         launch, compiled = _launch_of(recorded, program, arch)
         recorded_launch = _launch_of(recorded, program, first)[0] if first != arch else launch
         if launch["params"] != recorded_launch["params"] or launch["entry"] != recorded_launch["entry"] or \
-                any(launch[k] != recorded_launch[k] for k in ("grid", "block", "shared_mem")):
+                any(launch[k] != recorded_launch[k] for k in ("grid", "block", "shared_mem", "cluster")):
             raise ValueError(f"op {shorten(recorded.op_name)}: tactic {program} compiled for {arch} launches with "
                              "other kernel parameters, geometry or entry than the recorded launch (compiled for "
                              f"{first})")

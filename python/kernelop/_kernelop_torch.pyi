@@ -76,6 +76,12 @@ class Registration:
     def has_miss_handler(self) -> bool: ...
 
     @property
+    def current(self) -> bool:
+        """
+        False once the op was unregistered (it may since have been registered again).
+        """
+
+    @property
     def parameters(self) -> list[str]: ...
 
     def launch(self, grid: Sequence[int], block: Sequence[int], args: list, shared_mem: int, stream: int | None, device: int) -> None:

@@ -41,7 +41,8 @@ class Launch:
     shared_mem: Value
     args: List[Value]
     arg_types: List[LType]
-    attribute_values: List[Value]
+    # the launch attributes written: (the attribute's id, its value's words: one, or a struct's ints in order)
+    attributes: List[Tuple[Value, List[Value]]]
 
 
 def read_launch(module: Any, function: str, arguments: Sequence[Value],
@@ -312,6 +313,11 @@ class _Host:
                 at[0] == "array" and elem == at[2] and elem != at:
             # the array's address used as its first element's (C's decay): element idx[0]
             return Ptr(base.root, base.path + (idx[0],) + tuple(idx[1:]))
+        byte_array = at is not None and at[0] == "array" and at[2] == ("int", 8)
+        if isinstance(base, Ptr) and byte_array and len(idx) == 2 and idx[0] == 0:
+            offset = _int_field_offset(elem, idx[1])
+            if offset is not None:  # a struct of ints written into a byte array (a union's bytes): by byte offset
+                return Ptr(base.root, base.path + (offset,))
         if isinstance(base, Ptr) and idx and (elem is None or elem != at):
             # indexing the memory as another type (bytes of a struct): not followed
             self.clobbered.add(base.root)
@@ -340,27 +346,41 @@ class _Host:
         grid = [self.load(Ptr(config.root, c + (0, i))) for i in range(3)]
         block = [self.load(Ptr(config.root, c + (1, i))) for i in range(3)]
         smem = self.load(Ptr(config.root, c + (2,)))
-        attribute_values = self._attribute_values(self.load(Ptr(config.root, c + (4,))))
+        attributes = self._attributes(self.load(Ptr(config.root, c + (4,))))
         args, types = self._arguments(args_ptr)
-        return Launch(grid, block, smem, args, types, attribute_values)
+        return Launch(grid, block, smem, args, types, attributes)
 
-    def _attribute_values(self, attrs_ptr: Value) -> List[Value]:
+    def _attributes(self, attrs_ptr: Value) -> List[Tuple[Value, List[Value]]]:
         # Launch attributes (cooperative, cluster dims, ...): written into an array the config points at (field 4),
-        # in a loop; every value written must be 0 (the attribute off) for the plain launch kernelop makes.
+        # each {id, pad, value union} in a block of its own (the slot is found in a loop, so its index is not
+        # known): an attribute is its block's id and value, the value one word or a struct's ints written into the
+        # union's bytes (the cluster's x, y, z), by their offset.
         if not isinstance(attrs_ptr, Ptr):
             raise Unreadable("the launch's attributes are in memory kernelop does not follow")
-        values: List[Value] = []
+        ids: Dict[Any, List[Value]] = {}
+        words: Dict[Any, List[Tuple[int, Value]]] = {}
         root_type = self.alloca_types.get(attrs_ptr.root)
         for path, stored in self.cells.get(attrs_ptr.root, {}).items():
             if root_type is not None and root_type[0] == "array":
                 path = path[1:]  # (0, attribute, field) of an array of attributes
-            if len(path) >= 2 and path[1] == 0:  # (attribute, field 0: its id)
-                continue
-            if len(path) >= 2 and path[1] == 2:  # (attribute, field 2: the value)
-                values += [v for v, _ in stored]
-            else:
-                raise Unreadable("the launch's attributes are written in a way kernelop does not read")
-        return values
+            for v, blk in stored:
+                key = (path[0], None if path and path[0] is not None else blk) if path else None
+                if len(path) == 2 and path[1] == 0:  # (attribute, field 0: its id)
+                    ids.setdefault(key, []).append(v)
+                elif len(path) in (2, 3) and path[1] == 2:  # (attribute, field 2[, byte offset]: the value)
+                    words.setdefault(key, []).append((path[2] if len(path) == 3 else 0, v))
+                else:
+                    raise Unreadable("the launch's attributes are written in a way kernelop does not read")
+        out: List[Tuple[Value, List[Value]]] = []
+        for key in set(ids) | set(words):
+            written = ids.get(key, [])
+            if len(written) != 1:
+                raise Unreadable("a launch attribute's id is written more than once, or not at all")
+            offsets = [o for o, _ in words.get(key, [])]
+            if len(set(offsets)) != len(offsets):
+                raise Unreadable("a launch attribute's value is written more than once")
+            out.append((written[0], [v for _, v in sorted(words.get(key, []), key=lambda w: w[0])]))
+        return out
 
     def _arguments(self, args_ptr: Ptr) -> Tuple[List[Value], List[LType]]:
         # The argument array: one pointer per kernel argument, each to the argument's value.
@@ -417,6 +437,22 @@ def _int_attr(attr: Any) -> int:
     if s in ("true", "false"):
         return int(s == "true")
     raise ValueError(f"not an integer attribute: {attr}")  # a float constant, for one
+
+
+def _int_field_offset(t: Optional[LType], field: Optional[int]) -> Optional[int]:
+    """The byte offset of field `field` of a struct of ints of 8 to 64 bits laid out naturally, else None."""
+    if t is None or t[0] != "struct" or field is None or not 0 <= field < len(t[1]):
+        return None
+    offset = 0
+    for i, f in enumerate(t[1]):
+        if f[0] != "int" or f[1] not in (8, 16, 32, 64):
+            return None
+        size = f[1] // 8
+        offset = (offset + size - 1) // size * size
+        if i == field:
+            return offset
+        offset += size
+    return None
 
 
 def _indices(attr: Any) -> List[int]:

@@ -336,16 +336,22 @@ class Custom:
     grid: Sequence[Union[int, str]]
     block: Sequence[Union[int, str]]
     shared_mem: Union[int, str] = 0
+    cluster: Optional[Sequence[Union[int, str]]] = None  # thread-block cluster (sm_90+); None: none
 
     def _json(self) -> Dict[str, Any]:
         if callable(self.grid):
             raise TypeError("Custom: kernelop takes grid/block expressions, not a callable")
-        for where, dims in (("grid", self.grid), ("block", self.block)):
+        dims_of = (("grid", self.grid), ("block", self.block)) + \
+            ((("cluster", self.cluster),) if self.cluster is not None else ())
+        for where, dims in dims_of:
             if isinstance(dims, (str, bytes, int)) or not isinstance(dims, (list, tuple)):
                 raise TypeError(f"Custom.{where}: expected a list of expressions, got "
                                 f"{type(dims).__name__} {_r(dims)}")
-        return {"custom": {"grid": [_expr(g) for g in self.grid], "block": [_expr(b) for b in self.block],
-                           "shared_mem": _expr(self.shared_mem)}}
+        out = {"grid": [_expr(g) for g in self.grid], "block": [_expr(b) for b in self.block],
+               "shared_mem": _expr(self.shared_mem)}
+        if self.cluster is not None:
+            out["cluster"] = [_expr(c) for c in self.cluster]
+        return {"custom": out}
 
 
 @dataclass

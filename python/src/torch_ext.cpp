@@ -236,6 +236,8 @@ NB_MODULE(_kernelop_torch, m) {
           "binaries as register_binaries makes it: the same op with more tactics.")
       .def_prop_ro("generations", &torch_ops::Registration::generations)
       .def_prop_ro("has_miss_handler", &torch_ops::Registration::has_miss_handler)
+      .def_prop_ro("current", &torch_ops::Registration::current,
+                   "False once the op was unregistered (it may since have been registered again).")
       .def_prop_ro("parameters",
                    [](const torch_ops::Registration& r) {
                      std::vector<std::string> out;

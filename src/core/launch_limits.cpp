@@ -67,6 +67,41 @@ std::string block_problem(const std::vector<std::int64_t>& block) {
   return {};
 }
 
+std::string cluster_problem(const std::vector<std::int64_t>& cluster) {
+  if (cluster.empty() || cluster.size() > 3) {
+    return "has " + std::to_string(cluster.size()) + " dims; expected 1 to 3";
+  }
+  std::int64_t blocks = 1;
+  for (std::size_t i = 0; i < cluster.size(); ++i) {
+    if (cluster[i] < 1 || cluster[i] > kMaxClusterBlocks) {
+      return std::string(kAxisNames[i]) + " dimension is " + std::to_string(cluster[i]) +
+             "; a cluster has 1 to " + std::to_string(kMaxClusterBlocks) + " blocks";
+    }
+    blocks *= cluster[i];
+  }
+  if (blocks > kMaxClusterBlocks) {
+    return "has " + std::to_string(blocks) + " blocks; a cluster has at most " +
+           std::to_string(kMaxClusterBlocks);
+  }
+  return {};
+}
+
+void check_cluster(std::string_view op, const Dims3& grid, const Dims3& cluster,
+                   const std::array<std::string, 3>* text) {
+  auto quoted = [](const std::string& expr) { return expr.empty() ? "" : " ('" + expr + "')"; };
+  if (std::string why = cluster_problem({cluster.begin(), cluster.end()}); !why.empty()) {
+    KERNELOP_FAIL(Launch) << "op " << op << ": the cluster [" << cluster[0] << ", " << cluster[1]
+                          << ", " << cluster[2] << "] " << why;
+  }
+  for (std::size_t i = 0; i < 3; ++i) {
+    if (grid[i] % cluster[i] != 0) {
+      KERNELOP_FAIL(Launch) << "op " << op << ": grid " << kAxisNames[i] << " = " << grid[i]
+                            << " is not a multiple of cluster " << kAxisNames[i] << " = "
+                            << cluster[i] << quoted(text ? (*text)[i] : "");
+    }
+  }
+}
+
 void check_launch_dims(std::string_view op, const Dims3& grid, const Dims3& block,
                        std::int64_t shared_mem, const DimsText* text) {
   auto quoted = [](const std::string& expr) { return expr.empty() ? "" : " ('" + expr + "')"; };

@@ -173,6 +173,10 @@ class Reader {
                               << f->display() << " kernel (format " << f->info().package_format
                               << " or later)";
     }
+    if (image.plan.geometry && image.plan.geometry->clustered() && pkg.format_version < 8) {
+      KERNELOP_RAISE(error()) << "a format " << pkg.format_version
+                              << " package cannot hold a thread-block cluster launch";
+    }
     if (has_backward && pkg.format_version < 4) {
       KERNELOP_RAISE(error()) << "a format " << pkg.format_version
                               << " package cannot hold a backward";
@@ -351,6 +355,7 @@ std::string write_package_bytes(const CompiledImage& image,
     if (a.is_tileir()) format = std::max(format, 7u);
   }
   if (!image.plan.structs.empty()) format = std::max(format, 3u);
+  if (image.plan.geometry && image.plan.geometry->clustered()) format = std::max(format, 8u);
   for (const OutputPlan& o : image.plan.outputs) {
     if (o.align != 0) format = std::max(format, 6u);  // an output's "align"
   }

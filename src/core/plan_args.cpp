@@ -160,11 +160,19 @@ void Deriver::custom(const Custom& c, LaunchGeometry& g, std::ostringstream& des
   for (std::size_t i = 0; i < c.grid.size(); ++i) g.grid[i] = c.grid[i];
   for (std::size_t i = 0; i < c.block.size(); ++i) g.block[i] = c.block[i];
   g.shared_mem = c.shared_mem;
+  for (std::size_t i = 0; i < c.cluster.size(); ++i) g.cluster[i] = c.cluster[i];
+  if (!c.cluster.empty()) {
+    desc << "(cluster=[";
+    for (std::size_t i = 0; i < c.cluster.size(); ++i) {
+      desc << (i ? ", " : "") << c.cluster[i].to_string();
+    }
+    desc << "])";
+  }
 }
 
 void Deriver::finish_geometry(LaunchGeometry& g, std::ostringstream& desc) {
   g.description = desc.str();
-  for (auto* part : {&g.grid, &g.block}) {
+  for (auto* part : {&g.grid, &g.block, &g.cluster}) {
     for (Expr& x : *part) {
       x = resolve(x.simplified());
       require_ranks_of(x, "geometry " + g.description);

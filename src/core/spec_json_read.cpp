@@ -273,13 +273,14 @@ Geometry SpecReader::read_geometry(const Json& j, const std::string& path) const
   if (j.is_object() && j.size() == 1 && j.contains("custom")) {
     std::string p = join(path, "custom");
     const Json& c = j["custom"];
-    expect_keys(c, p, {"grid", "block", "shared_mem"});
+    expect_keys(c, p, {"grid", "block", "shared_mem", "cluster"});
     Custom g;
     if (!c.contains("grid")) KERNELOP_RAISE(error(join(p, "grid"))) << "missing";
     if (!c.contains("block")) KERNELOP_RAISE(error(join(p, "block"))) << "missing";
     g.grid = get_exprs(c["grid"], join(p, "grid"));
     g.block = get_exprs(c["block"], join(p, "block"));
     if (c.contains("shared_mem")) g.shared_mem = get_expr(c["shared_mem"], join(p, "shared_mem"));
+    if (c.contains("cluster")) g.cluster = get_exprs(c["cluster"], join(p, "cluster"));
     return g;
   }
   KERNELOP_FAIL(Type) << origin_ << ": " << prefix_ + path

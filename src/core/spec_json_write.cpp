@@ -188,6 +188,11 @@ Json write_spec(const KernelSpec& s, const JsonWriteOptions& options, Json root)
                      j["grid"] = std::move(grid);
                      j["block"] = std::move(block);
                      j["shared_mem"] = expr_json(c.shared_mem);
+                     if (!c.cluster.empty()) {
+                       Json cluster = Json::array();
+                       for (const Expr& x : c.cluster) cluster.push_back(expr_json(x));
+                       j["cluster"] = std::move(cluster);
+                     }
                      g["custom"] = std::move(j);
                    },
                },

@@ -2,6 +2,7 @@
 // requirements and compile options.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 
 #include "core/arch.hpp"
@@ -188,20 +189,30 @@ void Validator::check_geometry() {
             KERNELOP_RAISE(fail_at("geometry.custom.block"))
                 << "has " << g.block.size() << " dims; expected 1 to 3";
           }
-          for (std::size_t d = 0; d < g.grid.size(); ++d) {
-            check_expr(g.grid[d], "geometry.custom.grid[" + std::to_string(d) + "]",
-                       ExprUse::Launch);
-          }
-          std::vector<std::int64_t> const_block;
-          for (std::size_t d = 0; d < g.block.size(); ++d) {
-            check_expr(g.block[d], "geometry.custom.block[" + std::to_string(d) + "]",
-                       ExprUse::Launch);
-            Expr b = g.block[d].simplified();
-            if (b.is_const()) const_block.push_back(b.const_value());
-          }
-          if (const_block.size() == g.block.size())
-            check_block(const_block, "geometry.custom.block");
+          // Each axis's expression checked; the extents when every one is a constant.
+          auto dims = [&](const std::vector<Expr>& exprs, const std::string& path) {
+            std::vector<std::int64_t> constants;
+            for (std::size_t d = 0; d < exprs.size(); ++d) {
+              check_expr(exprs[d], path + "[" + std::to_string(d) + "]", ExprUse::Launch);
+              Expr e = exprs[d].simplified();
+              if (e.is_const()) constants.push_back(e.const_value());
+            }
+            return constants.size() == exprs.size() ? std::optional(constants) : std::nullopt;
+          };
+          dims(g.grid, "geometry.custom.grid");
+          if (auto block = dims(g.block, "geometry.custom.block"))
+            check_block(*block, "geometry.custom.block");
           check_expr(g.shared_mem, "geometry.custom.shared_mem", ExprUse::Launch);
+          if (g.cluster.size() > 3) {
+            KERNELOP_RAISE(fail_at("geometry.custom.cluster"))
+                << "has " << g.cluster.size() << " dims; expected 1 to 3";
+          }
+          if (auto cluster = dims(g.cluster, "geometry.custom.cluster");
+              cluster && !cluster->empty()) {
+            if (std::string why = cluster_problem(*cluster); !why.empty()) {
+              KERNELOP_RAISE(fail_at("geometry.custom.cluster")) << why;
+            }
+          }
         } else {
           static_assert(kUnhandled<T>, "a geometry kind without validation");
         }

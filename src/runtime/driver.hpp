@@ -34,6 +34,7 @@ namespace kernelop::detail {
   X(cuFuncGetAttribute)              \
   X(cuFuncSetAttribute)              \
   X(cuLaunchKernel)                  \
+  X(cuLaunchKernelEx)                \
   X(cuMemAlloc)                      \
   X(cuMemFree)                       \
   X(cuMemcpyHtoD)                    \

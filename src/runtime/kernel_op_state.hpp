@@ -44,6 +44,7 @@ struct LaunchExprs {
   FlatExprs program;
   std::array<std::uint16_t, 3> grid{}, block{};
   std::uint16_t shared_mem = 0;
+  std::array<std::uint16_t, 3> cluster{};
   std::array<std::uint16_t, kMaxKernelArgs> extras{};
   explicit LaunchExprs(const OpPlan& p);
 };
@@ -53,6 +54,7 @@ struct KernelOp::State {
   LoadOptions options;
   detail::ModuleCache modules{image, options};
   bool reads_device = false;  // an expression reads arch() or sm_count(): the device comes first
+  bool clustered = false;     // the geometry has a thread-block cluster (LaunchGeometry::clustered)
   std::optional<LaunchExprs> exprs;   // declared launches (the plan has a geometry)
   std::vector<detail::ArgCode> args;  // arg_codes(plan())
   // Note [launch memo]: null when the op may not use one; memo_outputs: where the outputs
@@ -139,8 +141,10 @@ struct KernelOp::State {
 
   // Loads the module on `device` if needed, checks the block against the kernel's limits and
   // launches the packed parameters.
+  // A cluster other than {1, 1, 1} is a cluster launch (cuLaunchKernelEx).
   void launch_packed(int device, int instance, const std::array<std::int64_t, 3>& grid,
-                     const std::array<std::int64_t, 3>& block, std::int64_t smem, void** params,
+                     const std::array<std::int64_t, 3>& block,
+                     const std::array<std::int64_t, 3>& cluster, std::int64_t smem, void** params,
                      void* stream);
 };
 

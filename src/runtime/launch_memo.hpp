@@ -133,11 +133,11 @@ struct MemoValue {
   std::array<std::uint64_t, kValueWords> words;
   std::size_t size = 0;
   // Layout: device, instance, grid[3], block[3], smem, how the config was chosen, the config,
-  // then each ExtraValue argument's value in argument order, then per output its dtype, rank
-  // and dims, then (allocating mode) the key words of each output as the full path allocated
+  // cluster[3], then each ExtraValue argument's value in argument order, then per output its dtype,
+  // rank and dims, then (allocating mode) the key words of each output as the full path allocated
   // it.
   static constexpr std::size_t kDevice = 0, kInstance = 1, kGrid = 2, kBlock = 5, kSmem = 8,
-                               kChosen = 9, kConfig = 10, kExtras = 11;
+                               kChosen = 9, kConfig = 10, kCluster = 11, kExtras = 14;
   bool push(std::uint64_t w) {
     if (size == kValueWords) return false;
     words[size++] = w;

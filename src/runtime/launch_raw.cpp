@@ -9,7 +9,8 @@
 namespace kernelop {
 
 void KernelOp::State::launch_packed(int device, int inst, const std::array<std::int64_t, 3>& grid,
-                                    const std::array<std::int64_t, 3>& block, std::int64_t smem,
+                                    const std::array<std::int64_t, 3>& block,
+                                    const std::array<std::int64_t, 3>& cluster, std::int64_t smem,
                                     void** params, void* stream) {
   State& s = *this;
   const DeviceModule& m = s.module_for(device);
@@ -55,11 +56,44 @@ void KernelOp::State::launch_packed(int device, int inst, const std::array<std::
     CUdeviceptr aligned = (scratch_ptr + align - 1) / align * align;
     std::memcpy(params[static_cast<std::size_t>(scratch.param)], &aligned, sizeof aligned);
   }
-  CUresult r =
-      d.cuLaunchKernel(k.function, static_cast<unsigned>(grid[0]), static_cast<unsigned>(grid[1]),
-                       static_cast<unsigned>(grid[2]), static_cast<unsigned>(block[0]),
-                       static_cast<unsigned>(block[1]), static_cast<unsigned>(block[2]),
-                       static_cast<unsigned>(smem), static_cast<CUstream>(stream), params, nullptr);
+  const bool cluster_launch = cluster[0] * cluster[1] * cluster[2] != 1;
+  CUresult r = CUDA_SUCCESS;
+  if (!cluster_launch) {
+    r = d.cuLaunchKernel(k.function, static_cast<unsigned>(grid[0]), static_cast<unsigned>(grid[1]),
+                         static_cast<unsigned>(grid[2]), static_cast<unsigned>(block[0]),
+                         static_cast<unsigned>(block[1]), static_cast<unsigned>(block[2]),
+                         static_cast<unsigned>(smem), static_cast<CUstream>(stream), params,
+                         nullptr);
+  } else {
+    if (m.arch < kFirstClusterArch) {
+      KERNELOP_RAISE(s.error(ErrorKind::Launch))
+          << "it launches thread-block clusters of [" << cluster[0] << ", " << cluster[1] << ", "
+          << cluster[2] << "], which need sm_" << kFirstClusterArch
+          << " or later; this device is sm_" << m.arch;
+    }
+    if (cluster[0] * cluster[1] * cluster[2] > kPortableClusterBlocks) {
+      check_cuda(
+          d.cuFuncSetAttribute(k.function, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+          "cuFuncSetAttribute", s.image.lowered_names[instance]);
+    }
+    CUlaunchAttribute attribute{};
+    attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attribute.value.clusterDim.x = static_cast<unsigned>(cluster[0]);
+    attribute.value.clusterDim.y = static_cast<unsigned>(cluster[1]);
+    attribute.value.clusterDim.z = static_cast<unsigned>(cluster[2]);
+    CUlaunchConfig config{};
+    config.gridDimX = static_cast<unsigned>(grid[0]);
+    config.gridDimY = static_cast<unsigned>(grid[1]);
+    config.gridDimZ = static_cast<unsigned>(grid[2]);
+    config.blockDimX = static_cast<unsigned>(block[0]);
+    config.blockDimY = static_cast<unsigned>(block[1]);
+    config.blockDimZ = static_cast<unsigned>(block[2]);
+    config.sharedMemBytes = static_cast<unsigned>(smem);
+    config.hStream = static_cast<CUstream>(stream);
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    r = d.cuLaunchKernelEx(&config, k.function, params, nullptr);
+  }
   CUresult freed = memory.release();
   if (r == CUDA_SUCCESS && freed != CUDA_SUCCESS) {
     KERNELOP_RAISE(s.error(ErrorKind::Launch))
@@ -70,7 +104,12 @@ void KernelOp::State::launch_packed(int device, int inst, const std::array<std::
     KERNELOP_RAISE(s.error(ErrorKind::Launch))
         << "cuLaunchKernel(kernel=\"" << s.image.lowered_names[instance] << "\", grid=[" << grid[0]
         << ", " << grid[1] << ", " << grid[2] << "], block=[" << block[0] << ", " << block[1]
-        << ", " << block[2] << "], shared=" << smem << ") failed: " << detail::cuda_error_text(r);
+        << ", " << block[2] << "], shared=" << smem
+        << (cluster_launch
+                ? ", cluster=[" + std::to_string(cluster[0]) + ", " + std::to_string(cluster[1]) +
+                      ", " + std::to_string(cluster[2]) + "]"
+                : std::string())
+        << ") failed: " << detail::cuda_error_text(r);
   }
 }
 
@@ -181,7 +220,7 @@ void KernelOp::launch_raw(const LaunchDims& dims, std::span<const RawArg> args, 
                                                << " but the launch asks for device " << device;
   }
   check_launch_dims(p.op_name, dims.grid, dims.block, dims.shared_mem);
-  s.launch_packed(tensor_device, instance, dims.grid, dims.block, dims.shared_mem,
+  s.launch_packed(tensor_device, instance, dims.grid, dims.block, {1, 1, 1}, dims.shared_mem,
                   packed.params.data(), stream);
 }
 

@@ -20,6 +20,7 @@ LaunchExprs::LaunchExprs(const OpPlan& p) {
     block[i] = program.add(g.block[i]);
   }
   shared_mem = program.add(g.shared_mem);
+  for (std::size_t i = 0; i < 3; ++i) cluster[i] = program.add(g.cluster[i]);
   for (std::size_t i = 0; i < p.args.size(); ++i) {
     if (p.args[i].value) extras[i] = program.add(*p.args[i].value);
   }
@@ -112,7 +113,9 @@ KernelOp::KernelOp(CompiledImage image, LoadOptions options) : state_(std::make_
     }
     for (const Expr& e : p.geometry->grid) note_arch(e);
     for (const Expr& e : p.geometry->block) note_arch(e);
+    for (const Expr& e : p.geometry->cluster) note_arch(e);
     note_arch(p.geometry->shared_mem);
+    state_->clustered = p.geometry->clustered();
   }
   for (const ConfigPlan& c : p.configs) {
     for (const RequirementPlan& r : c.requirements) note_arch(r.condition);
@@ -396,7 +399,8 @@ void KernelOp::State::launch_memoized(const detail::MemoValue& memo,
   detail::pack_arguments(args, ptrs, scalars, packed, [&](std::size_t) { return word(extra++); });
   launch_packed(static_cast<int>(word(V::kDevice)), static_cast<int>(word(V::kInstance)),
                 {word(V::kGrid), word(V::kGrid + 1), word(V::kGrid + 2)},
-                {word(V::kBlock), word(V::kBlock + 1), word(V::kBlock + 2)}, word(V::kSmem),
+                {word(V::kBlock), word(V::kBlock + 1), word(V::kBlock + 2)},
+                {word(V::kCluster), word(V::kCluster + 1), word(V::kCluster + 2)}, word(V::kSmem),
                 packed.kernel_params(plan()), stream);
   launch_memo->hits.fetch_add(1, std::memory_order_relaxed);
 }
@@ -416,6 +420,10 @@ void KernelOp::State::launch_config(Frame& f, int config, const TensorPtrs& ptrs
     block[i] = env.eval(x.program, x.block[i]);
   }
   std::int64_t smem = env.eval(x.program, x.shared_mem);
+  Dims3 cluster{1, 1, 1};
+  if (clustered) {
+    for (std::size_t i = 0; i < 3; ++i) cluster[i] = env.eval(x.program, x.cluster[i]);
+  }
   if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) return;  // an empty grid: nothing to do
   if (!within_launch_limits(grid, block, smem)) {
     const LaunchGeometry& g = *p.geometry;
@@ -427,12 +435,17 @@ void KernelOp::State::launch_config(Frame& f, int config, const TensorPtrs& ptrs
     text.shared_mem = g.shared_mem.to_string();
     check_launch_dims(p.op_name, grid, block, smem, &text);
   }
+  if (clustered && !within_cluster_limits(grid, cluster)) {
+    std::array<std::string, 3> text;
+    for (std::size_t i = 0; i < 3; ++i) text[i] = p.geometry->cluster[i].to_string();
+    check_cluster(p.op_name, grid, cluster, &text);
+  }
 
   int instance = config * p.dtype_combinations() + f.instance;
   if (record) {
-    for (std::int64_t v :
-         {std::int64_t{device}, std::int64_t{instance}, grid[0], grid[1], grid[2], block[0],
-          block[1], block[2], smem, static_cast<std::int64_t>(chosen), std::int64_t{config}})
+    for (std::int64_t v : {std::int64_t{device}, std::int64_t{instance}, grid[0], grid[1], grid[2],
+                           block[0], block[1], block[2], smem, static_cast<std::int64_t>(chosen),
+                           std::int64_t{config}, cluster[0], cluster[1], cluster[2]})
       record->push(static_cast<std::uint64_t>(v));
   }
   std::optional<detail::HostReader> host;
@@ -452,7 +465,7 @@ void KernelOp::State::launch_config(Frame& f, int config, const TensorPtrs& ptrs
     if (record) record->push(static_cast<std::uint64_t>(v));
     return v;
   });
-  launch_packed(device, instance, grid, block, smem, packed.kernel_params(p), stream);
+  launch_packed(device, instance, grid, block, cluster, smem, packed.kernel_params(p), stream);
 }
 
 bool cuda_available() {

@@ -20,6 +20,7 @@
 namespace kernelop {
 namespace {
 
+using testing::expect_error;
 using testing::fake;
 using testing::record_launches_of;
 
@@ -41,6 +42,20 @@ const char* kRich = R"json({
   "requires": ["n >= 1", "dim(w, 0) <= 64", "rank(x) >= 2"],
   "geometry": {"custom": {"grid": ["cdiv(numel(x) * n, 128)", "max(dim(x, 0), 1)", 1],
                           "block": [128, 1, 1], "shared_mem": "itemsize(x) * 128"}}
+})json";
+
+// Note [launch memo] for cluster launches: the cluster is evaluated per call (a select over a
+// scalar and a size) and checked against the grid, as the full path does.
+const char* kClustered = R"json({
+  "op": "memo_test::clustered",
+  "kernel_name": "clustered",
+  "kernel_source": "__global__ void clustered(const float* x, int n, float* y) {}\n",
+  "inputs": [{"name": "x", "dtype": "float32"}, {"name": "n", "scalar": "int"}],
+  "outputs": [{"name": "y", "shape": {"same_as": "x"}}],
+  "requires": ["n >= 0"],
+  "geometry": {"custom": {"grid": ["2 * cdiv(numel(x), 128)", "max(dim(x, 0), 1)", 1],
+                          "block": [128, 1, 1],
+                          "cluster": ["select(n > 1, 2, 1)", "select(n == 3, dim(x, 0), 1)"]}}
 })json";
 
 CompiledImage compile_for_test(const OpDecl& decl) {
@@ -285,7 +300,9 @@ class LaunchMemo : public ::testing::TestWithParam<std::string> {};
 TEST_P(LaunchMemo, LaunchesAndRefusesWhatTheFullPathDoes) {
   ASSERT_TRUE(fake().ok()) << "libcuda.so.1 is not tests/fake_driver's (LD_LIBRARY_PATH)";
   OpDecl decl = GetParam() == "rich" ? parse_op_json(kRich, testing::source_dir().string())
-                                     : testing::example(GetParam());
+                : GetParam() == "clustered"
+                    ? parse_op_json(kClustered, testing::source_dir().string())
+                    : testing::example(GetParam());
   CompiledImage image = compile_for_test(decl);
   // Tuned ops tune in memory (the fake driver times every config alike: the lowest id wins),
   // each op on its own: no table on disk makes one op's first calls differ from the other's.
@@ -328,9 +345,64 @@ TEST_P(LaunchMemo, LaunchesAndRefusesWhatTheFullPathDoes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Examples, LaunchMemo,
-                         ::testing::Values("rich", "relu", "relu_generic", "add", "scale",
-                                           "bias_add_2d", "rowsum", "rowsum_keepdim", "repeat2",
-                                           "sin_cos", "softmax", "softmax_tuned", "gemm_tiled"));
+                         ::testing::Values("rich", "clustered", "relu", "relu_generic", "add",
+                                           "scale", "bias_add_2d", "rowsum", "rowsum_keepdim",
+                                           "repeat2", "sin_cos", "softmax", "softmax_tuned",
+                                           "gemm_tiled"));
+
+// A cluster launch goes to cuLaunchKernelEx with the cluster; one that does not divide the grid,
+// or has more than 16 blocks, is refused naming the op and the expression; a spec whose constant
+// cluster cannot launch is refused before anything is compiled.
+TEST(ClusterLaunch, LaunchesWithTheClusterAndChecksIt) {
+  ASSERT_TRUE(fake().ok());
+  CompiledImage image = compile_for_test(parse_op_json(kClustered, testing::source_dir().string()));
+  KernelOp op(image);
+  record_launches_of(image);
+  auto call = [&](Shape shape, std::int64_t n) {
+    TensorView x{reinterpret_cast<void*>(0x100000), DType::Float32, shape, {}, 0};
+    TensorView y = x;
+    y.data = reinterpret_cast<void*>(0x200000);
+    std::vector<ScalarArg> scalars = {ScalarArg::of_int(n)};
+    op.launch(std::vector<TensorView>{x}, scalars, std::vector<TensorView>{y},
+              reinterpret_cast<void*>(0x77));
+    return std::string(fake().launches());
+  };
+  EXPECT_NE(call({4, 256}, 2).find("grid=16,4,1 block=128,1,1 smem=0 stream=119 cluster=2,1,1 |"),
+            std::string::npos);
+  std::string plain = call({4, 256}, 1);
+  EXPECT_NE(plain.find("grid=16,4,1"), std::string::npos) << plain;
+  EXPECT_EQ(plain.find("cluster="), std::string::npos) << "a cluster of 1: a plain launch";
+  EXPECT_NE(call({4, 256}, 3).find("cluster=2,4,1"), std::string::npos);
+  expect_error(
+      [&] {
+        call({9, 256}, 3);
+      },
+      ErrorKind::Launch,
+      "op memo_test::clustered: the cluster [2, 9, 1] has 18 blocks; a cluster has at "
+      "most 16");
+  EXPECT_EQ(call({0, 256}, 3), "") << "an empty grid launches nothing, whatever its cluster";
+  std::string text = kClustered;
+  const std::string two = "\"select(n > 1, 2, 1)\"";
+  text.replace(text.find(two), two.size(), "\"3\"");
+  KernelOp three(compile_for_test(parse_op_json(text, testing::source_dir().string())));
+  TensorView x{reinterpret_cast<void*>(0x100000), DType::Float32, Shape{4, 256}, {}, 0};
+  TensorView y = x;
+  std::vector<ScalarArg> one = {ScalarArg::of_int(1)};
+  expect_error(
+      [&] { three.launch(std::vector<TensorView>{x}, one, std::vector<TensorView>{y}, nullptr); },
+      ErrorKind::Launch,
+      "op memo_test::clustered: grid x = 16 is not a multiple of cluster x = 3 ('3')");
+  for (auto [cluster, why] :
+       {std::pair<std::string, std::string>{"[4, 4, 2]", "has 32 blocks; a cluster has at most 16"},
+        {"[1, 1, 1, 1]", "has 4 dims; expected 1 to 3"},
+        {"[0]", "x dimension is 0; a cluster has 1 to 16 blocks"}}) {
+    std::string bad = kClustered;
+    std::size_t at = bad.find("\"cluster\": [");
+    bad.replace(at, bad.find("]}}", at) + 1 - at, "\"cluster\": " + cluster);
+    expect_error([&] { derive_plan(parse_op_json(bad, ".")); }, ErrorKind::Spec,
+                 "geometry.custom.cluster: " + why);
+  }
+}
 
 // Threads launching one op with shapes of their own, so that the memo changes hands all the
 // time: every launch must still be the one its own call asks for (a torn read of the seqlock

@@ -68,7 +68,7 @@ TEST(Package, GoldenBytesPinFormatVersion1) {
   ASSERT_TRUE(fs::exists(golden_path())) << "run once with KERNELOP_UPDATE_GOLDEN=1";
   EXPECT_EQ(bytes, slurp(golden_path()))
       << "the package bytes changed: bump kPackageFormatVersion and add a new golden file";
-  EXPECT_EQ(kPackageFormatVersion, 7u);
+  EXPECT_EQ(kPackageFormatVersion, 8u);
   EXPECT_EQ(bytes.substr(0, 8), std::string("KOPKG\r\n\x1a", 8));
   EXPECT_EQ(bytes[8], 1) << "a package without version-2 features is written as version 1";
 }
@@ -582,6 +582,31 @@ TEST(Package, TileIrBytecodeImagesAreFormat7) {
   sections[0].replace(at, 15, "\"arch\":\"tile\"");
   expect_error([&] { parse_package(package_of(sections, {}, 7), "bad.kop"); }, ErrorKind::Format,
                "package bad.kop: image 1 has arch 'tile' in a format 7 package");
+}
+
+// A thread-block cluster launch makes a package format 8 (an older reader would refuse only the
+// spec's unknown field); a format 7 package claiming one is refused.
+TEST(Package, ClusterLaunchesAreFormat8) {
+  Golden g = golden_v2();
+  OpDecl decl{g.image.plan.op_name, g.image.plan.spec, "."};  // golden_v2's op, launched in pairs
+  Custom& custom = std::get<Custom>(*decl.spec.geometry);
+  custom.grid = {Expr::numel("x") * 2};
+  custom.cluster = {2};
+  CompiledImage image = g.image;
+  image.plan = complete_plan(derive_plan(decl));
+  std::string bytes = write_package_bytes(image);
+  EXPECT_EQ(bytes[8], 8);
+  Package back = parse_package(bytes, "cluster.kop");
+  ASSERT_TRUE(back.image.plan.geometry.has_value());
+  EXPECT_TRUE(back.image.plan.geometry->clustered());
+  EXPECT_EQ(back.image.plan.geometry->cluster[0].to_string(), "2");
+  std::vector<std::string> sections = sections_of(bytes);
+  std::size_t at = sections[0].find("\"format\":8");
+  ASSERT_NE(at, std::string::npos) << sections[0];
+  sections[0].replace(at, 10, "\"format\":7");
+  expect_error([&] { parse_package(package_of(sections, {}, 7), "old.kop"); }, ErrorKind::Format,
+               "package old.kop: a format 7 package cannot hold a thread-block cluster launch");
+  EXPECT_EQ(write_package_bytes(g.image)[8], 2) << "no cluster: the format it had";
 }
 
 // A foreign compiler's images need the package format its row of kForeignCompilers names: a CuTe

@@ -191,7 +191,8 @@ TEST(Plan, CustomGeometryPadsToThreeDims) {
   OpDecl d = base_decl();
   d.spec.geometry = Custom{{Expr::parse("cdiv(numel(x), 4 * 64)"), Expr::parse("n")},
                            {Expr::parse("64")},
-                           Expr::parse("64 * 4")};
+                           Expr::parse("64 * 4"),
+                           {}};
   OpPlan p = derive_plan(d);
   EXPECT_EQ(grid(p), "cdiv(numel(x), 256) | n | 1");
   EXPECT_EQ(block(p), "64 | 1 | 1");

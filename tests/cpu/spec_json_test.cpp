@@ -330,8 +330,13 @@ std::vector<GeometryCase> geometry_cases() {
   reduction_defaults.reduce_dims = {1};
   Custom custom{.grid = {cdiv(Expr::numel("y"), 256), 1, Expr::scalar("n")},
                 .block = {256, 2},
-                .shared_mem = Expr::dim("x", -1) * 4};
-  Custom custom_defaults{.grid = {1}, .block = {32}, .shared_mem = 0};
+                .shared_mem = Expr::dim("x", -1) * 4,
+                .cluster = {}};
+  Custom custom_defaults{.grid = {1}, .block = {32}, .shared_mem = 0, .cluster = {}};
+  Custom clustered{.grid = {2, Expr::scalar("n")},
+                   .block = {128},
+                   .shared_mem = 0,
+                   .cluster = {2, Expr::parse("select(n > 4, 4, 1)")}};
   return {
       {R"({"elementwise": {"block": [16, 8], "layout": "nd", "over": "cache"}})", elementwise},
       {R"({"elementwise": {}})", defaults},
@@ -342,6 +347,8 @@ std::vector<GeometryCase> geometry_cases() {
                      "shared_mem": "dim(x, -1) * 4"}})js",
        custom},
       {R"({"custom": {"grid": [1], "block": [32]}})", custom_defaults},
+      {R"js({"custom": {"grid": [2, "n"], "block": [128], "cluster": [2, "select(n > 4, 4, 1)"]}})js",
+       clustered},
   };
 }
 
@@ -681,7 +688,7 @@ TEST(SpecJsonTest, UnknownNestedField) {
   expect_parse_error(Doc().set("geometry", R"({"custom": {"grid": [1], "block": [1], "smem": 0}})"),
                      ErrorKind::Spec,
                      "t.json: geometry.custom.smem: unknown field (known fields: grid, block, "
-                     "shared_mem)");
+                     "shared_mem, cluster)");
   expect_parse_error(
       Doc().set("type_params", R"([{"name": "T", "dtypes": ["float32"], "default": "float32"}])"),
       ErrorKind::Spec,

@@ -587,7 +587,8 @@ TEST(ValidateTest, ReductionSharedMem) {
 // --- geometry: custom -----------------------------------------------------------------------
 
 Custom custom_geometry() {
-  return Custom{.grid = {cdiv(Expr::numel("y"), 256)}, .block = {256}, .shared_mem = 0};
+  return Custom{
+      .grid = {cdiv(Expr::numel("y"), 256)}, .block = {256}, .shared_mem = 0, .cluster = {}};
 }
 
 TEST(ValidateTest, CustomIsValid) {

@@ -171,9 +171,11 @@ CUresult cuFuncGetAttribute(int* v, CUfunction_attribute a, CUfunction) {
 CUresult cuFuncSetAttribute(CUfunction, CUfunction_attribute, int) {
   return CUDA_SUCCESS;
 }
-CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                        unsigned by, unsigned bz, unsigned smem, CUstream stream, void** params,
-                        void**) {
+namespace {
+// One launch as text: "<kernel> grid=.. block=.. smem=.. stream=..[ cluster=x,y,z] | params".
+void record_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                   unsigned bz, unsigned smem, CUstream stream, void** params,
+                   const std::string& cluster) {
   std::lock_guard lock(mu);
   auto index = reinterpret_cast<std::uintptr_t>(f);
   std::string l = (index >= 1 && index <= function_names.size() ? function_names[index - 1]
@@ -181,7 +183,8 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
                   " grid=" + std::to_string(gx) + "," + std::to_string(gy) + "," +
                   std::to_string(gz) + " block=" + std::to_string(bx) + "," + std::to_string(by) +
                   "," + std::to_string(bz) + " smem=" + std::to_string(smem) +
-                  " stream=" + std::to_string(reinterpret_cast<std::uintptr_t>(stream)) + " |";
+                  " stream=" + std::to_string(reinterpret_cast<std::uintptr_t>(stream)) + cluster +
+                  " |";
   static const char* hex = "0123456789abcdef";
   for (std::size_t i = 0; i < param_sizes.size(); ++i) {
     l += " ";
@@ -192,6 +195,29 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
     }
   }
   launches.push_back(l);
+}
+}  // namespace
+
+CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                        unsigned by, unsigned bz, unsigned smem, CUstream stream, void** params,
+                        void**) {
+  record_launch(f, gx, gy, gz, bx, by, bz, smem, stream, params, "");
+  return CUDA_SUCCESS;
+}
+// As sm_90's driver: the one attribute kernelop sets is the cluster, which must divide the grid.
+CUresult cuLaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** params, void**) {
+  std::string cluster;
+  for (unsigned i = 0; i < c->numAttrs; ++i) {
+    if (c->attrs[i].id != CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) return CUDA_ERROR_INVALID_VALUE;
+    const auto& d = c->attrs[i].value.clusterDim;
+    if (d.x == 0 || d.y == 0 || d.z == 0 || c->gridDimX % d.x || c->gridDimY % d.y ||
+        c->gridDimZ % d.z)
+      return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+    cluster =
+        " cluster=" + std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z);
+  }
+  record_launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
+                c->sharedMemBytes, c->hStream, params, cluster);
   return CUDA_SUCCESS;
 }
 CUresult cuMemAlloc(CUdeviceptr* p, size_t) {

@@ -116,6 +116,27 @@ class Recording(unittest.TestCase):
             (entry,) = entries[program]
             self.assertIn(f"o{n}i64div8", entry)  # the kernel QuACK compiles for (batch, N)
 
+    def test_wide_rows_launch_in_the_clusters_quack_picks(self):
+        # QuACK's cluster_n (2 blocks a row at 32K, 4 at 64K on sm_90) is the launch's cluster attribute, read from
+        # its host function: a select over the row length, the grid's y axis its multiple.
+        r = recorded()["softmax_wide"]
+        g = r.doc["geometry"]["custom"]
+        self.assertEqual(g["cluster"], ["1", "select(size_class == 32768, 2, 4)", "1"])
+        self.assertEqual(g["grid"][1], "select(size_class == 32768, 2, 4)")
+        bwd = r.doc["backward"]["geometry"]["custom"]
+        self.assertIn("cluster", bwd)
+        r.check(["sm_90a"])
+        folder = temp_dir()
+        path = r.build_package(os.path.join(folder, "wide.kop"))
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(9)[8], 8)  # package format 8: a cluster launch
+        out = run_python_refusing(["cutlass", "quack"], f"""
+            import torch, kernelop as ko
+            op = ko.load_package({path!r})
+            print(tuple(op(torch.empty(3, 65536, dtype=torch.bfloat16, device="meta")).shape))
+        """)
+        self.assertEqual(out.split(), ["(3,", "65536)"])
+
     def test_a_literal_eps_is_a_constant_of_the_op(self):
         if not HAVE_QUACK:
             self.skipTest("QuACK is not fetched")
@@ -455,17 +476,17 @@ class Packages(unittest.TestCase):
 
 def _packaged():
     """The QuACK ops from the packages scripts/stage-gpu built on the CPU machine (or built here)."""
-    return example_packages("kop_quack", ("softmax", "rms_norm"),
+    return example_packages("kop_quack", ("softmax", "rms_norm", "softmax_wide"),
                             (lambda ns: quack_ops.recorded(ns)) if HAVE_QUACK else None)[0]
 
 
 class Cuda(unittest.TestCase):
     ROWS = (1, 3, 100, 1000, 8192)
 
-    def test_softmax_values_and_gradients_match_torch(self):
-        sm = _packaged()["softmax"]
-        for n in quack_ops.N_VALUES:
-            for m in self.ROWS:
+    def softmax_matches_torch(self, sm, n_values, rows):
+        """Values and gradients of a softmax op against torch's, at each row length and row count."""
+        for n in n_values:
+            for m in rows:
                 x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16, requires_grad=True)
                 y = sm(x)
                 ref = torch.softmax(x.float(), 1)
@@ -475,6 +496,9 @@ class Cuda(unittest.TestCase):
                 (ref_dx,) = torch.autograd.grad(ref, x, g.float())
                 torch.testing.assert_close(dx.float(), ref_dx.float(), atol=2e-3, rtol=2e-2,
                                            msg=lambda s: f"grad [{m}, {n}]: {s}")
+
+    def test_softmax_values_and_gradients_match_torch(self):
+        self.softmax_matches_torch(_packaged()["softmax"], quack_ops.N_VALUES, self.ROWS)
 
     def test_rms_norm_values_and_gradients_match_torch(self):
         rms = _packaged()["rms_norm"]
@@ -493,6 +517,13 @@ class Cuda(unittest.TestCase):
                                            msg=lambda s: f"dx [{m}, {n}]: {s}")
                 torch.testing.assert_close(dw.float(), ref_dw.float(), atol=0.5 + 0.01 * m ** 0.5, rtol=3e-2,
                                            msg=lambda s: f"dw [{m}, {n}]: {s}")
+
+    def test_wide_rows_in_thread_block_clusters_match_torch(self):
+        sm = _packaged()["softmax_wide"]
+        self.softmax_matches_torch(sm, quack_ops.WIDE_N_VALUES, (1, 3, 100, 1000))
+        x = torch.randn(64, 32768, device="cuda", dtype=torch.bfloat16)
+        out = replay_with_new_input(sm, x)  # a cluster launch in a CUDA graph
+        torch.testing.assert_close(out.float(), torch.softmax(x.float(), 1), atol=2e-3, rtol=2e-2)
 
     def test_other_sizes_and_misaligned_inputs_are_refused(self):
         ops = _packaged()

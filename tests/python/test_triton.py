@@ -3435,6 +3435,10 @@ class FirstUse(unittest.TestCase):
         self.assertEqual(list(r.growth.refused), [(100,)])
         # a requirement that is no size class's: the plain refusal
         expect_error(self, RuntimeError, "requirement 'rank(x) == 2'", op, meta_tensor(2, 3, 64))
+        # the class that failed to compile is not the op's: the next one grows by itself alone
+        self.assertEqual(tuple(op(meta_tensor(2, 128)).shape), (2, 128))
+        self.assertEqual(sorted({c["BLOCK"] for c in r.doc["configs"]}), [64, 128])
+        self.assertEqual([c for c, _ in r.growth.classes], [(64,), (128,)])
 
     def test_without_first_use_nothing_grows(self):
         op = ko.custom_plugin(ko.triton(double_rows_launch, specialize=[64]), op_name="kop_tt_fu::fixed",
@@ -3453,6 +3457,20 @@ class FirstUse(unittest.TestCase):
         gm = make_fx(lambda x: op(x) + 1, tracing_mode="symbolic")(torch.empty(6, 256))
         self.assertIn("kop_tt_fu.traced", gm.code)
         self.assertEqual(self.registration("kop_tt_fu::traced").generations, 2)
+
+    def test_export_keeps_a_dynamic_batch_while_the_row_length_grows(self):
+        # The Meta kernel guards only the sizes the broken requirement reads (the row length), never the batch.
+        op = ko.custom_plugin(ko.triton(double_rows_launch, specialize=[64], first_use=True),
+                              op_name="kop_tt_fu::exported", archs=["sm_90"])
+
+        class M(torch.nn.Module):
+            def forward(self, x):
+                return op(x) * 3
+        batch = torch.export.Dim("batch")
+        ep = torch.export.export(M(), (meta_tensor(6, 512),), dynamic_shapes={"x": {0: batch}})
+        self.assertIn("kop_tt_fu.exported", str(ep.graph))
+        self.assertEqual(self.registration("kop_tt_fu::exported").generations, 2)
+        self.assertEqual(tuple(ep.module()(meta_tensor(13, 512)).shape), (13, 512))
 
     def test_concurrent_first_calls_record_a_class_once(self):
         import threading
@@ -3492,15 +3510,34 @@ class FirstUse(unittest.TestCase):
         self.assertEqual([c["size_class"] for c in r.doc["configs"][::3]], [0, 1, 2])
 
     def test_the_backward_grows_on_its_own_calls(self):
-        op = ko.custom_plugin(ko.triton(double_rows_launch, specialize=[64], first_use=True),
-                              op_name="kop_tt_fu::bwd", archs=["sm_90"],
-                              backward=ko.Backward(["x"], ko.triton(double_rows_backward)))
+        r = ko.record_plugin(ko.triton(double_rows_launch, specialize=[64], first_use=True), op_name="kop_tt_fu::bwd",
+                             backward=ko.Backward(["x"], ko.triton(double_rows_backward)))
+        op = r.register(["sm_90"])
         x = torch.empty(3, 32, device="meta", requires_grad=True)
         y = op(x)
         (g,) = torch.autograd.grad(y, (x,), torch.empty(3, 32, device="meta"))
         self.assertEqual(tuple(g.shape), (3, 32))
         self.assertEqual(self.registration("kop_tt_fu::bwd").generations, 2)
         self.assertEqual(self.registration("kop_tt_fu::bwd_backward").generations, 2)
+        r.register(["sm_90"])  # registered again: the grown registration, as it is
+        self.assertEqual(self.registration("kop_tt_fu::bwd").generations, 2)
+        # The backward grew after the forward: the forward's spec embeds it as it is now.
+        self.assertIn("(dim(grad_Y, 1) == 64) + (dim(grad_Y, 1) == 32) != 0", r.full_doc()["backward"]["requires"])
+        r.check(["sm_90"])
+        with tempfile.TemporaryDirectory() as d:
+            path = r.build_package(os.path.join(d, "op.kop"), ["sm_90"])
+            out = run_python(f"""
+                import torch, kernelop as ko
+                op = ko.load_package({path!r})
+                x = torch.empty(5, 32, device="meta", requires_grad=True)
+                (g,) = torch.autograd.grad(op(x), (x,), torch.empty(5, 32, device="meta"))
+                print(tuple(g.shape))
+                """)
+        self.assertIn("(5, 32)", out)
+        forward = self.registration("kop_tt_fu::bwd")
+        self.assertTrue(forward.has_miss_handler)
+        ko._kernelop_torch.unregister("kop_tt_fu::bwd")  # its handler (which holds it) goes with it
+        self.assertFalse(forward.has_miss_handler)
 
     def test_a_pinned_tactic_stays_pinned(self):
         op = ko.custom_plugin(ko.triton(double_rows_launch, specialize=[64], first_use=True),
@@ -3566,6 +3603,9 @@ class FirstUseCuda(unittest.TestCase):
         x = torch.randn(9, 512, device="cuda")
         out = replay_with_new_input(op, x)  # a class compiled before the capture
         torch.testing.assert_close(out, x * 2)
+        x = torch.randn(9, 2048, device="cuda")  # a class first met while capturing: refused, saying why
+        expect_error(self, RuntimeError, "the stream is capturing a CUDA graph", replay_with_new_input, op, x)
+        torch.testing.assert_close(op(x), x * 2)  # and compiled on its first call outside one
 
 if __name__ == "__main__":
     run_tests(cpu=[CustomOpBodies, Recording, RecordedBackward, WrittenInputs, InitialisedOutputsPackaged, RankFree,

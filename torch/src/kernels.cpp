@@ -355,7 +355,10 @@ class CudaKernel final : public c10::OperatorKernel {
       push_outputs(stack, p.input_order.size(), out.tensors);
       return true;
     } catch (const Error& e) {
-      if (retried || e.context().stage != kRequirementStage) rethrow_as_torch(e);
+      // (the op's own requirement: one of a later launch's may break after a launch wrote)
+      if (retried || e.context().stage != kRequirementStage || e.context().op != p.op_name) {
+        rethrow_as_torch(e);
+      }
       auto views = call.views();
       std::vector<Shape> shapes;
       for (const TensorView& v : views) shapes.push_back(v.shape);
@@ -527,14 +530,34 @@ class MetaKernel final : public c10::OperatorKernel {
     const bool may_grow = !retried && state_->has_miss_handler.load();
     // Note [first-use growth]: a requirement the sizes break, decided (a guard) only where the
     // registration has a miss handler; true when the registration grew for them.
-    auto grown = [&](const c10::SymBool& holds, auto text_of) {
+    // The handler gets the sizes the broken requirement reads (guarded: the class's requirement
+    // pins them anyway), the other concrete sizes, and -1 for the other symbolic ones (never
+    // guarded: a dynamic batch stays dynamic).
+    auto grown = [&](const RequirementPlan& r, const c10::SymBool& holds, auto text_of) {
       if (!may_grow || holds.guard_or_true(__FILE__, __LINE__)) return false;
       const std::string text = text_of();
+      std::vector<std::pair<int, std::int64_t>> read;
+      bool reads_numel = false;
+      r.condition.for_each_leaf([&](const Expr& leaf) {
+        if (leaf.op() == ExprOp::Dim) read.emplace_back(leaf.slot(), leaf.node().value);
+        reads_numel = reads_numel || leaf.op() == ExprOp::Numel;
+      });
       std::vector<Shape> shapes;
-      for (const at::Tensor& t : call.tensors) {
+      for (std::size_t i = 0; i < call.tensors.size(); ++i) {
         Shape shape;
-        for (const c10::SymInt& d : t.sym_sizes()) shape.push_back(d.guard_int(__FILE__, __LINE__));
-        shapes.push_back(std::move(shape));
+        const auto sizes = call.tensors[i].sym_sizes();
+        for (std::size_t a = 0; a < sizes.size(); ++a) {
+          const auto rank = static_cast<std::int64_t>(sizes.size());
+          const bool needed =
+              reads_numel || std::any_of(read.begin(), read.end(), [&](const auto& d) {
+                return d.first == static_cast<int>(i) &&
+                       (d.second == static_cast<std::int64_t>(a) ||
+                        d.second == static_cast<std::int64_t>(a) - rank);
+              });
+          std::optional<std::int64_t> v = sizes[a].maybe_as_int();
+          shape.push_back(v ? *v : needed ? sizes[a].guard_int(__FILE__, __LINE__) : -1);
+        }
+        shapes.push_back(shape);
       }
       std::string note;
       if (ask_miss_handler(*state_, p, shapes, call.scalars, text, note)) return true;
@@ -558,7 +581,7 @@ class MetaKernel final : public c10::OperatorKernel {
           c10::SymInt a = env.eval_requirement(c.lhs(), r.text);
           c10::SymInt b = env.eval_requirement(c.rhs(), r.text);
           c10::SymBool holds = comparison_guard(c, a, b);
-          if (grown(holds, [&] { return broken_requirement_text(r, &a, &b); })) return false;
+          if (grown(r, holds, [&] { return broken_requirement_text(r, &a, &b); })) return false;
           TORCH_SYM_CHECK(holds, "op ", p.op_name, ": ", broken_requirement_text(r, &a, &b));
         } else if (c.op() == ExprOp::SameShape) {
           // The ranks, then one check per axis: the guards (or export's runtime assertions) that
@@ -579,7 +602,7 @@ class MetaKernel final : public c10::OperatorKernel {
         } else {
           c10::SymBool holds = env.eval_requirement(c, r.text).sym_ne(0);
           auto text = [&] { return broken_requirement_text<c10::SymInt>(r, nullptr, nullptr); };
-          if (grown(holds, text)) return false;
+          if (grown(r, holds, text)) return false;
           TORCH_SYM_CHECK(holds, "op ", p.op_name, ": ", text());
         }
       }

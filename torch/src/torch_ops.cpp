@@ -511,6 +511,16 @@ void unregister_op(const std::string& op_name) {
     owned = std::move(state->owned);
   }
   owned.reset();
+  // The miss handler too (Note [first-use growth]: a Python handler holds the registration, a
+  // cycle until it goes); no call is in flight any more.
+  MissHandler handler;
+  {
+    std::lock_guard lock(state->grow_mutex);
+    handler = std::move(state->on_miss);
+    state->on_miss = nullptr;
+    state->has_miss_handler.store(false);
+  }
+  handler = nullptr;
   std::lock_guard lock(registry_mutex());
   draining().erase(op_name);
   drained().notify_all();

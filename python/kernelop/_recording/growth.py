@@ -24,8 +24,9 @@ import contextvars
 import dataclasses
 import json
 import threading
-import warnings
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import torch
 
 from .. import _kernelop
 from .._symbolic import shorten
@@ -49,43 +50,50 @@ class Growth:
         # classes before keep their values as classes are added
         self.combos = list(d.combos)
         self.refused: Dict[Tuple[int, ...], str] = {}
+        # one per backward chain (RecordedPlugin.register shares the forward's): growth, and what reads the chain's
+        # plugins (register, check, build_package), hold it
         self.lock = threading.RLock()
+        self.registration: Any = None  # the registration it grows, once registered
         self.grown = 0  # classes added on first use
         # the context it was recorded in (a backward's output names: plugin._OUTPUT_NAMES), each class recorded in it
         self.context = contextvars.copy_context()
 
-    def class_of(self, names: Sequence[str], shapes: Sequence[Tuple[int, ...]]) -> Optional[Tuple[int, ...]]:
-        """The size class of a call's tensor shapes (tensor inputs named `names`, in order); None when it has none
-        (a size of 1 or 2 under next_power_of_2, which no class records)."""
+    def class_of(self, names: Sequence[str], shapes: Sequence[Tuple[int, ...]]) -> Tuple[int, ...]:
+        """The size class of a call's tensor shapes (tensor inputs named `names`, in order; a size of -1 is one the
+        Meta kernel left symbolic); raises _NoClass saying why it has none."""
         leaves: Dict[str, int] = {}
         for name, shape in zip(names, shapes):
             for a, n in enumerate(shape):
-                leaves[f"dim({name}, {a})"] = leaves[f"dim({name}, {a - len(shape)})"] = int(n)
-            numel = 1
-            for n in shape:
-                numel *= int(n)
-            leaves[f"numel({name})"] = numel
+                if n >= 0:
+                    leaves[f"dim({name}, {a})"] = leaves[f"dim({name}, {a - len(shape)})"] = int(n)
+            if all(n >= 0 for n in shape):
+                numel = 1
+                for n in shape:
+                    numel *= int(n)
+                leaves[f"numel({name})"] = numel
         combo = []
         for g in range(len(self.d.groups)):
             lead = self.d.lead(g)
-            value = _kernelop.eval_expr(lead.text, leaves)
-            if lead.function:
-                value = sizes.next_power_of_2(value)
-                if value < sizes.DEFAULT_CLASSES[0]:
-                    return None
-            elif value < 1:
-                return None
-            combo.append(value)
+            try:
+                value = _kernelop.eval_expr(lead.text, leaves)
+            except Exception as e:  # noqa: BLE001 - a rank too small for the size, a size the call has not
+                raise _NoClass(f"the call has no {lead.text} (shapes {shorten(shapes, 200)})") from e
+            if lead.function and value <= sizes.DEFAULT_CLASSES[0] // 2:
+                raise _NoClass(f"{lead!r} of {value} has no size class (they begin at {sizes.DEFAULT_CLASSES[0]})")
+            if not lead.function and value < 1:
+                raise _NoClass(f"{lead.text} is {value}")
+            combo.append(sizes.next_power_of_2(value) if lead.function else value)
         return tuple(combo)
 
-    def grow(self, current: "RecordedPlugin", combo: Tuple[int, ...]) -> "RecordedPlugin":
-        """`current` with the class `combo` recorded and merged after its own classes (raises why it cannot)."""
+    def grow(self, current: "RecordedPlugin", combo: Tuple[int, ...]
+             ) -> Tuple["RecordedPlugin", List[Tuple[Tuple[int, ...], "RecordedPlugin"]], List[Tuple[int, ...]]]:
+        """`current` with the class `combo` recorded and merged after its own classes, with the classes and combos
+        it then has (kept by the caller once the registration grew); raises why it cannot."""
         if len(self.classes) >= sizes.MAX_CLASSES:
             raise ValueError(f"the op already has {len(self.classes)} size classes, the most kernelop records for "
                              "one op; list the sizes it serves in specialize")
         one = sizes.SizeClasses(self.d.groups, self.d.hints, [[v] for v in combo])
-        with recording(self.where), warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the library's warnings were the op's first recording's to give
+        with recording(self.where):
             recorded = self.record_class(one, None if self.rank_free else False)
         (_, r, rank_free), = recorded
         if bool(rank_free) != self.rank_free:
@@ -96,9 +104,15 @@ class Growth:
         d = sizes.SizeClasses(self.d.groups, self.d.hints,
                               [sorted({c[g] for c, _ in classes}) for g in range(len(self.d.groups))])
         d.combos = self.combos + [combo]
-        merged = self.merge(self.where, d, classes)
-        self.classes, self.combos = classes, d.combos
-        return merged
+        return self.merge(self.where, d, classes), classes, d.combos
+
+
+class _NoClass(ValueError):
+    """A call's shapes fall in no size class kernelop can record."""
+
+
+class _Passing(Exception):
+    """A refusal of this call's circumstances, not of its class: said, not remembered."""
 
 
 def _elsewhere(fn: Callable[[], Any]) -> Any:
@@ -130,10 +144,8 @@ def handler(recorded: "RecordedPlugin", registration: Any, archs: Optional[Seque
         with growth.lock:
             try:
                 combo = growth.class_of(names, shapes)
-            except Exception:  # noqa: BLE001 - a shape the class's size is not defined for (a rank too small)
-                return None
-            if combo is None:
-                return None
+            except _NoClass as e:
+                return f"kernelop compiles no size class on first use for it: {e}"
             if combo in growth.refused:
                 return growth.refused[combo]
             if any(c == combo for c, _ in growth.classes):
@@ -142,9 +154,18 @@ def handler(recorded: "RecordedPlugin", registration: Any, archs: Optional[Seque
             outer = current_recording()
             try:
                 if outer is not None:  # (the op called inside another recording's launch_fn)
-                    raise NestedRecording(f"it is called while kernelop records {outer}; recordings do not nest")
-                _elsewhere(lambda: growth.context.copy().run(
-                    lambda: _adopt(recorded, growth.grow(recorded, combo), archs, registration)))
+                    raise _Passing(f"it is called while kernelop records {outer}; recordings do not nest")
+                if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+                    raise _Passing("the stream is capturing a CUDA graph, and compiling and loading a kernel has "
+                                   "no place in one: call the op once at these sizes before the capture")
+
+                def grow_and_adopt() -> None:
+                    merged, classes, combos = growth.grow(recorded, combo)
+                    _adopt(recorded, merged, archs, registration)
+                    growth.classes, growth.combos = classes, combos  # only once the registration has it
+                _elsewhere(lambda: growth.context.copy().run(grow_and_adopt))
+            except (_Passing, NestedRecording, OSError) as e:  # this call's circumstances: said, not remembered
+                return f"kernelop compiled no op for {within} on first use: {shorten(e, 1000)}"
             except Exception as e:  # noqa: BLE001 - said with the call's error, and remembered for the class
                 growth.refused[combo] = f"kernelop compiled no op for {within} on first use: {shorten(e, 1000)}"
                 return growth.refused[combo]
@@ -161,13 +182,12 @@ def _adopt(recorded: "RecordedPlugin", merged: "RecordedPlugin", archs: Optional
     merged.examples, merged.growth = recorded.examples, recorded.growth
     merged.backward = recorded.backward
     if recorded.backward is not None:  # the backward as it is now (it grows on its own calls)
-        merged.doc["backward"] = {**recorded.doc["backward"],
-                                  **{k: v for k, v in recorded.backward.doc.items() if k != "op"}}
+        merged.doc["backward"] = recorded.full_doc()["backward"]
     before = len(recorded.compile_configs)
     for key, binaries in recorded._binaries.items():  # the tactics before keep their numbers: built once
         merged._binaries[key] = [b for b in binaries if b.launch == 0 and b.program < before] + \
             merged.compile_programs(list(key), range(before, len(merged.compile_configs))) + \
             [b for b in binaries if b.launch != 0]
-    registration.grow(json.dumps(merged.doc), merged.compile(archs), merged.backward_binaries(archs))
+    registration.grow(json.dumps(merged.full_doc()), merged.compile(archs), merged.backward_binaries(archs))
     for f in dataclasses.fields(recorded):  # the user's RecordedPlugin has the class too (build_package)
         setattr(recorded, f.name, getattr(merged, f.name))

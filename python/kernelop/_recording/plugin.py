@@ -109,7 +109,20 @@ class RecordedPlugin:
 
     def spec_json(self) -> str:
         """The op's kernelop spec as JSON: inspectable and diffable (docs/spec-format.md)."""
-        return json.dumps(self.doc, indent=2) + "\n"
+        with self._chain_lock():
+            return json.dumps(self.full_doc(), indent=2) + "\n"
+
+    def full_doc(self) -> Dict[str, Any]:
+        """The op's spec with its backward chain as it is now (Note [first-use growth]: each link grows on its own
+        calls, after the forward embedded it)."""
+        if self.backward is None:
+            return self.doc
+        link = self.backward.full_doc()
+        return {**self.doc, "backward": {**self.doc["backward"], **{k: v for k, v in link.items() if k != "op"}}}
+
+    def _chain_lock(self) -> Any:
+        """The lock growth of its chain holds (Note [first-use growth]), or none."""
+        return self.growth.lock if self.growth is not None else contextlib.nullcontext()
 
     def compile(self, archs: Optional[Sequence[str]] = None) -> List[KernelBinary]:
         """Compiles each tactic for each architecture (triton.compile through kernelop's compile cache, or
@@ -148,30 +161,41 @@ class RecordedPlugin:
 
     def check(self, archs: Optional[Sequence[str]] = None) -> None:
         """Compiles and checks the binaries against the spec as registration does; registers nothing."""
-        _kernelop.check_binaries(json.dumps(self.doc), self.compile(archs), self.backward_binaries(archs))
+        with self._chain_lock():
+            _kernelop.check_binaries(json.dumps(self.full_doc()), self.compile(archs), self.backward_binaries(archs))
 
     def register(self, archs: Optional[Sequence[str]] = None) -> Any:
         from .._ops import _op_object
-        binaries = self.compile(archs)
-        backward = self.backward_binaries(archs)
-        overrides = _kernelop.Overrides()
-        # (an op that grows on first use is another op than one that does not)
-        overrides.caller_key = self.dsl.name + (":first_use:" if self.growth else ":") + hashlib.sha256(
-            json.dumps(self.doc, sort_keys=True).encode() +
-            b"".join(b.data for b in binaries + [b for link in backward for b in link])).hexdigest()
-        registration = _kernelop_torch.register_binaries(json.dumps(self.doc), binaries, overrides, backward)
-        if registration.created:  # Note [first-use growth]: the op, and each link of its chain, grows on a miss
+        with self._chain_lock():
+            if self.growth is not None and self.growth.registration is not None and \
+                    self.growth.registration.current:  # registered, and grown since: that registration
+                return _op_object(self.op_name)
+            doc = json.dumps(self.full_doc())
+            binaries = self.compile(archs)
+            backward = self.backward_binaries(archs)
+            overrides = _kernelop.Overrides()
+            # (an op that grows on first use is another op than one that does not)
+            overrides.caller_key = self.dsl.name + (":first_use:" if self.growth else ":") + hashlib.sha256(
+                json.dumps(self.full_doc(), sort_keys=True).encode() +
+                b"".join(b.data for b in binaries + [b for link in backward for b in link])).hexdigest()
+            registration = _kernelop_torch.register_binaries(doc, binaries, overrides, backward)
+            # Note [first-use growth]: the op, and each link of its chain, grows on a miss, under one lock
             link: Optional[RecordedPlugin] = self
             while link is not None:
-                reg = registration if link is self else _kernelop_torch.find_registration(link.op_name)
-                if link.growth is not None and not reg.has_miss_handler:
-                    reg.on_miss(growth_.handler(link, reg, archs))
+                if link.growth is not None:
+                    reg = registration if link is self else _kernelop_torch.find_registration(link.op_name)
+                    if self.growth is not None:
+                        link.growth.lock = self.growth.lock
+                    if not reg.has_miss_handler:
+                        reg.on_miss(growth_.handler(link, reg, archs))
+                        link.growth.registration = reg
                 link = link.backward
-        return _op_object(self.op_name)
+            return _op_object(self.op_name)
 
     def build_package(self, path: Union[str, os.PathLike], archs: Optional[Sequence[str]] = None) -> str:
-        _kernelop.build_package_binaries(json.dumps(self.doc), self.compile(archs), os.fspath(path),
-                                         self.backward_binaries(archs))
+        with self._chain_lock():
+            _kernelop.build_package_binaries(json.dumps(self.full_doc()), self.compile(archs), os.fspath(path),
+                                             self.backward_binaries(archs))
         return os.fspath(path)
 
 
@@ -736,7 +760,7 @@ _SELECTABLE = ("geometry", "params", "outputs", "then")
 """What size classes may differ in (Note [size classes]): expressions in the launch (grid, block, shared memory, the
 kernel's int arguments), the outputs' and scratch's shapes (per-SM partials sized by the class) and the later
 launches'."""
-_EXPRESSION_KEYS = ("expr", "grid", "block", "shared_mem", "shape")
+_EXPRESSION_KEYS = ("expr", "grid", "block", "shared_mem", "cluster", "shape")
 
 
 def _select_over_classes(where: str, d: sizes.SizeClasses, classes: List[Tuple[Tuple[int, ...], RecordedPlugin]],
