@@ -11,8 +11,8 @@ the CuTe DSL.
 
 - softmax: ``softmax_fwd`` with ``softmax_bwd`` as its backward, unchanged (QuACK's ``SoftmaxFunction`` saves y).
 - softmax_wide: the same at row lengths QuACK launches in thread-block clusters on sm_90 (its ``cluster_n``: 2 blocks
-  a row at 32K, 4 at 64K, the row split between the blocks' shared memory), compiled for sm_90a alone (sm_80 has no
-  clusters, and QuACK's choice of cluster reads the architecture).
+  a row at 32K, 4 at 64K, the row split between the blocks' shared memory; 16K in one block, a cluster of 1),
+  compiled for sm_90a alone (sm_80 has no clusters, and QuACK's choice of cluster reads the architecture).
 - rms_norm: ``rmsnorm_fwd(x, weight, eps=eps, store_rstd=True)`` with ``rmsnorm_bwd`` as its backward, unchanged:
   QuACK's backward calls its own torch.library op (whose Python body kernelop records: Note [custom ops' bodies]),
   whose kernel writes per-SM partials of dW (the op's scratch, sized from the device's SM count) that
@@ -35,7 +35,7 @@ except ImportError:  # (the GPU machine runs the packages, without QuACK)
     pass
 
 N_VALUES = [1024, 4096, 8192]  # the row lengths (N) compiled in: one kernel each
-WIDE_N_VALUES = [32768, 65536]  # row lengths QuACK launches in clusters
+WIDE_N_VALUES = [16384, 32768, 65536]  # row lengths QuACK launches in clusters (from 32K; 16K in one block)
 DTYPE = torch.bfloat16
 
 

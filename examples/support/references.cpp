@@ -85,6 +85,7 @@ std::map<std::string, Reference, std::less<>> make_references() {
 
   refs["kernelop_examples::rowsum"] = rowsum();
   refs["kernelop_examples::rowsum_keepdim"] = rowsum();
+  refs["kernelop_examples::cluster_rowsum"] = rowsum();
 
   Reference colsum;
   colsum.compute = [](Inputs& in, const Scalars&, Outputs& out) {

@@ -31,9 +31,9 @@ constexpr bool within_launch_limits(const Dims3& grid, const Dims3& block,
 }
 
 /// Thread-block clusters: the blocks of one cluster (sm_90's limit with the non-portable size
-/// allowed, which kernelop allows above the portable 8), and the first architecture that has them.
+/// allowed, which kernelop sets on a clustered op's kernels: the portable limit is 8), and the
+/// first architecture that has them.
 inline constexpr std::int64_t kMaxClusterBlocks = 16;
-inline constexpr std::int64_t kPortableClusterBlocks = 8;
 inline constexpr int kFirstClusterArch = 90;
 
 /// True when a cluster launch of `grid` can be made: each cluster axis >= 1 and dividing the

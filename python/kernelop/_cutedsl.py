@@ -995,9 +995,12 @@ def _launch_of(recorded: RecordedPlugin, config: int, arch: str) -> Tuple[Dict[s
         shared = canonical(H.text(launch.shared_mem, "the dynamic shared memory"))
         cluster = ["1", "1", "1"]
         for attribute, value in launch.attributes:
-            if attribute == H.const(_CLUSTER_DIMENSION) and len(value) == 3:
+            if attribute == H.const(_CLUSTER_DIMENSION):
+                if len(value) != 3:
+                    raise H.Unreadable("the launch's cluster attribute is written in a way kernelop does not read "
+                                       f"({len(value)} values)")
                 cluster = [canonical(H.text(c, f"cluster axis {i}")) for i, c in enumerate(value)]
-            elif any(v != H.const(0) for v in value):
+            elif not value or any(v != H.const(0) for v in value):
                 raise H.Unreadable(f"the launch sets launch attribute {H.text(attribute, 'an attribute id')} "
                                    "(cooperative or programmatic launch), which kernelop does not make")
         params: List[Any] = []
@@ -1012,6 +1015,12 @@ def _launch_of(recorded: RecordedPlugin, config: int, arch: str) -> Tuple[Dict[s
     if re.search(r"\.(reqnctapercluster|explicitcluster)\b", ptx) and cluster == ["1", "1", "1"]:
         raise ValueError(f"{where}: the kernel is built for thread-block clusters, but the host function launches it "
                          "without one")
+    required = re.search(r"\.reqnctapercluster\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?", ptx)
+    if required:  # a cluster the kernel was compiled for: the launch's must be it
+        want = [g or "1" for g in required.groups()]
+        if all(c.isdigit() for c in cluster) and cluster != want:
+            raise ValueError(f"{where}: the kernel requires clusters of [{', '.join(want)}] (.reqnctapercluster) but "
+                             f"the host function launches clusters of [{', '.join(cluster)}]")
     return {"params": params, "grid": grid, "block": block, "shared_mem": shared, "cluster": cluster,
             "entry": entries[0]}, compiled
 

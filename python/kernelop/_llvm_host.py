@@ -316,8 +316,9 @@ class _Host:
         byte_array = at is not None and at[0] == "array" and at[2] == ("int", 8)
         if isinstance(base, Ptr) and byte_array and len(idx) == 2 and idx[0] == 0:
             offset = _int_field_offset(elem, idx[1])
-            if offset is not None:  # a struct of ints written into a byte array (a union's bytes): by byte offset
-                return Ptr(base.root, base.path + (offset,))
+            if offset is not None:  # a struct of ints written into a byte array (a union's bytes): by byte offset,
+                # a step of its own kind (never an index: a load at the array's path is of more than one write)
+                return Ptr(base.root, base.path + ((_BYTE, offset),))
         if isinstance(base, Ptr) and idx and (elem is None or elem != at):
             # indexing the memory as another type (bytes of a struct): not followed
             self.clobbered.add(base.root)
@@ -355,7 +356,7 @@ class _Host:
         # each {id, pad, value union} in a block of its own (the slot is found in a loop, so its index is not
         # known): an attribute is its block's id and value, the value one word or a struct's ints written into the
         # union's bytes (the cluster's x, y, z), by their offset.
-        if not isinstance(attrs_ptr, Ptr):
+        if not isinstance(attrs_ptr, Ptr) or self.unknown_writes or attrs_ptr.root in self.clobbered:
             raise Unreadable("the launch's attributes are in memory kernelop does not follow")
         ids: Dict[Any, List[Value]] = {}
         words: Dict[Any, List[Tuple[int, Value]]] = {}
@@ -367,8 +368,10 @@ class _Host:
                 key = (path[0], None if path and path[0] is not None else blk) if path else None
                 if len(path) == 2 and path[1] == 0:  # (attribute, field 0: its id)
                     ids.setdefault(key, []).append(v)
-                elif len(path) in (2, 3) and path[1] == 2:  # (attribute, field 2[, byte offset]: the value)
-                    words.setdefault(key, []).append((path[2] if len(path) == 3 else 0, v))
+                elif len(path) == 2 and path[1] == 2:  # (attribute, field 2: the value, one word)
+                    words.setdefault(key, []).append((0, v))
+                elif len(path) == 3 and path[1] == 2 and isinstance(path[2], tuple) and path[2][0] == _BYTE:
+                    words.setdefault(key, []).append((path[2][1], v))  # (a struct's int at this byte offset)
                 else:
                     raise Unreadable("the launch's attributes are written in a way kernelop does not read")
         out: List[Tuple[Value, List[Value]]] = []
@@ -437,6 +440,9 @@ def _int_attr(attr: Any) -> int:
     if s in ("true", "false"):
         return int(s == "true")
     raise ValueError(f"not an integer attribute: {attr}")  # a float constant, for one
+
+
+_BYTE = "byte"  # a path step into a byte array at a byte offset (_Host._address)
 
 
 def _int_field_offset(t: Optional[LType], field: Optional[int]) -> Optional[int]:

@@ -24,6 +24,21 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
+// A spec (its backward chain and later launches included) whose geometry states a thread-block
+// cluster, even one of 1: a reader before format 8 would refuse the field.
+bool names_a_cluster(const KernelSpec& s) {
+  if (const Custom* c = s.geometry ? std::get_if<Custom>(&*s.geometry) : nullptr;
+      c && !c->cluster.empty())
+    return true;
+  for (const BackwardSpec& b : s.backward) {
+    if (names_a_cluster(b.spec)) return true;
+  }
+  for (const LaunchStep& l : s.then) {
+    if (names_a_cluster(l.spec)) return true;
+  }
+  return false;
+}
+
 constexpr detail::FrameFormat kPackageFormat{
     {'K', 'O', 'P', 'K', 'G', '\r', '\n', '\x1a'}, kPackageFormatVersion, "package", 1};
 constexpr std::size_t kHeaderSize = detail::kFrameHeaderSize;
@@ -173,7 +188,7 @@ class Reader {
                               << f->display() << " kernel (format " << f->info().package_format
                               << " or later)";
     }
-    if (image.plan.geometry && image.plan.geometry->clustered() && pkg.format_version < 8) {
+    if (names_a_cluster(image.plan.spec) && pkg.format_version < 8) {
       KERNELOP_RAISE(error()) << "a format " << pkg.format_version
                               << " package cannot hold a thread-block cluster launch";
     }
@@ -355,7 +370,7 @@ std::string write_package_bytes(const CompiledImage& image,
     if (a.is_tileir()) format = std::max(format, 7u);
   }
   if (!image.plan.structs.empty()) format = std::max(format, 3u);
-  if (image.plan.geometry && image.plan.geometry->clustered()) format = std::max(format, 8u);
+  if (names_a_cluster(image.plan.spec)) format = std::max(format, 8u);
   for (const OutputPlan& o : image.plan.outputs) {
     if (o.align != 0) format = std::max(format, 6u);  // an output's "align"
   }

@@ -280,7 +280,11 @@ Geometry SpecReader::read_geometry(const Json& j, const std::string& path) const
     g.grid = get_exprs(c["grid"], join(p, "grid"));
     g.block = get_exprs(c["block"], join(p, "block"));
     if (c.contains("shared_mem")) g.shared_mem = get_expr(c["shared_mem"], join(p, "shared_mem"));
-    if (c.contains("cluster")) g.cluster = get_exprs(c["cluster"], join(p, "cluster"));
+    if (c.contains("cluster")) {
+      g.cluster = get_exprs(c["cluster"], join(p, "cluster"));
+      if (g.cluster.empty())
+        KERNELOP_RAISE(error(join(p, "cluster"))) << "is empty; expected 1 to 3";
+    }
     return g;
   }
   KERNELOP_FAIL(Type) << origin_ << ": " << prefix_ + path

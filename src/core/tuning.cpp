@@ -127,7 +127,7 @@ std::string op_fingerprint(const CompiledImage& image) {
   h.field("kernelop.op").field(p.qualified_schema());
   for (const ArgSlot& a : p.args) h.field(p.c_type(a)).field(a.name);
   if (p.geometry) {
-    for (const auto* part : {&p.geometry->grid, &p.geometry->block}) {
+    for (const auto* part : {&p.geometry->grid, &p.geometry->block, &p.geometry->cluster}) {
       for (const Expr& e : *part) h.field(e.to_string());
     }
     h.field(p.geometry->shared_mem.to_string());

@@ -199,7 +199,7 @@ void Validator::check_geometry() {
             }
             return constants.size() == exprs.size() ? std::optional(constants) : std::nullopt;
           };
-          dims(g.grid, "geometry.custom.grid");
+          auto grid = dims(g.grid, "geometry.custom.grid");
           if (auto block = dims(g.block, "geometry.custom.block"))
             check_block(*block, "geometry.custom.block");
           check_expr(g.shared_mem, "geometry.custom.shared_mem", ExprUse::Launch);
@@ -211,6 +211,14 @@ void Validator::check_geometry() {
               cluster && !cluster->empty()) {
             if (std::string why = cluster_problem(*cluster); !why.empty()) {
               KERNELOP_RAISE(fail_at("geometry.custom.cluster")) << why;
+            }
+            for (std::size_t d = 0; grid && d < cluster->size(); ++d) {
+              const std::int64_t extent = d < grid->size() ? (*grid)[d] : 1;
+              if (extent % (*cluster)[d] != 0) {
+                KERNELOP_RAISE(fail_at("geometry.custom.cluster"))
+                    << kAxisNames[d] << " is " << (*cluster)[d] << ", which does not divide grid "
+                    << kAxisNames[d] << " = " << extent;
+              }
             }
           }
         } else {

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "kernelop/launch_limits.hpp"
 #include "kernelop/numbers.hpp"
 #include "runtime/image_select.hpp"
 
@@ -143,6 +144,12 @@ std::unique_ptr<DeviceModule> load_device_module(const CompiledImage& image,
       check_cuda(
           d.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, optin - shared),
           "cuFuncSetAttribute", lowered);
+    }
+    // A cluster launch of more than 8 blocks needs the non-portable size allowed (sm_90's 16).
+    if (image.plan.geometry && image.plan.geometry->clustered() &&
+        major * 10 + minor >= kFirstClusterArch) {
+      check_cuda(d.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+                 "cuFuncSetAttribute", lowered);
     }
     m->instances.push_back({fn, threads, shared,
                             program_shared[static_cast<std::size_t>(config.program)],

@@ -36,6 +36,8 @@ Loaded load_driver() {
   }
   KERNELOP_DRIVER_FUNCTIONS(KERNELOP_DRIVER_LOAD)
 #undef KERNELOP_DRIVER_LOAD
+  l.driver.cuLaunchKernelEx =
+      reinterpret_cast<decltype(&::cuLaunchKernelEx)>(::dlsym(lib, "cuLaunchKernelEx"));
   CUresult r = l.driver.cuInit(0);
   if (r != CUDA_SUCCESS) {
     const char* name = nullptr;

@@ -34,7 +34,6 @@ namespace kernelop::detail {
   X(cuFuncGetAttribute)              \
   X(cuFuncSetAttribute)              \
   X(cuLaunchKernel)                  \
-  X(cuLaunchKernelEx)                \
   X(cuMemAlloc)                      \
   X(cuMemFree)                       \
   X(cuMemcpyHtoD)                    \
@@ -69,6 +68,8 @@ struct Driver {
 #define KERNELOP_DRIVER_MEMBER(name) decltype(&::name) name = nullptr;
   KERNELOP_DRIVER_FUNCTIONS(KERNELOP_DRIVER_MEMBER)
 #undef KERNELOP_DRIVER_MEMBER
+  /// Optional (CUDA 12.0 and later): only cluster launches need it.
+  decltype(&::cuLaunchKernelEx) cuLaunchKernelEx = nullptr;
 
   /// The loaded and initialised driver, or nullptr with the reason in `why` (once per process).
   static const Driver* get(std::string* why = nullptr);

@@ -71,10 +71,10 @@ void KernelOp::State::launch_packed(int device, int inst, const std::array<std::
           << cluster[2] << "], which need sm_" << kFirstClusterArch
           << " or later; this device is sm_" << m.arch;
     }
-    if (cluster[0] * cluster[1] * cluster[2] > kPortableClusterBlocks) {
-      check_cuda(
-          d.cuFuncSetAttribute(k.function, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
-          "cuFuncSetAttribute", s.image.lowered_names[instance]);
+    if (d.cuLaunchKernelEx == nullptr) {
+      KERNELOP_RAISE(s.error(ErrorKind::Launch))
+          << "it launches thread-block clusters, and this driver has no cuLaunchKernelEx (CUDA "
+             "12.0 or later has it)";
     }
     CUlaunchAttribute attribute{};
     attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
@@ -117,6 +117,11 @@ void KernelOp::launch_raw(const LaunchDims& dims, std::span<const RawArg> args, 
                           int device) const {
   State& s = *state_;
   const OpPlan& p = s.plan();
+  if (s.clustered) {  // the cluster is the declared geometry's: a raw launch would drop it
+    KERNELOP_RAISE(s.error(ErrorKind::Launch))
+        << "launches thread-block clusters (its geometry's \"cluster\"), which a raw launch "
+           "does not make; launch it with its declared arguments";
+  }
   if (s.program) {  // Note [several launches]: scratch and later launches are the declared path's
     KERNELOP_RAISE(s.error(ErrorKind::Launch))
         << (p.spec.when.empty() ? "has scratch or later launches, which a raw launch of its first "

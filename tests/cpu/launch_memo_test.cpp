@@ -316,7 +316,7 @@ TEST_P(LaunchMemo, LaunchesAndRefusesWhatTheFullPathDoes) {
 
   Corpus corpus(static_cast<unsigned>(std::hash<std::string>{}(GetParam())));
   Call call;
-  int launched = 0;
+  int launched = 0, clustered = 0;
   auto stats = [](const KernelOp& op) {
     TuningStats t = op.tuning_stats();
     return std::to_string(t.table_hits) + " table, " + std::to_string(t.defaults) + " defaults, " +
@@ -337,7 +337,9 @@ TEST_P(LaunchMemo, LaunchesAndRefusesWhatTheFullPathDoes) {
     // A hit counts as the full path would: the same stats, the same last tactic.
     ASSERT_EQ(stats(memo), stats(full)) << "call " << i << " of " << GetParam();
     launched += want.find(" grid=") != std::string::npos;
+    clustered += want.find(" cluster=") != std::string::npos;
   }
+  if (GetParam() == "clustered") EXPECT_GT(clustered, 50) << "cluster launches in the corpus";
   // The corpus launched often and the memo served many of those launches.
   EXPECT_GT(launched, 200) << GetParam();
   EXPECT_GT(memo.memoized_launches(), 100u) << GetParam();
@@ -373,6 +375,16 @@ TEST(ClusterLaunch, LaunchesWithTheClusterAndChecksIt) {
   EXPECT_NE(plain.find("grid=16,4,1"), std::string::npos) << plain;
   EXPECT_EQ(plain.find("cluster="), std::string::npos) << "a cluster of 1: a plain launch";
   EXPECT_NE(call({4, 256}, 3).find("cluster=2,4,1"), std::string::npos);
+  // 16 blocks: the kernels were allowed the non-portable size when loaded (the fake driver, as
+  // sm_90's, refuses more than 8 otherwise).
+  EXPECT_NE(call({8, 256}, 3).find("cluster=2,8,1"), std::string::npos);
+  expect_error(
+      [&] {
+        op.launch_raw(LaunchDims{{16, 4, 1}, {128, 1, 1}, 0}, std::vector<RawArg>{}, nullptr);
+      },
+      ErrorKind::Launch,
+      "op memo_test::clustered: launches thread-block clusters (its geometry's \"cluster\"), "
+      "which a raw launch does not make");
   expect_error(
       [&] {
         call({9, 256}, 3);
@@ -395,13 +407,21 @@ TEST(ClusterLaunch, LaunchesWithTheClusterAndChecksIt) {
   for (auto [cluster, why] :
        {std::pair<std::string, std::string>{"[4, 4, 2]", "has 32 blocks; a cluster has at most 16"},
         {"[1, 1, 1, 1]", "has 4 dims; expected 1 to 3"},
-        {"[0]", "x dimension is 0; a cluster has 1 to 16 blocks"}}) {
+        {"[0]", "x dimension is 0; a cluster has 1 to 16 blocks"},
+        {"[]", "is empty; expected 1 to 3"}}) {
     std::string bad = kClustered;
     std::size_t at = bad.find("\"cluster\": [");
     bad.replace(at, bad.find("]}}", at) + 1 - at, "\"cluster\": " + cluster);
     expect_error([&] { derive_plan(parse_op_json(bad, ".")); }, ErrorKind::Spec,
                  "geometry.custom.cluster: " + why);
   }
+  std::string odd = kClustered;  // a constant grid a constant cluster does not divide
+  std::size_t at = odd.find("\"grid\": [");
+  odd.replace(at, odd.find("],", at) + 1 - at, "\"grid\": [3, 4]");
+  at = odd.find("\"cluster\": [");
+  odd.replace(at, odd.find("]}}", at) + 1 - at, "\"cluster\": [2]");
+  expect_error([&] { derive_plan(parse_op_json(odd, ".")); }, ErrorKind::Spec,
+               "geometry.custom.cluster: x is 2, which does not divide grid x = 3");
 }
 
 // Threads launching one op with shapes of their own, so that the memo changes hands all the

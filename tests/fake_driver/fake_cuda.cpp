@@ -11,12 +11,14 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
 namespace {
 
 std::mutex mu;
+std::set<CUfunction> non_portable;  // functions allowed clusters above 8 blocks
 CUcontext current = nullptr;
 const auto kPrimary = reinterpret_cast<CUcontext>(0x1000);
 std::vector<std::string> function_names;      // a CUfunction is its index + 1
@@ -168,7 +170,9 @@ CUresult cuModuleGetFunction(CUfunction* f, CUmodule, const char* name) {
 CUresult cuFuncGetAttribute(int* v, CUfunction_attribute a, CUfunction) {
   return ok(v, a == CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK ? 1024 : 0);
 }
-CUresult cuFuncSetAttribute(CUfunction, CUfunction_attribute, int) {
+CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v) {
+  std::lock_guard lock(mu);
+  if (a == CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED && v == 1) non_portable.insert(f);
   return CUDA_SUCCESS;
 }
 namespace {
@@ -213,6 +217,12 @@ CUresult cuLaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** params, 
     if (d.x == 0 || d.y == 0 || d.z == 0 || c->gridDimX % d.x || c->gridDimY % d.y ||
         c->gridDimZ % d.z)
       return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+    bool allowed = false;
+    {
+      std::lock_guard lock(mu);
+      allowed = non_portable.count(f) > 0;
+    }
+    if (d.x * d.y * d.z > (allowed ? 16u : 8u)) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
     cluster =
         " cluster=" + std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z);
   }

@@ -195,6 +195,17 @@ TEST_F(Gpu, Reductions) {
   }
 }
 
+// A thread-block cluster launch (cuLaunchKernelEx): two blocks a row, the second's half read
+// through distributed shared memory; a row shorter than two threads' worth, an empty row, many
+// rows.
+TEST_F(Gpu, ClusterLaunchSumsEachRowAcrossTwoBlocks) {
+  for (Shape s : {Shape{1, 1}, Shape{7, 300}, Shape{1000, 4097}, Shape{3, 2, 513}, Shape{5, 0},
+                  Shape{64, 100000}}) {
+    SCOPED_TRACE(s.to_string());
+    check_example("cluster_rowsum", {s});
+  }
+}
+
 // Note [several launches]: per-SM partials in scratch, then their sum; rows fewer than the SMs
 // (blocks with no row write zeros), none, and many.
 TEST_F(Gpu, TwoLaunchesWithScratch) {

@@ -121,8 +121,9 @@ class Recording(unittest.TestCase):
         # its host function: a select over the row length, the grid's y axis its multiple.
         r = recorded()["softmax_wide"]
         g = r.doc["geometry"]["custom"]
-        self.assertEqual(g["cluster"], ["1", "select(size_class == 32768, 2, 4)", "1"])
-        self.assertEqual(g["grid"][1], "select(size_class == 32768, 2, 4)")
+        # (16K rows launch without a cluster: a cluster of 1 in the merged op)
+        self.assertEqual(g["cluster"], ["1", "select(size_class == 16384, 1, select(size_class == 32768, 2, 4))", "1"])
+        self.assertEqual(g["grid"][1], g["cluster"][1])
         bwd = r.doc["backward"]["geometry"]["custom"]
         self.assertIn("cluster", bwd)
         r.check(["sm_90a"])

@@ -778,10 +778,18 @@ def _select_over_classes(where: str, d: sizes.SizeClasses, classes: List[Tuple[T
             return "\0"
         return x
 
+    def as_merged(doc: Any) -> Any:
+        """A class's value of `key`; a geometry without a cluster, where another class's has one, as a cluster of 1
+        (QuACK launches clusters at long rows only)."""
+        if key == "geometry" and isinstance(doc, dict) and "custom" in doc and "cluster" not in doc["custom"] and \
+                any("cluster" in r.doc.get(key, {}).get("custom", {}) for _, r in classes):
+            return {**doc, "custom": {**doc["custom"], "cluster": ["1", "1", "1"]}}
+        return doc
+
     shapes, texts = [], []
     for _, r in classes:
         exprs: List[str] = []
-        shapes.append(walk(r.doc.get(key), exprs, False))
+        shapes.append(walk(as_merged(r.doc.get(key)), exprs, False))
         texts.append(exprs)
     for (v, _), shape in zip(classes[1:], shapes[1:]):
         if shape != shapes[0]:
