@@ -136,6 +136,25 @@ class Shapes(unittest.TestCase):
         # A requirement JAX cannot decide for every b and n is left to the launch.
         jax.eval_shape(example("add"), sds(b, n), sds(b, n))
 
+    def test_symbolic_result_shapes_agree_with_int_ones_over_a_corpus(self):
+        # Differential: one trace with symbolic sizes, evaluated at random sizes, against a trace at those sizes.
+        cases = [("repeat2", ["b n"]), ("rowsum", ["b m n"]), ("rowsum_keepdim", ["b n"]), ("sin_cos", ["n"]),
+                 ("gemm_tiled", ["m k", "k n"]), ("bias_add_2d", ["b m n", "n"]), ("relu", ["a b"]),
+                 ("softmax", ["b n"]), ("colsum", ["m n"]), ("add", ["n", "n"]), ("cluster_rowsum", ["b m n"])]
+        rng = np.random.default_rng(7)
+        for name, shapes in cases:
+            names = sorted({d for s in shapes for d in s.split()})
+            syms = dict(zip(names, jax.export.symbolic_shape(", ".join(names))))
+            symbolic = jax.tree.leaves(jax.eval_shape(example(name), *[sds(*[syms[d] for d in s.split()])
+                                                                     for s in shapes]))
+            for _ in range(25):
+                env = {d: int(rng.integers(1, 3000)) for d in names}
+                ints = jax.tree.leaves(jax.eval_shape(example(name), *[sds(*[env[d] for d in s.split()])
+                                                                     for s in shapes]))
+                self.assertEqual([tuple(d if isinstance(d, int) else d._evaluate(env) for d in r.shape)
+                                  for r in symbolic], [r.shape for r in ints], f"{name} at {env}")
+                self.assertEqual([r.dtype for r in symbolic], [r.dtype for r in ints], name)
+
     def test_requirements_and_checks_at_trace_time(self):
         expect_error(self, RuntimeError, "op kernelop_examples::add: the inputs break the requirement "
                      "'numel(b) == numel(a)': 4 == 3 is false", jax.eval_shape, example("add"), sds(3), sds(4))
