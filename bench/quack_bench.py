@@ -4,7 +4,8 @@ packaged on a machine without a GPU; softmax and RMSNorm each with its backward)
 Runs where neither the CuTe DSL nor QuACK is installed: the ops come from the packages scripts/stage-gpu built
 (KERNELOP_CPU_PACKAGES). Reports device time per call (CUDA events around back-to-back calls, median of interleaved
 rounds: cutile_bench's timing) and the ratio torch / kernelop (above 1: kernelop is faster), bfloat16, at the
-shapes the issue names (4 x 4096: one small batch; 8192 x 4096: bandwidth-bound).
+shapes the issue names (4 x 4096: one small batch; 8192 x 4096: bandwidth-bound), and softmax at 4096 x 32768 and
+4096 x 65536, rows QuACK splits between the blocks of a thread-block cluster (softmax_wide).
 Usage: python bench/quack_bench.py [OUT.txt]
 """
 
@@ -49,6 +50,13 @@ def main():
             lines.append(f"{name:13s} [{m}, {n}]  device kernelop {d['kernelop']:8.2f}  torch {d['torch']:8.2f}  "
                          f"torch/kernelop {d['torch'] / d['kernelop']:.2f}   host kernelop {h['kernelop']:6.2f}  "
                          f"torch {h['torch']:6.2f}")
+    wide = ko.load_package(os.path.join(packages, "kop_quack.softmax_wide.kop"))
+    for m, n in ((4096, 32768), (4096, 65536)):  # cluster launches (2 and 4 blocks a row)
+        x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+        torch.testing.assert_close(wide(x).float(), torch.softmax(x.float(), 1), atol=2e-3, rtol=2e-2)
+        d = interleaved({"kernelop": lambda: wide(x), "torch": lambda: torch.softmax(x, 1)})
+        lines.append(f"{'softmax fwd':13s} [{m}, {n}]  device kernelop {d['kernelop']:8.2f}  torch {d['torch']:8.2f}  "
+                     f"torch/kernelop {d['torch'] / d['kernelop']:.2f}   (cluster launch)")
     publish(lines, out_path)
 
 
