@@ -3559,6 +3559,12 @@ class FirstUse(unittest.TestCase):
         expect_error(self, ValueError, "op kop_tt_fu::same already has a miss handler", reg.on_miss,
                      lambda *a: None)
         self.assertEqual(reg.generations, 1)
+        op = ko._ops._op_object("kop_tt_fu::same")
+        op(meta_tensor(2, 128))  # 6 tactics now; the op it was registered with has 3
+        first = ko.record_plugin(ko.triton(double_rows_launch, specialize=[64]), op_name="kop_tt_fu::same")
+        expect_error(self, ValueError, "the op given differs: it has 3 tactics, fewer than the 6 it has now",
+                     reg.grow, json.dumps(first.doc), first.compile(["sm_90"]))
+        self.assertEqual(reg.generations, 2)
 
     def test_a_package_built_after_growth_has_the_class(self):
         r = ko.record_plugin(ko.triton(double_rows_launch, specialize=[64], first_use=True),

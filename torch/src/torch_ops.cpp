@@ -205,6 +205,9 @@ void Registration::grow(KernelOp op) const {
     what = "its backward is '" + backward_name(p) + "', not '" + backward_name(now) + "'";
   } else if (impl::writes_inputs(p) != impl::writes_inputs(now)) {
     what = "it writes other inputs";
+  } else if (op.num_tactics() < state_->op().num_tactics()) {
+    what = "it has " + std::to_string(op.num_tactics()) + " tactics, fewer than the " +
+           std::to_string(state_->op().num_tactics()) + " it has now";
   } else if (p.num_results() != now.num_results()) {
     what = "it has " + std::to_string(p.num_results()) + " results, not " +
            std::to_string(now.num_results());
