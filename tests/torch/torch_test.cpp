@@ -230,6 +230,62 @@ TEST(TorchMeta, OutputShapesAndDtypesWithoutAGpu) {
 
 // Note [one shape evaluator]: a launch's checks (KernelOp::output_shapes, no GPU needed) and the
 // Meta kernel refuse the same inputs with the same message.
+// Note [first-use growth] from C++: the miss handler sees the sizes of a call that broke a
+// requirement and grows the registration with an op that takes them; the call is retried once and
+// later calls use the grown op; a handler that declines leaves the refusal, with its note.
+TEST(TorchGrowth, AMissHandlerGrowsTheRegistrationAndTheCallIsRetried) {
+  auto relu_requiring = [](const std::string& requirement) {
+    OpDecl d = load_op_file(examples() / "relu.json");
+    d.op_name = "kernelop_grow::relu";
+    d.spec.requirements = {Requirement::parse(requirement)};
+    return compiled_op(d);
+  };
+  auto shape = [](const c10::IValue& v) { return v.toTensor().sizes().vec(); };
+  torch_ops::Registration r = torch_ops::register_op(relu_requiring("dim(x, 0) == 4"));
+  std::vector<std::vector<std::int64_t>> seen;
+  std::string refusal;
+  r.on_miss([&](const torch_ops::Miss& m) -> torch_ops::MissOutcome {
+    seen.emplace_back(m.shapes[0].begin(), m.shapes[0].end());
+    refusal = m.refusal;
+    if (m.shapes[0][0] == 8) {
+      r.grow(relu_requiring("(dim(x, 0) == 4) + (dim(x, 0) == 8) != 0"));
+      return {true, {}};
+    }
+    return {false, "no op for " + std::to_string(m.shapes[0][0]) + " rows"};
+  });
+  EXPECT_TRUE(r.has_miss_handler());
+  EXPECT_EQ(shape(call("kernelop_grow::relu", {meta({8, 3})})[0]), (std::vector<int64_t>{8, 3}));
+  EXPECT_EQ(r.generations(), 2u);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0], (std::vector<std::int64_t>{8, 3}));
+  EXPECT_EQ(refusal, "the inputs break the requirement 'dim(x, 0) == 4': 8 == 4 is false");
+  EXPECT_EQ(shape(call("kernelop_grow::relu", {meta({8, 5})})[0]), (std::vector<int64_t>{8, 5}));
+  EXPECT_EQ(seen.size(), 1u) << "a size the grown op takes asks nothing";
+  EXPECT_EQ(
+      error_of([] {
+        call("kernelop_grow::relu", {meta({5, 3})});
+      }),
+      "op kernelop_grow::relu: the inputs break the requirement '(dim(x, 0) == 4) + (dim(x, 0) "
+      "== 8) != 0': 0 != 0 is false; no op for 5 rows");
+  EXPECT_EQ(seen.size(), 2u);
+  // Growing by another op is refused, and changes nothing.
+  OpDecl add = load_op_file(examples() / "add.json");
+  add.op_name = "kernelop_grow::relu";
+  try {
+    r.grow(compiled_op(add));
+    ADD_FAILURE() << "grew by another op";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a registration grows only by the same op with more "
+                                         "tactics, and the op given differs: its schema is"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(r.generations(), 2u);
+  EXPECT_THROW(r.on_miss([](const torch_ops::Miss&) { return torch_ops::MissOutcome{}; }), Error);
+  torch_ops::unregister_op("kernelop_grow::relu");  // the handler goes with the registration
+  EXPECT_FALSE(r.has_miss_handler());
+}
+
 TEST(TorchMeta, TheLaunchAndTheMetaKernelAgree) {
   struct Case {
     std::string op, shape, needle;
