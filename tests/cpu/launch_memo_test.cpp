@@ -415,6 +415,26 @@ TEST(ClusterLaunch, LaunchesWithTheClusterAndChecksIt) {
     expect_error([&] { derive_plan(parse_op_json(bad, ".")); }, ErrorKind::Spec,
                  "geometry.custom.cluster: " + why);
   }
+  // A GPU before sm_90 has no clusters: refused, naming its architecture.
+  CompileOptions both;
+  both.archs = {"sm_80", "sm_90"};
+  KernelOp old(
+      compile(derive_plan(parse_op_json(kClustered, testing::source_dir().string())), both));
+  fake().set_arch(80);
+  std::vector<ScalarArg> n2 = {ScalarArg::of_int(2)};
+  TensorView x80{reinterpret_cast<void*>(0x100000), DType::Float32, Shape{4, 256}, {}, 0};
+  TensorView y80 = x80;
+  std::string refused;
+  try {
+    old.launch(std::vector<TensorView>{x80}, n2, std::vector<TensorView>{y80}, nullptr);
+  } catch (const Error& e) {
+    refused = e.what();
+  }
+  fake().set_arch(90);
+  EXPECT_NE(refused.find("op memo_test::clustered: it launches thread-block clusters of [2, 1, 1], "
+                         "which need sm_90 or later; this device is sm_80"),
+            std::string::npos)
+      << refused;
   std::string odd = kClustered;  // a constant grid a constant cluster does not divide
   std::size_t at = odd.find("\"grid\": [");
   odd.replace(at, odd.find("],", at) + 1 - at, "\"grid\": [3, 4]");

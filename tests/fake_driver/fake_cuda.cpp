@@ -74,6 +74,12 @@ void fake_cuda_set_memory(std::uint64_t at, const void* bytes, int n) {
   contents[at].assign(static_cast<const char*>(bytes), static_cast<std::size_t>(n));
 }
 /// Whether streams report an active capture from now on.
+// The compute capability the device reports (major * 10 + minor; sm_90 unless a test says).
+std::atomic<int> arch{90};
+void fake_cuda_set_arch(int a) {
+  arch = a;
+}
+
 void fake_cuda_set_capturing(int on) {
   std::lock_guard lock(mu);
   capturing = on != 0;
@@ -120,9 +126,9 @@ CUresult cuDeviceGetName(char* name, int len, CUdevice) {
 CUresult cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevice) {
   switch (a) {
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
-      return ok(v, 9);
+      return ok(v, arch.load() / 10);
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
-      return ok(v, 0);
+      return ok(v, arch.load() % 10);
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
       return ok(v, 232448);
     case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE:

@@ -17,6 +17,7 @@ struct FakeDriver {
   const char* (*functions)() = nullptr;
   void (*set_memory)(std::uint64_t, const void*, int) = nullptr;
   void (*set_capturing)(int) = nullptr;
+  void (*set_arch)(int) = nullptr;  // the device's compute capability, major * 10 + minor
   FakeDriver() {
     void* lib = dlopen("libcuda.so.1", RTLD_NOW);
     if (!lib) return;
@@ -28,9 +29,11 @@ struct FakeDriver {
     set_memory = reinterpret_cast<void (*)(std::uint64_t, const void*, int)>(
         dlsym(lib, "fake_cuda_set_memory"));
     set_capturing = reinterpret_cast<void (*)(int)>(dlsym(lib, "fake_cuda_set_capturing"));
+    set_arch = reinterpret_cast<void (*)(int)>(dlsym(lib, "fake_cuda_set_arch"));
   }
   bool ok() const {
-    return set_param_sizes && launches && memory_ops && functions && set_memory && set_capturing;
+    return set_param_sizes && launches && memory_ops && functions && set_memory && set_capturing &&
+           set_arch;
   }
 };
 
