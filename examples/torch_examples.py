@@ -56,6 +56,7 @@ def cases(batch: int, device="cuda") -> Dict[str, Tuple[Tuple, Callable]]:
         "repeat2": ((x,), lambda a: torch.cat([a, a], 1)),
         "rowsum": ((x,), lambda a: a.sum(-1)),
         "rowsum_keepdim": ((x,), lambda a: a.sum(-1, keepdim=True)),
+        "cluster_rowsum": ((x,), lambda a: a.sum(-1)),  # a thread-block cluster launch (sm_90 or later)
         "scale": ((x, 1.5), lambda a, s: a * s),
         "sigmoid": ((x,), torch.sigmoid),
         "sin_cos": ((x,), lambda a: (torch.sin(a), torch.cos(a))),
@@ -85,7 +86,7 @@ class AllOps(torch.nn.Module):
         h = ex.softmax(s - c) + ex.relu_generic(x.half()).float()
         h = ex.softmax_tuned(ex.gemm_tiled(h, self.weight))
         r = ex.repeat2(h)
-        k = ex.rowsum_keepdim(r) + ex.rowsum(r).unsqueeze(-1)
+        k = ex.rowsum_keepdim(r) + ex.rowsum(r).unsqueeze(-1) + ex.cluster_rowsum(r).unsqueeze(-1)
         cache = self.cache.clone()
         ex.cache_scatter(cache, self.index, h[:4])
         summary = ex.colsum(cache).unsqueeze(0)
@@ -100,7 +101,7 @@ def reference_all_ops(module: AllOps, x: torch.Tensor) -> torch.Tensor:
     h = torch.softmax(torch.sin(h) - torch.cos(h), -1) + torch.relu(x.half()).float()
     h = torch.softmax(h @ module.weight, -1)
     r = torch.cat([h, h], 1)
-    k = r.sum(-1, keepdim=True) * 2
+    k = r.sum(-1, keepdim=True) * 3
     cache = _scatter_reference(module.cache, module.index, h[:4])
     summary = cache.sum(0, keepdim=True)
     return (r * torch.sigmoid(k)).mean(0, keepdim=True) + torch.cat([summary, summary], -1)

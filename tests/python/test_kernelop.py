@@ -197,7 +197,7 @@ class Examples(unittest.TestCase):
 
     def test_every_example_is_registered_from_its_spec_file(self):
         self.assertEqual(sorted(EX), tex.NAMES)
-        self.assertEqual(len(tex.NAMES), 15)
+        self.assertEqual(len(tex.NAMES), 16)
         self.assertEqual(str(EX["cache_scatter"].default._schema),
                          "kernelop_examples::cache_scatter(Tensor(a!) cache, Tensor index, Tensor values) -> ()")
         self.assertIs(ko.register_spec_file(tex.spec_file("relu"), archs=ARCHS), EX["relu"])  # again: no-op
